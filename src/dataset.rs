@@ -1,0 +1,321 @@
+//! [`Dataset`]: create, open and read a dataset. Writing goes through
+//! [`Dataset::begin_extend`] (see `extend.rs`).
+
+use std::borrow::Cow;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::commit::{write_manifest, ManifestWriteError};
+use crate::error::{Error, Result};
+use crate::format::DEFAULT_MAX_SHARD_SIZE;
+use crate::lz4_block::{self, Lz4Mode};
+use crate::manifest::{Compression, Manifest, ManifestVersion};
+use crate::reader::Index;
+use crate::storage::{FileSystem, Storage};
+
+/// Settings of a new dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Whether records carry unique keys. Default: `false`, as the reference.
+    pub keyed: bool,
+    /// How values are stored. Default: [`Compression::Lz4`], as the reference.
+    pub compression: Compression,
+    /// A new shard starts before a record that would take the current one past this
+    /// many bytes. Default: 1 GiB, as the reference.
+    pub max_shard_size: u64,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            keyed: false,
+            compression: Compression::Lz4,
+            max_shard_size: DEFAULT_MAX_SHARD_SIZE,
+        }
+    }
+}
+
+/// An open dataset: its committed shards mapped, its keys indexed.
+///
+/// Reads take `&self` and the type is `Sync`, so threads can share one handle.
+/// Extending takes `&mut self`.
+#[derive(Debug)]
+pub struct Dataset {
+    pub(crate) dir: PathBuf,
+    pub(crate) manifest: Manifest,
+    pub(crate) index: Index,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) lz4_mode: Lz4Mode,
+}
+
+impl Dataset {
+    /// Creates an empty dataset in `dir`, which must be missing or empty.
+    pub fn create(dir: impl AsRef<Path>, options: CreateOptions) -> Result<Dataset> {
+        Self::create_with_storage(dir, options, Arc::new(FileSystem))
+    }
+
+    /// [`Dataset::create`] writing through `storage` (used to inject faults in tests).
+    pub fn create_with_storage(
+        dir: impl AsRef<Path>,
+        options: CreateOptions,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Dataset> {
+        let dir = dir.as_ref();
+        if options.max_shard_size == 0 {
+            return Err(Error::InvalidOption(
+                "max_shard_size must be positive".into(),
+            ));
+        }
+        fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        let mut entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+        if entries.next().is_some() {
+            return Err(Error::DirectoryNotEmpty {
+                path: dir.to_owned(),
+            });
+        }
+        let manifest = Manifest {
+            keyed: options.keyed,
+            compression: options.compression,
+            max_shard_size: options.max_shard_size,
+            shards: 0,
+            version: ManifestVersion::V0_3,
+        };
+        write_manifest(storage.as_ref(), dir, &manifest).map_err(|e| match e {
+            ManifestWriteError::NotCommitted(e) | ManifestWriteError::NotDurable(e) => e,
+        })?;
+        Self::open_with_storage(dir, storage)
+    }
+
+    /// Opens an existing dataset, validating every committed shard: index lengths,
+    /// sizes against data lengths, missing shards and duplicate keys.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
+        Self::open_with_storage(dir, Arc::new(FileSystem))
+    }
+
+    /// [`Dataset::open`] with extends writing through `storage`.
+    pub fn open_with_storage(dir: impl AsRef<Path>, storage: Arc<dyn Storage>) -> Result<Dataset> {
+        let dir = dir.as_ref().to_owned();
+        let manifest = Manifest::read(&dir)?;
+        let mut index = Index::new(manifest.keyed);
+        index.add_shards(&dir, manifest.shards)?;
+        Ok(Dataset {
+            dir,
+            manifest,
+            index,
+            storage,
+            lz4_mode: Lz4Mode::default(),
+        })
+    }
+
+    /// Sets how values are compressed by later extends of an LZ4 dataset. The
+    /// default, high compression at level 9, reproduces the reference's bytes.
+    pub fn set_lz4_mode(&mut self, mode: Lz4Mode) {
+        self.lz4_mode = mode;
+    }
+
+    /// Picks up shards committed since this handle was opened (by another handle or
+    /// process). On error the handle is unchanged.
+    pub fn refresh(&mut self) -> Result<()> {
+        let manifest = Manifest::read(&self.dir)?;
+        self.apply_manifest(manifest)
+    }
+
+    pub(crate) fn apply_manifest(&mut self, manifest: Manifest) -> Result<()> {
+        let changed = |reason: String| Error::ChangedOnDisk {
+            path: self.dir.join(crate::format::MANIFEST_NAME),
+            reason,
+        };
+        if manifest.keyed != self.manifest.keyed
+            || manifest.compression != self.manifest.compression
+        {
+            return Err(changed("its keyed or compression setting differs".into()));
+        }
+        if manifest.shards < self.index.shard_count() {
+            return Err(changed(format!(
+                "the manifest now counts {} shards, fewer than the {} loaded",
+                manifest.shards,
+                self.index.shard_count()
+            )));
+        }
+        self.index.add_shards(&self.dir, manifest.shards)?;
+        self.manifest = manifest;
+        Ok(())
+    }
+
+    /// The dataset's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest as last read or written.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Whether records carry keys.
+    pub fn keyed(&self) -> bool {
+        self.manifest.keyed
+    }
+
+    /// How values are stored.
+    pub fn compression(&self) -> Compression {
+        self.manifest.compression
+    }
+
+    /// Number of committed shards.
+    pub fn shards(&self) -> u64 {
+        self.manifest.shards
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Turns a signed index into a position: negative indexes count from the end
+    /// (`-1` is the last record), as in Python.
+    pub fn resolve_index(&self, index: i64) -> Result<usize> {
+        let len = self.len() as i64;
+        let resolved = if index < 0 { index + len } else { index };
+        if (0..len).contains(&resolved) {
+            Ok(resolved as usize)
+        } else {
+            Err(Error::IndexOutOfRange {
+                index,
+                len: len as u64,
+            })
+        }
+    }
+
+    fn check_index(&self, index: usize) -> Result<()> {
+        if index < self.len() {
+            Ok(())
+        } else {
+            Err(Error::IndexOutOfRange {
+                index: i64::try_from(index).unwrap_or(i64::MAX),
+                len: self.len() as u64,
+            })
+        }
+    }
+
+    fn require_keyed(&self) -> Result<()> {
+        if self.keyed() {
+            Ok(())
+        } else {
+            Err(Error::WrongKeying(
+                "key lookup on a keyless dataset: read records by index instead",
+            ))
+        }
+    }
+
+    /// Whether `key` is in the dataset; always `false` for a keyless dataset, as in
+    /// the reference.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.keyed() && self.index.position(key).is_some()
+    }
+
+    /// The record number of `key`. Errors on a keyless dataset.
+    pub fn position(&self, key: &[u8]) -> Result<Option<usize>> {
+        self.require_keyed()?;
+        Ok(self.index.position(key))
+    }
+
+    /// The value of `key`, or `None` if absent. Errors on a keyless dataset.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        match self.position(key)? {
+            Some(index) => self.at(index).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The value at position `index`: borrowed from the mapping when uncompressed,
+    /// decompressed into a new buffer otherwise.
+    pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
+        self.check_index(index)?;
+        let location = self.index.locate(index);
+        match self.compression() {
+            Compression::None => Ok(Cow::Borrowed(location.stored)),
+            Compression::Lz4 => lz4_block::decompress(location.stored)
+                .map(Cow::Owned)
+                .map_err(|e| self.corrupt(index, e)),
+        }
+    }
+
+    /// The value at `index`, decompressing into `buffer` when compressed (the buffer
+    /// only ever grows, so a reused one stops allocating) and borrowing from the
+    /// mapping when not.
+    pub fn at_with_buffer<'a>(&'a self, index: usize, buffer: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        self.check_index(index)?;
+        let location = self.index.locate(index);
+        match self.compression() {
+            Compression::None => Ok(location.stored),
+            Compression::Lz4 => {
+                let n = lz4_block::decompress_into(location.stored, buffer)
+                    .map_err(|e| self.corrupt(index, e))?;
+                Ok(&buffer[..n])
+            }
+        }
+    }
+
+    /// The value of `key` via [`Dataset::at_with_buffer`].
+    pub fn get_with_buffer<'a>(
+        &'a self,
+        key: &[u8],
+        buffer: &'a mut Vec<u8>,
+    ) -> Result<Option<&'a [u8]>> {
+        match self.position(key)? {
+            Some(index) => self.at_with_buffer(index, buffer).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The key at position `index`. Errors on a keyless dataset.
+    pub fn key_at(&self, index: usize) -> Result<&[u8]> {
+        if !self.keyed() {
+            return Err(Error::WrongKeying(
+                "keys are disabled for this dataset: it is keyless",
+            ));
+        }
+        self.check_index(index)?;
+        Ok(self.index.locate(index).key)
+    }
+
+    /// The value at `index` as stored on disk (an LZ4 block with its size prefix,
+    /// for compressed datasets), borrowed from the mapping.
+    pub fn stored_at(&self, index: usize) -> Result<&[u8]> {
+        self.check_index(index)?;
+        Ok(self.index.locate(index).stored)
+    }
+
+    /// Decodes every record and returns what is wrong, in order (empty when the
+    /// dataset is sound). Structure was already checked by `open`.
+    pub fn verify(&self) -> Vec<Error> {
+        let mut problems = Vec::new();
+        if self.compression() == Compression::Lz4 {
+            let mut buffer = Vec::new();
+            for index in 0..self.len() {
+                if let Err(e) = self.at_with_buffer(index, &mut buffer) {
+                    problems.push(e);
+                }
+            }
+        }
+        problems
+    }
+
+    fn corrupt(&self, index: usize, error: lz4_block::BlockError) -> Error {
+        let location = self.index.locate(index);
+        Error::CorruptValue {
+            path: location.shard.path.clone(),
+            record: index as u64 - location.shard.first,
+            index: index as u64,
+            offset: location.value_offset,
+            reason: error.0,
+        }
+    }
+}

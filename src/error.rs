@@ -1,0 +1,172 @@
+//! The store's error type. Every variant that comes from disk names the file,
+//! and where it applies the shard, record or byte offset.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias for the store.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong opening, reading or extending a dataset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call on `path` failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("open", "write", "fsync", ...).
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The directory has no manifest.json.
+    #[error("{}: not a dataset (no manifest.json); create one with `bcd create`", path.display())]
+    NotADataset {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// `create` was pointed at a directory that already has files in it.
+    #[error("{}: directory is not empty; datasets are created in a new or empty directory", path.display())]
+    DirectoryNotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// manifest.json is not one of the two accepted forms.
+    #[error("{}: invalid manifest: {reason}", path.display())]
+    InvalidManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A shard file named by the manifest does not exist.
+    #[error("{}: missing shard file (the manifest counts {shards} shards)", path.display())]
+    MissingShard {
+        /// The missing file.
+        path: PathBuf,
+        /// How many shards the manifest commits.
+        shards: u64,
+    },
+    /// A shard's index and data disagree, or the index is malformed.
+    #[error("{}: corrupt shard: {reason}", path.display())]
+    CorruptShard {
+        /// The shard file found at fault.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// One stored value cannot be decoded.
+    #[error("{}: record {record} (dataset index {index}, byte offset {offset}): {reason}", path.display())]
+    CorruptValue {
+        /// The shard's data file.
+        path: PathBuf,
+        /// Record number within the shard.
+        record: u64,
+        /// Record number within the dataset.
+        index: u64,
+        /// Byte offset of the stored value within the data file.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A committed key occurs twice.
+    #[error("{}: record {record}: duplicate key {key} in dataset", path.display())]
+    DuplicateKeyInDataset {
+        /// The shard's data file holding the second occurrence.
+        path: PathBuf,
+        /// Record number within that shard.
+        record: u64,
+        /// The key, escaped for display.
+        key: DisplayKey,
+    },
+    /// An extend tried to add a key that is already committed or already
+    /// added by the same extend; nothing was committed.
+    #[error("duplicate key {key}: already in the dataset or earlier in this extend; nothing was committed")]
+    DuplicateKey {
+        /// The key, escaped for display.
+        key: DisplayKey,
+    },
+    /// An index past either end.
+    #[error("index {index} out of range for a dataset of {len} records")]
+    IndexOutOfRange {
+        /// The index asked for.
+        index: i64,
+        /// Number of records.
+        len: u64,
+    },
+    /// A key operation on a keyless dataset, or a keyless one on a keyed dataset.
+    #[error("{0}")]
+    WrongKeying(&'static str),
+    /// A key or value is too large for the format.
+    #[error("{what} of {size} bytes exceeds the format's limit of {limit} bytes")]
+    TooLarge {
+        /// "key", "value" or "stored value".
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A setting passed to `create` is invalid.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// Another writer of this project holds the dataset's lock.
+    #[error("{}: another writer is extending this dataset (lock {} is held); wait for it to finish and retry", dir.display(), lock.display())]
+    Locked {
+        /// The dataset directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The manifest on disk no longer matches the settings this handle opened with.
+    #[error("{}: the dataset was changed by another writer ({reason}); reopen it", path.display())]
+    ChangedOnDisk {
+        /// The manifest file.
+        path: PathBuf,
+        /// What changed.
+        reason: String,
+    },
+    /// An earlier error in this extend left it unusable; it must be dropped.
+    #[error("this extend already failed and was rolled back; start a new one")]
+    Poisoned,
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// A key as it appears in messages: printable ASCII kept, everything else
+/// escaped, long keys shortened.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DisplayKey(pub Vec<u8>);
+
+impl DisplayKey {
+    const SHOWN: usize = 200;
+}
+
+impl fmt::Display for DisplayKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = &self.0[..self.0.len().min(Self::SHOWN)];
+        write!(f, "\"{}\"", shown.escape_ascii())?;
+        if self.0.len() > Self::SHOWN {
+            write!(f, "... ({} bytes)", self.0.len())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for DisplayKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}

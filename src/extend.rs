@@ -1,0 +1,291 @@
+//! Extending a dataset: an all-or-nothing transaction that writes new shards and
+//! commits them with one manifest rename.
+
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+
+use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
+use crate::dataset::Dataset;
+use crate::error::{DisplayKey, Error, Result};
+use crate::format::LZ4_MAX_INPUT_SIZE;
+use crate::lz4_block;
+use crate::manifest::{Compression, Manifest, ManifestVersion};
+use crate::shard_writer::ShardWriter;
+
+/// What a committed extend added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtendSummary {
+    /// Records added.
+    pub records: u64,
+    /// Shards added.
+    pub shards: u64,
+    /// Bytes added to shard data files (keys plus stored values).
+    pub bytes_stored: u64,
+}
+
+/// An extend in progress, from [`Dataset::begin_extend`]. Records pushed are written
+/// to new shard files that no reader sees until [`Extend::commit`]. Dropping it
+/// without committing, or any failed write, removes those files and leaves the
+/// dataset exactly as it was.
+///
+/// It holds the dataset's writer lock from start to end.
+pub struct Extend<'d> {
+    dataset: &'d mut Dataset,
+    writer: ShardWriter,
+    /// Keys pushed so far (the committed ones are in the dataset's index).
+    new_keys: HashTable<Box<[u8]>>,
+    hasher: RandomState,
+    scratch: Vec<u8>,
+    poisoned: bool,
+    _lock: WriterLock,
+}
+
+impl Dataset {
+    /// Starts an extend: takes the writer lock, re-reads the manifest (picking up
+    /// shards another handle committed, so they are never overwritten), and
+    /// prepares to write the next shard number.
+    pub fn begin_extend(&mut self) -> Result<Extend<'_>> {
+        let lock = WriterLock::acquire(&self.dir)?;
+        let manifest = Manifest::read(&self.dir)?;
+        self.apply_manifest(manifest)?;
+        let writer = ShardWriter::new(
+            &self.dir,
+            self.storage.clone(),
+            self.manifest.keyed,
+            self.manifest.max_shard_size,
+            self.manifest.shards,
+        );
+        Ok(Extend {
+            dataset: self,
+            writer,
+            new_keys: HashTable::new(),
+            hasher: RandomState::default(),
+            scratch: Vec::new(),
+            poisoned: false,
+            _lock: lock,
+        })
+    }
+
+    /// Adds `(key, value)` records to a keyed dataset, all or nothing: on any error
+    /// (a duplicate key, an oversized value, an I/O failure) nothing is committed.
+    pub fn extend<K, V>(
+        &mut self,
+        records: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<ExtendSummary>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let mut extend = self.begin_extend()?;
+        for (key, value) in records {
+            extend.push(key.as_ref(), value.as_ref())?;
+        }
+        extend.commit()
+    }
+
+    /// Adds values to a keyless dataset, all or nothing.
+    pub fn extend_values<V: AsRef<[u8]>>(
+        &mut self,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<ExtendSummary> {
+        let mut extend = self.begin_extend()?;
+        for value in values {
+            extend.push_value(value.as_ref())?;
+        }
+        extend.commit()
+    }
+}
+
+impl Extend<'_> {
+    /// The dataset being extended (its committed state).
+    pub fn dataset(&self) -> &Dataset {
+        self.dataset
+    }
+
+    /// Records pushed so far.
+    pub fn records(&self) -> u64 {
+        self.writer.records()
+    }
+
+    /// Bytes written so far (keys plus stored values).
+    pub fn bytes_stored(&self) -> u64 {
+        self.writer.bytes()
+    }
+
+    /// Whether `key` is committed or already pushed in this extend.
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.dataset.contains(key) || self.pending(key)
+    }
+
+    fn pending(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.new_keys.find(hash, |k| &**k == key).is_some()
+    }
+
+    /// Adds a record to a keyed dataset, compressing the value if the dataset does.
+    /// A duplicate key is an error that leaves the extend usable (nothing was written).
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_usable(true)?;
+        self.check_new_key(key)?;
+        self.check_value(value)?;
+        let stored = self.encode(value)?;
+        self.write(key, &stored)?;
+        self.scratch = stored;
+        Ok(())
+    }
+
+    /// Adds a value to a keyless dataset.
+    pub fn push_value(&mut self, value: &[u8]) -> Result<()> {
+        self.check_usable(false)?;
+        self.check_value(value)?;
+        let stored = self.encode(value)?;
+        self.write(&[], &stored)?;
+        self.scratch = stored;
+        Ok(())
+    }
+
+    /// Adds a record whose value is already in the dataset's stored form (an LZ4
+    /// value with its size prefix, or raw): for pipelines that compress in
+    /// parallel. `key` must be empty for keyless datasets.
+    pub fn push_stored(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        let keyed = self.dataset.keyed();
+        self.check_usable(keyed)?;
+        if keyed {
+            self.check_new_key(key)?;
+        } else if !key.is_empty() {
+            return Err(Error::WrongKeying("keyless datasets take no keys"));
+        }
+        if self.dataset.compression() == Compression::Lz4 {
+            lz4_block::declared_len(stored).map_err(|e| {
+                Error::InvalidOption(format!("pushed value is not a stored LZ4 value: {}", e.0))
+            })?;
+        }
+        self.write(key, stored)
+    }
+
+    fn check_usable(&self, keyed: bool) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        match (self.dataset.keyed(), keyed) {
+            (true, false) => Err(Error::WrongKeying(
+                "keyed datasets take (key, value) records, not bare values",
+            )),
+            (false, true) => Err(Error::WrongKeying(
+                "keyless datasets take values, not (key, value) records",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_new_key(&self, key: &[u8]) -> Result<()> {
+        if self.contains_key(key) {
+            return Err(Error::DuplicateKey {
+                key: DisplayKey(key.to_vec()),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<()> {
+        if self.dataset.compression() == Compression::Lz4 && value.len() > LZ4_MAX_INPUT_SIZE {
+            return Err(Error::TooLarge {
+                what: "value",
+                size: value.len() as u64,
+                limit: LZ4_MAX_INPUT_SIZE as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// The stored form of `value`, in the reused scratch buffer.
+    fn encode(&mut self, value: &[u8]) -> Result<Vec<u8>> {
+        let mut stored = std::mem::take(&mut self.scratch);
+        match self.dataset.compression() {
+            Compression::None => {
+                stored.clear();
+                stored.extend_from_slice(value);
+            }
+            Compression::Lz4 => {
+                lz4_block::compress_into(value, self.dataset.lz4_mode, &mut stored)
+                    .map_err(|e| Error::InvalidOption(e.0))?;
+            }
+        }
+        Ok(stored)
+    }
+
+    fn write(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        ShardWriter::check_sizes(key, stored)?;
+        if let Err(e) = self.writer.append(key, stored) {
+            self.poisoned = true;
+            self.writer.abort();
+            return Err(e);
+        }
+        if self.dataset.keyed() {
+            let hasher = &self.hasher;
+            self.new_keys
+                .insert_unique(hasher.hash_one(key), key.into(), |k| hasher.hash_one(&**k));
+        }
+        Ok(())
+    }
+
+    /// Makes every pushed record durable and visible, atomically. With nothing
+    /// pushed, nothing is written.
+    ///
+    /// If the manifest was renamed into place but the final directory fsync failed,
+    /// the records are visible (the handle shows them) but their durability across a
+    /// power loss is unknown; the error says so.
+    pub fn commit(mut self) -> Result<ExtendSummary> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let first_shard = self.dataset.manifest.shards;
+        if self.writer.records() == 0 {
+            return Ok(ExtendSummary::default());
+        }
+        let shards = match self.writer.finish() {
+            Ok(shards) => shards,
+            Err(e) => {
+                self.writer.abort();
+                return Err(e);
+            }
+        };
+        let manifest = Manifest {
+            shards,
+            version: ManifestVersion::V0_3,
+            ..self.dataset.manifest
+        };
+        let dir = self.dataset.dir.clone();
+        match write_manifest(self.dataset.storage.as_ref(), &dir, &manifest) {
+            Ok(()) => {}
+            Err(ManifestWriteError::NotCommitted(e)) => {
+                self.writer.abort();
+                return Err(e);
+            }
+            Err(ManifestWriteError::NotDurable(e)) => {
+                self.writer.keep();
+                let _ = self.dataset.apply_manifest(manifest);
+                return Err(e);
+            }
+        }
+        let summary = ExtendSummary {
+            records: self.writer.records(),
+            shards: shards - first_shard,
+            bytes_stored: self.writer.bytes(),
+        };
+        // The files are committed now: dropping the extend must not remove them.
+        self.writer.keep();
+        self.dataset.apply_manifest(manifest)?;
+        Ok(summary)
+    }
+}
+
+impl Drop for Extend<'_> {
+    /// An uncommitted extend removes the files it wrote (best effort: leftovers are
+    /// ignored by readers and overwritten by the next extend anyway).
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}

@@ -1,0 +1,55 @@
+//! Constants of the on-disk format, in one place. FORMAT.md is the contract;
+//! every number here is stated there too.
+
+use std::path::{Path, PathBuf};
+
+/// Name of the manifest that commits shards.
+pub const MANIFEST_NAME: &str = "manifest.json";
+/// Temporary name the manifest is written under before the atomic rename.
+pub const MANIFEST_TMP_NAME: &str = ".manifest.json.tmp";
+/// Lock file taken by this project's writers for the duration of an extend.
+/// The Python reference neither takes nor knows it.
+pub const LOCK_NAME: &str = ".bcd.lock";
+/// Extension of a shard's data file (records back to back).
+pub const DATA_EXTENSION: &str = "bin";
+/// Extension of a shard's index file (little-endian `u32` sizes).
+pub const INDEX_EXTENSION: &str = "idx";
+/// Width of one size in an `.idx` file, in bytes.
+pub const INDEX_FIELD_SIZE: usize = 4;
+/// Width of the uncompressed-size prefix of an LZ4-compressed value.
+pub const LZ4_SIZE_PREFIX: usize = 4;
+/// Largest input liblz4 accepts (`LZ4_MAX_INPUT_SIZE`), so the largest value
+/// that can be stored compressed.
+pub const LZ4_MAX_INPUT_SIZE: usize = 0x7E00_0000;
+/// An LZ4 block never expands by more than this factor (one 255 length byte per
+/// input byte), plus [`LZ4_EXPANSION_SLACK`] bytes. A declared size beyond that
+/// bound is corrupt and is rejected before anything is allocated.
+pub const LZ4_MAX_EXPANSION: u64 = 255;
+/// See [`LZ4_MAX_EXPANSION`].
+pub const LZ4_EXPANSION_SLACK: u64 = 64;
+/// Largest key or stored value: sizes are `u32` in the index.
+pub const MAX_FIELD_SIZE: u64 = u32::MAX as u64;
+/// `max_shard_size` of datasets created without one, and of 0.2.0 manifests.
+pub const DEFAULT_MAX_SHARD_SIZE: u64 = 1 << 30;
+/// Manifests larger than this are rejected unread (a real one is under 100 bytes).
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// LZ4 high-compression level the reference uses (python-lz4's default, `LZ4HC_CLEVEL_DEFAULT`).
+pub const DEFAULT_LZ4_HC_LEVEL: i32 = 9;
+
+/// Number of `u32` sizes per record in the index: `(key_size, value_size)` when
+/// keyed, `value_size` alone when keyless.
+pub fn index_fields(keyed: bool) -> usize {
+    if keyed {
+        2
+    } else {
+        1
+    }
+}
+
+/// Paths of shard `id`'s data and index files: `{id:06}.bin`, `{id:06}.idx`.
+pub fn shard_paths(dir: &Path, id: u64) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{id:06}.{DATA_EXTENSION}")),
+        dir.join(format!("{id:06}.{INDEX_EXTENSION}")),
+    )
+}

@@ -1,0 +1,42 @@
+//! The core store of the bitcask-dataset format: an append-only directory of
+//! memory-mapped shards of byte blobs, optionally keyed and LZ4-compressed,
+//! byte-compatible with the Python reference (`bitcask-dataset` 0.2.0 / 0.3.0).
+//! FORMAT.md in the repository is the on-disk contract.
+//!
+//! ```
+//! use bcd::{CreateOptions, Dataset};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("images");
+//! let mut dataset = Dataset::create(&path, CreateOptions { keyed: true, ..Default::default() })?;
+//! dataset.extend([(b"cat.jpg", b"meow"), (b"dog.jpg", b"woof")])?;
+//!
+//! let dataset = Dataset::open(&path)?;
+//! assert_eq!(dataset.len(), 2);
+//! assert_eq!(dataset.get(b"dog.jpg")?.as_deref(), Some(&b"woof"[..]));
+//! assert_eq!(dataset.key_at(dataset.resolve_index(-1)?)?, b"dog.jpg");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! This crate knows nothing of foreign formats or command lines: the `bcd`
+//! command and the converters build on it.
+
+#![warn(missing_docs)]
+
+mod commit;
+mod dataset;
+mod error;
+mod extend;
+pub mod format;
+pub mod lz4_block;
+mod manifest;
+mod mapping;
+mod reader;
+pub mod shard_writer;
+pub mod storage;
+
+pub use dataset::{CreateOptions, Dataset};
+pub use error::{DisplayKey, Error, Result};
+pub use extend::{Extend, ExtendSummary};
+pub use lz4_block::Lz4Mode;
+pub use manifest::{Compression, Manifest, ManifestVersion};

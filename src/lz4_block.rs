@@ -1,0 +1,155 @@
+//! Values of `"compression": "lz4"` datasets: an LZ4 block (not a frame) behind a
+//! 4-byte little-endian uncompressed size, as python-lz4's
+//! `block.compress(value, mode="high_compression", store_size=True)` makes them.
+//! Empty values are stored empty, with no block.
+
+use crate::format::{
+    DEFAULT_LZ4_HC_LEVEL, LZ4_EXPANSION_SLACK, LZ4_MAX_EXPANSION, LZ4_MAX_INPUT_SIZE,
+    LZ4_SIZE_PREFIX,
+};
+
+/// How values are compressed when written. Any mode produces blocks that every
+/// LZ4 decoder, including the reference's, reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lz4Mode {
+    /// liblz4's high-compression mode at this level (1..=12). Level 9 is what the
+    /// reference uses and gives byte-identical output.
+    High(i32),
+    /// liblz4's fast mode with this acceleration (1 = best ratio of the fast modes).
+    Fast(i32),
+}
+
+impl Default for Lz4Mode {
+    /// High compression at level 9, as the reference.
+    fn default() -> Self {
+        Lz4Mode::High(DEFAULT_LZ4_HC_LEVEL)
+    }
+}
+
+/// Why a stored value is not a valid LZ4 value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockError(pub String);
+
+/// Compresses `value` into `out` (cleared first) in the stored form: size prefix
+/// then block, or nothing for an empty value.
+///
+/// Fails only for values over [`LZ4_MAX_INPUT_SIZE`] bytes.
+pub fn compress_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(), BlockError> {
+    out.clear();
+    if value.is_empty() {
+        return Ok(());
+    }
+    if value.len() > LZ4_MAX_INPUT_SIZE {
+        return Err(BlockError(format!(
+            "value of {} bytes exceeds LZ4's input limit of {LZ4_MAX_INPUT_SIZE} bytes",
+            value.len()
+        )));
+    }
+    let bound =
+        lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
+    out.resize(LZ4_SIZE_PREFIX + bound, 0);
+    let mode = match mode {
+        Lz4Mode::High(level) => lz4::block::CompressionMode::HIGHCOMPRESSION(level),
+        Lz4Mode::Fast(acceleration) => lz4::block::CompressionMode::FAST(acceleration),
+    };
+    let written = lz4::block::compress_to_buffer(value, Some(mode), true, out)
+        .map_err(|e| BlockError(format!("lz4: {e}")))?;
+    out.truncate(written);
+    Ok(())
+}
+
+/// The uncompressed size a stored value declares, checked against what its
+/// block could possibly produce, so a hostile prefix cannot cause a huge allocation.
+pub fn declared_len(stored: &[u8]) -> Result<usize, BlockError> {
+    if stored.is_empty() {
+        return Ok(0);
+    }
+    let Some((prefix, block)) = stored.split_first_chunk::<LZ4_SIZE_PREFIX>() else {
+        return Err(BlockError(format!(
+            "{} bytes is too short for the {LZ4_SIZE_PREFIX}-byte size prefix",
+            stored.len()
+        )));
+    };
+    let declared = u32::from_le_bytes(*prefix) as u64;
+    let possible = (block.len() as u64 * LZ4_MAX_EXPANSION + LZ4_EXPANSION_SLACK)
+        .min(LZ4_MAX_INPUT_SIZE as u64);
+    if declared > possible {
+        return Err(BlockError(format!(
+            "size prefix declares {declared} bytes, more than a {}-byte LZ4 block can hold",
+            block.len()
+        )));
+    }
+    Ok(declared as usize)
+}
+
+/// Decompresses a stored value into `out[..n]`, growing `out` when it is too short
+/// (never shrinking it, so a reused buffer stops allocating), and returns `n`.
+pub fn decompress_into(stored: &[u8], out: &mut Vec<u8>) -> Result<usize, BlockError> {
+    let declared = declared_len(stored)?;
+    if declared == 0 && stored.is_empty() {
+        return Ok(0);
+    }
+    if out.len() < declared {
+        out.resize(declared, 0);
+    }
+    let block = &stored[LZ4_SIZE_PREFIX..];
+    let produced = lz4_flex::block::decompress_into(block, &mut out[..declared])
+        .map_err(|e| BlockError(format!("corrupt LZ4 block: {e}")))?;
+    if produced != declared {
+        return Err(BlockError(format!(
+            "LZ4 block decodes to {produced} bytes but its prefix declares {declared}"
+        )));
+    }
+    Ok(declared)
+}
+
+/// Decompresses a stored value into a new vector.
+pub fn decompress(stored: &[u8]) -> Result<Vec<u8>, BlockError> {
+    let mut out = Vec::new();
+    let n = decompress_into(stored, &mut out)?;
+    out.truncate(n);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_keeps_empty_values_empty() {
+        let mut stored = Vec::new();
+        compress_into(b"", Lz4Mode::default(), &mut stored).unwrap();
+        assert!(stored.is_empty());
+        assert_eq!(decompress(&stored).unwrap(), b"");
+
+        let value = b"hello hello hello hello hello".repeat(40);
+        for mode in [Lz4Mode::default(), Lz4Mode::High(12), Lz4Mode::Fast(1)] {
+            compress_into(&value, mode, &mut stored).unwrap();
+            assert_eq!(&stored[..4], &(value.len() as u32).to_le_bytes());
+            assert!(stored.len() < value.len());
+            assert_eq!(decompress(&stored).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn hostile_size_prefix_is_rejected_before_allocating() {
+        let mut stored = u32::MAX.to_le_bytes().to_vec();
+        stored.extend_from_slice(&[0x10, b'x']);
+        let err = declared_len(&stored).unwrap_err();
+        assert!(
+            err.0.contains("more than a 2-byte LZ4 block can hold"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn wrong_declared_size_is_an_error() {
+        let mut stored = Vec::new();
+        compress_into(&[7u8; 100], Lz4Mode::default(), &mut stored).unwrap();
+        stored[..4].copy_from_slice(&99u32.to_le_bytes());
+        assert!(decompress(&stored).is_err());
+        stored[..4].copy_from_slice(&101u32.to_le_bytes());
+        assert!(decompress(&stored).is_err());
+        assert!(decompress(&[1, 0]).is_err());
+    }
+}
