@@ -293,6 +293,31 @@ impl Dataset {
         Ok(self.index.locate(index).stored)
     }
 
+    /// Total size of the committed shard data files (keys plus stored values).
+    pub fn stored_bytes(&self) -> u64 {
+        self.index.shards.iter().map(|s| s.data.len() as u64).sum()
+    }
+
+    /// Files in the directory left by interrupted writes: shard files numbered at or
+    /// beyond the manifest's count and the temporary manifest. Readers ignore them and
+    /// the next extend overwrites them; they are safe to delete while no one writes.
+    pub fn uncommitted_files(&self) -> Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        let entries = fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let leftover = name == crate::format::MANIFEST_TMP_NAME
+                || crate::format::parse_shard_name(name).is_some_and(|id| id >= self.shards());
+            if leftover {
+                found.push(entry.path());
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
     /// Decodes every record and returns what is wrong, in order (empty when the
     /// dataset is sound). Structure was already checked by `open`.
     pub fn verify(&self) -> Vec<Error> {

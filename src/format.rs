@@ -53,3 +53,13 @@ pub fn shard_paths(dir: &Path, id: u64) -> (PathBuf, PathBuf) {
         dir.join(format!("{id:06}.{INDEX_EXTENSION}")),
     )
 }
+
+/// The shard number of a file named like a shard (`000042.bin`, `000042.idx`).
+pub fn parse_shard_name(name: &str) -> Option<u64> {
+    let (stem, extension) = name.split_once('.')?;
+    let is_shard_extension = extension == DATA_EXTENSION || extension == INDEX_EXTENSION;
+    if !is_shard_extension || stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}

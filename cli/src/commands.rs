@@ -1,0 +1,190 @@
+//! One function per subcommand: validate the parsed arguments, call the library,
+//! print.
+
+use std::fs;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use bcd::{Compression, CreateOptions, Dataset};
+
+use crate::args::{Cli, Command};
+
+/// Problems listed by `verify` before it only counts the rest.
+const VERIFY_SHOWN: usize = 20;
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Create {
+            dataset,
+            keyed,
+            compression,
+            max_shard_size,
+        } => {
+            Dataset::create(
+                &dataset,
+                CreateOptions {
+                    keyed,
+                    compression: compression.into(),
+                    max_shard_size,
+                },
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Info { dataset, json } => info(&Dataset::open(&dataset)?, json),
+        Command::Get {
+            dataset,
+            key,
+            index,
+            hex,
+            output,
+        } => {
+            let dataset = Dataset::open(&dataset)?;
+            let position = match (key, index) {
+                (_, Some(index)) => dataset.resolve_index(index)?,
+                (Some(key), None) => {
+                    let key = key_bytes(&key, hex)?;
+                    match dataset.position(&key)? {
+                        Some(position) => position,
+                        None => bail!(
+                            "key {} not found in {} (list keys with `bcd ls`)",
+                            bcd::DisplayKey(key),
+                            dataset.path().display()
+                        ),
+                    }
+                }
+                (None, None) => unreachable!("clap requires KEY or --index"),
+            };
+            let value = dataset.at(position)?;
+            match output {
+                Some(path) => fs::write(&path, &value)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => {
+                    let mut stdout = io::stdout().lock();
+                    stdout.write_all(&value)?;
+                    stdout.flush()?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ls { dataset, null } => {
+            let dataset = Dataset::open(&dataset)?;
+            let end = if null { b'\0' } else { b'\n' };
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            for index in 0..dataset.len() {
+                if dataset.keyed() {
+                    out.write_all(dataset.key_at(index)?)?;
+                } else {
+                    write!(out, "{index}")?;
+                }
+                out.write_all(&[end])?;
+            }
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify { dataset: path } => verify(&path),
+    }
+}
+
+fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
+    let manifest = dataset.manifest();
+    let compression = manifest.compression.as_manifest_str();
+    let version = match manifest.version {
+        bcd::ManifestVersion::V0_2 => "0.2",
+        bcd::ManifestVersion::V0_3 => "0.3",
+    };
+    let mut out = io::stdout().lock();
+    if json {
+        let object = serde_json::json!({
+            "path": dataset.path().display().to_string(),
+            "keyed": manifest.keyed,
+            "compression": compression,
+            "max_shard_size": manifest.max_shard_size,
+            "shards": manifest.shards,
+            "records": dataset.len(),
+            "stored_bytes": dataset.stored_bytes(),
+            "manifest_version": version,
+        });
+        writeln!(out, "{object}")?;
+    } else {
+        writeln!(out, "path:           {}", dataset.path().display())?;
+        writeln!(out, "keyed:          {}", manifest.keyed)?;
+        writeln!(out, "compression:    {}", compression.unwrap_or("none"))?;
+        writeln!(out, "max shard size: {} bytes", manifest.max_shard_size)?;
+        writeln!(out, "shards:         {}", manifest.shards)?;
+        writeln!(out, "records:        {}", dataset.len())?;
+        writeln!(out, "stored bytes:   {}", dataset.stored_bytes())?;
+        writeln!(out, "manifest:       bitcask-dataset {version} layout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(path: &std::path::Path) -> Result<ExitCode> {
+    let dataset = match Dataset::open(path) {
+        Ok(dataset) => dataset,
+        Err(error) => {
+            eprintln!("bcd: verify failed: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let problems = dataset.verify();
+    for problem in problems.iter().take(VERIFY_SHOWN) {
+        eprintln!("bcd: {problem}");
+    }
+    if problems.len() > VERIFY_SHOWN {
+        eprintln!("bcd: ... and {} more", problems.len() - VERIFY_SHOWN);
+    }
+    let leftovers = dataset.uncommitted_files()?;
+    if !leftovers.is_empty() {
+        eprintln!(
+            "bcd: note: {} uncommitted file(s) from an interrupted write are ignored (the next extend overwrites them): {}",
+            leftovers.len(),
+            leftovers
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !problems.is_empty() {
+        eprintln!(
+            "bcd: verify failed: {} of {} records cannot be decoded",
+            problems.len(),
+            dataset.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    let what = match dataset.compression() {
+        Compression::Lz4 => "all decoded",
+        Compression::None => "stored uncompressed",
+    };
+    println!(
+        "ok: {} records in {} shards, {what}",
+        dataset.len(),
+        dataset.shards()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bytes of a KEY argument: as given (any bytes on Unix), or decoded from hex.
+fn key_bytes(key: &std::ffi::OsStr, hex: bool) -> Result<Vec<u8>> {
+    #[cfg(unix)]
+    let raw = std::os::unix::ffi::OsStrExt::as_bytes(key).to_vec();
+    #[cfg(not(unix))]
+    let raw = key
+        .to_str()
+        .context("KEY is not valid Unicode; pass it with --hex")?
+        .as_bytes()
+        .to_vec();
+    if !hex {
+        return Ok(raw);
+    }
+    let text = std::str::from_utf8(&raw).ok().filter(|t| t.len() % 2 == 0);
+    let decoded = text.and_then(|t| {
+        (0..t.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
+            .collect::<Option<Vec<u8>>>()
+    });
+    decoded.context("--hex KEY must be an even number of hexadecimal digits")
+}
