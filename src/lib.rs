@@ -35,6 +35,11 @@ mod reader;
 pub mod shard_writer;
 pub mod storage;
 
+/// The README's Rust example, compiled as a doctest so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
+
 pub use dataset::{CreateOptions, Dataset};
 pub use error::{DisplayKey, Error, Result};
 pub use extend::{Extend, ExtendSummary};
