@@ -47,6 +47,7 @@ pub struct Dataset {
     pub(crate) index: Index,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) lz4_mode: Lz4Mode,
+    pub(crate) threads: usize,
 }
 
 impl Dataset {
@@ -105,6 +106,7 @@ impl Dataset {
             index,
             storage,
             lz4_mode: Lz4Mode::default(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
     }
 
@@ -112,6 +114,13 @@ impl Dataset {
     /// default, high compression at level 9, reproduces the reference's bytes.
     pub fn set_lz4_mode(&mut self, mode: Lz4Mode) {
         self.lz4_mode = mode;
+    }
+
+    /// Sets how many threads compress values in [`Dataset::extend`],
+    /// [`Dataset::extend_values`] and the batch pushes of an extend. Default: the
+    /// number of available cores. The bytes written do not depend on it.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// Picks up shards committed since this handle was opened (by another handle or

@@ -79,9 +79,13 @@ impl Dataset {
         V: AsRef<[u8]>,
     {
         let mut extend = self.begin_extend()?;
-        for (key, value) in records {
-            extend.push(key.as_ref(), value.as_ref())?;
+        let mut batch = Batch::new();
+        for record in records {
+            if batch.add(record.1.as_ref().len(), record) {
+                extend.push_batch(&batch.take())?;
+            }
         }
+        extend.push_batch(&batch.take())?;
         extend.commit()
     }
 
@@ -91,10 +95,45 @@ impl Dataset {
         values: impl IntoIterator<Item = V>,
     ) -> Result<ExtendSummary> {
         let mut extend = self.begin_extend()?;
+        let mut batch = Batch::new();
         for value in values {
-            extend.push_value(value.as_ref())?;
+            if batch.add(value.as_ref().len(), value) {
+                extend.push_value_batch(&batch.take())?;
+            }
         }
+        extend.push_value_batch(&batch.take())?;
         extend.commit()
+    }
+}
+
+/// Records gathered for one parallel compression round: enough to keep every core
+/// busy, few enough to bound memory.
+struct Batch<T> {
+    items: Vec<T>,
+    bytes: usize,
+}
+
+impl<T> Batch<T> {
+    const MAX_RECORDS: usize = 1024;
+    const MAX_BYTES: usize = 16 << 20;
+
+    fn new() -> Self {
+        Batch {
+            items: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds an item; true when the batch is full.
+    fn add(&mut self, bytes: usize, item: T) -> bool {
+        self.items.push(item);
+        self.bytes += bytes;
+        self.items.len() >= Self::MAX_RECORDS || self.bytes >= Self::MAX_BYTES
+    }
+
+    fn take(&mut self) -> Vec<T> {
+        self.bytes = 0;
+        std::mem::take(&mut self.items)
     }
 }
 
@@ -144,6 +183,61 @@ impl Extend<'_> {
         self.write(&[], &stored)?;
         self.scratch = stored;
         Ok(())
+    }
+
+    /// Adds many records to a keyed dataset, compressing their values on all cores
+    /// (see [`Dataset::set_threads`]). Every key is checked first, so a duplicate
+    /// key writes none of the batch and leaves the extend usable.
+    pub fn push_batch<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, records: &[(K, V)]) -> Result<()> {
+        self.check_usable(true)?;
+        let mut batch_keys: HashTable<&[u8]> = HashTable::new();
+        for (key, value) in records {
+            let key = key.as_ref();
+            self.check_new_key(key)?;
+            let hash = self.hasher.hash_one(key);
+            if batch_keys.find(hash, |k| *k == key).is_some() {
+                return Err(Error::DuplicateKey {
+                    key: DisplayKey(key.to_vec()),
+                });
+            }
+            batch_keys.insert_unique(hash, key, |k| self.hasher.hash_one(*k));
+            self.check_value(value.as_ref())?;
+        }
+        let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_ref()).collect();
+        let stored = self.encode_many(&values)?;
+        for ((key, _), stored) in records.iter().zip(&stored) {
+            self.write(key.as_ref(), stored)?;
+        }
+        Ok(())
+    }
+
+    /// Adds many values to a keyless dataset, compressing them on all cores.
+    pub fn push_value_batch<V: AsRef<[u8]>>(&mut self, values: &[V]) -> Result<()> {
+        self.check_usable(false)?;
+        let values: Vec<&[u8]> = values.iter().map(AsRef::as_ref).collect();
+        for value in &values {
+            self.check_value(value)?;
+        }
+        let stored = self.encode_many(&values)?;
+        for stored in &stored {
+            self.write(&[], stored)?;
+        }
+        Ok(())
+    }
+
+    /// Stored forms of `values`, compressed in parallel when the dataset compresses.
+    fn encode_many<'v>(&self, values: &[&'v [u8]]) -> Result<Vec<std::borrow::Cow<'v, [u8]>>> {
+        match self.dataset.compression() {
+            Compression::None => Ok(values
+                .iter()
+                .map(|v| std::borrow::Cow::Borrowed(*v))
+                .collect()),
+            Compression::Lz4 => {
+                lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
+                    .map(|all| all.into_iter().map(std::borrow::Cow::Owned).collect())
+                    .map_err(|(_, e)| Error::InvalidOption(e.0))
+            }
+        }
     }
 
     /// Adds a record whose value is already in the dataset's stored form (an LZ4

@@ -58,6 +58,60 @@ pub fn compress_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(
     Ok(())
 }
 
+/// Compresses every value into its stored form, spreading the work over up to
+/// `threads` threads; the results are in input order. On failure returns the
+/// position of a value that could not be compressed.
+pub fn compress_many(
+    values: &[&[u8]],
+    mode: Lz4Mode,
+    threads: usize,
+) -> Result<Vec<Vec<u8>>, (usize, BlockError)> {
+    let threads = threads.clamp(1, values.len().max(1));
+    if threads == 1 {
+        return values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| {
+                let mut stored = Vec::new();
+                compress_into(value, mode, &mut stored).map_err(|e| (i, e))?;
+                Ok(stored)
+            })
+            .collect();
+    }
+    // Threads take the next value from a shared counter, so one large value does
+    // not leave the others idle.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Vec<u8>> = vec![Vec::new(); values.len()];
+    let done = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(value) = values.get(i) else { break };
+                        let mut stored = Vec::new();
+                        compress_into(value, mode, &mut stored).map_err(|e| (i, e))?;
+                        out.push((i, stored));
+                    }
+                    Ok::<_, (usize, BlockError)>(out)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    for (i, stored) in done.into_iter().flatten() {
+        results[i] = stored;
+    }
+    Ok(results)
+}
+
 /// The uncompressed size a stored value declares, checked against what its
 /// block could possibly produce, so a hostile prefix cannot cause a huge allocation.
 pub fn declared_len(stored: &[u8]) -> Result<usize, BlockError> {
@@ -128,6 +182,22 @@ mod tests {
             assert_eq!(&stored[..4], &(value.len() as u32).to_le_bytes());
             assert!(stored.len() < value.len());
             assert_eq!(decompress(&stored).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn compress_many_keeps_input_order_with_any_thread_count() {
+        let values: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; i as usize * 37]).collect();
+        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let one = compress_many(&refs, Lz4Mode::default(), 1).unwrap();
+        for threads in [2, 3, 8, 100] {
+            assert_eq!(
+                compress_many(&refs, Lz4Mode::default(), threads).unwrap(),
+                one
+            );
+        }
+        for (stored, value) in one.iter().zip(&values) {
+            assert_eq!(&decompress(stored).unwrap(), value);
         }
     }
 

@@ -1,0 +1,82 @@
+//! The Rust side of bench/core_bench.py. Prints the seconds the operation took
+//! (excluding process start-up), so the driver compares like with like.
+//!
+//!     core-bench write DATASET RECORDS_FILE KEYED(0|1) COMPRESSION(lz4|none)
+//!     core-bench read DATASET ORDER_FILE        # prints open and read seconds, checksum
+//!
+//! RECORDS_FILE holds records as `u32 key_len, key, u32 value_len, value` (LE).
+//! ORDER_FILE holds `u32` record indexes (LE) in the order to read them.
+
+use std::time::Instant;
+
+use bcd::{Compression, CreateOptions, Dataset};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("write") => {
+            let input = std::fs::read(&args[3])?;
+            let keyed = args[4] == "1";
+            let compression = if args[5] == "lz4" {
+                Compression::Lz4
+            } else {
+                Compression::None
+            };
+            let records = parse_records(&input);
+            let start = Instant::now();
+            let mut ds = Dataset::create(
+                &args[2],
+                CreateOptions {
+                    keyed,
+                    compression,
+                    ..Default::default()
+                },
+            )?;
+            if keyed {
+                ds.extend(records)?;
+            } else {
+                ds.extend_values(records.into_iter().map(|(_, v)| v))?;
+            }
+            println!("{:.6}", start.elapsed().as_secs_f64());
+        }
+        Some("read") => {
+            let order = std::fs::read(&args[3])?;
+            let start = Instant::now();
+            let ds = Dataset::open(&args[2])?;
+            let opened = start.elapsed().as_secs_f64();
+            let start = Instant::now();
+            let mut buffer = Vec::new();
+            let mut checksum = 0u64;
+            for index in order.chunks_exact(4) {
+                let index = u32::from_le_bytes([index[0], index[1], index[2], index[3]]);
+                let value = ds.at_with_buffer(index as usize, &mut buffer)?;
+                checksum = checksum.wrapping_add(value.iter().map(|&b| b as u64).sum::<u64>());
+            }
+            println!(
+                "{opened:.6} {:.6} {checksum}",
+                start.elapsed().as_secs_f64()
+            );
+        }
+        _ => return Err("usage: core-bench write|read ...".into()),
+    }
+    Ok(())
+}
+
+fn parse_records(input: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut records = Vec::new();
+    let mut rest = input;
+    while !rest.is_empty() {
+        let key = take_field(&mut rest);
+        let value = take_field(&mut rest);
+        records.push((key, value));
+    }
+    records
+}
+
+fn take_field<'a>(rest: &mut &'a [u8]) -> &'a [u8] {
+    let (len, tail) = rest.split_at(4);
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let (field, tail) = tail.split_at(len);
+    *rest = tail;
+    field
+}
