@@ -1,0 +1,98 @@
+//! Readers and writers of foreign formats, as plain records. This crate knows
+//! nothing of the store: a source yields [`Record`]s (key, value bytes, and where
+//! they came from, for messages), a sink takes them.
+//!
+//! Adding a source means adding one module that implements [`Source`].
+//!
+//! ```
+//! use bcd_converters::{dir_source::{DirOptions, DirSource}, Source};
+//!
+//! let root = tempfile::tempdir()?;
+//! std::fs::create_dir(root.path().join("cat"))?;
+//! std::fs::write(root.path().join("cat/1.jpg"), b"meow")?;
+//! let mut source = DirSource::new(root.path(), &DirOptions::default())?;
+//! let record = source.next().unwrap()?;
+//! assert_eq!((&record.key[..], &record.value[..]), (&b"cat/1.jpg"[..], &b"meow"[..]));
+//! assert!(source.next().is_none());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod brace;
+pub mod dir_source;
+mod error;
+pub mod tar_export;
+pub mod tar_source;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+pub use error::SourceError;
+
+/// One record read from a foreign format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The key (empty for sources without keys).
+    pub key: Vec<u8>,
+    /// The value's bytes.
+    pub value: Vec<u8>,
+    /// Where it came from, for error messages.
+    pub origin: Origin,
+}
+
+/// Where a record came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A file of a directory tree.
+    File(PathBuf),
+    /// A member of an archive, with the byte offset of its header in the
+    /// (decompressed) archive stream.
+    Member {
+        /// The archive (`-` for stdin).
+        archive: String,
+        /// The member's name.
+        member: String,
+        /// Offset of the member's header.
+        offset: u64,
+    },
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(path) => write!(f, "{}", path.display()),
+            Origin::Member {
+                archive,
+                member,
+                offset,
+            } => write!(f, "{archive}: member {member:?} (header at byte {offset})"),
+        }
+    }
+}
+
+/// Counts of what a source passed over, by kind ("symlink", "hardlink", ...).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped(pub BTreeMap<&'static str, u64>);
+
+impl Skipped {
+    /// Counts one more skipped item of `kind`.
+    pub fn add(&mut self, kind: &'static str) {
+        *self.0.entry(kind).or_default() += 1;
+    }
+
+    /// Total skipped.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+/// A streaming reader of records from one foreign format. Iteration yields
+/// records in the source's deterministic order; an error ends the source.
+pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
+    /// Whether the records carry meaningful keys.
+    fn keyed(&self) -> bool;
+    /// What was passed over so far.
+    fn skipped(&self) -> &Skipped;
+}
