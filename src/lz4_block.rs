@@ -17,6 +17,12 @@ pub enum Lz4Mode {
     High(i32),
     /// liblz4's fast mode with this acceleration (1 = best ratio of the fast modes).
     Fast(i32),
+    /// High compression at this level, except for values that a quick probe finds
+    /// incompressible (JPEG, PNG, audio, video, already-compressed data): those are
+    /// stored as literal-only LZ4 blocks, which every decoder reads, without paying
+    /// for the high-compression search. The probe compresses up to four 8 KiB
+    /// windows in fast mode; see [`is_incompressible`].
+    Adaptive(i32),
 }
 
 impl Default for Lz4Mode {
@@ -45,17 +51,81 @@ pub fn compress_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(
             value.len()
         )));
     }
+    let mode = match mode {
+        Lz4Mode::Adaptive(_) if is_incompressible(value) => {
+            literal_block_into(value, out);
+            return Ok(());
+        }
+        Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => {
+            lz4::block::CompressionMode::HIGHCOMPRESSION(level)
+        }
+        Lz4Mode::Fast(acceleration) => lz4::block::CompressionMode::FAST(acceleration),
+    };
     let bound =
         lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
     out.resize(LZ4_SIZE_PREFIX + bound, 0);
-    let mode = match mode {
-        Lz4Mode::High(level) => lz4::block::CompressionMode::HIGHCOMPRESSION(level),
-        Lz4Mode::Fast(acceleration) => lz4::block::CompressionMode::FAST(acceleration),
-    };
     let written = lz4::block::compress_to_buffer(value, Some(mode), true, out)
         .map_err(|e| BlockError(format!("lz4: {e}")))?;
     out.truncate(written);
     Ok(())
+}
+
+/// Values shorter than this are always compressed: the probe would not pay off.
+const PROBE_MIN_LEN: usize = 16 << 10;
+/// Size of each probed window.
+const PROBE_WINDOW: usize = 8 << 10;
+/// A probe that saves less than this fraction (1/32, about 3%) means incompressible.
+const PROBE_MIN_SAVING_SHIFT: u32 = 5;
+
+/// Whether `value` looks incompressible: up to four 8 KiB windows spread over it
+/// (start, end and two between) compress in liblz4's fast mode to more than
+/// 31/32 of their size. Short values (< 16 KiB) are never called incompressible.
+pub fn is_incompressible(value: &[u8]) -> bool {
+    if value.len() < PROBE_MIN_LEN {
+        return false;
+    }
+    let last_start = value.len() - PROBE_WINDOW;
+    let mut probed = 0usize;
+    let mut compressed = 0usize;
+    let mut buffer =
+        vec![0u8; lz4::block::compress_bound(PROBE_WINDOW).unwrap_or(2 * PROBE_WINDOW)];
+    for k in 0..4 {
+        let start = last_start * k / 3;
+        let window = &value[start..start + PROBE_WINDOW];
+        match lz4::block::compress_to_buffer(
+            window,
+            Some(lz4::block::CompressionMode::FAST(1)),
+            false,
+            &mut buffer,
+        ) {
+            Ok(n) => compressed += n,
+            Err(_) => return false,
+        }
+        probed += PROBE_WINDOW;
+    }
+    compressed > probed - (probed >> PROBE_MIN_SAVING_SHIFT)
+}
+
+/// Writes `value` as a stored value whose LZ4 block holds only literals: the size
+/// prefix, one token, the literal-length bytes, the value. Valid LZ4 (a block's
+/// last sequence is literals only) at 1 + 1/255 of the value's size.
+pub fn literal_block_into(value: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(LZ4_SIZE_PREFIX + 2 + value.len() / 255 + value.len());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    let n = value.len();
+    if n < 15 {
+        out.push((n as u8) << 4);
+    } else {
+        out.push(0xF0);
+        let mut rest = n - 15;
+        while rest >= 255 {
+            out.push(255);
+            rest -= 255;
+        }
+        out.push(rest as u8);
+    }
+    out.extend_from_slice(value);
 }
 
 /// Compresses every value into its stored form, spreading the work over up to
@@ -199,6 +269,52 @@ mod tests {
         for (stored, value) in one.iter().zip(&values) {
             assert_eq!(&decompress(stored).unwrap(), value);
         }
+    }
+
+    #[test]
+    fn literal_blocks_decode_with_lz4_flex_and_liblz4() {
+        for n in [1usize, 14, 15, 16, 269, 270, 271, 524, 525, 100_000] {
+            let value: Vec<u8> = (0..n).map(|i| (i * 7919 % 251) as u8).collect();
+            let mut stored = Vec::new();
+            literal_block_into(&value, &mut stored);
+            assert_eq!(decompress(&stored).unwrap(), value, "lz4_flex, n={n}");
+            assert_eq!(
+                lz4::block::decompress(&stored, None).unwrap(),
+                value,
+                "liblz4, n={n}"
+            );
+        }
+    }
+
+    #[test]
+    fn adaptive_mode_stores_noise_as_literals_and_compresses_text() {
+        let mut state = 0x2545F4914F6CDD1Du64;
+        let noise: Vec<u8> = (0..200_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        assert!(is_incompressible(&noise));
+        let mut stored = Vec::new();
+        compress_into(&noise, Lz4Mode::Adaptive(9), &mut stored).unwrap();
+        let mut literal = Vec::new();
+        literal_block_into(&noise, &mut literal);
+        assert_eq!(stored, literal);
+        assert_eq!(decompress(&stored).unwrap(), noise);
+
+        let text = b"the quick brown fox jumps over the lazy dog; ".repeat(5000);
+        assert!(!is_incompressible(&text));
+        let mut high = Vec::new();
+        compress_into(&text, Lz4Mode::Adaptive(9), &mut stored).unwrap();
+        compress_into(&text, Lz4Mode::High(9), &mut high).unwrap();
+        assert_eq!(stored, high);
+        assert!(
+            !is_incompressible(&noise[..PROBE_MIN_LEN - 1]),
+            "short values are always compressed"
+        );
     }
 
     #[test]
