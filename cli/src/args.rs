@@ -84,9 +84,114 @@ pub enum Command {
         #[arg(long, short = '0')]
         null: bool,
     },
+    /// Read directory trees or tar/WebDataset archives into a dataset, in one commit.
+    Ingest(IngestArgs),
+    /// Write a dataset's records to tar, in order (member name = key, or index).
+    Export(ExportArgs),
     /// Decode every record and report anything wrong (non-zero exit if so).
     Verify {
         /// The dataset directory.
         dataset: PathBuf,
     },
+}
+
+/// Source formats of `ingest`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A directory tree: every regular file, keyed by its relative path.
+    Dir,
+    /// Tar archives (.tar, .tar.gz/.tgz, .tar.zst), WebDataset shards, or - for stdin.
+    Tar,
+}
+
+/// `--on-duplicate` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DuplicateArg {
+    /// Fail the run on a key seen before; nothing is committed.
+    Error,
+    /// Keep the first occurrence, skip (and count) the others.
+    Skip,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    /// Directories, archives, brace patterns (shards-{000000..000099}.tar) or - (stdin).
+    #[arg(required = true, value_name = "SOURCE")]
+    pub sources: Vec<String>,
+    /// The dataset: created when missing or empty, appended to otherwise.
+    #[arg(long, value_name = "DATASET")]
+    pub into: PathBuf,
+    /// Source format (default: from each SOURCE: directories are dir, archives tar).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Create the dataset keyless (values only).
+    #[arg(long)]
+    pub keyless: bool,
+    /// Compression of a dataset this run creates [default: lz4].
+    #[arg(long, value_enum)]
+    pub compression: Option<CompressionArg>,
+    /// max_shard_size of a dataset this run creates [default: 1GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_shard_size: Option<u64>,
+    /// LZ4 effort: 1..12 (high-compression levels), fast, or reference (level 9 on
+    /// every value, byte-identical to the Python reference). Levels skip values
+    /// that do not compress (stored as literal-only LZ4 blocks).
+    #[arg(long, default_value = "4", value_parser = parse_level)]
+    pub level: bcd::Lz4Mode,
+    /// What to do with a key seen before.
+    #[arg(long, value_enum, default_value_t = DuplicateArg::Error)]
+    pub on_duplicate: DuplicateArg,
+    /// Compression threads [default: all cores].
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// dir: only files matching this glob (repeatable). Without '/' it matches file
+    /// names at any depth; with '/', relative paths ('*' stays in one directory, '**' crosses).
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// dir: leave out files matching this glob (repeatable; same rules).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// dir: follow symbolic links (default: skip and count them).
+    #[arg(long)]
+    pub follow_links: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The dataset directory.
+    pub dataset: PathBuf,
+    /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
+    #[arg(long, value_name = "OUT")]
+    pub to: String,
+    /// Start a new archive before one would exceed SIZE of member data.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub split_size: Option<u64>,
+    /// Start a new archive after N members.
+    #[arg(long, value_name = "N")]
+    pub split_count: Option<u64>,
+    /// Export keys that are unsafe member names (absolute, '..', empty, NUL) under
+    /// cleaned names instead of failing.
+    #[arg(long)]
+    pub rename_unsafe: bool,
+    /// Keyless datasets: suffix after the zero-padded index (e.g. .jpg).
+    #[arg(long, default_value = "", value_name = "SUFFIX")]
+    pub keyless_suffix: String,
+}
+
+/// Parses `--level`.
+fn parse_level(text: &str) -> Result<bcd::Lz4Mode, String> {
+    match text {
+        "fast" => Ok(bcd::Lz4Mode::Fast(1)),
+        "reference" => Ok(bcd::Lz4Mode::High(bcd::format::DEFAULT_LZ4_HC_LEVEL)),
+        _ => match text.parse::<i32>() {
+            Ok(level @ 1..=12) => Ok(bcd::Lz4Mode::Adaptive(level)),
+            _ => Err(format!("{text:?}: expected 1..12, fast or reference")),
+        },
+    }
 }

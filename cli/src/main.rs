@@ -2,6 +2,7 @@
 
 mod args;
 mod commands;
+mod ingest_cmd;
 mod size;
 
 use std::io;

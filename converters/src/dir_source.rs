@@ -114,10 +114,21 @@ fn key_of(relative: &Path) -> Vec<u8> {
     key
 }
 
-impl Iterator for DirSource {
-    type Item = Result<Record, SourceError>;
+impl DirSource {
+    /// Total size of the files this source would yield, from metadata alone (for a
+    /// progress bar's estimate; the tree may change before it is read).
+    pub fn total_bytes(root: &Path, options: &DirOptions) -> Result<u64, SourceError> {
+        let mut walk = DirSource::new(root, options)?;
+        let mut total = 0;
+        while let Some(next) = walk.next_file() {
+            let (_, path) = next?;
+            total += std::fs::metadata(&path).map_or(0, |m| m.len());
+        }
+        Ok(total)
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The key and path of the next wanted regular file.
+    fn next_file(&mut self) -> Option<Result<(Vec<u8>, PathBuf), SourceError>> {
         loop {
             let entry = match self.walker.next()? {
                 Ok(entry) => entry,
@@ -151,16 +162,27 @@ impl Iterator for DirSource {
                 continue;
             }
             let key = key_of(relative);
-            let path = entry.into_path();
-            return Some(match std::fs::read(&path) {
-                Ok(value) => Ok(Record {
-                    key,
-                    value,
-                    origin: Origin::File(path),
-                }),
-                Err(source) => Err(SourceError::Io { path, source }),
-            });
+            return Some(Ok((key, entry.into_path())));
         }
+    }
+}
+
+impl Iterator for DirSource {
+    type Item = Result<Record, SourceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, path) = match self.next_file()? {
+            Ok(found) => found,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(match std::fs::read(&path) {
+            Ok(value) => Ok(Record {
+                key,
+                value,
+                origin: Origin::File(path),
+            }),
+            Err(source) => Err(SourceError::Io { path, source }),
+        })
     }
 }
 

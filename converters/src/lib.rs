@@ -96,3 +96,49 @@ pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     /// What was passed over so far.
     fn skipped(&self) -> &Skipped;
 }
+
+/// Several sources read one after another, as one.
+pub struct Chain {
+    sources: std::collections::VecDeque<Box<dyn Source>>,
+    skipped: Skipped,
+    keyed: bool,
+}
+
+impl Chain {
+    /// Chains `sources` in order; keyed if all are.
+    pub fn new(sources: Vec<Box<dyn Source>>) -> Chain {
+        let keyed = sources.iter().all(|s| s.keyed());
+        Chain {
+            sources: sources.into(),
+            skipped: Skipped::default(),
+            keyed,
+        }
+    }
+}
+
+impl Iterator for Chain {
+    type Item = Result<Record, SourceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let source = self.sources.front_mut()?;
+            if let Some(item) = source.next() {
+                return Some(item);
+            }
+            let finished = self.sources.pop_front().expect("front exists");
+            for (kind, n) in &finished.skipped().0 {
+                *self.skipped.0.entry(kind).or_default() += n;
+            }
+        }
+    }
+}
+
+impl Source for Chain {
+    fn keyed(&self) -> bool {
+        self.keyed
+    }
+
+    fn skipped(&self) -> &Skipped {
+        &self.skipped
+    }
+}

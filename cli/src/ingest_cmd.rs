@@ -1,0 +1,252 @@
+//! `bcd ingest` and `bcd export`: build sources and sinks from the arguments, run
+//! the pipeline, draw progress, print the summary.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bcd_converters::dir_source::{DirOptions, DirSource};
+use bcd_converters::tar_export::{Split, Target};
+use bcd_converters::tar_source::TarSource;
+use bcd_converters::{Chain, Source};
+use bcd_pipeline::{IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, Progress};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::args::{DuplicateArg, ExportArgs, FormatArg, IngestArgs};
+
+/// Set by the Ctrl-C handler; the pipeline stops at the next record.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Exit status after Ctrl-C, as shells report SIGINT.
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn detect_format(source: &str) -> Result<FormatArg> {
+    let lower = source.to_ascii_lowercase();
+    let archive_suffix = [".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.zstd"]
+        .iter()
+        .any(|suffix| lower.ends_with(suffix));
+    if source == "-" || source.contains('{') || archive_suffix {
+        return Ok(FormatArg::Tar);
+    }
+    match std::fs::metadata(source) {
+        Ok(meta) if meta.is_dir() => Ok(FormatArg::Dir),
+        Ok(_) => bail!(
+            "{source}: cannot tell its format from the name; pass --format tar or --format dir"
+        ),
+        Err(e) => bail!("{source}: {e}"),
+    }
+}
+
+pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
+    let format = match args.format {
+        Some(format) => format,
+        None => {
+            let formats = args
+                .sources
+                .iter()
+                .map(|s| detect_format(s))
+                .collect::<Result<Vec<_>>>()?;
+            if formats.iter().any(|f| *f != formats[0]) {
+                bail!("the sources mix directories and archives; ingest them in separate runs or pass --format");
+            }
+            formats[0]
+        }
+    };
+    let dir_options = DirOptions {
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+        follow_links: args.follow_links,
+    };
+    if format != FormatArg::Dir
+        && (!args.include.is_empty() || !args.exclude.is_empty() || args.follow_links)
+    {
+        bail!("--include, --exclude and --follow-links apply to directory sources only");
+    }
+    let mut source: Box<dyn Source> = match format {
+        FormatArg::Dir => Box::new(Chain::new(
+            args.sources
+                .iter()
+                .map(|root| {
+                    Ok(Box::new(DirSource::new(Path::new(root), &dir_options)?) as Box<dyn Source>)
+                })
+                .collect::<Result<Vec<_>, bcd_converters::SourceError>>()?,
+        )),
+        FormatArg::Tar => Box::new(TarSource::new(&args.sources)?),
+    };
+
+    let show_bar = !args.quiet && std::io::stderr().is_terminal();
+    let bar = show_bar.then(|| {
+        let total = match format {
+            FormatArg::Dir => args
+                .sources
+                .iter()
+                .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
+                .sum(),
+            FormatArg::Tar => 0,
+        };
+        progress_bar(total)
+    });
+
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
+    let options = IngestOptions {
+        keyless: args.keyless,
+        compression: args.compression.map(Into::into),
+        max_shard_size: args.max_shard_size,
+        on_duplicate: match args.on_duplicate {
+            DuplicateArg::Error => OnDuplicate::Error,
+            DuplicateArg::Skip => OnDuplicate::Skip,
+        },
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        lz4_mode: args.level,
+        interrupt: Some(&INTERRUPTED),
+    };
+    let mut on_progress = |p: &Progress| {
+        if let Some(bar) = &bar {
+            bar.set_position(p.bytes_in);
+            bar.set_message(format!("{} records", p.records));
+        }
+    };
+    let result = bcd_pipeline::ingest(source.as_mut(), &args.into, &options, &mut on_progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(summary) => {
+            print_summary(&summary, &args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(IngestError::Interrupted) => {
+            eprintln!(
+                "bcd: interrupted; nothing was committed, {} is as it was",
+                args.into.display()
+            );
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        Err(error) => Err(anyhow::Error::new(error).context(format!(
+            "ingest into {} failed; the dataset is unchanged",
+            args.into.display()
+        ))),
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = if total > 0 {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .expect("valid template"),
+        );
+        bar
+    } else {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {bytes} {msg} {binary_bytes_per_sec} {elapsed}",
+            )
+            .expect("valid template"),
+        );
+        bar
+    };
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
+    let megabytes_per_second = if summary.seconds > 0.0 {
+        summary.bytes_in as f64 / 1e6 / summary.seconds
+    } else {
+        0.0
+    };
+    let ratio = if summary.bytes_stored > 0 {
+        summary.bytes_in as f64 / summary.bytes_stored as f64
+    } else {
+        1.0
+    };
+    if args.json {
+        let object = serde_json::json!({
+            "dataset": args.into.display().to_string(),
+            "created": summary.created,
+            "records": summary.records,
+            "skipped": summary.skipped,
+            "skipped_members": summary.skipped_members,
+            "bytes_in": summary.bytes_in,
+            "bytes_stored": summary.bytes_stored,
+            "compression_ratio": ratio,
+            "shards": summary.shards,
+            "seconds": summary.seconds,
+            "mb_per_s": megabytes_per_second,
+        });
+        println!("{object}");
+    } else {
+        let passed_over: Vec<String> = summary
+            .skipped_members
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        let passed_over = match passed_over.is_empty() {
+            true => String::new(),
+            false => format!(", passed over {}", passed_over.join(", ")),
+        };
+        eprintln!(
+            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {ratio:.2}), {:.2} s, {megabytes_per_second:.1} MB/s",
+            if summary.created { "created, wrote" } else { "wrote" },
+            summary.records,
+            args.into.display(),
+            summary.skipped,
+            summary.bytes_in as f64 / 1e6,
+            summary.bytes_stored as f64 / 1e6,
+            summary.seconds,
+        );
+    }
+    Ok(())
+}
+
+pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    let dataset = bcd::Dataset::open(&args.dataset)?;
+    let split = Split {
+        max_bytes: args.split_size,
+        max_members: args.split_count,
+    };
+    let splitting = split.max_bytes.is_some() || split.max_members.is_some();
+    let target = match args.to.as_str() {
+        "-" if splitting => {
+            bail!("--split-size/--split-count need a numbered file target, not stdout")
+        }
+        "-" => Target::Stdout,
+        pattern if splitting => Target::Pattern(pattern.to_owned()),
+        path => Target::File(path.into()),
+    };
+    let options = bcd_pipeline::ExportOptions {
+        target,
+        split,
+        rename_unsafe: args.rename_unsafe,
+        naming: Naming {
+            keyless_suffix: args.keyless_suffix,
+        },
+    };
+    let summary = bcd_pipeline::export(&dataset, &options)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("export of {} failed", args.dataset.display()))?;
+    let renamed = match summary.renamed {
+        0 => String::new(),
+        n => format!(", {n} unsafe names cleaned"),
+    };
+    eprintln!(
+        "exported {} members ({:.1} MB) to {}{renamed}",
+        summary.members,
+        summary.bytes as f64 / 1e6,
+        match summary.archives.len() {
+            0 => "stdout".to_owned(),
+            1 => summary.archives[0].display().to_string(),
+            n => format!("{n} archives"),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,346 @@
+//! `ingest`: source -> duplicate check -> parallel compression -> ordered write ->
+//! one commit.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
+use bcd_converters::{Origin, Record, Source, SourceError};
+
+use crate::{BATCH_BYTES_PER_JOB, BATCH_RECORDS_PER_JOB, DEFAULT_INGEST_LEVEL};
+
+/// What to do with a key seen before (committed, or earlier in the same run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnDuplicate {
+    /// Fail the whole run; nothing is committed (the reference's behaviour).
+    #[default]
+    Error,
+    /// Keep the first, skip and count the others: re-running an ingest is idempotent.
+    Skip,
+}
+
+/// Settings of one ingest run.
+#[derive(Clone, Debug)]
+pub struct IngestOptions {
+    /// Create the dataset keyless (keys are dropped). Default: keyed when the
+    /// source has keys.
+    pub keyless: bool,
+    /// Compression of a dataset this run creates (default lz4). For an existing
+    /// dataset, a different value is an error.
+    pub compression: Option<Compression>,
+    /// `max_shard_size` of a dataset this run creates (default 1 GiB). For an
+    /// existing dataset, a different value is an error.
+    pub max_shard_size: Option<u64>,
+    /// Duplicate policy.
+    pub on_duplicate: OnDuplicate,
+    /// Compression threads (default: available cores).
+    pub jobs: usize,
+    /// How values are compressed. Default: adaptive high compression at
+    /// [`DEFAULT_INGEST_LEVEL`].
+    pub lz4_mode: Lz4Mode,
+    /// Set from a signal handler to stop the run; nothing is committed.
+    pub interrupt: Option<&'static AtomicBool>,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            keyless: false,
+            compression: None,
+            max_shard_size: None,
+            on_duplicate: OnDuplicate::Error,
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            lz4_mode: Lz4Mode::Adaptive(DEFAULT_INGEST_LEVEL),
+            interrupt: None,
+        }
+    }
+}
+
+/// Progress, reported after every batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Records written so far.
+    pub records: u64,
+    /// Duplicates skipped so far.
+    pub skipped: u64,
+    /// Value bytes read so far.
+    pub bytes_in: u64,
+    /// Bytes written so far (keys plus stored values).
+    pub bytes_stored: u64,
+}
+
+/// What a finished run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IngestSummary {
+    /// Records written.
+    pub records: u64,
+    /// Duplicate keys skipped (with [`OnDuplicate::Skip`]).
+    pub skipped: u64,
+    /// Source items passed over, by kind (symlinks, devices, ...).
+    pub skipped_members: BTreeMap<&'static str, u64>,
+    /// Value bytes read from the source.
+    pub bytes_in: u64,
+    /// Bytes added to the dataset (keys plus stored values).
+    pub bytes_stored: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Whether this run created the dataset.
+    pub created: bool,
+    /// Shards added.
+    pub shards: u64,
+}
+
+/// Why an ingest failed. In every case nothing was committed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The source could not be read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] bcd::Error),
+    /// A key seen before, with `--on-duplicate error`.
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use --on-duplicate skip to keep the first)")]
+    Duplicate {
+        /// The key.
+        key: DisplayKey,
+        /// Where the second occurrence came from.
+        origin: Origin,
+    },
+    /// Options that contradict the existing dataset or the source.
+    #[error("{0}")]
+    Conflict(String),
+    /// Stopped by a signal.
+    #[error("interrupted; nothing was committed")]
+    Interrupted,
+}
+
+type Batch = Vec<Record>;
+
+/// Reads `source` into the dataset at `dir`, creating it when missing or empty, in
+/// one all-or-nothing commit. `progress` is called after every batch.
+pub fn ingest(
+    source: &mut dyn Source,
+    dir: &Path,
+    options: &IngestOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<IngestSummary, IngestError> {
+    let started = Instant::now();
+    let (mut dataset, created) = open_or_create(dir, source.keyed(), options)?;
+    let result = run(source, &mut dataset, options, progress);
+    let mut summary = match result {
+        Ok(summary) => summary,
+        Err(error) => {
+            drop(dataset);
+            if let Some(created) = created {
+                created.undo(dir);
+            }
+            return Err(error);
+        }
+    };
+    summary.created = created.is_some();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// What `open_or_create` made, so a failed run can remove it.
+struct Created {
+    made_directory: bool,
+}
+
+impl Created {
+    /// Removes the empty dataset this run created (best effort; it holds no records).
+    fn undo(self, dir: &Path) {
+        for name in [bcd::format::MANIFEST_NAME, bcd::format::LOCK_NAME] {
+            let _ = fs::remove_file(dir.join(name));
+        }
+        if self.made_directory {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+fn is_empty_dir(dir: &Path) -> Result<Option<bool>, IngestError> {
+    match fs::read_dir(dir) {
+        Ok(mut entries) => Ok(Some(entries.next().is_none())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SourceError::Io {
+            path: dir.to_owned(),
+            source,
+        }
+        .into()),
+    }
+}
+
+fn open_or_create(
+    dir: &Path,
+    source_keyed: bool,
+    options: &IngestOptions,
+) -> Result<(Dataset, Option<Created>), IngestError> {
+    let keyed = source_keyed && !options.keyless;
+    let state = is_empty_dir(dir)?;
+    if state != Some(false) {
+        let create = CreateOptions {
+            keyed,
+            compression: options.compression.unwrap_or(Compression::Lz4),
+            max_shard_size: options
+                .max_shard_size
+                .unwrap_or(bcd::format::DEFAULT_MAX_SHARD_SIZE),
+        };
+        let dataset = Dataset::create(dir, create)?;
+        return Ok((
+            dataset,
+            Some(Created {
+                made_directory: state.is_none(),
+            }),
+        ));
+    }
+    let dataset = Dataset::open(dir)?;
+    let path = dir.display();
+    if dataset.keyed() && options.keyless {
+        return Err(IngestError::Conflict(format!(
+            "{path} is a keyed dataset: --keyless applies only when creating one"
+        )));
+    }
+    if dataset.keyed() && !source_keyed {
+        return Err(IngestError::Conflict(format!(
+            "{path} is a keyed dataset but the source has no keys; pass a key (e.g. --key-column) or ingest into a keyless dataset"
+        )));
+    }
+    if !dataset.keyed() && keyed {
+        return Err(IngestError::Conflict(format!(
+            "{path} is a keyless dataset: pass --keyless to store the values without their keys"
+        )));
+    }
+    if let Some(compression) = options.compression {
+        if compression != dataset.compression() {
+            return Err(IngestError::Conflict(format!(
+                "{path} uses compression {}; --compression applies only when creating a dataset",
+                dataset.compression().as_manifest_str().unwrap_or("none")
+            )));
+        }
+    }
+    if let Some(size) = options.max_shard_size {
+        if size != dataset.manifest().max_shard_size {
+            return Err(IngestError::Conflict(format!(
+                "{path} has max_shard_size {}; --max-shard-size applies only when creating a dataset",
+                dataset.manifest().max_shard_size
+            )));
+        }
+    }
+    Ok((dataset, None))
+}
+
+fn interrupted(options: &IngestOptions) -> bool {
+    options
+        .interrupt
+        .is_some_and(|flag| flag.load(Ordering::Relaxed))
+}
+
+fn run(
+    source: &mut dyn Source,
+    dataset: &mut Dataset,
+    options: &IngestOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<IngestSummary, IngestError> {
+    let jobs = options.jobs.max(1);
+    dataset.set_threads(jobs);
+    dataset.set_lz4_mode(options.lz4_mode);
+    let keyed = dataset.keyed();
+    let max_records = BATCH_RECORDS_PER_JOB * jobs;
+    let max_bytes = BATCH_BYTES_PER_JOB * jobs;
+
+    let mut extend = dataset.begin_extend()?;
+    let mut state = Progress::default();
+    let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
+
+    let skipped_members = std::thread::scope(|scope| -> Result<_, IngestError> {
+        let reader = scope.spawn(move || {
+            let mut batch = Batch::new();
+            let mut bytes = 0usize;
+            while let Some(record) = source.next() {
+                if interrupted(options) {
+                    let _ = sender.send(Err(IngestError::Interrupted));
+                    return source.skipped().clone();
+                }
+                match record {
+                    Ok(record) => {
+                        bytes += record.value.len() + record.key.len();
+                        batch.push(record);
+                        if batch.len() >= max_records || bytes >= max_bytes {
+                            bytes = 0;
+                            if sender.send(Ok(std::mem::take(&mut batch))).is_err() {
+                                return source.skipped().clone();
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        let _ = sender.send(Err(error.into()));
+                        return source.skipped().clone();
+                    }
+                }
+            }
+            let _ = sender.send(Ok(batch));
+            source.skipped().clone()
+        });
+
+        for batch in receiver.iter() {
+            let batch = batch?;
+            if interrupted(options) {
+                return Err(IngestError::Interrupted);
+            }
+            state.bytes_in += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
+            if keyed {
+                // Keys must be new to the dataset, this run and this batch.
+                let mut seen: HashSet<&[u8]> = HashSet::with_capacity(batch.len());
+                let mut kept: Vec<(&[u8], &[u8])> = Vec::with_capacity(batch.len());
+                for record in &batch {
+                    let duplicate = extend.contains_key(&record.key) || !seen.insert(&record.key);
+                    if duplicate {
+                        match options.on_duplicate {
+                            OnDuplicate::Skip => {
+                                state.skipped += 1;
+                                continue;
+                            }
+                            OnDuplicate::Error => {
+                                return Err(IngestError::Duplicate {
+                                    key: DisplayKey(record.key.clone()),
+                                    origin: record.origin.clone(),
+                                });
+                            }
+                        }
+                    }
+                    kept.push((&record.key, &record.value));
+                }
+                extend.push_batch(&kept)?;
+                state.records += kept.len() as u64;
+            } else {
+                let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
+                extend.push_value_batch(&values)?;
+                state.records += values.len() as u64;
+            }
+            state.bytes_stored = extend.bytes_stored();
+            progress(&state);
+        }
+        reader
+            .join()
+            .map_err(|_| IngestError::Conflict("internal error: the reader thread panicked".into()))
+    })?;
+
+    let committed = extend.commit()?;
+    Ok(IngestSummary {
+        records: committed.records,
+        skipped: state.skipped,
+        skipped_members: skipped_members.0,
+        bytes_in: state.bytes_in,
+        bytes_stored: committed.bytes_stored,
+        seconds: 0.0,
+        created: false,
+        shards: committed.shards,
+    })
+}
