@@ -1,4 +1,5 @@
 # The routine checks. `make test` is the README's test command and what CI runs.
+# A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
 .PHONY: test check python-env demo
@@ -16,11 +17,15 @@ check:
 python-env:
 	bash tests/python/setup-env.sh
 
-# The main job on data shipped in fixtures/.
+# The main job on data shipped in fixtures/: migrate an ImageFolder tree into a
+# dataset, inspect and verify it, and export it back to tar.
+DEMO_OUT ?= target/demo
 demo:
 	cargo build --release -q -p bcd-cli
-	target/release/bcd info $(DEMO_DATASET)
-	target/release/bcd verify $(DEMO_DATASET)
-	target/release/bcd ls $(DEMO_DATASET) | head -n 3
-	target/release/bcd get $(DEMO_DATASET) 0/train/0001.bin -o /tmp/bcd-demo-value.bin
-	@echo "wrote the value of 0/train/0001.bin to /tmp/bcd-demo-value.bin ($$(wc -c < /tmp/bcd-demo-value.bin) bytes)"
+	rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
+	target/release/bcd ingest fixtures/imagefolder --into $(DEMO_OUT)/images
+	target/release/bcd info $(DEMO_OUT)/images
+	target/release/bcd verify $(DEMO_OUT)/images
+	target/release/bcd ls $(DEMO_OUT)/images | head -n 3
+	target/release/bcd export $(DEMO_OUT)/images --to $(DEMO_OUT)/images.tar
+	target/release/bcd info $(DEMO_DATASET) --json
