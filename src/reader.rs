@@ -161,6 +161,16 @@ impl Index {
             }
             let data =
                 Mapping::map(&data_file, data_len).map_err(|e| Error::io("mmap", &data_path, e))?;
+            if data.len() as u64 != data_len {
+                // Only possible if the file changed between stat and mmap.
+                return Err(Error::CorruptShard {
+                    path: data_path,
+                    reason: format!(
+                        "changed size while being opened ({data_len} then {} bytes)",
+                        data.len()
+                    ),
+                });
+            }
             self.shards.push(Shard {
                 path: data_path,
                 data,
