@@ -50,9 +50,12 @@ pub(crate) fn write_manifest(
         let _ = storage.remove(&tmp);
         return Err(NotCommitted(e));
     }
-    storage
-        .sync_dir(dir)
-        .map_err(|e| NotDurable(Error::io("fsync directory", dir, e)))
+    storage.sync_dir(dir).map_err(|source| {
+        NotDurable(Error::CommittedNotDurable {
+            path: dir.to_owned(),
+            source,
+        })
+    })
 }
 
 /// An exclusive hold on a dataset's lock file; released on drop.

@@ -68,7 +68,16 @@ impl Dataset {
                 "max_shard_size must be positive".into(),
             ));
         }
+        let existed = dir.is_dir();
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        if !existed {
+            // The new directory's own entry must be durable too.
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                storage
+                    .sync_dir(parent)
+                    .map_err(|e| Error::io("fsync directory", parent, e))?;
+            }
+        }
         let mut entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
         if entries.next().is_some() {
             return Err(Error::DirectoryNotEmpty {

@@ -23,6 +23,17 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The extend **was committed** (its records are visible) but the final fsync of
+    /// the directory failed, so whether the commit survives a power loss is unknown.
+    /// Do not retry the extend: its records are already there.
+    #[error("{}: the extend was committed and its records are visible, but making the commit durable failed ({source}); do not retry it", path.display())]
+    CommittedNotDurable {
+        /// The dataset directory.
+        path: PathBuf,
+        /// The fsync error.
+        #[source]
+        source: io::Error,
+    },
     /// The directory has no manifest.json.
     #[error("{}: not a dataset (no manifest.json); create one with `bcd create`", path.display())]
     NotADataset {

@@ -330,7 +330,8 @@ impl Extend<'_> {
     ///
     /// If the manifest was renamed into place but the final directory fsync failed,
     /// the records are visible (the handle shows them) but their durability across a
-    /// power loss is unknown; the error says so.
+    /// power loss is unknown: the error is [`Error::CommittedNotDurable`], and the
+    /// extend must not be retried.
     pub fn commit(mut self) -> Result<ExtendSummary> {
         if self.poisoned {
             return Err(Error::Poisoned);
