@@ -11,8 +11,14 @@ Usage (datasets are described as JSON on stdin/stdout, bytes as hex strings):
 
     reference.py VERSION create PATH [--keyed] [--compression lz4|none] [--max-shard-size N]
     reference.py VERSION extend PATH [--max-shard-size N]   # stdin: [[key, value], ...] or [value, ...]
-    reference.py VERSION dump PATH                         # stdout: {"keyed", "compression", "records"}
+    reference.py VERSION dump PATH                         # stdout: {"keyed", "compression", "shards", "records"}
     reference.py VERSION compress HEX                       # stdout: the stored LZ4 block, hex
+    reference.py VERSION batch                              # stdin: [step, ...]; stdout: [result, ...]
+
+A batch runs many commands in one process, as each start costs ~0.3 s. A step is
+{"command", "path", "keyed", "compression", "max_shard_size", "input"}: the command
+line's arguments (HEX goes in "path", options may be left out) plus, as "input", what
+the command would read from stdin. Its result is what the command would print, or null.
 """
 
 from __future__ import annotations
@@ -103,53 +109,91 @@ def _compression(text: str):
     return None if text == "none" else text
 
 
+def run(
+    dataset_class: type,
+    command: str,
+    path: str,
+    *,
+    keyed: bool = False,
+    compression: str = "lz4",
+    max_shard_size: int | None = None,
+    input: object = None,
+) -> object:
+    """Runs one command; returns what it prints, as a JSON value (None if nothing)."""
+    module = sys.modules[dataset_class.__module__]
+    if command == "compress":
+        stored = module._compress((b"", memoryview(bytes.fromhex(path))))[1]
+        return bytes(stored).hex()
+    if command == "create":
+        options = {"keyed": keyed, "compression": _compression(compression)}
+        if max_shard_size is not None:
+            options["max_shard_size"] = max_shard_size
+        dataset_class.create(path, **options)
+        return None
+    if command == "extend":
+        dataset = dataset_class(path)
+        if dataset.keyed:
+            entries = [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in input]
+        else:
+            entries = [bytes.fromhex(v) for v in input]
+        options = {}
+        if max_shard_size is not None:
+            options["max_shard_size"] = max_shard_size  # 0.2.0 takes it per extend
+        # A generator, as users pass one: the reference must consume it lazily.
+        dataset.extend((entry for entry in entries), **options)
+        return None
+    if command != "dump":
+        raise ValueError(f"unknown command: {command!r}")
+    dataset = dataset_class(path)
+    records = []
+    for index in range(len(dataset)):
+        value = bytes(dataset.at(index)).hex()
+        if dataset.keyed:
+            key = bytes(dataset.key_at(index))
+            assert bytes(dataset[key]).hex() == value and key in dataset
+            records.append([key.hex(), value])
+        else:
+            records.append(value)
+    return {
+        "keyed": dataset.keyed,
+        "compression": dataset.compression,
+        "shards": len(dataset._shards),  # the shards it mapped: the manifest's count
+        "records": records,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("version", choices=["0.2.0", "0.3.0"])
-    parser.add_argument("command", choices=["create", "extend", "dump", "compress"])
-    parser.add_argument("path")
+    parser.add_argument("command", choices=["create", "extend", "dump", "compress", "batch"])
+    parser.add_argument("path", nargs="?")
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--max-shard-size", type=int)
     args = parser.parse_args()
+    if (args.path is None) != (args.command == "batch"):
+        parser.error("batch takes no PATH; every other command needs one")
     dataset_class = load(args.version)
-    module = sys.modules[dataset_class.__module__]
 
+    if args.command == "batch":
+        steps = json.load(sys.stdin)
+        results = [run(dataset_class, step.pop("command"), **step) for step in steps]
+        json.dump(results, sys.stdout)
+        return
+    input = json.load(sys.stdin) if args.command == "extend" else None
+    result = run(
+        dataset_class,
+        args.command,
+        args.path,
+        keyed=args.keyed,
+        compression=args.compression,
+        max_shard_size=args.max_shard_size,
+        input=input,
+    )
     if args.command == "compress":
-        stored = module._compress((b"", memoryview(bytes.fromhex(args.path))))[1]
-        print(bytes(stored).hex())
-    elif args.command == "create":
-        options = {"keyed": args.keyed, "compression": _compression(args.compression)}
-        if args.max_shard_size is not None:
-            options["max_shard_size"] = args.max_shard_size
-        dataset_class.create(args.path, **options)
-    elif args.command == "extend":
-        dataset = dataset_class(args.path)
-        entries = json.load(sys.stdin)
-        if dataset.keyed:
-            entries = [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in entries]
-        else:
-            entries = [bytes.fromhex(v) for v in entries]
-        options = {}
-        if args.max_shard_size is not None:
-            options["max_shard_size"] = args.max_shard_size  # 0.2.0 takes it per extend
-        # A generator, as users pass one: the reference must consume it lazily.
-        dataset.extend((entry for entry in entries), **options)
-    else:
-        dataset = dataset_class(args.path)
-        records = []
-        for index in range(len(dataset)):
-            value = bytes(dataset.at(index)).hex()
-            if dataset.keyed:
-                key = bytes(dataset.key_at(index))
-                assert bytes(dataset[key]).hex() == value and key in dataset
-                records.append([key.hex(), value])
-            else:
-                records.append(value)
-        json.dump(
-            {"keyed": dataset.keyed, "compression": dataset.compression, "records": records},
-            sys.stdout,
-        )
+        print(result)
+    elif result is not None:
+        json.dump(result, sys.stdout)
 
 
 if __name__ == "__main__":
