@@ -20,10 +20,13 @@
 #![warn(missing_docs)]
 
 pub mod brace;
+pub mod csv_source;
 pub mod dir_source;
 mod error;
+pub mod example;
 pub mod tar_export;
 pub mod tar_source;
+pub mod tfrecord_source;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -57,6 +60,22 @@ pub enum Origin {
         /// Offset of the member's header.
         offset: u64,
     },
+    /// A record of a record-oriented file (TFRecord), by number and byte offset.
+    Record {
+        /// The file.
+        file: PathBuf,
+        /// Record number, from 0.
+        record: u64,
+        /// Byte offset of the record's frame (in the decompressed stream).
+        offset: u64,
+    },
+    /// A row of a table (CSV line, Parquet row).
+    Row {
+        /// The file.
+        file: PathBuf,
+        /// "line 12" or "row 12".
+        row: String,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -68,6 +87,12 @@ impl fmt::Display for Origin {
                 member,
                 offset,
             } => write!(f, "{archive}: member {member:?} (header at byte {offset})"),
+            Origin::Record {
+                file,
+                record,
+                offset,
+            } => write!(f, "{}: record {record} at byte {offset}", file.display()),
+            Origin::Row { file, row } => write!(f, "{}: {row}", file.display()),
         }
     }
 }

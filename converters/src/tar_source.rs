@@ -223,5 +223,9 @@ fn read_archive(name: &str, sender: &SyncSender<Message>) -> Result<(), SourceEr
             return Ok(()); // the consumer stopped
         }
     }
+    // Read on past the end-of-archive blocks to the end of the stream, so that a
+    // gzip or zstd decoder reaches its trailer and checks the data's checksum: a
+    // corrupt .tar.gz must fail, not be ingested.
+    io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(|e| corrupt(last, e))?;
     Ok(())
 }

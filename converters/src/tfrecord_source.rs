@@ -1,0 +1,334 @@
+//! TFRecord files (plain or GZIP-compressed), as TensorFlow writes them. Each
+//! record is framed as
+//!
+//! ```text
+//! u64 length (LE) | u32 masked CRC32C of the length bytes | data | u32 masked CRC32C of data
+//! ```
+//!
+//! Both checksums are verified. By default a record's value is its serialized
+//! bytes; with [`TfRecordOptions::feature`] it is one `bytes_list` feature of the
+//! `tf.train.Example` the record holds, and [`TfRecordOptions::key_feature`] keys
+//! records by another.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use crate::example::{self, FeatureError};
+use crate::{Origin, Record, Skipped, Source, SourceError};
+
+/// Largest record accepted: one value of the store is at most 4 GiB.
+pub const MAX_RECORD_SIZE: u64 = u32::MAX as u64;
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// What a [`TfRecordSource`] extracts from each record.
+#[derive(Clone, Debug, Default)]
+pub struct TfRecordOptions {
+    /// Store this `bytes_list` feature of each `tf.train.Example` instead of the
+    /// whole serialized record (e.g. `image/encoded`).
+    pub feature: Option<String>,
+    /// Key each record by this `bytes_list` feature (e.g. `image/filename`);
+    /// without it the source is keyless.
+    pub key_feature: Option<String>,
+}
+
+/// TensorFlow's masked CRC32C.
+pub fn masked_crc32c(bytes: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(bytes);
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+struct OpenFile {
+    path: PathBuf,
+    reader: Box<dyn Read + Send>,
+    /// Records read so far from this file.
+    record: u64,
+    /// Byte offset (in the decompressed stream) of the next record.
+    offset: u64,
+    gzip: bool,
+}
+
+/// Streams the records of TFRecord files, in order.
+pub struct TfRecordSource {
+    pending: VecDeque<PathBuf>,
+    current: Option<OpenFile>,
+    options: TfRecordOptions,
+    skipped: Skipped,
+    failed: bool,
+}
+
+impl TfRecordSource {
+    /// A source over `paths`, read in the order given. Every file must exist.
+    pub fn new(paths: &[PathBuf], options: TfRecordOptions) -> Result<TfRecordSource, SourceError> {
+        for path in paths {
+            std::fs::metadata(path).map_err(|source| SourceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(TfRecordSource {
+            pending: paths.iter().cloned().collect(),
+            current: None,
+            options,
+            skipped: Skipped::default(),
+            failed: false,
+        })
+    }
+
+    fn open(path: PathBuf) -> Result<OpenFile, SourceError> {
+        let io_error = |source| SourceError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).map_err(io_error)?);
+        let gzip = reader
+            .fill_buf()
+            .map_err(io_error)?
+            .starts_with(&[0x1f, 0x8b]);
+        let reader: Box<dyn Read + Send> = match gzip {
+            true => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(reader))),
+            false => Box::new(reader),
+        };
+        Ok(OpenFile {
+            path,
+            reader,
+            record: 0,
+            offset: 0,
+            gzip,
+        })
+    }
+
+    /// Reads the next framed record of the current file; `None` at its clean end.
+    fn read_frame(file: &mut OpenFile) -> Result<Option<Vec<u8>>, SourceError> {
+        let corrupt = |file: &OpenFile, reason: String| SourceError::Corrupt {
+            archive: file.path.display().to_string(),
+            location: format!(
+                "record {} at byte {}{}",
+                file.record,
+                file.offset,
+                if file.gzip {
+                    " of the decompressed stream"
+                } else {
+                    ""
+                }
+            ),
+            reason,
+        };
+        let mut header = [0u8; 12];
+        match read_full(&mut file.reader, &mut header) {
+            Ok(0) => return Ok(None),
+            Ok(12) => {}
+            Ok(n) => {
+                return Err(corrupt(
+                    file,
+                    format!("truncated: {n} of the 12 header bytes"),
+                ))
+            }
+            Err(e) => return Err(corrupt(file, e.to_string())),
+        }
+        let length = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+        let length_crc = u32::from_le_bytes(header[8..].try_into().expect("4 bytes"));
+        if masked_crc32c(&header[..8]) != length_crc {
+            return Err(corrupt(file, "length checksum mismatch".into()));
+        }
+        if length > MAX_RECORD_SIZE {
+            return Err(corrupt(
+                file,
+                format!("record of {length} bytes exceeds the 4 GiB limit"),
+            ));
+        }
+        // Grow as data arrives rather than trusting the length for the allocation.
+        let mut data = Vec::with_capacity(length.min(64 << 20) as usize);
+        let got = (&mut file.reader)
+            .take(length)
+            .read_to_end(&mut data)
+            .map_err(|e| corrupt(file, e.to_string()))?;
+        if got as u64 != length {
+            return Err(corrupt(
+                file,
+                format!("truncated: {got} of {length} data bytes"),
+            ));
+        }
+        let mut footer = [0u8; 4];
+        match read_full(&mut file.reader, &mut footer) {
+            Ok(4) => {}
+            Ok(n) => {
+                return Err(corrupt(
+                    file,
+                    format!("truncated: {n} of the 4 checksum bytes"),
+                ))
+            }
+            Err(e) => return Err(corrupt(file, e.to_string())),
+        }
+        if masked_crc32c(&data) != u32::from_le_bytes(footer) {
+            return Err(corrupt(file, "data checksum mismatch".into()));
+        }
+        Ok(Some(data))
+    }
+
+    fn to_record(&self, file: &OpenFile, data: Vec<u8>) -> Result<Record, SourceError> {
+        let origin = Origin::Record {
+            file: file.path.clone(),
+            record: file.record,
+            offset: file.offset,
+        };
+        let bad = |error: FeatureError| SourceError::Corrupt {
+            archive: file.path.display().to_string(),
+            location: format!("record {} at byte {}", file.record, file.offset),
+            reason: error.to_string(),
+        };
+        let key = match &self.options.key_feature {
+            Some(name) => example::bytes_feature(&data, name).map_err(bad)?,
+            None => Vec::new(),
+        };
+        let value = match &self.options.feature {
+            Some(name) => example::bytes_feature(&data, name).map_err(bad)?,
+            None => data,
+        };
+        Ok(Record { key, value, origin })
+    }
+}
+
+/// Reads until `buf` is full or the stream ends; returns the bytes read.
+fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+impl Iterator for TfRecordSource {
+    type Item = Result<Record, SourceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.failed {
+            let mut file = match self.current.take() {
+                Some(file) => file,
+                None => match Self::open(self.pending.pop_front()?) {
+                    Ok(file) => file,
+                    Err(error) => {
+                        self.failed = true;
+                        return Some(Err(error));
+                    }
+                },
+            };
+            match Self::read_frame(&mut file) {
+                Ok(None) => continue, // next file
+                Ok(Some(data)) => {
+                    let frame = 16 + data.len() as u64;
+                    let record = self.to_record(&file, data);
+                    file.record += 1;
+                    file.offset += frame;
+                    self.current = Some(file);
+                    self.failed = record.is_err();
+                    return Some(record);
+                }
+                Err(error) => {
+                    self.failed = true;
+                    return Some(Err(error));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Source for TfRecordSource {
+    fn keyed(&self) -> bool {
+        self.options.key_feature.is_some()
+    }
+
+    fn skipped(&self) -> &Skipped {
+        &self.skipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames `data` as TensorFlow does.
+    pub(crate) fn frame(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let length = (data.len() as u64).to_le_bytes();
+        out.extend_from_slice(&length);
+        out.extend_from_slice(&masked_crc32c(&length).to_le_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(&masked_crc32c(data).to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn masked_crc_matches_tensorflow() {
+        // TensorFlow's crc32c_test: Mask(Value("foo")) and the unmask round trip.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        let crc = crc32c::crc32c(b"foo");
+        assert_eq!(
+            masked_crc32c(b"foo"),
+            crc.rotate_right(15).wrapping_add(MASK_DELTA)
+        );
+        assert_ne!(masked_crc32c(b"foo"), crc);
+    }
+
+    #[test]
+    fn reads_records_and_reports_corruption_with_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.tfrecord");
+        let mut bytes = frame(b"first");
+        bytes.extend(frame(b""));
+        bytes.extend(frame(b"third record"));
+        std::fs::write(&path, &bytes).unwrap();
+        let values: Vec<Vec<u8>> = TfRecordSource::new(&[path.clone()], TfRecordOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap().value)
+            .collect();
+        assert_eq!(values, [&b"first"[..], b"", b"third record"]);
+
+        let mut broken = bytes.clone();
+        broken[16 + 5 + 16 + 12 + 3] ^= 1; // a data byte of record 2
+        std::fs::write(&path, &broken).unwrap();
+        let err = TfRecordSource::new(&[path.clone()], TfRecordOptions::default())
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("record 2 at byte 37") && err.contains("data checksum"),
+            "{err}"
+        );
+
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let err = TfRecordSource::new(&[path], TfRecordOptions::default())
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("truncated") && err.contains("record 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_huge_declared_length_is_refused_without_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("evil.tfrecord");
+        let length = (1u64 << 62).to_le_bytes();
+        let mut bytes = length.to_vec();
+        bytes.extend_from_slice(&masked_crc32c(&length).to_le_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let err = TfRecordSource::new(&[path], TfRecordOptions::default())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(err.to_string().contains("exceeds the 4 GiB limit"), "{err}");
+    }
+}
