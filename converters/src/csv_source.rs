@@ -230,10 +230,11 @@ mod tests {
             ),
         )
         .unwrap();
-        let records: Vec<Record> = CsvSource::new(&[csv.clone()], CsvOptions::default())
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let records: Vec<Record> =
+            CsvSource::new(std::slice::from_ref(&csv), CsvOptions::default())
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
         let got: Vec<(&[u8], &[u8])> = records.iter().map(|r| (&r.key[..], &r.value[..])).collect();
         assert_eq!(got[0], (&b"img/a, b.jpg"[..], &b"A"[..]));
         assert_eq!(got[1], (&b"img/c d.jpg"[..], &b"C"[..]));
@@ -272,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let csv = dir.path().join("list.tsv");
         fs::write(&csv, "file\tlabel\nx\t1\n").unwrap();
-        let err = CsvSource::new(&[csv.clone()], CsvOptions::default())
+        let err = CsvSource::new(std::slice::from_ref(&csv), CsvOptions::default())
             .unwrap()
             .next()
             .unwrap()

@@ -285,16 +285,17 @@ mod tests {
         bytes.extend(frame(b""));
         bytes.extend(frame(b"third record"));
         std::fs::write(&path, &bytes).unwrap();
-        let values: Vec<Vec<u8>> = TfRecordSource::new(&[path.clone()], TfRecordOptions::default())
-            .unwrap()
-            .map(|r| r.unwrap().value)
-            .collect();
+        let values: Vec<Vec<u8>> =
+            TfRecordSource::new(std::slice::from_ref(&path), TfRecordOptions::default())
+                .unwrap()
+                .map(|r| r.unwrap().value)
+                .collect();
         assert_eq!(values, [&b"first"[..], b"", b"third record"]);
 
         let mut broken = bytes.clone();
         broken[16 + 5 + 16 + 12 + 3] ^= 1; // a data byte of record 2
         std::fs::write(&path, &broken).unwrap();
-        let err = TfRecordSource::new(&[path.clone()], TfRecordOptions::default())
+        let err = TfRecordSource::new(std::slice::from_ref(&path), TfRecordOptions::default())
             .unwrap()
             .find_map(Result::err)
             .unwrap()
