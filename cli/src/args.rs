@@ -102,6 +102,12 @@ pub enum FormatArg {
     Dir,
     /// Tar archives (.tar, .tar.gz/.tgz, .tar.zst), WebDataset shards, or - for stdin.
     Tar,
+    /// Parquet files, directories of them, or patterns (needs --value-column).
+    Parquet,
+    /// CSV files listing file paths (one value per row).
+    Csv,
+    /// TFRecord files, plain or GZIP-compressed.
+    Tfrecord,
 }
 
 /// `--on-duplicate` values.
@@ -160,6 +166,43 @@ pub struct IngestArgs {
     /// dir: follow symbolic links (default: skip and count them).
     #[arg(long)]
     pub follow_links: bool,
+    /// parquet: the column holding the values.
+    #[arg(long, value_name = "COL")]
+    pub value_column: Option<String>,
+    /// parquet, csv: the column holding the keys (parquet: keyless without it;
+    /// csv: default the path as written).
+    #[arg(long, value_name = "COL")]
+    pub key_column: Option<String>,
+    /// parquet: skip (and count) rows whose value or key is null instead of failing.
+    #[arg(long)]
+    pub skip_nulls: bool,
+    /// csv: the column holding file paths.
+    #[arg(long, value_name = "COL", default_value = "path")]
+    pub path_column: String,
+    /// csv: resolve relative paths against DIR (default: the CSV file's directory).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// csv: the field delimiter (one byte; `\t` for tab).
+    #[arg(long, value_name = "C", default_value = ",", value_parser = parse_delimiter)]
+    pub delimiter: u8,
+    /// tfrecord: store this bytes_list feature of each tf.train.Example (e.g.
+    /// image/encoded) instead of the whole serialized record.
+    #[arg(long, value_name = "NAME")]
+    pub feature: Option<String>,
+    /// tfrecord: key records by this bytes_list feature (e.g. image/filename).
+    #[arg(long, value_name = "NAME")]
+    pub key_feature: Option<String>,
+}
+
+/// Parses `--delimiter`: one ASCII character, or `\t` / `tab`.
+fn parse_delimiter(text: &str) -> Result<u8, String> {
+    match text {
+        "\\t" | "tab" | "\t" => Ok(b'\t'),
+        _ if text.len() == 1 && text.is_ascii() => Ok(text.as_bytes()[0]),
+        _ => Err(format!(
+            "{text:?}: the delimiter must be one ASCII character (or \\t)"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]

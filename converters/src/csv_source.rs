@@ -77,8 +77,8 @@ impl CsvSource {
             .delimiter(self.options.delimiter)
             .has_headers(true)
             .from_reader(file);
-        let bad = |reason: String| SourceError::Corrupt {
-            archive: path.display().to_string(),
+        let bad = |reason: String| SourceError::Invalid {
+            file: path.display().to_string(),
             location: "line 1 (header)".into(),
             reason,
         };
@@ -120,8 +120,8 @@ impl CsvSource {
             let csv = self.current.as_mut().expect("opened above");
             let read = csv.reader.read_byte_record(&mut csv.row);
             let line = csv.row.position().map_or(0, |p| p.line());
-            let corrupt = |reason: String| SourceError::Corrupt {
-                archive: csv.path.display().to_string(),
+            let corrupt = |reason: String| SourceError::Invalid {
+                file: csv.path.display().to_string(),
                 location: format!("line {line}"),
                 reason,
             };

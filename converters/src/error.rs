@@ -25,6 +25,17 @@ pub enum SourceError {
         /// What went wrong.
         reason: String,
     },
+    /// A well-formed input holds a record that cannot be used (a null value, a
+    /// missing feature, a listed file that cannot be read).
+    #[error("{file}: {location}: {reason}")]
+    Invalid {
+        /// The input file.
+        file: String,
+        /// Row, line or record.
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The user's arguments cannot work (a bad glob, a bad brace range, ...).
     #[error("{0}")]
     Usage(String),

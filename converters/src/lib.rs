@@ -24,6 +24,7 @@ pub mod csv_source;
 pub mod dir_source;
 mod error;
 pub mod example;
+pub mod parquet_source;
 pub mod tar_export;
 pub mod tar_source;
 pub mod tfrecord_source;

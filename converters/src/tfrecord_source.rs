@@ -173,8 +173,8 @@ impl TfRecordSource {
             record: file.record,
             offset: file.offset,
         };
-        let bad = |error: FeatureError| SourceError::Corrupt {
-            archive: file.path.display().to_string(),
+        let bad = |error: FeatureError| SourceError::Invalid {
+            file: file.path.display().to_string(),
             location: format!("record {} at byte {}", file.record, file.offset),
             reason: error.to_string(),
         };

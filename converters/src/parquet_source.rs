@@ -1,0 +1,415 @@
+//! Binary columns of Parquet files (pyarrow, Spark, Hugging Face `datasets`
+//! exports), streamed one record batch at a time.
+//!
+//! Values come from a binary, large_binary, string, large_string (UTF-8 bytes),
+//! binary_view, string_view or fixed_size_binary column, or a struct with a `bytes`
+//! field (how `datasets` stores Image and Audio features). Keys come from a string
+//! or binary column (as bytes) or an integer column (as decimal text);
+//! dictionary-encoded columns of those types work too. Every page compression of
+//! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
+use arrow_schema::DataType;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+
+use crate::{Origin, Record, Skipped, Source, SourceError};
+
+/// Rows per decoded batch: bounds memory to this many values at a time.
+const BATCH_ROWS: usize = 256;
+
+/// Which columns a [`ParquetSource`] reads.
+#[derive(Clone, Debug, Default)]
+pub struct ParquetOptions {
+    /// Column holding the values.
+    pub value_column: String,
+    /// Column holding the keys; without it the source is keyless.
+    pub key_column: Option<String>,
+    /// Skip (and count) rows whose value or key is null instead of failing.
+    pub skip_nulls: bool,
+}
+
+struct OpenFile {
+    path: PathBuf,
+    reader: ParquetRecordBatchReader,
+    batch: Option<(ArrayRef, Option<ArrayRef>)>,
+    /// Next row within `batch`, and rows of the file before `batch`.
+    row_in_batch: usize,
+    rows_before: u64,
+}
+
+/// Streams rows of one or more Parquet files, in the order given, rows in order.
+pub struct ParquetSource {
+    pending: VecDeque<PathBuf>,
+    current: Option<OpenFile>,
+    options: ParquetOptions,
+    skipped: Skipped,
+    failed: bool,
+}
+
+/// Files a Parquet argument names: the file itself, a directory's `*.parquet` files
+/// sorted by name, or the files a `*`/`?`/`[...]` pattern in the last component matches.
+pub fn expand_inputs(input: &Path) -> Result<Vec<PathBuf>, SourceError> {
+    let io = |path: &Path, source| SourceError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let name = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let pattern = name.contains(['*', '?', '[']).then(|| name.clone());
+    let (dir, matcher) = match pattern {
+        Some(pattern) => {
+            let glob = globset::Glob::new(&pattern)
+                .map_err(|e| SourceError::Usage(format!("bad pattern {pattern:?}: {e}")))?
+                .compile_matcher();
+            (
+                input.parent().unwrap_or(Path::new(".")).to_owned(),
+                Some(glob),
+            )
+        }
+        None if input.is_dir() => (input.to_owned(), None),
+        None => {
+            std::fs::metadata(input).map_err(|e| io(input, e))?;
+            return Ok(vec![input.to_owned()]);
+        }
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+        let entry = entry.map_err(|e| io(&dir, e))?;
+        let file_name = entry.file_name();
+        let wanted = match &matcher {
+            Some(glob) => glob.is_match(&file_name),
+            None => Path::new(&file_name)
+                .extension()
+                .is_some_and(|e| e == "parquet"),
+        };
+        if wanted && entry.path().is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(SourceError::Usage(format!(
+            "{}: no Parquet files found",
+            input.display()
+        )));
+    }
+    Ok(files)
+}
+
+impl ParquetSource {
+    /// A source over `paths` (files, directories or patterns; see [`expand_inputs`]).
+    /// Each file's schema is checked when it is reached.
+    pub fn new(paths: &[PathBuf], options: ParquetOptions) -> Result<ParquetSource, SourceError> {
+        let mut pending = VecDeque::new();
+        for path in paths {
+            pending.extend(expand_inputs(path)?);
+        }
+        Ok(ParquetSource {
+            pending,
+            current: None,
+            options,
+            skipped: Skipped::default(),
+            failed: false,
+        })
+    }
+
+    fn open(&self, path: PathBuf) -> Result<OpenFile, SourceError> {
+        let corrupt = |reason: String| SourceError::Corrupt {
+            archive: path.display().to_string(),
+            location: "file metadata".into(),
+            reason,
+        };
+        let file = File::open(&path).map_err(|source| SourceError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(e.to_string()))?;
+        let schema = builder.schema().clone();
+        let find = |name: &str| {
+            schema.index_of(name).map_err(|_| {
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                SourceError::Usage(format!(
+                    "{}: no column {name:?}; the columns are {names:?}",
+                    path.display()
+                ))
+            })
+        };
+        let mut roots = vec![find(&self.options.value_column)?];
+        check_value_type(
+            &path,
+            &self.options.value_column,
+            schema.field(roots[0]).data_type(),
+        )?;
+        if let Some(key) = &self.options.key_column {
+            let index = find(key)?;
+            check_key_type(&path, key, schema.field(index).data_type())?;
+            roots.push(index);
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| corrupt(e.to_string()))?;
+        Ok(OpenFile {
+            path,
+            reader,
+            batch: None,
+            row_in_batch: 0,
+            rows_before: 0,
+        })
+    }
+
+    /// Decodes the next batch of the current file into (values, keys) columns.
+    fn load_batch(&self, file: &mut OpenFile) -> Result<bool, SourceError> {
+        let rows_so_far = file.rows_before
+            + file
+                .batch
+                .as_ref()
+                .map_or(0, |(values, _)| values.len() as u64);
+        let batch: RecordBatch = match file.reader.next() {
+            None => return Ok(false),
+            Some(Ok(batch)) => batch,
+            Some(Err(e)) => {
+                return Err(SourceError::Corrupt {
+                    archive: file.path.display().to_string(),
+                    location: format!("rows from {rows_so_far}"),
+                    reason: e.to_string(),
+                })
+            }
+        };
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .cloned()
+                .expect("projected column is present")
+        };
+        let values = value_bytes_column(
+            &column(&self.options.value_column),
+            &file.path,
+            &self.options.value_column,
+        )?;
+        let keys = match &self.options.key_column {
+            Some(name) => Some(key_bytes_column(&column(name), &file.path, name)?),
+            None => None,
+        };
+        file.rows_before = rows_so_far;
+        file.batch = Some((values, keys));
+        file.row_in_batch = 0;
+        Ok(true)
+    }
+
+    fn next_record(&mut self) -> Option<Result<Record, SourceError>> {
+        loop {
+            if self.current.is_none() {
+                let path = self.pending.pop_front()?;
+                match self.open(path) {
+                    Ok(file) => self.current = Some(file),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            let mut file = self.current.take().expect("opened above");
+            let exhausted = file
+                .batch
+                .as_ref()
+                .is_none_or(|(values, _)| file.row_in_batch >= values.len());
+            if exhausted {
+                match self.load_batch(&mut file) {
+                    Ok(true) => {}
+                    Ok(false) => continue, // next file
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            let i = file.row_in_batch;
+            file.row_in_batch += 1;
+            let row = file.rows_before + i as u64;
+            let (values, keys) = file.batch.as_ref().expect("loaded above");
+            let value = bytes_at(values.as_ref(), i);
+            let key = keys.as_ref().map(|k| bytes_at(k.as_ref(), i));
+            let null = match (&value, &key) {
+                (None, _) => Some(&self.options.value_column),
+                (_, Some(None)) => self.options.key_column.as_ref(),
+                _ => None,
+            };
+            let origin = Origin::Row {
+                file: file.path.clone(),
+                row: format!("row {row}"),
+            };
+            let record = match null {
+                Some(_) if self.options.skip_nulls => {
+                    self.skipped.add("row with a null");
+                    self.current = Some(file);
+                    continue;
+                }
+                Some(column) => Err(SourceError::Invalid {
+                    file: file.path.display().to_string(),
+                    location: format!("row {row}"),
+                    reason: format!(
+                        "column {column:?} is null (pass --skip-nulls to skip such rows)"
+                    ),
+                }),
+                None => Ok(Record {
+                    key: key.flatten().unwrap_or_default().to_vec(),
+                    value: value.unwrap_or_default().to_vec(),
+                    origin,
+                }),
+            };
+            self.current = Some(file);
+            return Some(record);
+        }
+    }
+}
+
+fn type_error(path: &Path, column: &str, found: &DataType, expected: &str) -> SourceError {
+    SourceError::Usage(format!(
+        "{}: column {column:?} has type {found}; expected {expected}",
+        path.display()
+    ))
+}
+
+const VALUE_TYPES: &str =
+    "binary, large_binary, string, large_string, fixed_size_binary or struct<bytes: binary>";
+const KEY_TYPES: &str = "a string, binary or integer column";
+
+fn check_value_type(path: &Path, column: &str, data_type: &DataType) -> Result<(), SourceError> {
+    match data_type {
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::BinaryView
+        | DataType::Utf8View
+        | DataType::FixedSizeBinary(_) => Ok(()),
+        DataType::Dictionary(_, inner) => check_value_type(path, column, inner),
+        DataType::Struct(fields) => match fields.iter().find(|f| f.name() == "bytes") {
+            Some(field) => check_value_type(path, column, field.data_type()),
+            None => Err(type_error(path, column, data_type, VALUE_TYPES)),
+        },
+        other => Err(type_error(path, column, other, VALUE_TYPES)),
+    }
+}
+
+fn check_key_type(path: &Path, column: &str, data_type: &DataType) -> Result<(), SourceError> {
+    match data_type {
+        DataType::Dictionary(_, inner) => check_key_type(path, column, inner),
+        t if t.is_integer() => Ok(()),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::BinaryView
+        | DataType::Utf8View
+        | DataType::FixedSizeBinary(_) => Ok(()),
+        other => Err(type_error(path, column, other, KEY_TYPES)),
+    }
+}
+
+/// A value column as a plain bytes-like array: struct<bytes> unwrapped (a null
+/// struct row makes a null value), dictionaries decoded.
+fn value_bytes_column(
+    array: &ArrayRef,
+    path: &Path,
+    column: &str,
+) -> Result<ArrayRef, SourceError> {
+    let cast_error =
+        |e: arrow_schema::ArrowError| type_error(path, column, array.data_type(), &e.to_string());
+    match array.data_type() {
+        DataType::Struct(_) => {
+            let parent: &StructArray = array.as_struct();
+            let child = parent
+                .column_by_name("bytes")
+                .ok_or_else(|| type_error(path, column, array.data_type(), VALUE_TYPES))?;
+            let child = value_bytes_column(child, path, column)?;
+            match parent.nulls() {
+                // Nulls of the struct itself are nulls of the value.
+                Some(nulls) if nulls.null_count() > 0 => {
+                    let data = child.to_data();
+                    let combined = arrow_buffer_nulls(nulls, data.nulls());
+                    let data = data
+                        .into_builder()
+                        .nulls(Some(combined))
+                        .build()
+                        .map_err(cast_error)?;
+                    Ok(arrow_array::make_array(data))
+                }
+                _ => Ok(child),
+            }
+        }
+        DataType::Dictionary(_, inner) => arrow_cast::cast(array, inner).map_err(cast_error),
+        _ => Ok(array.clone()),
+    }
+}
+
+fn arrow_buffer_nulls(
+    a: &arrow_buffer::NullBuffer,
+    b: Option<&arrow_buffer::NullBuffer>,
+) -> arrow_buffer::NullBuffer {
+    arrow_buffer::NullBuffer::union(Some(a), b).expect("one side is present")
+}
+
+/// A key column as bytes: integers become their decimal text.
+fn key_bytes_column(array: &ArrayRef, path: &Path, column: &str) -> Result<ArrayRef, SourceError> {
+    let target = match array.data_type() {
+        DataType::Dictionary(_, inner) if inner.is_integer() => DataType::Utf8,
+        DataType::Dictionary(_, inner) => inner.as_ref().clone(),
+        t if t.is_integer() => DataType::Utf8,
+        _ => return Ok(array.clone()),
+    };
+    arrow_cast::cast(array, &target)
+        .map_err(|e| type_error(path, column, array.data_type(), &e.to_string()))
+}
+
+/// Row `i` of a bytes-like array, or `None` if null.
+fn bytes_at(array: &dyn Array, i: usize) -> Option<&[u8]> {
+    if array.is_null(i) {
+        return None;
+    }
+    Some(match array.data_type() {
+        DataType::Binary => array.as_binary::<i32>().value(i),
+        DataType::LargeBinary => array.as_binary::<i64>().value(i),
+        DataType::Utf8 => array.as_string::<i32>().value(i).as_bytes(),
+        DataType::LargeUtf8 => array.as_string::<i64>().value(i).as_bytes(),
+        DataType::BinaryView => array.as_binary_view().value(i),
+        DataType::Utf8View => array.as_string_view().value(i).as_bytes(),
+        DataType::FixedSizeBinary(_) => array.as_fixed_size_binary().value(i),
+        // Types are checked when a file is opened and normalised per batch.
+        _ => return None,
+    })
+}
+
+impl Iterator for ParquetSource {
+    type Item = Result<Record, SourceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = self.next_record();
+        self.failed = matches!(item, Some(Err(_)));
+        item
+    }
+}
+
+impl Source for ParquetSource {
+    fn keyed(&self) -> bool {
+        self.options.key_column.is_some()
+    }
+
+    fn skipped(&self) -> &Skipped {
+        &self.skipped
+    }
+}
