@@ -19,10 +19,32 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("bcd: {error:#}");
+            eprintln!("bcd: {}", message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, joined by ": " as `{:#}` does, leaving out a cause
+/// whose text already ends the message before it: errors such as
+/// `SourceError::Io` ("PATH: CAUSE") both show and chain their cause, which `{:#}`
+/// prints twice ("x.tar: No such file or directory (os error 2): No such file or
+/// directory (os error 2)").
+fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut previous = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !previous.is_empty() && previous.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+        previous = part;
+    }
+    text
 }
 
 /// `bcd ls | head` closes the pipe early: that is success, not an error.

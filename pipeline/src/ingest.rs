@@ -289,6 +289,11 @@ fn run(
             source.skipped().clone()
         });
 
+        // Owned by this closure, so an early return (a duplicate, an interrupt, a
+        // write error) drops it before the scope joins the reader: a reader blocked
+        // on the full channel then sees the send fail and stops, instead of
+        // waiting forever.
+        let receiver = receiver;
         for batch in receiver.iter() {
             let batch = batch?;
             if interrupted(options) {
