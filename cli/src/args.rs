@@ -213,10 +213,10 @@ pub struct ExportArgs {
     #[arg(long, value_name = "OUT")]
     pub to: String,
     /// Start a new archive before one would exceed SIZE of member data.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_positive_size)]
     pub split_size: Option<u64>,
     /// Start a new archive after N members.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub split_count: Option<u64>,
     /// Export keys that are unsafe member names (absolute, '..', empty, NUL) under
     /// cleaned names instead of failing.
@@ -225,6 +225,14 @@ pub struct ExportArgs {
     /// Keyless datasets: suffix after the zero-padded index (e.g. .jpg).
     #[arg(long, default_value = "", value_name = "SUFFIX")]
     pub keyless_suffix: String,
+}
+
+/// A SIZE that must not be zero.
+fn parse_positive_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("must be at least one byte".into()),
+        n => Ok(n),
+    }
 }
 
 /// Parses `--level`.

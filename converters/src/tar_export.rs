@@ -265,8 +265,9 @@ impl TarExporter {
         };
         self.next_archive += 1;
         let tmp = temporary_path(&path);
+        // Name the file the user asked for, not the temporary one.
         let file = File::create(&tmp).map_err(|source| ExportError::Io {
-            path: tmp.clone(),
+            path: path.clone(),
             source,
         })?;
         let writer: Box<dyn Write> = Box::new(BufWriter::with_capacity(1 << 20, file));
