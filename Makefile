@@ -6,7 +6,7 @@ DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
 # Everything: the Python reference environment, formatting, lints, every test.
 test: python-env check
-	cargo test --workspace
+	bash tests/run-all.sh
 
 # Formatting and lints only.
 check:
