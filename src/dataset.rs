@@ -108,7 +108,7 @@ impl Dataset {
         let dir = dir.as_ref().to_owned();
         let manifest = Manifest::read(&dir)?;
         let mut index = Index::new(manifest.keyed);
-        index.add_shards(&dir, manifest.shards)?;
+        index.add_shards(&dir, manifest.shards, None)?;
         Ok(Dataset {
             dir,
             manifest,
@@ -140,6 +140,15 @@ impl Dataset {
     }
 
     pub(crate) fn apply_manifest(&mut self, manifest: Manifest) -> Result<()> {
+        self.apply_manifest_with(manifest, None)
+    }
+
+    /// [`Dataset::apply_manifest`] for shards whose key hashes are already known.
+    pub(crate) fn apply_manifest_with(
+        &mut self,
+        manifest: Manifest,
+        known: Option<&[u64]>,
+    ) -> Result<()> {
         let changed = |reason: String| Error::ChangedOnDisk {
             path: self.dir.join(crate::format::MANIFEST_NAME),
             reason,
@@ -156,7 +165,7 @@ impl Dataset {
                 self.index.shard_count()
             )));
         }
-        self.index.add_shards(&self.dir, manifest.shards)?;
+        self.index.add_shards(&self.dir, manifest.shards, known)?;
         self.manifest = manifest;
         Ok(())
     }

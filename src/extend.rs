@@ -1,9 +1,6 @@
 //! Extending a dataset: an all-or-nothing transaction that writes new shards and
 //! commits them with one manifest rename.
 
-use std::hash::BuildHasher;
-
-use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
 use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
@@ -34,9 +31,12 @@ pub struct ExtendSummary {
 pub struct Extend<'d> {
     dataset: &'d mut Dataset,
     writer: ShardWriter,
-    /// Keys pushed so far (the committed ones are in the dataset's index).
-    new_keys: HashTable<Box<[u8]>>,
-    hasher: RandomState,
+    /// Keys pushed so far (the committed ones are in the dataset's index), hashed
+    /// with the index's hasher.
+    new_keys: HashTable<(u64, Box<[u8]>)>,
+    /// Those hashes in push order, so the commit indexes the new shards without
+    /// reading their keys back.
+    new_hashes: Vec<u64>,
     scratch: Vec<u8>,
     poisoned: bool,
     _lock: WriterLock,
@@ -61,7 +61,7 @@ impl Dataset {
             dataset: self,
             writer,
             new_keys: HashTable::new(),
-            hasher: RandomState::default(),
+            new_hashes: Vec::new(),
             scratch: Vec::new(),
             poisoned: false,
             _lock: lock,
@@ -159,8 +159,10 @@ impl Extend<'_> {
     }
 
     fn pending(&self, key: &[u8]) -> bool {
-        let hash = self.hasher.hash_one(key);
-        self.new_keys.find(hash, |k| &**k == key).is_some()
+        let hash = self.dataset.index.hash_key(key);
+        self.new_keys
+            .find(hash, |(h, k)| *h == hash && &**k == key)
+            .is_some()
     }
 
     /// Adds a record to a keyed dataset, compressing the value if the dataset does.
@@ -190,17 +192,20 @@ impl Extend<'_> {
     /// key writes none of the batch and leaves the extend usable.
     pub fn push_batch<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, records: &[(K, V)]) -> Result<()> {
         self.check_usable(true)?;
-        let mut batch_keys: HashTable<&[u8]> = HashTable::new();
+        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::new();
         for (key, value) in records {
             let key = key.as_ref();
             self.check_new_key(key)?;
-            let hash = self.hasher.hash_one(key);
-            if batch_keys.find(hash, |k| *k == key).is_some() {
+            let hash = self.dataset.index.hash_key(key);
+            if batch_keys
+                .find(hash, |(h, k)| *h == hash && *k == key)
+                .is_some()
+            {
                 return Err(Error::DuplicateKey {
                     key: DisplayKey(key.to_vec()),
                 });
             }
-            batch_keys.insert_unique(hash, key, |k| self.hasher.hash_one(*k));
+            batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
             self.check_value(value.as_ref())?;
         }
         let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_ref()).collect();
@@ -318,9 +323,10 @@ impl Extend<'_> {
             return Err(e);
         }
         if self.dataset.keyed() {
-            let hasher = &self.hasher;
+            let hash = self.dataset.index.hash_key(key);
             self.new_keys
-                .insert_unique(hasher.hash_one(key), key.into(), |k| hasher.hash_one(&**k));
+                .insert_unique(hash, (hash, key.into()), |(h, _)| *h);
+            self.new_hashes.push(hash);
         }
         Ok(())
     }
@@ -361,7 +367,9 @@ impl Extend<'_> {
             }
             Err(ManifestWriteError::NotDurable(e)) => {
                 self.writer.keep();
-                let _ = self.dataset.apply_manifest(manifest);
+                let known = std::mem::take(&mut self.new_hashes);
+                let known = self.dataset.keyed().then_some(&known[..]);
+                let _ = self.dataset.apply_manifest_with(manifest, known);
                 return Err(e);
             }
         }
@@ -372,7 +380,9 @@ impl Extend<'_> {
         };
         // The files are committed now: dropping the extend must not remove them.
         self.writer.keep();
-        self.dataset.apply_manifest(manifest)?;
+        let known = std::mem::take(&mut self.new_hashes);
+        let known = self.dataset.keyed().then_some(&known[..]);
+        self.dataset.apply_manifest_with(manifest, known)?;
         Ok(summary)
     }
 }

@@ -30,6 +30,48 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Hints that pages will be read in no particular order (no read-ahead).
+    pub(crate) fn advise_random(&self) {
+        #[cfg(unix)]
+        if let Mapping::Mapped(map) = self {
+            let _ = map.advise(memmap2::Advice::Random);
+        }
+    }
+
+    /// Drops this process's mapping of the pages in `offset..offset + len`
+    /// (rounded inwards to whole pages), so they stop counting in its resident
+    /// memory; they stay in the page cache and are mapped again on the next read.
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let Mapping::Mapped(map) = self {
+            const PAGE: usize = 4096;
+            let start = offset.div_ceil(PAGE) * PAGE;
+            let end = ((offset + len) / PAGE * PAGE).min(map.len());
+            if end > start {
+                // SAFETY: MADV_DONTNEED discards pages of a *private writable* mapping
+                // (memmap2 marks it unsafe for that reason). This mapping is read-only
+                // and file-backed, so the pages are simply re-read from the file.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
+        }
+    }
+
+    /// Restores the default read-ahead.
+    pub(crate) fn advise_normal(&self) {
+        #[cfg(unix)]
+        if let Mapping::Mapped(map) = self {
+            let _ = map.advise(memmap2::Advice::Normal);
+        }
+    }
+}
+
 impl Deref for Mapping {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -34,7 +34,9 @@ pub(crate) struct Index {
     /// Key sizes; empty when keyless.
     key_sizes: Vec<u32>,
     value_sizes: Vec<u32>,
-    keys: HashTable<u64>,
+    /// `(hash, record number)`: the stored hash lets the table grow without
+    /// reading keys back from the shards.
+    keys: HashTable<(u64, u64)>,
     hasher: RandomState,
 }
 
@@ -91,31 +93,49 @@ impl Index {
         }
     }
 
+    /// The hash the key table uses for `key`.
+    pub(crate) fn hash_key(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     /// Record number of `key`, if present.
     pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash_key(key);
         self.keys
-            .find(hash, |&i| self.locate(i as usize).key == key)
-            .map(|&i| i as usize)
+            .find(hash, |&(h, i)| {
+                h == hash && self.locate(i as usize).key == key
+            })
+            .map(|&(_, i)| i as usize)
     }
 
     /// Maps and indexes shards `self.shard_count()..count` of `dir`. On error the
     /// index is left exactly as it was.
-    pub(crate) fn add_shards(&mut self, dir: &Path, count: u64) -> Result<()> {
+    ///
+    /// `known` may give the [`Index::hash_key`] hashes of every key in those shards,
+    /// in record order, from a writer that already checked them for duplicates:
+    /// then no key is read back from the new shards (which would page in the
+    /// values around them).
+    pub(crate) fn add_shards(
+        &mut self,
+        dir: &Path,
+        count: u64,
+        known: Option<&[u64]>,
+    ) -> Result<()> {
         let before = (self.shards.len(), self.len());
-        let result = self.try_add_shards(dir, count);
+        let result = self.try_add_shards(dir, count, known);
         if result.is_err() {
             self.shards.truncate(before.0);
             self.starts.truncate(before.1);
             self.key_sizes
                 .truncate(if self.keyed { before.1 } else { 0 });
             self.value_sizes.truncate(before.1);
-            self.keys.retain(|&mut i| (i as usize) < before.1);
+            self.keys.retain(|&mut (_, i)| (i as usize) < before.1);
         }
         result
     }
 
-    fn try_add_shards(&mut self, dir: &Path, count: u64) -> Result<()> {
+    fn try_add_shards(&mut self, dir: &Path, count: u64, known: Option<&[u64]>) -> Result<()> {
+        let base = self.len();
         for id in self.shard_count()..count {
             let (data_path, index_path) = shard_paths(dir, id);
             let sizes = read_index(&index_path, count, self.keyed)?;
@@ -177,10 +197,22 @@ impl Index {
                 first,
             });
             if self.keyed {
-                self.index_keys(first as usize)?;
+                let range = first as usize - base..self.len() - base;
+                match known.and_then(|hashes| hashes.get(range)) {
+                    Some(hashes) => self.index_known_keys(first as usize, hashes),
+                    None => self.index_keys(first as usize)?,
+                }
             }
         }
         Ok(())
+    }
+
+    /// Adds records `from..len()` to the key table by their known hashes.
+    fn index_known_keys(&mut self, from: usize, hashes: &[u64]) {
+        self.keys.reserve(hashes.len(), |&(h, _)| h);
+        for (i, &hash) in (from..).zip(hashes) {
+            self.keys.insert_unique(hash, (hash, i as u64), |&(h, _)| h);
+        }
     }
 
     /// Adds the keys of records `from..len()` to the key table, rejecting duplicates.
@@ -200,16 +232,32 @@ impl Index {
             let start = starts[i] as usize;
             &shards[shard_no].data[start..start + key_sizes[i] as usize]
         };
-        keys.reserve(starts.len() - from, |&i| {
-            hasher.hash_one(key_of(i as usize))
-        });
-        for i in from..starts.len() {
+        // Keys sit between values: without this hint, reading each one would read
+        // ahead through the values around it and make the whole shard resident.
+        if let Some(shard) = shards.last() {
+            shard.data.advise_random();
+        }
+        keys.reserve(starts.len() - from, |&(h, _)| h);
+        // Reading the keys maps pages (and the kernel maps neighbours with them);
+        // give them back every RELEASE_EVERY bytes so opening a large keyed dataset
+        // does not make its whole size resident.
+        const RELEASE_EVERY: u64 = 32 << 20;
+        let mut released = 0u64;
+        for (i, &start) in starts.iter().enumerate().skip(from) {
+            if start >= released + RELEASE_EVERY {
+                if let Some(shard) = shards.last() {
+                    shard
+                        .data
+                        .release(released as usize, (start - released) as usize);
+                }
+                released = start;
+            }
             let key = key_of(i);
             let hash = hasher.hash_one(key);
             match keys.entry(
                 hash,
-                |&j| key_of(j as usize) == key,
-                |&j| hasher.hash_one(key_of(j as usize)),
+                |&(h, j)| h == hash && key_of(j as usize) == key,
+                |&(h, _)| h,
             ) {
                 hashbrown::hash_table::Entry::Occupied(_) => {
                     let shard = &shards[shards.len() - 1];
@@ -220,9 +268,15 @@ impl Index {
                     });
                 }
                 hashbrown::hash_table::Entry::Vacant(slot) => {
-                    slot.insert(i as u64);
+                    slot.insert((hash, i as u64));
                 }
             }
+        }
+        if let Some(shard) = shards.last() {
+            shard
+                .data
+                .release(released as usize, shard.data.len() - released as usize);
+            shard.data.advise_normal();
         }
         Ok(())
     }
