@@ -142,7 +142,7 @@ pub struct IngestArgs {
     /// LZ4 effort: 1..12 (high-compression levels), fast, or reference (level 9 on
     /// every value, byte-identical to the Python reference). Levels skip values
     /// that do not compress (stored as literal-only LZ4 blocks).
-    #[arg(long, default_value = "4", value_parser = parse_level)]
+    #[arg(long, default_value = "5", value_parser = parse_level)]
     pub level: bcd::Lz4Mode,
     /// What to do with a key seen before.
     #[arg(long, value_enum, default_value_t = DuplicateArg::Error)]
