@@ -12,6 +12,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
+        // The Parquet source reports these as a corrupt file, naming it and the rows.
+        if bcd_converters::parquet_source::decoding_parquet() {
+            return;
+        }
         eprintln!("bcd: internal error (this is a bug, please report it): {info}");
     }));
     let cli = args::Cli::parse();

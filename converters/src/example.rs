@@ -30,7 +30,12 @@ impl fmt::Display for FeatureError {
             FeatureError::Malformed(what) => write!(f, "not a valid tf.train.Example: {what}"),
             FeatureError::Missing(name) => write!(f, "the Example has no feature {name:?}"),
             FeatureError::WrongKind(name, kind) => {
-                write!(f, "feature {name:?} is a {kind}, not a bytes_list")
+                let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                write!(f, "feature {name:?} is {article} {kind}, not a bytes_list")
             }
             FeatureError::NotOneValue(name, n) => {
                 write!(

@@ -8,8 +8,10 @@
 //! dictionary-encoded columns of those types work too. Every page compression of
 //! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
@@ -132,12 +134,15 @@ impl ParquetSource {
             location: "file metadata".into(),
             reason,
         };
-        let file = File::open(&path).map_err(|source| SourceError::Io {
+        let io = |source| SourceError::Io {
             path: path.clone(),
             source,
-        })?;
+        };
+        let file = File::open(&path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
         let builder =
             ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(e.to_string()))?;
+        check_chunks(&path, builder.metadata(), file_len)?;
         let schema = builder.schema().clone();
         let find = |name: &str| {
             schema.index_of(name).map_err(|_| {
@@ -217,7 +222,10 @@ impl ParquetSource {
         loop {
             if self.current.is_none() {
                 let path = self.pending.pop_front()?;
-                match self.open(path) {
+                let opened = contain_panics(|| self.open(path.clone())).unwrap_or_else(|panic| {
+                    Err(corrupt_file(&path, "file metadata".into(), panic))
+                });
+                match opened {
                     Ok(file) => self.current = Some(file),
                     Err(e) => return Some(Err(e)),
                 }
@@ -228,7 +236,13 @@ impl ParquetSource {
                 .as_ref()
                 .is_none_or(|(values, _)| file.row_in_batch >= values.len());
             if exhausted {
-                match self.load_batch(&mut file) {
+                let rows =
+                    file.rows_before + file.batch.as_ref().map_or(0, |(v, _)| v.len() as u64);
+                let loaded =
+                    contain_panics(|| self.load_batch(&mut file)).unwrap_or_else(|panic| {
+                        Err(corrupt_file(&file.path, format!("rows from {rows}"), panic))
+                    });
+                match loaded {
                     Ok(true) => {}
                     Ok(false) => continue, // next file
                     Err(e) => return Some(Err(e)),
@@ -271,6 +285,77 @@ impl ParquetSource {
             self.current = Some(file);
             return Some(record);
         }
+    }
+}
+
+/// Checks that every column chunk lies inside the file. The `parquet` crate panics
+/// on a negative chunk offset or size (`ColumnChunkMetaData::byte_range`), which
+/// corrupt metadata can declare.
+fn check_chunks(
+    path: &Path,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    file_len: u64,
+) -> Result<(), SourceError> {
+    for (group, row_group) in metadata.row_groups().iter().enumerate() {
+        for column in row_group.columns() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or(column.data_page_offset());
+            let len = column.compressed_size();
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(start, len)| start.checked_add(len));
+            if end.is_none_or(|end| end > file_len) {
+                return Err(SourceError::Corrupt {
+                    archive: path.display().to_string(),
+                    location: format!("file metadata, row group {group}, column {}", column.column_path()),
+                    reason: format!(
+                        "the column chunk (byte {start}, {len} bytes) is not inside the {file_len}-byte file"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is running Parquet decoding whose panics [`ParquetSource`]
+/// turns into errors. The `parquet` crate panics on some corrupt files instead of
+/// returning an error (e.g. definition levels that disagree with their page); the
+/// source reports those as a corrupt file naming the rows, so a panic hook can use
+/// this to stay quiet about them.
+pub fn decoding_parquet() -> bool {
+    DECODING.with(Cell::get)
+}
+
+/// Runs `f`, returning the message of a panic in it instead of unwinding further.
+fn contain_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    DECODING.with(|d| d.set(true));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(false));
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown failure".into())
+            // One line: assertion messages span several.
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+fn corrupt_file(path: &Path, location: String, panic: String) -> SourceError {
+    SourceError::Corrupt {
+        archive: path.display().to_string(),
+        location,
+        reason: format!("the Parquet decoder failed ({panic})"),
     }
 }
 
