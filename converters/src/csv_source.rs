@@ -139,7 +139,7 @@ impl CsvSource {
             if written.is_empty() {
                 return Some(Err(corrupt("empty path".into())));
             }
-            let relative = bytes_to_path(written);
+            let relative = crate::bytes_to_path(written);
             let file = if relative.is_absolute() {
                 relative
             } else {
@@ -172,17 +172,6 @@ impl CsvSource {
             }));
         }
     }
-}
-
-#[cfg(unix)]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
-}
-
-#[cfg(not(unix))]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
 }
 
 impl Iterator for CsvSource {

@@ -98,6 +98,20 @@ impl fmt::Display for Origin {
     }
 }
 
+/// A path from raw bytes (a tar member name, a CSV field): exact on Unix, lossy
+/// UTF-8 elsewhere.
+pub(crate) fn bytes_to_path(bytes: &[u8]) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
 /// Counts of what a source passed over, by kind ("symlink", "hardlink", ...).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Skipped(pub BTreeMap<&'static str, u64>);

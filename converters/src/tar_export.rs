@@ -211,7 +211,7 @@ impl TarExporter {
         header.set_uid(0);
         header.set_gid(0);
         header.set_mtime(FIXED_MTIME);
-        let path = bytes_to_path(&name);
+        let path = crate::bytes_to_path(&name);
         let result = open.builder.append_data(&mut header, &path, value);
         let archive_path = open
             .paths
@@ -354,17 +354,6 @@ fn format_pattern(pattern: &str, n: u64) -> Result<String, ExportError> {
         &pattern[..start],
         &rest[digits + 1..]
     ))
-}
-
-#[cfg(unix)]
-fn bytes_to_path(name: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(name))
-}
-
-#[cfg(not(unix))]
-fn bytes_to_path(name: &[u8]) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(name).into_owned())
 }
 
 #[cfg(test)]
