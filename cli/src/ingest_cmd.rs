@@ -160,6 +160,7 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
                 .iter()
                 .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
                 .sum(),
+            FormatArg::Tar => uncompressed_archives_size(&args.sources).unwrap_or(0),
             _ => 0,
         };
         progress_bar(total)
@@ -208,6 +209,28 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             args.into.display()
         ))),
     }
+}
+
+/// Total size of the archives when every one is an uncompressed file, whose size
+/// then approximates the member bytes to come (headers make it a slight
+/// overestimate); `None` for stdin or compressed archives, whose content size is
+/// unknown until read.
+fn uncompressed_archives_size(inputs: &[String]) -> Option<u64> {
+    let mut total = 0;
+    for input in inputs {
+        for name in bcd_converters::brace::expand(input).ok()? {
+            let mut magic = [0u8; 4];
+            let mut file = std::fs::File::open(&name).ok()?;
+            let n = std::io::Read::read(&mut file, &mut magic).ok()?;
+            let compressed =
+                magic[..n].starts_with(&[0x1f, 0x8b]) || magic[..n] == [0x28, 0xb5, 0x2f, 0xfd];
+            if compressed {
+                return None;
+            }
+            total += file.metadata().ok()?.len();
+        }
+    }
+    Some(total)
 }
 
 fn progress_bar(total: u64) -> ProgressBar {
