@@ -10,85 +10,25 @@
 //! `bash tests/python/setup-env.sh` (`<repo>/.venv`, or `$BCD_TEST_VENV`).
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use bcd::Dataset;
 use serde_json::{json, Value};
 
+mod common;
+use common::*;
+
 // ---------------------------------------------------------------------------
 // Helpers: running bcd
 // ---------------------------------------------------------------------------
 
-/// A run of bcd that takes longer than this is a hang: the test kills it and fails.
-const TIMEOUT: Duration = Duration::from_secs(120);
-
-type Records = Vec<(Vec<u8>, Vec<u8>)>;
-
-struct Run {
-    status: ExitStatus,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("test paths are UTF-8")
-}
-
-fn spawn(args: &[&str], stdin: bool) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_bcd"))
-        .args(args)
-        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run bcd")
-}
-
-/// Waits for `child`, at most `timeout`.
-fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for bcd") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Collects a spawned bcd's output; kills it and fails the test if it hangs.
-fn finish(mut child: Child, what: &str) -> Run {
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let out = thread::spawn(move || {
-        let mut bytes = Vec::new();
-        stdout.read_to_end(&mut bytes).map(|_| bytes)
-    });
-    let err = thread::spawn(move || {
-        let mut bytes = Vec::new();
-        stderr.read_to_end(&mut bytes).map(|_| bytes)
-    });
-    let Some(status) = wait_timeout(&mut child, TIMEOUT) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("bcd {what}: still running after {TIMEOUT:?}; it hangs");
-    };
-    Run {
-        status,
-        stdout: out.join().unwrap().unwrap(),
-        stderr: String::from_utf8_lossy(&err.join().unwrap().unwrap()).into_owned(),
-    }
-}
-
 /// Runs bcd with `input` on stdin (none: stdin is empty).
 fn run_with(args: &[&str], input: Option<Vec<u8>>) -> Run {
-    let mut child = spawn(args, input.is_some());
+    let mut child = spawn(args, input.is_some(), None);
     let writer = input.map(|data| {
         let mut stdin = child.stdin.take().expect("piped stdin");
         thread::spawn(move || {
@@ -116,23 +56,6 @@ fn ok(args: &[&str]) -> Vec<u8> {
         run.stderr
     );
     run.stdout
-}
-
-/// Asserts a clean failure: exit status 1 and one "bcd: " message, never a panic.
-fn assert_clean_failure(run: &Run, what: &str) {
-    assert_eq!(
-        run.status.code(),
-        Some(1),
-        "bcd {what}: expected exit status 1; stderr: {}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.starts_with("bcd: ")
-            && !run.stderr.contains("panicked")
-            && !run.stderr.contains("internal error"),
-        "bcd {what}: not a clean error message: {}",
-        run.stderr
-    );
 }
 
 /// Runs bcd expecting a clean failure; returns stderr.
@@ -171,49 +94,6 @@ fn ingest_args<'a>(sources: &[&'a str], into: &'a Path, extra: &[&'a str]) -> Ve
 // Helpers: datasets, snapshots, fixtures
 // ---------------------------------------------------------------------------
 
-/// Every record of a dataset, in order (keys empty when keyless), read by the library.
-fn records(dataset: &Path) -> Records {
-    let dataset = Dataset::open(dataset).unwrap();
-    (0..dataset.len())
-        .map(|i| {
-            let key = match dataset.keyed() {
-                true => dataset.key_at(i).unwrap().to_vec(),
-                false => Vec::new(),
-            };
-            (key, dataset.at(i).unwrap().into_owned())
-        })
-        .collect()
-}
-
-/// Every file under `dir` (relative path -> bytes), or None if `dir` does not exist.
-fn snapshot(dir: &Path) -> Option<BTreeMap<PathBuf, Vec<u8>>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.insert(path.strip_prefix(root).unwrap().to_owned(), bytes);
-            }
-        }
-    }
-    if !dir.exists() {
-        return None;
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    Some(out)
-}
-
-/// Names of the files of a snapshot.
-fn names(snapshot: &BTreeMap<PathBuf, Vec<u8>>) -> Vec<String> {
-    snapshot
-        .keys()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect()
-}
-
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/tar")
@@ -222,18 +102,6 @@ fn fixture(name: &str) -> PathBuf {
 
 fn fixture_str(name: &str) -> String {
     fixture(name).to_str().unwrap().to_owned()
-}
-
-fn hex(text: &str) -> Vec<u8> {
-    assert!(text.len().is_multiple_of(2), "odd hex length");
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One member of a fixture archive as the tool that wrote it reads it back.
@@ -266,60 +134,6 @@ fn fixture_files(archive: &str) -> Records {
         .filter(|m| m.kind == "file")
         .map(|m| (m.name.into_bytes(), m.data))
         .collect()
-}
-
-fn python() -> PathBuf {
-    let venv = match std::env::var_os("BCD_TEST_VENV") {
-        Some(venv) => PathBuf::from(venv),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
-    };
-    let python = venv.join("bin").join("python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `bash tests/python/setup-env.sh` (or set BCD_TEST_VENV)",
-        python.display()
-    );
-    python
-}
-
-/// Runs a Python snippet in the test virtualenv with `args`; returns stdout.
-fn run_python(code: &str, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(code)
-        .args(args)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// Runs `reference.py 0.3.0 batch` with `steps`; returns the results.
-fn reference_batch(steps: &[Value]) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/reference.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .args(["0.3.0", "batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference");
-    let input = serde_json::to_vec(steps).unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "reference failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Records as the reference's `dump` prints them (keyed: [key hex, value hex]).
@@ -560,6 +374,7 @@ fn spawn_big_ingest(into: &Path, members: usize) -> (Child, JoinHandle<()>) {
     let mut child = spawn(
         &["ingest", "-", "--into", s(into), "--quiet", "--jobs", "2"],
         true,
+        None,
     );
     let mut stdin = child.stdin.take().unwrap();
     let writer = thread::spawn(move || {
@@ -1379,6 +1194,7 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
     let mut child = spawn(
         &["ingest", "-", "--into", s(&ds), "--quiet", "--json"],
         true,
+        None,
     );
     let mut stdin = child.stdin.take().unwrap();
     let writer = thread::spawn(move || {
