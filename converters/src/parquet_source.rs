@@ -370,15 +370,23 @@ const VALUE_TYPES: &str =
     "binary, large_binary, string, large_string, fixed_size_binary or struct<bytes: binary>";
 const KEY_TYPES: &str = "a string, binary or integer column";
 
+/// The types [`bytes_at`] reads directly.
+fn is_bytes_like(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Binary
+            | DataType::LargeBinary
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::BinaryView
+            | DataType::Utf8View
+            | DataType::FixedSizeBinary(_)
+    )
+}
+
 fn check_value_type(path: &Path, column: &str, data_type: &DataType) -> Result<(), SourceError> {
     match data_type {
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::BinaryView
-        | DataType::Utf8View
-        | DataType::FixedSizeBinary(_) => Ok(()),
+        t if is_bytes_like(t) => Ok(()),
         DataType::Dictionary(_, inner) => check_value_type(path, column, inner),
         DataType::Struct(fields) => match fields.iter().find(|f| f.name() == "bytes") {
             Some(field) => check_value_type(path, column, field.data_type()),
@@ -391,14 +399,7 @@ fn check_value_type(path: &Path, column: &str, data_type: &DataType) -> Result<(
 fn check_key_type(path: &Path, column: &str, data_type: &DataType) -> Result<(), SourceError> {
     match data_type {
         DataType::Dictionary(_, inner) => check_key_type(path, column, inner),
-        t if t.is_integer() => Ok(()),
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::BinaryView
-        | DataType::Utf8View
-        | DataType::FixedSizeBinary(_) => Ok(()),
+        t if t.is_integer() || is_bytes_like(t) => Ok(()),
         other => Err(type_error(path, column, other, KEY_TYPES)),
     }
 }
