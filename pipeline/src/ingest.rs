@@ -115,6 +115,9 @@ pub enum IngestError {
     /// Options that contradict the existing dataset or the source.
     #[error("{0}")]
     Conflict(String),
+    /// A bug: a thread of the pipeline panicked (the dataset is still unchanged).
+    #[error("internal error (this is a bug, please report it): {0}; nothing was committed")]
+    Internal(&'static str),
     /// Stopped by a signal.
     #[error("interrupted; nothing was committed")]
     Interrupted,
@@ -334,7 +337,7 @@ fn run(
         }
         reader
             .join()
-            .map_err(|_| IngestError::Conflict("internal error: the reader thread panicked".into()))
+            .map_err(|_| IngestError::Internal("the reader thread panicked"))
     })?;
 
     let committed = extend.commit()?;
