@@ -36,6 +36,17 @@ impl Default for CreateOptions {
     }
 }
 
+/// Where a stored value lies on disk: see [`Dataset::value_location`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueLocation {
+    /// Shard number: the value is in [`Dataset::shard_data_path`]`(shard)`.
+    pub shard: u64,
+    /// Byte offset of the value in the shard's data file.
+    pub offset: u64,
+    /// Stored size in bytes (an LZ4 block with its size prefix when compressed).
+    pub len: u64,
+}
+
 /// An open dataset: its committed shards mapped, its keys indexed.
 ///
 /// Reads take `&self` and the type is `Sync`, so threads can share one handle.
@@ -320,6 +331,24 @@ impl Dataset {
         Ok(self.index.locate(index).stored)
     }
 
+    /// Where the stored value at `index` lies: which shard's data file, and the byte
+    /// range in it. Lets a caller map or read the bytes itself (the Python package
+    /// hands out zero-copy views of uncompressed values this way).
+    pub fn value_location(&self, index: usize) -> Result<ValueLocation> {
+        self.check_index(index)?;
+        let location = self.index.locate(index);
+        Ok(ValueLocation {
+            shard: location.shard_id,
+            offset: location.value_offset,
+            len: location.stored.len() as u64,
+        })
+    }
+
+    /// The data file (`NNNNNN.bin`) of shard `shard`.
+    pub fn shard_data_path(&self, shard: u64) -> PathBuf {
+        crate::format::shard_paths(&self.dir, shard).0
+    }
+
     /// Total size of the committed shard data files (keys plus stored values).
     pub fn stored_bytes(&self) -> u64 {
         self.index.shards.iter().map(|s| s.data.len() as u64).sum()
@@ -369,5 +398,36 @@ impl Dataset {
             offset: location.value_offset,
             reason: error.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_location_points_at_the_stored_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = CreateOptions {
+            keyed: true,
+            compression: Compression::None,
+            max_shard_size: 10,
+        };
+        let mut dataset = Dataset::create(dir.path().join("d"), options).unwrap();
+        dataset
+            .extend([(b"ab".as_slice(), b"value-one".as_slice()), (b"c", b"v2")])
+            .unwrap();
+        let second = dataset.value_location(1).unwrap();
+        assert_eq!(
+            second,
+            ValueLocation {
+                shard: 1,
+                offset: 1,
+                len: 2
+            }
+        );
+        let bytes = fs::read(dataset.shard_data_path(second.shard)).unwrap();
+        assert_eq!(&bytes[1..3], b"v2");
+        assert!(dataset.value_location(2).is_err());
     }
 }

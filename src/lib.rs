@@ -40,7 +40,7 @@ pub mod storage;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use dataset::{CreateOptions, Dataset};
+pub use dataset::{CreateOptions, Dataset, ValueLocation};
 pub use error::{DisplayKey, Error, Result};
 pub use extend::{Extend, ExtendSummary};
 pub use lz4_block::Lz4Mode;

@@ -43,6 +43,8 @@ pub(crate) struct Index {
 /// Where a record lives.
 pub(crate) struct Location<'a> {
     pub(crate) shard: &'a Shard,
+    /// The shard's number.
+    pub(crate) shard_id: u64,
     pub(crate) key: &'a [u8],
     pub(crate) stored: &'a [u8],
     /// Byte offset of the stored value in the shard's data file.
@@ -87,6 +89,7 @@ impl Index {
         // In bounds: open checked that each shard's sizes sum to its length.
         Location {
             shard,
+            shard_id: shard_no as u64,
             key: &shard.data[start..start + key_size],
             stored: &shard.data[start + key_size..value_end],
             value_offset: (start + key_size) as u64,
