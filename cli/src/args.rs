@@ -110,6 +110,18 @@ pub enum FormatArg {
     Tfrecord,
 }
 
+impl From<FormatArg> for bcd_pipeline::SourceFormat {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Dir => bcd_pipeline::SourceFormat::Dir,
+            FormatArg::Tar => bcd_pipeline::SourceFormat::Tar,
+            FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
+            FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
+            FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
+        }
+    }
+}
+
 /// `--on-duplicate` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DuplicateArg {
@@ -176,15 +188,15 @@ pub struct IngestArgs {
     /// parquet: skip (and count) rows whose value or key is null instead of failing.
     #[arg(long)]
     pub skip_nulls: bool,
-    /// csv: the column holding file paths.
-    #[arg(long, value_name = "COL", default_value = "path")]
-    pub path_column: String,
+    /// csv: the column holding file paths [default: path].
+    #[arg(long, value_name = "COL")]
+    pub path_column: Option<String>,
     /// csv: resolve relative paths against DIR (default: the CSV file's directory).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// csv: the field delimiter (one byte; `\t` for tab).
-    #[arg(long, value_name = "C", default_value = ",", value_parser = parse_delimiter)]
-    pub delimiter: u8,
+    /// csv: the field delimiter (one byte; `\t` for tab) [default: ,].
+    #[arg(long, value_name = "C", value_parser = parse_delimiter)]
+    pub delimiter: Option<u8>,
     /// tfrecord: store this bytes_list feature of each tf.train.Example (e.g.
     /// image/encoded) instead of the whole serialized record.
     #[arg(long, value_name = "NAME")]

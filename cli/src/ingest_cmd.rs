@@ -1,166 +1,64 @@
-//! `bcd ingest` and `bcd export`: build sources and sinks from the arguments, run
-//! the pipeline, draw progress, print the summary.
+//! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
+//! are opened by `bcd_pipeline::open_sources`), run the pipeline, draw progress,
+//! print the summary.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use bcd_converters::csv_source::{CsvOptions, CsvSource};
-use bcd_converters::dir_source::{DirOptions, DirSource};
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
-use bcd_converters::tar_source::TarSource;
-use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
-use bcd_converters::{Chain, Source};
-use bcd_pipeline::{IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, Progress};
+use bcd_pipeline::{
+    open_sources, IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource,
+    Progress, SourceFormat, SourceOptions,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::{DuplicateArg, ExportArgs, FormatArg, IngestArgs};
+use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
 
 /// Set by the Ctrl-C handler; the pipeline stops at the next record.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Exit status after Ctrl-C, as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
 
-fn detect_format(source: &str, args: &IngestArgs) -> Result<FormatArg> {
-    let lower = source.to_ascii_lowercase();
-    let ends = |suffixes: &[&str]| suffixes.iter().any(|suffix| lower.ends_with(suffix));
-    if source == "-"
-        || source.contains('{')
-        || ends(&[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.zstd"])
-    {
-        return Ok(FormatArg::Tar);
-    }
-    if args.value_column.is_some() || ends(&[".parquet", ".pq"]) {
-        return Ok(FormatArg::Parquet);
-    }
-    if ends(&[".csv", ".tsv"]) {
-        return Ok(FormatArg::Csv);
-    }
-    if ends(&[".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"])
-        || lower.contains(".tfrecord")
-    {
-        return Ok(FormatArg::Tfrecord);
-    }
-    match std::fs::metadata(source) {
-        Ok(meta) if meta.is_dir() => Ok(FormatArg::Dir),
-        Ok(_) => bail!("{source}: cannot tell its format from the name; pass --format dir|tar|parquet|csv|tfrecord"),
-        Err(e) => bail!("{source}: {e}"),
-    }
-}
-
-/// Refuses flags that belong to other source formats, naming them.
-fn check_flags(format: FormatArg, args: &IngestArgs) -> Result<()> {
-    let used = [
-        ("--include", !args.include.is_empty(), FormatArg::Dir),
-        ("--exclude", !args.exclude.is_empty(), FormatArg::Dir),
-        ("--follow-links", args.follow_links, FormatArg::Dir),
-        (
-            "--value-column",
-            args.value_column.is_some(),
-            FormatArg::Parquet,
-        ),
-        ("--skip-nulls", args.skip_nulls, FormatArg::Parquet),
-        ("--path-column", args.path_column != "path", FormatArg::Csv),
-        ("--root", args.root.is_some(), FormatArg::Csv),
-        ("--delimiter", args.delimiter != b',', FormatArg::Csv),
-        ("--feature", args.feature.is_some(), FormatArg::Tfrecord),
-        (
-            "--key-feature",
-            args.key_feature.is_some(),
-            FormatArg::Tfrecord,
-        ),
-    ];
-    for (flag, given, owner) in used {
-        if given && owner != format {
-            bail!("{flag} applies to {owner:?} sources only, not {format:?}");
-        }
-    }
-    if args.key_column.is_some() && !matches!(format, FormatArg::Parquet | FormatArg::Csv) {
-        bail!("--key-column applies to Parquet and CSV sources only");
-    }
-    if format == FormatArg::Parquet && args.value_column.is_none() {
-        bail!("Parquet sources need --value-column COL (and --key-column COL for a keyed dataset)");
-    }
-    Ok(())
-}
-
-fn build_source(
-    format: FormatArg,
-    args: &IngestArgs,
-    dir_options: &DirOptions,
-) -> Result<Box<dyn Source>> {
-    let paths: Vec<PathBuf> = args.sources.iter().map(PathBuf::from).collect();
-    Ok(match format {
-        FormatArg::Dir => Box::new(Chain::new(
-            paths
-                .iter()
-                .map(|root| Ok(Box::new(DirSource::new(root, dir_options)?) as Box<dyn Source>))
-                .collect::<Result<Vec<_>, bcd_converters::SourceError>>()?,
-        )),
-        FormatArg::Tar => Box::new(TarSource::new(&args.sources)?),
-        FormatArg::Parquet => Box::new(ParquetSource::new(
-            &paths,
-            ParquetOptions {
-                value_column: args.value_column.clone().unwrap_or_default(),
-                key_column: args.key_column.clone(),
-                skip_nulls: args.skip_nulls,
-            },
-        )?),
-        FormatArg::Csv => Box::new(CsvSource::new(
-            &paths,
-            CsvOptions {
-                path_column: args.path_column.clone(),
-                key_column: args.key_column.clone(),
-                root: args.root.clone(),
-                delimiter: args.delimiter,
-            },
-        )?),
-        FormatArg::Tfrecord => Box::new(TfRecordSource::new(
-            &paths,
-            TfRecordOptions {
-                feature: args.feature.clone(),
-                key_feature: args.key_feature.clone(),
-            },
-        )?),
-    })
-}
-
-pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
-    let format = match args.format {
-        Some(format) => format,
-        None => {
-            let formats = args
-                .sources
-                .iter()
-                .map(|s| detect_format(s, &args))
-                .collect::<Result<Vec<_>>>()?;
-            if formats.iter().any(|f| *f != formats[0]) {
-                bail!("the sources are of different formats ({formats:?}); ingest them in separate runs or pass --format");
-            }
-            formats[0]
-        }
-    };
-    check_flags(format, &args)?;
-    let dir_options = DirOptions {
+/// The source options as the library takes them; a flag the user did not give is
+/// `None` (or empty, or false), so giving one to another format is refused even
+/// with its default value.
+fn source_options(args: &IngestArgs) -> SourceOptions {
+    SourceOptions {
+        format: args.format.map(Into::into),
         include: args.include.clone(),
         exclude: args.exclude.clone(),
         follow_links: args.follow_links,
-    };
-    let mut source = build_source(format, &args, &dir_options)?;
+        value_column: args.value_column.clone(),
+        key_column: args.key_column.clone(),
+        skip_nulls: args.skip_nulls,
+        path_column: args.path_column.clone(),
+        root: args.root.clone(),
+        delimiter: args.delimiter,
+        feature: args.feature.clone(),
+        key_feature: args.key_feature.clone(),
+    }
+}
+
+pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
+    let source_options = source_options(&args);
+    let OpenedSource { format, mut source } = open_sources(&args.sources, &source_options)?;
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
-            FormatArg::Dir => args
-                .sources
-                .iter()
-                .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
-                .sum(),
-            FormatArg::Tar => uncompressed_archives_size(&args.sources).unwrap_or(0),
+            SourceFormat::Dir => {
+                let dir_options = source_options.dir_options();
+                args.sources
+                    .iter()
+                    .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
+                    .sum()
+            }
+            SourceFormat::Tar => uncompressed_archives_size(&args.sources).unwrap_or(0),
             _ => 0,
         };
         progress_bar(total)

@@ -8,14 +8,20 @@
 //! The bytes written do not depend on the number of jobs. Memory holds at most
 //! three batches (each up to [`BATCH_BYTES_PER_JOB`] x jobs, or one record if
 //! larger) plus the key set.
+//!
+//! [`open_sources`] turns source names and plain [`SourceOptions`] into one
+//! [`bcd_converters::Source`], with the format detection and option checks every
+//! front end shares.
 
 #![warn(missing_docs)]
 
 mod export;
 mod ingest;
+mod sources;
 
 pub use export::{export, ExportOptions, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use sources::{open_sources, OpenedSource, SourceFormat, SourceOptions, SourceSetupError};
 
 /// Records per batch and job.
 pub const BATCH_RECORDS_PER_JOB: usize = 256;

@@ -1,0 +1,246 @@
+//! Tests of `open_sources`: detection, option checks and errors, on the fixtures.
+
+use super::*;
+
+/// A fixture file or directory, as a source name.
+fn fixture(path: &str) -> String {
+    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn open_one(name: &str, options: &SourceOptions) -> Result<OpenedSource, SourceSetupError> {
+    open_sources(&[name.to_owned()], options)
+}
+
+fn parquet_options() -> SourceOptions {
+    SourceOptions {
+        value_column: Some("value".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn names_tell_the_format() {
+    let none = SourceOptions::default();
+    for (name, format) in [
+        ("-", SourceFormat::Tar),
+        ("shards-{000000..000009}.tar", SourceFormat::Tar),
+        ("a.tar", SourceFormat::Tar),
+        ("a.TAR.GZ", SourceFormat::Tar),
+        ("a.tgz", SourceFormat::Tar),
+        ("a.tar.zst", SourceFormat::Tar),
+        ("a.tzst", SourceFormat::Tar),
+        ("a.tar.zstd", SourceFormat::Tar),
+        ("a.parquet", SourceFormat::Parquet),
+        ("a.pq", SourceFormat::Parquet),
+        ("a.csv", SourceFormat::Csv),
+        ("a.tsv", SourceFormat::Csv),
+        ("a.tfrecord", SourceFormat::Tfrecord),
+        ("a.tfrecords.gz", SourceFormat::Tfrecord),
+        ("train.tfrecord-00000-of-00010", SourceFormat::Tfrecord),
+    ] {
+        assert_eq!(detect_format(name, &none).unwrap(), format, "{name}");
+    }
+    // A value column means Parquet whatever the name.
+    assert_eq!(
+        detect_format("dump", &parquet_options()).unwrap(),
+        SourceFormat::Parquet
+    );
+}
+
+#[test]
+fn each_fixture_opens_as_the_format_its_name_tells() {
+    for (name, options, format) in [
+        ("imagefolder", SourceOptions::default(), SourceFormat::Dir),
+        ("tar/gnu.tar", SourceOptions::default(), SourceFormat::Tar),
+        ("tar/pax.tgz", SourceOptions::default(), SourceFormat::Tar),
+        (
+            "parquet/codec-none.parquet",
+            parquet_options(),
+            SourceFormat::Parquet,
+        ),
+        ("csv/list.csv", SourceOptions::default(), SourceFormat::Csv),
+        (
+            "tfrecord/examples.tfrecord",
+            SourceOptions::default(),
+            SourceFormat::Tfrecord,
+        ),
+        (
+            "tfrecord/examples.tfrecord.gz",
+            SourceOptions::default(),
+            SourceFormat::Tfrecord,
+        ),
+    ] {
+        let mut opened = open_one(&fixture(name), &options).unwrap();
+        assert_eq!(opened.format, format, "{name}");
+        let first = opened.source.next();
+        assert!(matches!(first, Some(Ok(_))), "{name}: {first:?}");
+    }
+}
+
+#[test]
+fn a_given_format_overrides_detection() {
+    let options = SourceOptions {
+        format: Some(SourceFormat::Tar),
+        ..Default::default()
+    };
+    // No tar suffix, but read as tar all the same.
+    let renamed = tempfile::tempdir().unwrap();
+    let archive = renamed.path().join("archive.bin");
+    std::fs::copy(fixture("tar/gnu.tar"), &archive).unwrap();
+    let opened = open_one(archive.to_str().unwrap(), &options).unwrap();
+    assert_eq!(opened.format, SourceFormat::Tar);
+}
+
+#[test]
+fn mixed_formats_are_refused_listing_them() {
+    let error = open_sources(
+        &[fixture("imagefolder"), fixture("tar/gnu.tar")],
+        &SourceOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&error, SourceSetupError::MixedFormats { formats }
+            if formats == &[SourceFormat::Dir, SourceFormat::Tar]),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the sources are of different formats ([Dir, Tar]); ingest them in separate runs or pass --format"
+    );
+}
+
+#[test]
+fn an_empty_list_is_refused() {
+    for format in [None, Some(SourceFormat::Tar)] {
+        let options = SourceOptions {
+            format,
+            ..Default::default()
+        };
+        let error = open_sources(&[], &options).unwrap_err();
+        assert!(matches!(error, SourceSetupError::NoSources), "{error:?}");
+    }
+}
+
+#[test]
+fn an_option_for_another_format_is_refused_naming_it() {
+    let tar = fixture("tar/gnu.tar");
+    let cases = [
+        (
+            SourceOptions {
+                include: vec!["*.jpg".into()],
+                ..Default::default()
+            },
+            "--include applies to Dir sources only, not Tar",
+        ),
+        (
+            // Given explicitly, even with the default value.
+            SourceOptions {
+                delimiter: Some(b','),
+                ..Default::default()
+            },
+            "--delimiter applies to Csv sources only, not Tar",
+        ),
+        (
+            SourceOptions {
+                key_feature: Some("image/filename".into()),
+                ..Default::default()
+            },
+            "--key-feature applies to Tfrecord sources only, not Tar",
+        ),
+        (
+            SourceOptions {
+                key_column: Some("id".into()),
+                ..Default::default()
+            },
+            "--key-column applies to Parquet and CSV sources only",
+        ),
+    ];
+    for (options, message) in cases {
+        let error = open_one(&tar, &options).unwrap_err();
+        assert_eq!(error.to_string(), message);
+    }
+    let error = open_one(
+        &fixture("csv/list.csv"),
+        &SourceOptions {
+            skip_nulls: true,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SourceSetupError::OptionForOtherFormat {
+                option: "skip_nulls",
+                owner: SourceFormat::Parquet,
+                format: SourceFormat::Csv,
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn parquet_without_a_value_column_is_refused() {
+    let options = SourceOptions {
+        format: Some(SourceFormat::Parquet),
+        ..Default::default()
+    };
+    let error = open_one(&fixture("parquet/codec-none.parquet"), &options).unwrap_err();
+    assert!(
+        matches!(error, SourceSetupError::MissingValueColumn),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("--value-column COL"), "{error}");
+}
+
+#[test]
+fn a_missing_source_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Detected from the name, then opened.
+    let archive = dir.path().join("missing.tar").display().to_string();
+    let error = open_sources(
+        &[fixture("tar/gnu.tar"), archive.clone()],
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, SourceSetupError::Open(SourceError::Io { .. })),
+        "{error:?}"
+    );
+    assert!(error.to_string().starts_with(&archive), "{error}");
+    // The cause stays reachable, as the CLI prints the chain.
+    let cause = std::error::Error::source(&error).expect("a cause");
+    assert!(cause.downcast_ref::<io::Error>().is_some(), "{cause:?}");
+    // Without a telling name, detection itself needs the file.
+    let tree = dir.path().join("missing-dir").display().to_string();
+    let error = open_one(&tree, &Default::default()).unwrap_err();
+    assert!(
+        matches!(error, SourceSetupError::Unreadable { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().starts_with(&tree), "{error}");
+}
+
+#[test]
+fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
+    let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
+    assert!(
+        error.to_string().ends_with(
+            "cannot tell its format from the name; pass --format dir|tar|parquet|csv|tfrecord"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn format_names_round_trip() {
+    for format in SourceFormat::ALL {
+        assert_eq!(format.to_string().parse::<SourceFormat>().unwrap(), format);
+    }
+    let error = "zip".parse::<SourceFormat>().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord"
+    );
+}
