@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::DEFAULT_MAX_SHARD_SIZE;
 use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
-use crate::reader::Index;
+use crate::reader::{Index, Location};
 use crate::storage::{FileSystem, Storage};
 
 /// Settings of a new dataset.
@@ -59,6 +59,25 @@ pub struct Dataset {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) lz4_mode: Lz4Mode,
     pub(crate) threads: usize,
+    options: OpenOptions,
+}
+
+/// How a dataset is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Write the persisted index (`.bcd-index`) when the dataset has at least this
+    /// many records and the file is missing or does not cover every shard, on open
+    /// and after each extend; `None` never writes it (an existing, current one is
+    /// still used). Default: 100,000 records.
+    pub index_file_min_records: Option<u64>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            index_file_min_records: Some(crate::format::DEFAULT_INDEX_FILE_MIN_RECORDS),
+        }
+    }
 }
 
 impl Dataset {
@@ -117,17 +136,47 @@ impl Dataset {
     /// [`Dataset::open`] with extends writing through `storage`.
     pub fn open_with_storage(dir: impl AsRef<Path>, storage: Arc<dyn Storage>) -> Result<Dataset> {
         let dir = dir.as_ref().to_owned();
+        Self::open_with(dir, OpenOptions::default(), storage)
+    }
+
+    /// [`Dataset::open`] with options, extends writing through `storage`.
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        options: OpenOptions,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Dataset> {
+        let dir = dir.as_ref().to_owned();
         let manifest = Manifest::read(&dir)?;
-        let mut index = Index::new(manifest.keyed);
-        index.add_shards(&dir, manifest.shards, None)?;
-        Ok(Dataset {
+        let index = Index::open(&dir, manifest.keyed, manifest.shards)?;
+        let mut dataset = Dataset {
             dir,
             manifest,
             index,
             storage,
             lz4_mode: Lz4Mode::default(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        })
+            options,
+        };
+        dataset.maybe_persist_index();
+        Ok(dataset)
+    }
+
+    /// Writes the persisted index when records are not covered by it and the
+    /// dataset is large enough. Best effort: a read-only directory, a full disk or
+    /// a race with another writer of the file leave the in-memory index in use.
+    fn maybe_persist_index(&mut self) {
+        let Some(min_records) = self.options.index_file_min_records else {
+            return;
+        };
+        if self.index.tail_len() > 0 && self.len() as u64 >= min_records {
+            let _ = self.index.persist(&self.dir);
+        }
+    }
+
+    /// Whether records are located through the persisted index file
+    /// (`.bcd-index`, see FORMAT.md) rather than an index built in memory.
+    pub fn uses_index_file(&self) -> bool {
+        self.index.uses_file()
     }
 
     /// Sets how values are compressed by later extends of an LZ4 dataset. The
@@ -178,6 +227,7 @@ impl Dataset {
         }
         self.index.add_shards(&self.dir, manifest.shards, known)?;
         self.manifest = manifest;
+        self.maybe_persist_index();
         Ok(())
     }
 
@@ -276,12 +326,12 @@ impl Dataset {
     /// decompressed into a new buffer otherwise.
     pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         self.check_index(index)?;
-        let location = self.index.locate(index);
+        let location = self.index.locate(index)?;
         match self.compression() {
             Compression::None => Ok(Cow::Borrowed(location.stored)),
             Compression::Lz4 => lz4_block::decompress(location.stored)
                 .map(Cow::Owned)
-                .map_err(|e| self.corrupt(index, e)),
+                .map_err(|e| Self::corrupt(index, &location, e)),
         }
     }
 
@@ -290,12 +340,12 @@ impl Dataset {
     /// mapping when not.
     pub fn at_with_buffer<'a>(&'a self, index: usize, buffer: &'a mut Vec<u8>) -> Result<&'a [u8]> {
         self.check_index(index)?;
-        let location = self.index.locate(index);
+        let location = self.index.locate(index)?;
         match self.compression() {
             Compression::None => Ok(location.stored),
             Compression::Lz4 => {
                 let n = lz4_block::decompress_into(location.stored, buffer)
-                    .map_err(|e| self.corrupt(index, e))?;
+                    .map_err(|e| Self::corrupt(index, &location, e))?;
                 Ok(&buffer[..n])
             }
         }
@@ -321,14 +371,14 @@ impl Dataset {
             ));
         }
         self.check_index(index)?;
-        Ok(self.index.locate(index).key)
+        Ok(self.index.locate(index)?.key)
     }
 
     /// The value at `index` as stored on disk (an LZ4 block with its size prefix,
     /// for compressed datasets), borrowed from the mapping.
     pub fn stored_at(&self, index: usize) -> Result<&[u8]> {
         self.check_index(index)?;
-        Ok(self.index.locate(index).stored)
+        Ok(self.index.locate(index)?.stored)
     }
 
     /// Where the stored value at `index` lies: which shard's data file, and the byte
@@ -336,7 +386,7 @@ impl Dataset {
     /// hands out zero-copy views of uncompressed values this way).
     pub fn value_location(&self, index: usize) -> Result<ValueLocation> {
         self.check_index(index)?;
-        let location = self.index.locate(index);
+        let location = self.index.locate(index)?;
         Ok(ValueLocation {
             shard: location.shard_id,
             offset: location.value_offset,
@@ -351,7 +401,11 @@ impl Dataset {
 
     /// Total size of the committed shard data files (keys plus stored values).
     pub fn stored_bytes(&self) -> u64 {
-        self.index.shards.iter().map(|s| s.data.len() as u64).sum()
+        self.index
+            .shards()
+            .iter()
+            .map(|s| s.data.len() as u64)
+            .sum()
     }
 
     /// Files in the directory left by interrupted writes: shard files numbered at or
@@ -365,6 +419,7 @@ impl Dataset {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             let leftover = name == crate::format::MANIFEST_TMP_NAME
+                || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
                 || crate::format::parse_shard_name(name).is_some_and(|id| id >= self.shards());
             if leftover {
                 found.push(entry.path());
@@ -389,8 +444,7 @@ impl Dataset {
         problems
     }
 
-    fn corrupt(&self, index: usize, error: lz4_block::BlockError) -> Error {
-        let location = self.index.locate(index);
+    fn corrupt(index: usize, location: &Location<'_>, error: lz4_block::BlockError) -> Error {
         Error::CorruptValue {
             path: location.shard.path.clone(),
             record: index as u64 - location.shard.first,

@@ -10,6 +10,14 @@ pub const MANIFEST_TMP_NAME: &str = ".manifest.json.tmp";
 /// Lock file taken by this project's writers for the duration of an extend.
 /// The Python reference neither takes nor knows it.
 pub const LOCK_NAME: &str = ".bcd.lock";
+/// The persisted index beside the shards (see FORMAT.md): a cache this project
+/// writes and reads, which the reference ignores.
+pub const INDEX_FILE_NAME: &str = ".bcd-index";
+/// Prefix of the temporary names an index file is written under before its rename.
+pub const INDEX_FILE_TMP_PREFIX: &str = ".bcd-index.tmp-";
+/// Datasets with at least this many records get a persisted index when opened or
+/// extended (smaller ones index faster than they would map and check the file).
+pub const DEFAULT_INDEX_FILE_MIN_RECORDS: u64 = 100_000;
 /// Extension of a shard's data file (records back to back).
 pub const DATA_EXTENSION: &str = "bin";
 /// Extension of a shard's index file (little-endian `u32` sizes).

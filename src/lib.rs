@@ -28,6 +28,7 @@ mod dataset;
 mod error;
 mod extend;
 pub mod format;
+mod index_file;
 pub mod lz4_block;
 mod manifest;
 mod mapping;
@@ -40,7 +41,7 @@ pub mod storage;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use dataset::{CreateOptions, Dataset, ValueLocation};
+pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{DisplayKey, Error, Result};
 pub use extend::{Extend, ExtendSummary};
 pub use lz4_block::Lz4Mode;
