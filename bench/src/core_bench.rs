@@ -3,6 +3,8 @@
 //!
 //!     core-bench write DATASET RECORDS_FILE KEYED(0|1) COMPRESSION(lz4|none)
 //!     core-bench read DATASET ORDER_FILE        # prints open and read seconds, checksum
+//!     core-bench make-keyed DATASET N VALUE_SIZE # keys `{i:012}`, uncompressed values
+//!     core-bench open DATASET                   # prints open seconds, anonymous RSS added (KiB)
 //!
 //! RECORDS_FILE holds records as `u32 key_len, key, u32 value_len, value` (LE).
 //! ORDER_FILE holds `u32` record indexes (LE) in the order to read them.
@@ -57,7 +59,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 start.elapsed().as_secs_f64()
             );
         }
-        _ => return Err("usage: core-bench write|read ...".into()),
+        Some("make-keyed") => {
+            let n: usize = args[3].parse()?;
+            let value_size: usize = args[4].parse()?;
+            let mut ds = Dataset::create(
+                &args[2],
+                CreateOptions {
+                    keyed: true,
+                    compression: Compression::None,
+                    ..Default::default()
+                },
+            )?;
+            let value = vec![b'v'; value_size];
+            ds.extend((0..n).map(|i| (format!("{i:012}").into_bytes(), &value)))?;
+        }
+        Some("open") => {
+            let before = rss_anon_kib();
+            let start = Instant::now();
+            let ds = Dataset::open(&args[2])?;
+            let opened = start.elapsed().as_secs_f64();
+            let added = rss_anon_kib() - before;
+            let probe = format!("{:012}", ds.len() / 2);
+            assert!(ds.contains(probe.as_bytes()));
+            println!("{opened:.6} {added} {}", ds.uses_index_file());
+        }
+        _ => return Err("usage: core-bench write|read|make-keyed|open ...".into()),
     }
     Ok(())
 }
@@ -79,4 +105,18 @@ fn take_field<'a>(rest: &mut &'a [u8]) -> &'a [u8] {
     let (field, tail) = tail.split_at(len);
     *rest = tail;
     field
+}
+
+/// RssAnon of this process in KiB: its private, anonymous memory (file-backed
+/// mapped pages, shared through the page cache, are not counted).
+fn rss_anon_kib() -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("RssAnon:"))
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
