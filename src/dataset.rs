@@ -67,15 +67,22 @@ pub struct Dataset {
 pub struct OpenOptions {
     /// Write the persisted index (`.bcd-index`) when the dataset has at least this
     /// many records and the file is missing or does not cover every shard, on open
-    /// and after each extend; `None` never writes it (an existing, current one is
-    /// still used). Default: 100,000 records.
+    /// and after each extend. Default: 100,000 records, where building the index
+    /// in memory starts to cost more than checking the file.
     pub index_file_min_records: Option<u64>,
+    /// Also write it when the shards hold at least this many bytes. Default: 256
+    /// MiB: reading the keys spread through that much data is what makes opening
+    /// slow when it is not in the page cache.
+    ///
+    /// With both `None` the file is never written (a current one is still used).
+    pub index_file_min_bytes: Option<u64>,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             index_file_min_records: Some(crate::format::DEFAULT_INDEX_FILE_MIN_RECORDS),
+            index_file_min_bytes: Some(crate::format::DEFAULT_INDEX_FILE_MIN_BYTES),
         }
     }
 }
@@ -165,10 +172,13 @@ impl Dataset {
     /// dataset is large enough. Best effort: a read-only directory, a full disk or
     /// a race with another writer of the file leave the in-memory index in use.
     fn maybe_persist_index(&mut self) {
-        let Some(min_records) = self.options.index_file_min_records else {
-            return;
-        };
-        if self.index.tail_len() > 0 && self.len() as u64 >= min_records {
+        let OpenOptions {
+            index_file_min_records,
+            index_file_min_bytes,
+        } = self.options;
+        let large = index_file_min_records.is_some_and(|n| self.len() as u64 >= n)
+            || index_file_min_bytes.is_some_and(|n| self.stored_bytes() >= n);
+        if large && self.index.tail_len() > 0 {
             let _ = self.index.persist(&self.dir);
         }
     }

@@ -18,6 +18,9 @@ pub const INDEX_FILE_TMP_PREFIX: &str = ".bcd-index.tmp-";
 /// Datasets with at least this many records get a persisted index when opened or
 /// extended (smaller ones index faster than they would map and check the file).
 pub const DEFAULT_INDEX_FILE_MIN_RECORDS: u64 = 100_000;
+/// ... or whose shards hold at least this many bytes, whose keys are slow to read
+/// when not in the page cache.
+pub const DEFAULT_INDEX_FILE_MIN_BYTES: u64 = 256 << 20;
 /// Extension of a shard's data file (records back to back).
 pub const DATA_EXTENSION: &str = "bin";
 /// Extension of a shard's index file (little-endian `u32` sizes).

@@ -16,9 +16,11 @@ const INDEX_FILE: &str = ".bcd-index";
 /// Writes the index file at any size.
 const ALWAYS: OpenOptions = OpenOptions {
     index_file_min_records: Some(0),
+    index_file_min_bytes: None,
 };
 const NEVER: OpenOptions = OpenOptions {
     index_file_min_records: None,
+    index_file_min_bytes: None,
 };
 
 fn open(dir: &Path, options: OpenOptions) -> Dataset {
@@ -99,6 +101,20 @@ fn small_datasets_get_no_file_by_default() {
     assert!(!dataset.uses_index_file());
     assert!(!path.join(INDEX_FILE).exists());
     assert_reads_every_record(&dataset, 100);
+}
+
+#[test]
+fn large_shards_get_a_file_whatever_the_record_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    keyed_dataset(&path, 50, Compression::None);
+    let by_bytes = |min_bytes| OpenOptions {
+        index_file_min_records: None,
+        index_file_min_bytes: Some(min_bytes),
+    };
+    let stored = open(&path, NEVER).stored_bytes();
+    assert!(!open(&path, by_bytes(stored + 1)).uses_index_file());
+    assert!(open(&path, by_bytes(stored)).uses_index_file());
 }
 
 #[test]

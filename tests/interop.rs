@@ -1212,6 +1212,7 @@ fn reference_extending_past_the_persisted_index() {
     let expected = [first.clone(), second.clone()].concat();
     let always = bcd::OpenOptions {
         index_file_min_records: Some(0),
+        index_file_min_bytes: None,
     };
     let storage = std::sync::Arc::new(bcd::storage::FileSystem);
 
