@@ -1,11 +1,40 @@
 #!/usr/bin/env bash
-# Runs every Rust test of the workspace (unit, integration, doc) and ends with one
-# line totalling them, since cargo prints a summary per test binary.
+# Runs every Rust test of the workspace (unit, integration, doc), then builds the
+# Python package and runs its tests (python/tests, pytest), and ends with one line
+# totalling both, since cargo prints a summary per test binary. Exits non-zero if
+# any test failed or the package did not build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/test-output.log
-status=${PIPESTATUS[0]}
-awk '/^test result:/ { passed += $4; failed += $6 }
-     END { printf "all tests: %d passed, %d failed\n", passed, failed }' target/test-output.log
-exit "$status"
+cargo_status=${PIPESTATUS[0]}
+
+# The package is built here, after the Rust tests (see tests/python/setup-env.sh).
+BCD_PYTHON_PACKAGE=only bash tests/python/setup-env.sh 2>&1 | tee target/python-build.log
+build_status=${PIPESTATUS[0]}
+if [ "$build_status" -eq 0 ]; then
+    .venv/bin/python -m pytest python/tests -q -p no:cacheprovider 2>&1 \
+        | tee target/pytest-output.log
+    pytest_status=${PIPESTATUS[0]}
+else
+    echo "building the Python package failed; its tests did not run" | tee target/pytest-output.log
+    pytest_status=1
+fi
+
+# cargo: one "test result: ok. N passed; M failed; ..." line per test binary.
+# pytest: one closing line, "N failed, M passed, K errors in 1.23s" (each part
+# optional); errors (in fixtures, collection) count as failures, and so does a
+# package that did not build.
+awk -v build_failed=$((build_status != 0)) '
+    FILENAME ~ /test-output/ && /^test result:/ { passed += $4; failed += $6 }
+    FILENAME ~ /pytest-output/ && / in [0-9.]+s( \([0-9:]+\))?( =+)?$/ { closing = $0 }
+    END {
+        n = split(closing, words, /[ ,=]+/)
+        for (i = 2; i <= n; i++) {
+            if (words[i] == "passed") passed += words[i - 1]
+            if (words[i] ~ /^(failed|error|errors)$/) failed += words[i - 1]
+        }
+        printf "all tests: %d passed, %d failed\n", passed, failed + build_failed
+    }
+' target/test-output.log target/pytest-output.log
+[ "$cargo_status" -eq 0 ] && [ "$pytest_status" -eq 0 ]

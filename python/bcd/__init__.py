@@ -1,0 +1,27 @@
+"""Read and write bitcask-dataset stores from Python, with a Rust core.
+
+A dataset is a directory of append-only, memory-mapped shards of byte blobs,
+optionally keyed and LZ4-compressed: the format of the Python package
+``bitcask-dataset`` (0.2.0 / 0.3.0), whose ``BitcaskDataset`` class
+:class:`Dataset` mirrors, so switching is a one-line import change::
+
+    import bcd
+
+    ds = bcd.Dataset.create("images", keyed=True)
+    ds.extend((path.name.encode(), path.read_bytes()) for path in paths)
+    ds[b"cat.jpg"]           # a read-only memoryview
+    ds.at(-1), ds.key_at(0), len(ds), b"cat.jpg" in ds
+    ds.get_batch([3, 1, 4])  # many values, decompressed in parallel
+
+``bcd.ingest`` is the ``bcd ingest`` command as a function: it reads
+directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
+files into a dataset in one all-or-nothing commit, for example
+``bcd.ingest(["shards-{000000..000099}.tar"], "train.bcd")``.
+
+Datasets written here open in the reference and datasets it writes open here;
+for the same records and settings the shard files are byte-identical.
+"""
+
+from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, ingest
+
+__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "ingest"]

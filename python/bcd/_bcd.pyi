@@ -1,0 +1,222 @@
+"""Type stubs of the native module ``bcd._bcd`` (import ``bcd``, not this)."""
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
+
+from typing_extensions import disjoint_base
+
+if sys.version_info >= (3, 12):
+    from collections.abc import Buffer
+else:
+    from typing_extensions import Buffer
+
+__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "ingest"]
+
+__version__: str
+DEFAULT_MAX_SHARD_SIZE: int
+"""1 GiB: the reference's default ``max_shard_size``."""
+
+_StrPath = Union[str, "os.PathLike[str]"]
+_Compression = Optional[Literal["lz4"]]
+_Entry = Union[Buffer, Tuple[Buffer, Buffer], Sequence[Buffer]]
+
+@disjoint_base
+class Dataset:
+    """An append-only, memory-mapped collection of byte blobs in the
+    bitcask-dataset format, optionally keyed and LZ4-compressed.
+
+    Mirrors the reference's ``bitcask_dataset.BitcaskDataset``: the same
+    constructor, ``create``, ``extend``, ``[key]``, ``at``, ``key_at``, ``len``
+    and ``in``, the same exceptions, and the same files on disk, so switching is
+    a one-line import change. Adds ``get_batch``.
+
+    Keys and values go in as any C-contiguous buffer (``bytes``, ``bytearray``,
+    ``memoryview``, ``array.array``, ``mmap``, NumPy arrays of any dtype, counted
+    in bytes). Values and keys come out as read-only ``memoryview``s; for
+    uncompressed datasets a value is a zero-copy view of the shard's memory
+    mapping (``numpy.frombuffer`` uses it without copying) that stays valid for
+    as long as it is held, even after the ``Dataset`` is gone.
+
+    A ``Dataset`` pickles as its path, so DataLoader workers (``fork`` or
+    ``spawn``) reopen it. Reads may run in many threads at once; ``extend`` waits
+    for reads in other threads and they wait for it.
+
+    Errors: ``FileNotFoundError`` (no dataset, a missing shard file),
+    ``ValueError`` (an invalid manifest, corrupt shards or values, with the file
+    and record in the message), ``OSError`` (I/O), ``BlockingIOError`` (another
+    writer holds the dataset's lock).
+    """
+
+    @classmethod
+    def create(
+        cls,
+        path: _StrPath,
+        *,
+        keyed: bool = False,
+        compression: _Compression = "lz4",
+        max_shard_size: int = 1 << 30,
+    ) -> "Dataset":
+        """Creates an empty dataset in a new or empty directory and opens it.
+
+        ``compression`` is ``"lz4"`` (LZ4 blocks, byte-identical to the
+        reference's) or ``None``; a new shard starts before a record would take
+        the current one past ``max_shard_size`` bytes.
+
+        Raises ``FileExistsError`` if the directory has files in it,
+        ``ValueError`` for another compression or a ``max_shard_size`` that is not
+        positive, ``TypeError`` if it is not an int.
+        """
+
+    def __new__(cls, path: _StrPath) -> "Dataset":
+        """Opens an existing dataset, checking every committed shard.
+
+        Raises ``FileNotFoundError`` if there is no dataset at ``path``, and
+        ``ValueError`` if its manifest or shards are invalid.
+        """
+
+    @property
+    def path(self) -> Path:
+        """The dataset's directory, as given."""
+
+    @property
+    def keyed(self) -> bool:
+        """Whether records carry unique keys."""
+
+    @property
+    def compression(self) -> _Compression:
+        """``"lz4"`` or ``None``."""
+
+    @property
+    def max_shard_size(self) -> int:
+        """The shard size limit in bytes (1 GiB for datasets of reference 0.2.0)."""
+
+    def extend(self, entries: Iterable[_Entry], *, level: Optional[int] = None) -> None:
+        """Adds values (keyless datasets) or unique ``(key, value)`` pairs (keyed
+        datasets: tuples or lists of two buffers) as new shards, all or nothing.
+
+        ``entries`` may be any iterable, including a generator, and is read
+        lazily: batches of up to 1024 records or 16 MiB are copied, then
+        compressed on all cores and written without holding the GIL. Nothing is
+        visible until the single commit at the end; on any error, including an
+        exception raised by ``entries`` itself (which propagates unchanged),
+        nothing is committed and the directory is left as it was. The entries may
+        read this dataset (``key not in dataset``): they see its committed records.
+
+        Shards that other handles or processes committed since this one was opened
+        are picked up first, so they are never overwritten.
+
+        ``level`` (1..12) sets liblz4's high-compression level; the default, 9,
+        writes the reference's bytes exactly.
+
+        Raises ``TypeError`` for an entry that is not a buffer (or not a pair, for
+        a keyed dataset) or a buffer that is not C-contiguous, ``ValueError`` for a
+        key already in the dataset or repeated in ``entries``, and
+        ``BlockingIOError`` if another writer is extending the dataset.
+        """
+
+    def __len__(self) -> int:
+        """The number of records."""
+
+    def __contains__(self, key: object, /) -> bool:
+        """Whether ``key`` (a buffer) is in the dataset; ``False`` for keyless
+        datasets and for objects that are not buffers."""
+
+    def __getitem__(self, key: Buffer, /) -> memoryview:
+        """The value of ``key``.
+
+        Raises ``KeyError`` if it is absent and ``TypeError`` on a keyless dataset.
+        """
+
+    def at(self, index: SupportsIndex) -> memoryview:
+        """The value at insertion position ``index`` (negative counts from the end).
+
+        Raises ``IndexError`` past either end.
+        """
+
+    def key_at(self, index: SupportsIndex) -> memoryview:
+        """The key at insertion position ``index`` (negative counts from the end).
+
+        Raises ``TypeError`` on a keyless dataset, ``IndexError`` past either end.
+        """
+
+    def get_batch(self, indices: Iterable[SupportsIndex]) -> list[memoryview]:
+        """The values at ``indices``, as ``at`` returns them, in order.
+
+        Every index is checked before anything is read (``IndexError`` names the
+        first bad one). Compressed values are decompressed in parallel without the
+        GIL, on threads started for the batch: safe in processes forked after a
+        read, as DataLoader workers are.
+        """
+
+    def __reduce__(self) -> Tuple[type, Tuple[str]]:
+        """Pickles as the path alone."""
+
+    def __repr__(self) -> str: ...
+
+class _IngestSummary(TypedDict):
+    """What ``ingest`` did: the fields of ``bcd ingest --json``."""
+
+    dataset: str
+    created: bool
+    records: int
+    skipped: int
+    skipped_members: dict[str, int]
+    bytes_in: int
+    bytes_stored: int
+    compression_ratio: float
+    shards: int
+    seconds: float
+    mb_per_s: float
+
+def ingest(
+    sources: Union[_StrPath, Iterable[_StrPath]],
+    into: _StrPath,
+    *,
+    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord"]] = None,
+    keyless: bool = False,
+    compression: Union[Literal["lz4", "none"], None] = ...,
+    max_shard_size: Optional[int] = None,
+    on_duplicate: Literal["error", "skip"] = "error",
+    jobs: Optional[int] = None,
+    level: Union[int, Literal["fast", "reference"], None] = None,
+    include: Union[str, Iterable[str], None] = None,
+    exclude: Union[str, Iterable[str], None] = None,
+    follow_links: bool = False,
+    value_column: Optional[str] = None,
+    key_column: Optional[str] = None,
+    skip_nulls: bool = False,
+    path_column: Optional[str] = None,
+    root: Optional[_StrPath] = None,
+    delimiter: Optional[str] = None,
+    feature: Optional[str] = None,
+    key_feature: Optional[str] = None,
+) -> _IngestSummary:
+    """Reads sources into the dataset at ``into`` in one all-or-nothing commit,
+    exactly as ``bcd ingest`` does (the options are its flags in snake_case).
+
+    ``sources``: directory trees (``dir``: every regular file, keyed by its
+    relative path), tar / WebDataset archives (``tar``: plain, gzip or zstd;
+    brace ranges like ``"shards-{000000..000099}.tar"``), Parquet files
+    (``parquet``: needs ``value_column``), CSV files listing paths (``csv``) or
+    TFRecord files (``tfrecord``). The format is detected from the names unless
+    ``format`` is given; options that belong to another format are a
+    ``ValueError``.
+
+    A missing or empty ``into`` is created, keyed unless ``keyless`` or the
+    source has no keys, with ``compression`` (``"lz4"``, the default, or
+    ``None``) and ``max_shard_size``; an existing dataset keeps its own settings,
+    and options contradicting them are a ``ValueError``. ``on_duplicate="skip"``
+    keeps the first of repeated keys (re-running an ingest is then idempotent);
+    ``"error"`` fails the run. ``level`` is 1..12 (default 5; values that do not
+    compress are stored as literal blocks), ``"fast"`` or ``"reference"`` (the
+    reference's bytes); ``jobs`` defaults to the number of cores.
+
+    The pipeline runs without the GIL. On any error nothing is committed and a
+    dataset the call created is removed again; Ctrl-C stops the run the same way
+    and raises ``KeyboardInterrupt``. Raises ``FileNotFoundError`` for a missing
+    source, ``ValueError`` for invalid options, corrupt sources (the message names
+    the file and record) and duplicate keys, ``OSError`` for I/O errors.
+    """

@@ -1,0 +1,64 @@
+//! The store's errors as the Python exceptions a user would expect, carrying the
+//! core's message (which names the file and the shard, record or byte offset).
+
+use std::io;
+
+use pyo3::exceptions::{
+    PyBlockingIOError, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError,
+    PyRuntimeError, PyTypeError, PyValueError,
+};
+use pyo3::PyErr;
+
+/// Converts a core error into a Python exception:
+///
+/// | core error | Python exception |
+/// | --- | --- |
+/// | no manifest.json, a missing shard file | `FileNotFoundError` |
+/// | `create` in a non-empty directory | `FileExistsError` |
+/// | an invalid manifest, a corrupt shard or value, a duplicate key, an invalid option, a too-large record | `ValueError` |
+/// | an index past either end | `IndexError` |
+/// | a key operation on a keyless dataset | `TypeError` |
+/// | the writer lock is held | `BlockingIOError` |
+/// | an operating-system failure | `OSError` (the subclass its errno selects) |
+/// | the dataset changed on disk, a failed extend reused | `RuntimeError` |
+pub fn to_py(error: bcd::Error) -> PyErr {
+    use bcd::Error as E;
+    let message = error.to_string();
+    match &error {
+        E::Io { source, .. } | E::CommittedNotDurable { source, .. } => os_error(source, message),
+        E::NotADataset { .. } | E::MissingShard { .. } => {
+            PyFileNotFoundError::new_err((ENOENT, message))
+        }
+        E::DirectoryNotEmpty { .. } => PyFileExistsError::new_err((EEXIST, message)),
+        E::InvalidManifest { .. }
+        | E::CorruptShard { .. }
+        | E::CorruptValue { .. }
+        | E::DuplicateKeyInDataset { .. }
+        | E::DuplicateKey { .. }
+        | E::TooLarge { .. }
+        | E::InvalidOption(_) => PyValueError::new_err(message),
+        E::IndexOutOfRange { .. } => PyIndexError::new_err(message),
+        E::WrongKeying(_) => PyTypeError::new_err(message),
+        E::Locked { .. } => PyBlockingIOError::new_err((EAGAIN, message)),
+        _ => PyRuntimeError::new_err(message),
+    }
+}
+
+/// `OSError(errno, message)`: Python picks the subclass from the errno
+/// (`FileNotFoundError`, `PermissionError`, ...), and `str()` shows the message.
+fn os_error(source: &io::Error, message: String) -> PyErr {
+    match source.raw_os_error() {
+        Some(errno) => PyOSError::new_err((errno, message)),
+        None => PyOSError::new_err(message),
+    }
+}
+
+// The errno values that make Python pick these subclasses; ENOENT and EEXIST are the
+// same on every platform. BlockingIOError is raised explicitly, so its errno is
+// informative only.
+const ENOENT: i32 = 2;
+const EEXIST: i32 = 17;
+#[cfg(any(target_os = "linux", windows))]
+const EAGAIN: i32 = 11;
+#[cfg(not(any(target_os = "linux", windows)))]
+const EAGAIN: i32 = 35;

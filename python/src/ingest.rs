@@ -1,0 +1,342 @@
+//! `bcd.ingest`: `bcd ingest` as a function. The sources are opened with
+//! [`bcd_pipeline::open_sources`] and read by [`bcd_pipeline::ingest`], the same
+//! code and rules as the command; options are the command's flags in snake_case.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use bcd::{Compression, Lz4Mode};
+use bcd_converters::SourceError;
+use bcd_pipeline::{
+    IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat, SourceOptions,
+    SourceSetupError,
+};
+
+use crate::dataset::shard_size_arg;
+use crate::errors::to_py;
+
+/// How often the calling thread checks for Ctrl-C while the pipeline runs.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// `compression=` of `ingest`: not given (the dataset's own, or lz4 for a new
+/// one), `"lz4"`, or `None`/`"none"`.
+#[derive(Clone, Copy)]
+pub enum CompressionChoice {
+    Unset,
+    Given(Compression),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for CompressionChoice {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_none() {
+            return Ok(CompressionChoice::Given(Compression::None));
+        }
+        match obj.extract::<String>().as_deref() {
+            Ok("lz4") => Ok(CompressionChoice::Given(Compression::Lz4)),
+            Ok("none") => Ok(CompressionChoice::Given(Compression::None)),
+            _ => Err(PyValueError::new_err(format!(
+                "unsupported compression: {}; use \"lz4\" or None",
+                obj.repr()?
+            ))),
+        }
+    }
+}
+
+/// `level=`: 1..12 (high compression, values that do not compress stored as
+/// literal blocks), `"fast"`, or `"reference"` (level 9 on every value, as the
+/// reference). Default: 5, as `bcd ingest`.
+fn level_arg(level: Option<&Bound<'_, PyAny>>) -> PyResult<Lz4Mode> {
+    let Some(level) = level.filter(|level| !level.is_none()) else {
+        return Ok(IngestOptions::default().lz4_mode);
+    };
+    if level.is_instance_of::<PyString>() {
+        match level.extract::<String>()?.as_str() {
+            "fast" => return Ok(Lz4Mode::Fast(1)),
+            "reference" => return Ok(Lz4Mode::default()),
+            _ => {}
+        }
+    } else if let Ok(level @ 1..=12) = level.extract::<i32>() {
+        return Ok(Lz4Mode::Adaptive(level));
+    }
+    Err(PyValueError::new_err(format!(
+        "level must be 1..12, \"fast\" or \"reference\", not {}",
+        level.repr()?
+    )))
+}
+
+/// A list of strings from one str or path-like, or an iterable of them.
+fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let os = value.py().import("os")?;
+    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
+        return Ok(vec![os
+            .call_method1("fspath", (value,))?
+            .extract()
+            .map_err(|_| {
+                PyTypeError::new_err(format!("{name} must be str or path-like"))
+            })?]);
+    }
+    let mut items = Vec::new();
+    for item in value
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str or a list of str")))?
+    {
+        let item = os.call_method1("fspath", (item?,))?;
+        items.push(item.extract::<String>().map_err(|_| {
+            PyTypeError::new_err(format!("{name} must hold str or path-like items"))
+        })?);
+    }
+    Ok(items)
+}
+
+fn delimiter_arg(delimiter: Option<&str>) -> PyResult<Option<u8>> {
+    match delimiter {
+        None => Ok(None),
+        Some("\\t" | "tab" | "\t") => Ok(Some(b'\t')),
+        Some(text) if text.len() == 1 && text.is_ascii() => Ok(Some(text.as_bytes()[0])),
+        Some(text) => Err(PyValueError::new_err(format!(
+            "{text:?}: the delimiter must be one ASCII character (or \"\\t\")"
+        ))),
+    }
+}
+
+/// A setup error, spelling options as this function's keyword arguments.
+fn setup_error(error: SourceSetupError) -> PyErr {
+    match error {
+        SourceSetupError::Unreadable { name, source } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, format!("{name}: {source}"))),
+            None => PyOSError::new_err(format!("{name}: {source}")),
+        },
+        SourceSetupError::Open(error) => source_error(error),
+        SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
+            "{name}: cannot tell its format from the name; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
+        )),
+        SourceSetupError::OptionForOtherFormat {
+            option,
+            owner,
+            format,
+        } => PyValueError::new_err(format!(
+            "{option}= applies to {owner} sources only, not {format}"
+        )),
+        SourceSetupError::KeyColumnForOtherFormat { .. } => {
+            PyValueError::new_err("key_column= applies to parquet and csv sources only")
+        }
+        SourceSetupError::MissingValueColumn => PyValueError::new_err(
+            "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
+        ),
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+fn source_error(error: SourceError) -> PyErr {
+    let message = error.to_string();
+    match error {
+        SourceError::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, message)),
+            None => PyOSError::new_err(message),
+        },
+        _ => PyValueError::new_err(message),
+    }
+}
+
+fn ingest_error(error: IngestError) -> PyErr {
+    let message = error.to_string();
+    match error {
+        IngestError::Source(error) => source_error(error),
+        IngestError::Store(error) => to_py(error),
+        IngestError::Interrupted => PyKeyboardInterrupt::new_err(message),
+        IngestError::Internal(_) => PyRuntimeError::new_err(message),
+        // Duplicates, and options that contradict the dataset or the source.
+        _ => PyValueError::new_err(message),
+    }
+}
+
+/// Reads directory trees, tar / WebDataset archives, Parquet, CSV-of-paths or
+/// TFRecord files into the dataset at `into` in one all-or-nothing commit, as
+/// `bcd ingest` does; the options are its flags in snake_case. Returns the
+/// summary of `bcd ingest --json` as a dict.
+///
+/// A missing or empty `into` is created (keyed unless `keyless` or the source has
+/// no keys); an existing one keeps its settings. The pipeline runs without the
+/// GIL. On any error nothing is committed and a dataset the call created is
+/// removed; Ctrl-C does the same and raises KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (
+    sources, into, *, format = None, keyless = false,
+    compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
+    jobs = None, level = None, include = None, exclude = None, follow_links = false,
+    value_column = None, key_column = None, skip_nulls = false, path_column = None,
+    root = None, delimiter = None, feature = None, key_feature = None,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None)")]
+#[allow(clippy::too_many_arguments)]
+pub fn ingest<'py>(
+    py: Python<'py>,
+    sources: &Bound<'py, PyAny>,
+    into: PathBuf,
+    format: Option<&str>,
+    keyless: bool,
+    compression: CompressionChoice,
+    max_shard_size: Option<&Bound<'py, PyAny>>,
+    on_duplicate: &str,
+    jobs: Option<usize>,
+    level: Option<&Bound<'py, PyAny>>,
+    include: Option<&Bound<'py, PyAny>>,
+    exclude: Option<&Bound<'py, PyAny>>,
+    follow_links: bool,
+    value_column: Option<String>,
+    key_column: Option<String>,
+    skip_nulls: bool,
+    path_column: Option<String>,
+    root: Option<PathBuf>,
+    delimiter: Option<&str>,
+    feature: Option<String>,
+    key_feature: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let sources = strings(Some(sources), "sources")?;
+    let format = format
+        .map(|name| name.parse::<SourceFormat>().map_err(setup_error))
+        .transpose()?;
+    let source_options = SourceOptions {
+        format,
+        include: strings(include, "include")?,
+        exclude: strings(exclude, "exclude")?,
+        follow_links,
+        value_column,
+        key_column,
+        skip_nulls,
+        path_column,
+        root,
+        delimiter: delimiter_arg(delimiter)?,
+        feature,
+        key_feature,
+    };
+    // One flag per call, for the pipeline's `&'static` interrupt: a byte leaked
+    // per ingest, so that concurrent ingests cannot stop each other.
+    let interrupt: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let options = IngestOptions {
+        keyless,
+        compression: match compression {
+            CompressionChoice::Unset => None,
+            CompressionChoice::Given(compression) => Some(compression),
+        },
+        max_shard_size: max_shard_size.map(shard_size_arg).transpose()?,
+        on_duplicate: match on_duplicate {
+            "error" => OnDuplicate::Error,
+            "skip" => OnDuplicate::Skip,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "on_duplicate must be \"error\" or \"skip\", not {other:?}"
+                )))
+            }
+        },
+        jobs: match jobs {
+            Some(0) => return Err(PyValueError::new_err("jobs must be at least 1")),
+            Some(jobs) => jobs,
+            None => IngestOptions::default().jobs,
+        },
+        lz4_mode: level_arg(level)?,
+        interrupt: Some(interrupt),
+    };
+
+    let mut opened = py
+        .detach(|| bcd_pipeline::open_sources(&sources, &source_options))
+        .map_err(setup_error)?;
+    let summary = run_interruptibly(
+        py,
+        |into, options| bcd_pipeline::ingest(opened.source.as_mut(), into, options, &mut |_| {}),
+        &into,
+        &options,
+        interrupt,
+    )?;
+    summary_dict(py, &into, &summary)
+}
+
+/// Runs the pipeline on another thread while this one, attached to Python, checks
+/// for signals: on Ctrl-C it stops the pipeline (nothing is committed) and raises
+/// the KeyboardInterrupt once the pipeline has stopped.
+fn run_interruptibly<F>(
+    py: Python<'_>,
+    run: F,
+    into: &std::path::Path,
+    options: &IngestOptions,
+    interrupt: &'static AtomicBool,
+) -> PyResult<IngestSummary>
+where
+    F: FnOnce(&std::path::Path, &IngestOptions) -> Result<IngestSummary, IngestError> + Send,
+{
+    std::thread::scope(|scope| {
+        let (done, mut finished) = mpsc::channel();
+        scope.spawn(move || {
+            let _ = done.send(run(into, options));
+        });
+        loop {
+            // The receiver is not Sync, so it is moved to the waiting side and back.
+            let (receiver, received) = py.detach(move || {
+                let received = finished.recv_timeout(SIGNAL_POLL);
+                (finished, received)
+            });
+            finished = receiver;
+            match received {
+                Ok(result) => return result.map_err(ingest_error),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // The thread ended without sending: it panicked.
+                    return Err(PyRuntimeError::new_err(
+                        "internal error: the ingest thread panicked; nothing was committed",
+                    ));
+                }
+            }
+            if let Err(signal) = py.check_signals() {
+                interrupt.store(true, Ordering::Relaxed);
+                // Wait for the pipeline to roll back before raising.
+                let _ = py.detach(move || finished.recv());
+                return Err(signal);
+            }
+        }
+    })
+}
+
+/// The summary, with the fields and names of `bcd ingest --json`.
+fn summary_dict<'py>(
+    py: Python<'py>,
+    into: &std::path::Path,
+    summary: &IngestSummary,
+) -> PyResult<Bound<'py, PyDict>> {
+    let ratio = if summary.bytes_stored > 0 {
+        summary.bytes_in as f64 / summary.bytes_stored as f64
+    } else {
+        1.0
+    };
+    let megabytes_per_second = if summary.seconds > 0.0 {
+        summary.bytes_in as f64 / 1e6 / summary.seconds
+    } else {
+        0.0
+    };
+    let dict = PyDict::new(py);
+    dict.set_item("dataset", into.display().to_string())?;
+    dict.set_item("created", summary.created)?;
+    dict.set_item("records", summary.records)?;
+    dict.set_item("skipped", summary.skipped)?;
+    let members = PyDict::new(py);
+    for (kind, count) in &summary.skipped_members {
+        members.set_item(*kind, *count)?;
+    }
+    dict.set_item("skipped_members", members)?;
+    dict.set_item("bytes_in", summary.bytes_in)?;
+    dict.set_item("bytes_stored", summary.bytes_stored)?;
+    dict.set_item("compression_ratio", ratio)?;
+    dict.set_item("shards", summary.shards)?;
+    dict.set_item("seconds", summary.seconds)?;
+    dict.set_item("mb_per_s", megabytes_per_second)?;
+    Ok(dict)
+}

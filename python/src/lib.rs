@@ -1,0 +1,28 @@
+//! `bcd._bcd`, the native part of the Python package `bcd`: read and write
+//! bitcask-dataset stores (FORMAT.md) from Python, with the Rust core.
+//!
+//! The Python-facing documentation is in `bcd/_bcd.pyi` and the docstrings
+//! below; `bcd/__init__.py` re-exports everything.
+
+mod batch_read;
+mod buffers;
+mod dataset;
+mod errors;
+mod extend_reads;
+mod ingest;
+mod shard_views;
+
+use pyo3::prelude::*;
+
+/// Native part of the `bcd` package: import `bcd`, not this module.
+#[pymodule]
+fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<dataset::PyDataset>()?;
+    module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    module.add(
+        "DEFAULT_MAX_SHARD_SIZE",
+        bcd::format::DEFAULT_MAX_SHARD_SIZE,
+    )?;
+    Ok(())
+}

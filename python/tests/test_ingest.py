@@ -1,0 +1,228 @@
+"""bcd.ingest: `bcd ingest` as a function, on the repository's source fixtures
+(checked against the expected.json their generators wrote)."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import bcd
+from helpers import FIXTURES, read_all, snapshot
+
+SUMMARY_FIELDS = {
+    "dataset", "created", "records", "skipped", "skipped_members", "bytes_in",
+    "bytes_stored", "compression_ratio", "shards", "seconds", "mb_per_s",
+}
+
+
+def expected(kind: str) -> dict:
+    return json.loads((FIXTURES / kind / "expected.json").read_text())
+
+
+def as_records(case: dict) -> list:
+    if case.get("keyed", True):
+        return [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in case["records"]]
+    return [bytes.fromhex(v) for v in case["records"]]
+
+
+def options_from_flags(flags: list[str]) -> dict:
+    """`bcd ingest` flags as ingest() keyword arguments: --value-column X ->
+    value_column="X", --skip-nulls -> skip_nulls=True."""
+    options, i = {}, 0
+    while i < len(flags):
+        name = flags[i].removeprefix("--").replace("-", "_")
+        if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            options[name] = flags[i + 1]
+            i += 2
+        else:
+            options[name] = True
+            i += 1
+    return options
+
+
+def test_an_imagefolder_tree_becomes_a_keyed_dataset_of_its_files(tmp_path):
+    root = FIXTURES / "imagefolder"
+    files = {
+        str(path.relative_to(root)).encode(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+    summary = bcd.ingest([root], tmp_path / "images")
+    assert set(summary) == SUMMARY_FIELDS
+    assert summary["created"] is True
+    assert summary["records"] == len(files) == 19
+    assert summary["bytes_in"] == sum(map(len, files.values()))
+    assert summary["dataset"] == str(tmp_path / "images")
+
+    dataset = bcd.Dataset(tmp_path / "images")
+    assert (dataset.keyed, dataset.compression) == (True, "lz4")
+    assert dict(read_all(dataset)) == files
+    # Depth first, each directory's entries sorted by name.
+    assert [key for key, _ in read_all(dataset)][:3] == [b"labels.txt", b"train/bird/000.jpg", b"train/bird/001.jpg"]
+
+
+def test_dir_options_select_files_and_keyless_drops_keys(tmp_path):
+    root = FIXTURES / "imagefolder"
+    summary = bcd.ingest(str(root), tmp_path / "d", include="*.jpg", exclude=["val/**"], keyless=True, compression=None, max_shard_size=4096, jobs=1)
+    expected_values = [path.read_bytes() for path in sorted((root / "train").rglob("*.jpg"))]
+    dataset = bcd.Dataset(tmp_path / "d")
+    assert summary["records"] == 12 and summary["shards"] == len(list((tmp_path / "d").glob("*.bin")))
+    assert (dataset.keyed, dataset.compression, dataset.max_shard_size) == (False, None, 4096)
+    assert read_all(dataset) == expected_values
+
+
+@pytest.mark.parametrize("archive", ["gnu.tar", "pax.tgz", "webdataset.tar"])
+def test_a_tar_archive_becomes_a_dataset_of_its_regular_files(tmp_path, archive):
+    members = expected("tar")[archive]
+    files = [(m["name"].encode(), bytes.fromhex(m["hex"])) for m in members if m["type"] == "file"]
+    summary = bcd.ingest([FIXTURES / "tar" / archive], tmp_path / "d", level="reference")
+    assert read_all(bcd.Dataset(tmp_path / "d")) == files
+    assert summary["records"] == len(files)
+    links = sum(m["type"] in ("symlink", "hardlink") for m in members)
+    assert sum(summary["skipped_members"].values()) >= links
+
+
+def test_brace_patterns_read_several_shards_in_order(tmp_path):
+    tar = expected("tar")
+    files = [
+        (m["name"].encode(), bytes.fromhex(m["hex"]))
+        for shard in ("shards-000000.tar", "shards-000001.tar", "shards-000002.tar")
+        for m in tar[shard]
+        if m["type"] == "file"
+    ]
+    bcd.ingest(str(FIXTURES / "tar" / "shards-{000000..000002}.tar"), tmp_path / "d")
+    assert read_all(bcd.Dataset(tmp_path / "d")) == files
+    # A single path-like is one source, as a single str is.
+    bcd.ingest(FIXTURES / "tar" / "shards-000000.tar", tmp_path / "one")
+    assert len(bcd.Dataset(tmp_path / "one")) == len(tar["shards-000000.tar"])
+
+
+PARQUET_CASES = [
+    case for case in expected("parquet")["cases"]
+    if "records" in case and (case["files"][0].startswith(("codec-", "nulls", "hf-")) or "image" in case["args"])
+]
+
+
+@pytest.mark.parametrize("case", PARQUET_CASES, ids=lambda case: " ".join(case["files"] + case["args"]))
+def test_a_parquet_column_becomes_the_values(tmp_path, case):
+    options = options_from_flags(case["args"])
+    summary = bcd.ingest([FIXTURES / "parquet" / name for name in case["files"]], tmp_path / "d", **options)
+    dataset = bcd.Dataset(tmp_path / "d")
+    assert dataset.keyed == case["keyed"]
+    assert read_all(dataset) == as_records(case)
+    assert summary["records"] == len(case["records"])
+
+
+def test_a_null_value_fails_naming_file_and_row(tmp_path):
+    case = next(c for c in expected("parquet")["cases"] if "error" in c)
+    error = case["error"]
+    with pytest.raises(ValueError, match=rf"{error['file']}.*row {error['row']}"):
+        bcd.ingest([FIXTURES / "parquet" / case["files"][0]], tmp_path / "d", **options_from_flags(case["args"]))
+    assert not (tmp_path / "d").exists()  # the dataset the run created is removed again
+
+
+@pytest.mark.parametrize("case", [c for c in expected("csv")["cases"] if "records" in c], ids=lambda c: " ".join([c["csv"], *c["args"]]))
+def test_a_csv_of_paths_becomes_the_files(tmp_path, case):
+    options = options_from_flags(case["args"])
+    if case["root"] is not None:
+        options["root"] = FIXTURES / "csv" / case["root"]
+    bcd.ingest([FIXTURES / "csv" / case["csv"]], tmp_path / "d", **options)
+    assert read_all(bcd.Dataset(tmp_path / "d")) == as_records(case)
+
+
+def test_a_csv_naming_a_missing_file_fails_naming_the_line(tmp_path):
+    case = next(c for c in expected("csv")["cases"] if "error" in c)
+    # The CSV's content is what is wrong (a row names a file that is not there).
+    with pytest.raises(ValueError, match=r"missing\.csv: line 5") as raised:
+        bcd.ingest([FIXTURES / "csv" / case["csv"]], tmp_path / "d")
+    assert case["error"]["path"] in str(raised.value)
+
+
+def test_ingesting_again_skips_or_refuses_duplicates(tmp_path):
+    source = [FIXTURES / "tar" / "webdataset.tar"]
+    first = bcd.ingest(source, tmp_path / "d")
+    before = snapshot(tmp_path / "d")
+    with pytest.raises(ValueError, match="duplicate key"):
+        bcd.ingest(source, tmp_path / "d")
+    assert snapshot(tmp_path / "d") == before
+    again = bcd.ingest(source, tmp_path / "d", on_duplicate="skip")
+    assert (again["created"], again["records"], again["skipped"]) == (False, 0, first["records"])
+
+
+# Errors
+
+
+def test_a_missing_source_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-dir"):
+        bcd.ingest([tmp_path / "no-such-dir"], tmp_path / "d")
+    with pytest.raises(FileNotFoundError, match="missing.tar"):
+        bcd.ingest([tmp_path / "missing.tar"], tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    "sources, options, message",
+    [
+        (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
+        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet sources only, not tar"),
+        (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
+        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv"),
+        (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
+        (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
+        (["csv/list.csv"], {"delimiter": ";;"}, "one ASCII character"),
+        (["tar/gnu.tar"], {"on_duplicate": "overwrite"}, "on_duplicate"),
+        (["tar/gnu.tar"], {"level": 13}, "level must be"),
+        (["tar/gnu.tar"], {"level": "best"}, "level must be"),
+        (["tar/gnu.tar"], {"compression": "zstd"}, "unsupported compression"),
+        (["tar/gnu.tar"], {"max_shard_size": 0}, "max_shard_size"),
+        (["tar/gnu.tar"], {"jobs": 0}, "jobs"),
+        ([], {}, "no sources"),
+    ],
+)
+def test_wrong_options_are_value_errors_that_say_why(tmp_path, sources, options, message):
+    with pytest.raises(ValueError, match=message):
+        bcd.ingest([FIXTURES / name for name in sources], tmp_path / "d", **options)
+    assert not (tmp_path / "d").exists()
+
+
+def test_the_wrong_format_for_a_file_fails_with_the_readers_message(tmp_path):
+    with pytest.raises(ValueError, match=r"gnu\.tar"):
+        bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", format="parquet", value_column="v")
+    assert not (tmp_path / "d").exists()
+
+
+def test_options_that_contradict_the_dataset_are_value_errors(tmp_path):
+    bcd.Dataset.create(tmp_path / "d", keyed=True, compression=None)
+    before = snapshot(tmp_path / "d")
+    for options, message in [({"compression": "lz4"}, "compression"), ({"max_shard_size": 5}, "max_shard_size"), ({"keyless": True}, "keyless")]:
+        with pytest.raises(ValueError, match=message):
+            bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", **options)
+    assert snapshot(tmp_path / "d") == before
+    with pytest.raises(TypeError):
+        bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", no_such_option=1)
+
+
+def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
+    # A source that takes seconds to compress (2 bits of entropy a byte: many
+    # short matches for the high-compression search, on one thread), in several
+    # batches: the pipeline checks for the interrupt between batches.
+    source = tmp_path / "big"
+    source.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(600):
+        (source / f"{i:03d}.bin").write_bytes(rng.integers(0, 4, 8 << 10, dtype=np.uint8).tobytes())
+    timer = threading.Timer(0.05, _thread.interrupt_main)
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bcd.ingest([source], tmp_path / "d", level="reference", jobs=1)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "d").exists()
