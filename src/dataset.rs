@@ -361,6 +361,40 @@ impl Dataset {
         }
     }
 
+    /// The size of the value at `index` once decompressed (its stored size when
+    /// uncompressed): how long a buffer [`Dataset::read_into`] needs.
+    pub fn value_len(&self, index: usize) -> Result<usize> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        match self.compression() {
+            Compression::None => Ok(location.stored.len()),
+            Compression::Lz4 => lz4_block::declared_len(location.stored)
+                .map_err(|e| Self::corrupt(index, &location, e)),
+        }
+    }
+
+    /// Writes the value at `index` into `out`, which must be exactly
+    /// [`Dataset::value_len`] bytes: for callers that own the destination (a
+    /// Python `bytes` object, a pinned buffer) and want no intermediate copy.
+    pub fn read_into(&self, index: usize, out: &mut [u8]) -> Result<()> {
+        let len = self.value_len(index)?;
+        if out.len() != len {
+            return Err(Error::InvalidOption(format!(
+                "read_into: a buffer of {} bytes for a value of {len}",
+                out.len()
+            )));
+        }
+        let location = self.index.locate(index)?;
+        match self.compression() {
+            Compression::None => {
+                out.copy_from_slice(location.stored);
+                Ok(())
+            }
+            Compression::Lz4 => lz4_block::decompress_to_slice(location.stored, out)
+                .map_err(|e| Self::corrupt(index, &location, e)),
+        }
+    }
+
     /// The value of `key` via [`Dataset::at_with_buffer`].
     pub fn get_with_buffer<'a>(
         &'a self,
@@ -402,6 +436,26 @@ impl Dataset {
             offset: location.value_offset,
             len: location.stored.len() as u64,
         })
+    }
+
+    /// Starts reading the stored values at `indices` from disk in the background,
+    /// all at once, and returns without waiting; out-of-range indexes are ignored.
+    ///
+    /// For a batch of reads whose values may not be in the page cache (a sampler's
+    /// next indices): the device gets every request at once instead of one page
+    /// fault at a time, which is what a cold read waits on. Values already cached
+    /// cost one system call each.
+    pub fn prefetch(&self, indices: impl IntoIterator<Item = usize>) {
+        for index in indices {
+            if index < self.len() {
+                if let Ok(location) = self.index.locate(index) {
+                    location
+                        .shard
+                        .data
+                        .will_need(location.value_offset as usize, location.stored.len());
+                }
+            }
+        }
     }
 
     /// The data file (`NNNNNN.bin`) of shard `shard`.
@@ -493,5 +547,33 @@ mod tests {
         let bytes = fs::read(dataset.shard_data_path(second.shard)).unwrap();
         assert_eq!(&bytes[1..3], b"v2");
         assert!(dataset.value_location(2).is_err());
+    }
+
+    #[test]
+    fn read_into_fills_a_buffer_of_exactly_the_value_len() {
+        let dir = tempfile::tempdir().unwrap();
+        for compression in [Compression::None, Compression::Lz4] {
+            let path = dir.path().join(format!("{compression:?}"));
+            let options = CreateOptions {
+                compression,
+                ..Default::default()
+            };
+            let mut dataset = Dataset::create(&path, options).unwrap();
+            let value = b"abcabcabcabcabcabcabcabc".repeat(10);
+            dataset.extend_values([&value[..], b""]).unwrap();
+            assert_eq!(dataset.value_len(0).unwrap(), value.len());
+            let mut out = vec![0; value.len()];
+            dataset.read_into(0, &mut out).unwrap();
+            assert_eq!(out, value);
+            assert_eq!(dataset.value_len(1).unwrap(), 0);
+            dataset.read_into(1, &mut []).unwrap();
+            let error = dataset.read_into(0, &mut [0; 3]).unwrap_err();
+            assert!(matches!(error, Error::InvalidOption(_)), "{error}");
+            assert!(dataset.read_into(2, &mut []).is_err());
+
+            // Prefetching changes nothing read and ignores indexes out of range.
+            dataset.prefetch([1, 0, 7, usize::MAX]);
+            assert_eq!(&*dataset.at(0).unwrap(), &value[..]);
+        }
     }
 }

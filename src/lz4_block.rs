@@ -206,24 +206,43 @@ pub fn declared_len(stored: &[u8]) -> Result<usize, BlockError> {
     Ok(declared as usize)
 }
 
-/// Decompresses a stored value into `out[..n]`, growing `out` when it is too short
-/// (never shrinking it, so a reused buffer stops allocating), and returns `n`.
-pub fn decompress_into(stored: &[u8], out: &mut Vec<u8>) -> Result<usize, BlockError> {
+/// Decompresses a stored value into `out`, which must be exactly
+/// [`declared_len`] bytes long.
+pub fn decompress_to_slice(stored: &[u8], out: &mut [u8]) -> Result<(), BlockError> {
     let declared = declared_len(stored)?;
-    if declared == 0 && stored.is_empty() {
-        return Ok(0);
+    if out.len() != declared {
+        return Err(BlockError(format!(
+            "output of {} bytes for a value that declares {declared}",
+            out.len()
+        )));
     }
-    if out.len() < declared {
-        out.resize(declared, 0);
+    if declared == 0 && stored.is_empty() {
+        return Ok(());
     }
     let block = &stored[LZ4_SIZE_PREFIX..];
-    let produced = lz4_flex::block::decompress_into(block, &mut out[..declared])
+    // liblz4's LZ4_decompress_safe: made for untrusted input (it never reads or
+    // writes outside the two buffers), and about twice as fast as lz4_flex's safe
+    // decoder on small values, which dominated reading them.
+    let capacity = i32::try_from(declared)
+        .map_err(|_| BlockError(format!("declared size {declared} is too large")))?;
+    let produced = lz4::block::decompress_to_buffer(block, Some(capacity), out)
         .map_err(|e| BlockError(format!("corrupt LZ4 block: {e}")))?;
     if produced != declared {
         return Err(BlockError(format!(
             "LZ4 block decodes to {produced} bytes but its prefix declares {declared}"
         )));
     }
+    Ok(())
+}
+
+/// Decompresses a stored value into `out[..n]`, growing `out` when it is too short
+/// (never shrinking it, so a reused buffer stops allocating), and returns `n`.
+pub fn decompress_into(stored: &[u8], out: &mut Vec<u8>) -> Result<usize, BlockError> {
+    let declared = declared_len(stored)?;
+    if out.len() < declared {
+        out.resize(declared, 0);
+    }
+    decompress_to_slice(stored, &mut out[..declared])?;
     Ok(declared)
 }
 
@@ -277,11 +296,12 @@ mod tests {
             let value: Vec<u8> = (0..n).map(|i| (i * 7919 % 251) as u8).collect();
             let mut stored = Vec::new();
             literal_block_into(&value, &mut stored);
-            assert_eq!(decompress(&stored).unwrap(), value, "lz4_flex, n={n}");
+            assert_eq!(decompress(&stored).unwrap(), value, "liblz4, n={n}");
+            // An independent decoder agrees.
             assert_eq!(
-                lz4::block::decompress(&stored, None).unwrap(),
+                lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
                 value,
-                "liblz4, n={n}"
+                "lz4_flex, n={n}"
             );
         }
     }

@@ -63,6 +63,15 @@ impl Mapping {
         }
     }
 
+    /// Asks the kernel to start reading `offset..offset + len` in the background
+    /// (`MADV_WILLNEED`) and returns at once.
+    pub(crate) fn will_need(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let Mapping::Mapped(map) = self {
+            let _ = map.advise_range(memmap2::Advice::WillNeed, offset, len);
+        }
+    }
+
     /// Restores the default read-ahead.
     pub(crate) fn advise_normal(&self) {
         #[cfg(unix)]

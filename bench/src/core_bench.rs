@@ -50,10 +50,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let start = Instant::now();
             let mut buffer = Vec::new();
             let mut checksum = 0u64;
-            for index in order.chunks_exact(4) {
-                let index = u32::from_le_bytes([index[0], index[1], index[2], index[3]]);
-                let value = ds.at_with_buffer(index as usize, &mut buffer)?;
-                checksum = checksum.wrapping_add(value.iter().map(|&b| b as u64).sum::<u64>());
+            // PREFETCH=N: prefetch each batch of N indices before reading it.
+            let batch: usize = std::env::var("PREFETCH").map_or(Ok(1), |n| n.parse())?;
+            let order: Vec<usize> = order
+                .chunks_exact(4)
+                .map(|i| u32::from_le_bytes([i[0], i[1], i[2], i[3]]) as usize)
+                .collect();
+            for indices in order.chunks(batch.max(1)) {
+                if batch > 1 {
+                    ds.prefetch(indices.iter().copied());
+                }
+                for &index in indices {
+                    let value = ds.at_with_buffer(index, &mut buffer)?;
+                    checksum = checksum.wrapping_add(value.iter().map(|&b| b as u64).sum::<u64>());
+                }
             }
             println!(
                 "{opened:.6} {:.6} {checksum}",
