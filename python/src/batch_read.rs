@@ -1,4 +1,5 @@
-//! Decompressing many values at once, on all cores, without the GIL.
+//! Decompressing many values at once, on all cores, without the GIL, straight
+//! into the `bytes` objects handed back.
 //!
 //! DataLoader workers are often forked from a parent that has already read (and
 //! so would have started a global thread pool): pool threads do not survive a
@@ -7,49 +8,98 @@
 
 use std::thread;
 
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
 use bcd::Dataset;
+
+use crate::errors::to_py;
 
 /// Batches with less stored data than this are decoded on the calling thread:
 /// starting threads costs more than it saves.
 const PARALLEL_MIN_BYTES: u64 = 256 << 10;
 
-/// The values at `indices` (each already checked to be in range), in order,
-/// decompressed on up to `threads` threads.
-pub fn decompress_many(
+/// The destination of one value: a `bytes` object's buffer.
+struct Destination {
+    index: usize,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: each Destination is the sole handle to the buffer of a bytes object
+// this module just created and has not yet given to Python code; the objects are
+// kept alive by `decompress_many` until the threads using these have joined, and
+// the buffers are disjoint, so sending each to one thread is sound.
+unsafe impl Send for Destination {}
+
+/// The values at `indices` (each already checked to be in range), in order, as
+/// `bytes`, decompressed on up to `threads` threads with the GIL released.
+pub fn decompress_many<'py>(
+    py: Python<'py>,
     dataset: &Dataset,
     indices: &[usize],
     threads: usize,
-) -> bcd::Result<Vec<Vec<u8>>> {
-    let stored: u64 = indices
-        .iter()
-        .map(|&i| dataset.value_location(i).map(|l| l.len))
-        .sum::<bcd::Result<u64>>()?;
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let mut stored = 0u64;
+    for &index in indices {
+        stored += dataset.value_location(index).map_err(to_py)?.len;
+    }
     let threads = threads.clamp(1, indices.len().max(1));
     if threads == 1 || stored < PARALLEL_MIN_BYTES {
-        return decompress_run(dataset, indices);
-    }
-    let chunk = indices.len().div_ceil(threads);
-    thread::scope(|scope| {
-        let workers: Vec<_> = indices
-            .chunks(chunk)
-            .map(|run| scope.spawn(move || decompress_run(dataset, run)))
+        return indices
+            .iter()
+            .map(|&index| {
+                let len = dataset.value_len(index).map_err(to_py)?;
+                PyBytes::new_with(py, len, |out| dataset.read_into(index, out).map_err(to_py))
+            })
             .collect();
-        let mut values = Vec::with_capacity(indices.len());
-        for worker in workers {
-            // A panic in a worker is a bug; re-raise it here, where PyO3 turns it
-            // into an exception rather than aborting.
-            let run = worker
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            values.extend(run);
-        }
-        Ok(values)
-    })
-}
+    }
 
-fn decompress_run(dataset: &Dataset, indices: &[usize]) -> bcd::Result<Vec<Vec<u8>>> {
-    indices
-        .iter()
-        .map(|&i| dataset.at(i).map(|value| value.into_owned()))
-        .collect()
+    // Every object is allocated first (that needs the GIL), then filled in
+    // parallel without it.
+    let mut objects = Vec::with_capacity(indices.len());
+    let mut destinations = Vec::with_capacity(indices.len());
+    for &index in indices {
+        let len = dataset.value_len(index).map_err(to_py)?;
+        let object = PyBytes::new_with(py, len, |_| Ok(()))?;
+        // SAFETY: PyBytes_AsString returns the object's buffer (`len` bytes,
+        // zero-filled by new_with) as a raw pointer, with no Rust reference to it.
+        let ptr = unsafe { pyo3::ffi::PyBytes_AsString(object.as_ptr()) }.cast::<u8>();
+        if ptr.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        destinations.push(Destination { index, ptr, len });
+        objects.push(object);
+    }
+    let chunk = destinations.len().div_ceil(threads);
+    py.detach(|| {
+        thread::scope(|scope| {
+            let workers: Vec<_> = destinations
+                .chunks_mut(chunk)
+                .map(|run| {
+                    scope.spawn(move || {
+                        for destination in run {
+                            // SAFETY: see `Destination`: this thread is the only user
+                            // of this buffer, which stays alive (held in `objects`)
+                            // until the scope ends, and is `len` initialized bytes.
+                            let out = unsafe {
+                                std::slice::from_raw_parts_mut(destination.ptr, destination.len)
+                            };
+                            dataset.read_into(destination.index, out)?;
+                        }
+                        Ok::<(), bcd::Error>(())
+                    })
+                })
+                .collect();
+            workers.into_iter().try_for_each(|worker| {
+                // A panic in a worker is a bug; re-raise it here, where PyO3 turns
+                // it into an exception rather than aborting.
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        })
+    })
+    .map_err(to_py)?;
+    Ok(objects)
 }

@@ -22,6 +22,8 @@ use crate::shard_views::ShardViews;
 const BATCH_RECORDS: usize = 1024;
 /// Bytes (keys plus values) pulled per round, at most (or one record, if larger).
 const BATCH_BYTES: usize = 16 << 20;
+/// `get_batch` prefetches batches whose values average at least this many bytes.
+const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
 /// Compressed values larger than this are decompressed without the GIL.
 const DETACH_MIN_BYTES: u64 = 64 << 10;
 
@@ -157,13 +159,18 @@ impl PyDataset {
         match dataset.compression() {
             Compression::None => self.views.slice(py, dataset, location),
             Compression::Lz4 => {
-                let value = if location.len >= DETACH_MIN_BYTES {
-                    py.detach(|| dataset.at(index).map(|v| v.into_owned()))
-                } else {
-                    dataset.at(index).map(|v| v.into_owned())
-                }
-                .map_err(to_py)?;
-                read_only_view(&PyBytes::new(py, &value))
+                // Decompressed straight into the new bytes object, which nothing
+                // else can see yet, so large ones are written without the GIL.
+                let len = dataset.value_len(index).map_err(to_py)?;
+                let bytes = PyBytes::new_with(py, len, |out| {
+                    if location.len >= DETACH_MIN_BYTES {
+                        py.detach(|| dataset.read_into(index, out))
+                    } else {
+                        dataset.read_into(index, out)
+                    }
+                    .map_err(to_py)
+                })?;
+                read_only_view(&bytes)
             }
         }
     }
@@ -320,6 +327,15 @@ impl PyDataset {
             let index = index_arg(&index?, len)?;
             resolved.push(dataset.resolve_index(index).map_err(to_py)?);
         }
+        // Large values may not be in memory: ask for all of them at once, so the
+        // disk sees the whole batch rather than one page fault at a time.
+        let mut stored = 0u64;
+        for &index in &resolved {
+            stored += dataset.value_location(index).map_err(to_py)?.len;
+        }
+        if stored >= PREFETCH_MIN_AVERAGE * resolved.len() as u64 {
+            dataset.prefetch(resolved.iter().copied());
+        }
         match dataset.compression() {
             Compression::None => {
                 let values = resolved
@@ -329,14 +345,10 @@ impl PyDataset {
                 PyList::new(py, values)
             }
             Compression::Lz4 => {
-                let threads = self.threads;
-                let store: &Dataset = &dataset;
-                let values = py
-                    .detach(|| batch_read::decompress_many(store, &resolved, threads))
-                    .map_err(to_py)?;
+                let values = batch_read::decompress_many(py, &dataset, &resolved, self.threads)?;
                 let views = values
                     .iter()
-                    .map(|value| read_only_view(&PyBytes::new(py, value)))
+                    .map(read_only_view)
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, views)
             }
