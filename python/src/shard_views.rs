@@ -36,13 +36,12 @@ impl ShardViews {
         dataset: &Dataset,
         location: ValueLocation,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let path = dataset.shard_data_path(location.shard);
-        let (view, mapped_len) = self.shard(py, &path, location.shard)?;
+        let (view, mapped_len) = self.shard(py, dataset, location.shard)?;
         let end = location.offset.checked_add(location.len);
         if end.is_none_or(|end| end > mapped_len) {
             return Err(PyValueError::new_err(format!(
                 "{}: the data file is {mapped_len} bytes but its index puts a value at bytes {}..{}; it changed on disk after the dataset was opened",
-                path.display(),
+                dataset.shard_data_path(location.shard).display(),
                 location.offset,
                 location.offset.saturating_add(location.len),
             )));
@@ -59,7 +58,7 @@ impl ShardViews {
     fn shard<'py>(
         &self,
         py: Python<'py>,
-        path: &Path,
+        dataset: &Dataset,
         shard: u64,
     ) -> PyResult<(Bound<'py, PyMemoryView>, u64)> {
         let slot = usize::try_from(shard).unwrap_or(usize::MAX);
@@ -68,7 +67,7 @@ impl ShardViews {
         }
         // Mapped without the lock held: mapping calls into Python, which may run
         // other threads' reads of this dataset.
-        let (view, len) = map_read_only(py, path)?;
+        let (view, len) = map_read_only(py, &dataset.shard_data_path(shard))?;
         let mut mapped = self.lock();
         if mapped.len() <= slot {
             mapped.resize_with(slot + 1, || None);
