@@ -362,12 +362,12 @@ fn checksum_matches(file: &mut File) -> io::Result<bool> {
     Ok(position >= HEADER_SIZE && stored.map(u64::from_le_bytes) == Some(hasher.digest()))
 }
 
-fn bucket_bits_for(records: u64) -> u32 {
+pub(crate) fn bucket_bits_for(records: u64) -> u32 {
     let buckets = (records / ENTRIES_PER_BUCKET).max(1);
     (u64::BITS - (buckets - 1).leading_zeros()).min(MAX_BUCKET_BITS)
 }
 
-fn bucket_of(hash: u64, bits: u32) -> usize {
+pub(crate) fn bucket_of(hash: u64, bits: u32) -> usize {
     if bits == 0 {
         0
     } else {

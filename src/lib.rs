@@ -29,6 +29,7 @@ mod error;
 mod extend;
 pub mod format;
 mod index_file;
+mod key_table;
 pub mod lz4_block;
 mod manifest;
 mod mapping;

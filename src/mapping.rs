@@ -39,6 +39,14 @@ impl Mapping {
         }
     }
 
+    /// Hints that pages will be read in order (aggressive read-ahead).
+    pub(crate) fn advise_sequential(&self) {
+        #[cfg(unix)]
+        if let Mapping::Mapped(map) = self {
+            let _ = map.advise(memmap2::Advice::Sequential);
+        }
+    }
+
     /// Drops this process's mapping of the pages in `offset..offset + len`
     /// (rounded inwards to whole pages), so they stop counting in its resident
     /// memory; they stay in the page cache and are mapped again on the next read.

@@ -10,11 +10,10 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use hashbrown::HashTable;
-
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
 use crate::index_file::{self, IndexFile, ShardStamp};
+use crate::key_table::{merge_sorted, KeyTable};
 use crate::mapping::Mapping;
 
 /// One committed shard, mapped.
@@ -49,7 +48,7 @@ pub(crate) struct Index {
     layout: Layout,
     /// `(hash, record number)` of the tail's keys: the stored hash lets the table
     /// grow, and the file be written, without reading keys back from the shards.
-    tail_keys: HashTable<(u64, u64)>,
+    tail_keys: KeyTable,
 }
 
 /// Where a record lives.
@@ -62,6 +61,10 @@ pub(crate) struct Location<'a> {
     /// Byte offset of the stored value in the shard's data file.
     pub(crate) value_offset: u64,
 }
+
+/// Records at least this large on average have their keys read page by page,
+/// without read-ahead (see `Index::read_keys`).
+const SPARSE_KEYS_RECORD_SIZE: u64 = 16 * 1024;
 
 impl Layout {
     fn file_records(&self) -> usize {
@@ -139,7 +142,7 @@ impl Index {
                 file: None,
                 tail_starts: Vec::new(),
             },
-            tail_keys: HashTable::new(),
+            tail_keys: KeyTable::default(),
         }
     }
 
@@ -253,12 +256,36 @@ impl Index {
             layout
                 .tail_starts
                 .truncate(before.1 - layout.file_records());
-            self.tail_keys.retain(|&mut (_, i)| (i as usize) < before.1);
+            self.tail_keys.truncate_records(before.1 as u64);
         }
         result
     }
 
     fn try_add_shards(&mut self, dir: &Path, count: u64, known: Option<&[u64]>) -> Result<()> {
+        // (hash, record) of the new keys: read from the shards, or known.
+        let mut read = Vec::new();
+        let mut given = Vec::new();
+        let added = self.add_shard_files(dir, count, known, &mut read, &mut given);
+        // The keys read are all in shards before any that failed, so a duplicate
+        // among them is the first problem in shard order.
+        read.sort_unstable();
+        self.check_new_keys(&read)?;
+        added?;
+        given.sort_unstable();
+        let mut new = Vec::with_capacity(read.len() + given.len());
+        merge_sorted(read.into_iter(), given, &mut new);
+        self.tail_keys.add_sorted(new);
+        Ok(())
+    }
+
+    fn add_shard_files(
+        &mut self,
+        dir: &Path,
+        count: u64,
+        known: Option<&[u64]>,
+        read: &mut Vec<(u64, u64)>,
+        given: &mut Vec<(u64, u64)>,
+    ) -> Result<()> {
         let base = self.len();
         let keyed = self.layout.keyed;
         for id in self.shard_count()..count {
@@ -327,34 +354,31 @@ impl Index {
             if keyed {
                 let range = first as usize - base..self.len() - base;
                 match known.and_then(|hashes| hashes.get(range)) {
-                    Some(hashes) => self.index_known_keys(first as usize, hashes),
-                    None => self.index_keys(first as usize)?,
+                    Some(hashes) => given.extend(hashes.iter().zip(first..).map(|(&h, i)| (h, i))),
+                    None => self.read_keys(first as usize, read),
                 }
             }
         }
         Ok(())
     }
 
-    /// Adds records `from..len()` to the key table by their known hashes.
-    fn index_known_keys(&mut self, from: usize, hashes: &[u64]) {
-        self.tail_keys.reserve(hashes.len(), |&(h, _)| h);
-        for (i, &hash) in (from..).zip(hashes) {
-            self.tail_keys
-                .insert_unique(hash, (hash, i as u64), |&(h, _)| h);
-        }
-    }
-
-    /// Adds the keys of records `from..len()` (all in the last shard) to the key
-    /// table, rejecting duplicates.
-    fn index_keys(&mut self, from: usize) -> Result<()> {
-        let Index { layout, tail_keys } = self;
+    /// Hashes the keys of records `from..len()` (all in the last shard) into `out`.
+    fn read_keys(&self, from: usize, out: &mut Vec<(u64, u64)>) {
+        let layout = &self.layout;
         let Some(shard) = layout.shards.last() else {
-            return Ok(());
+            return;
         };
-        // Keys sit between values: without this hint, reading each one would read
-        // ahead through the values around it and make the whole shard resident.
-        shard.data.advise_random();
-        tail_keys.reserve(layout.len - from, |&(h, _)| h);
+        // Keys sit between values. Where records are large, reading each key would
+        // read ahead through the values around it: read only the keys' pages.
+        // Where they are small, nearly every page holds keys: read ahead, which
+        // from a cold cache is several times faster than a page at a time.
+        let records = (layout.len - from).max(1) as u64;
+        if shard.data.len() as u64 / records >= SPARSE_KEYS_RECORD_SIZE {
+            shard.data.advise_random();
+        } else {
+            shard.data.advise_sequential();
+        }
+        out.reserve(layout.len - from);
         // Reading the keys maps pages (and the kernel maps neighbours with them);
         // give them back every RELEASE_EVERY bytes so opening a large keyed dataset
         // does not make its whole size resident.
@@ -370,34 +394,58 @@ impl Index {
                 released = start;
             }
             let key = layout.key(i).unwrap_or_default();
-            let hash = index_file::hash_key(key);
-            let in_file = layout.file.as_ref().is_some_and(|f| {
-                f.candidates(hash)
-                    .any(|j| layout.key(j as usize) == Some(key))
-            });
-            let entry = tail_keys.entry(
-                hash,
-                |&(h, j)| h == hash && layout.key(j as usize) == Some(key),
-                |&(h, _)| h,
-            );
-            match entry {
-                hashbrown::hash_table::Entry::Vacant(slot) if !in_file => {
-                    slot.insert((hash, i as u64));
-                }
-                _ => {
-                    return Err(Error::DuplicateKeyInDataset {
-                        path: shard.path.clone(),
-                        record: i as u64 - shard.first,
-                        key: DisplayKey(key.to_vec()),
-                    });
-                }
-            }
+            out.push((index_file::hash_key(key), i as u64));
         }
         shard
             .data
             .release(released as usize, shard.data.len() - released as usize);
         shard.data.advise_normal();
-        Ok(())
+    }
+
+    /// Rejects the first of `new` (sorted `(hash, record)` of keys read from new
+    /// shards) in record order whose key is already in the dataset or earlier
+    /// among them.
+    fn check_new_keys(&self, new: &[(u64, u64)]) -> Result<()> {
+        let layout = &self.layout;
+        let existing = layout.file.is_some() || !self.tail_keys.is_empty();
+        let mut first_duplicate: Option<u64> = None;
+        for group in new.chunk_by(|a, b| a.0 == b.0) {
+            let hash = group[0].0;
+            // Within a group the records are in order: compare each key with the
+            // earlier ones (a group is one key, or a rare hash collision).
+            for (j, &(_, record)) in group.iter().enumerate() {
+                if first_duplicate.is_some_and(|d| d <= record) {
+                    break;
+                }
+                let key = || layout.key(record as usize);
+                let earlier = group[..j]
+                    .iter()
+                    .any(|&(_, other)| layout.key(other as usize) == key());
+                let stored = existing
+                    && (layout.file.as_ref().is_some_and(|f| {
+                        f.candidates(hash).any(|r| layout.key(r as usize) == key())
+                    }) || self
+                        .tail_keys
+                        .candidates(hash)
+                        .any(|r| layout.key(r as usize) == key()));
+                if earlier || stored {
+                    first_duplicate = Some(record);
+                }
+            }
+        }
+        let Some(record) = first_duplicate else {
+            return Ok(());
+        };
+        let shard_id = layout
+            .shards
+            .partition_point(|s| s.first <= record)
+            .saturating_sub(1);
+        let shard = &layout.shards[shard_id];
+        Err(Error::DuplicateKeyInDataset {
+            path: shard.path.clone(),
+            record: record - shard.first,
+            key: DisplayKey(layout.key(record as usize).unwrap_or_default().to_vec()),
+        })
     }
 
     /// Writes an index file covering every loaded shard and switches to it,
@@ -406,8 +454,7 @@ impl Index {
         let layout = &self.layout;
         let mut entries = Vec::new();
         if layout.keyed {
-            let mut tail: Vec<(u64, u64)> = self.tail_keys.iter().copied().collect();
-            tail.sort_unstable();
+            let tail = self.tail_keys.entries().to_vec();
             entries.reserve_exact(layout.len);
             match &layout.file {
                 Some(file) => merge_sorted(file.entries(), tail, &mut entries),
@@ -441,17 +488,12 @@ impl Index {
         };
         self.layout.file = Some(written);
         self.layout.tail_starts = Vec::new();
-        self.tail_keys = HashTable::new();
+        self.tail_keys = KeyTable::default();
         Ok(())
     }
 }
 
-fn find(
-    layout: &Layout,
-    tail_keys: &HashTable<(u64, u64)>,
-    hash: u64,
-    key: &[u8],
-) -> Option<usize> {
+fn find(layout: &Layout, tail_keys: &KeyTable, hash: u64, key: &[u8]) -> Option<usize> {
     if let Some(file) = &layout.file {
         if let Some(record) = file
             .candidates(hash)
@@ -461,31 +503,9 @@ fn find(
         }
     }
     tail_keys
-        .find(hash, |&(h, i)| {
-            h == hash && layout.key(i as usize) == Some(key)
-        })
-        .map(|&(_, i)| i as usize)
-}
-
-/// Merges two sorted runs into `out`.
-fn merge_sorted(
-    first: impl Iterator<Item = (u64, u64)>,
-    second: Vec<(u64, u64)>,
-    out: &mut Vec<(u64, u64)>,
-) {
-    let mut second = second.into_iter().peekable();
-    for entry in first {
-        while let Some(&next) = second.peek() {
-            if next < entry {
-                out.push(next);
-                second.next();
-            } else {
-                break;
-            }
-        }
-        out.push(entry);
-    }
-    out.extend(second);
+        .candidates(hash)
+        .find(|&r| layout.key(r as usize) == Some(key))
+        .map(|r| r as usize)
 }
 
 fn map(file: &File, path: &Path, len: u64) -> Result<Mapping> {
@@ -511,20 +531,4 @@ fn open_shard(path: &Path, shards: u64) -> Result<File> {
         },
         _ => Error::io("open", path, e),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_keeps_order_and_every_entry() {
-        let mut out = Vec::new();
-        merge_sorted(
-            [(1, 0), (5, 1), (9, 2)].into_iter(),
-            vec![(0, 3), (5, 4), (10, 5)],
-            &mut out,
-        );
-        assert_eq!(out, [(0, 3), (1, 0), (5, 1), (5, 4), (9, 2), (10, 5)]);
-    }
 }
