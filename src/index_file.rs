@@ -6,9 +6,9 @@
 //! It is a cache, never the truth: the reference neither writes nor reads it, and it
 //! is rebuilt when missing, unreadable or stale (the shards it describes are not the
 //! ones on disk, as after an extend by the reference). FORMAT.md describes the layout.
-//! Whatever its bytes, reading through it cannot panic or return another key's
-//! record: lookups compare the key bytes in the shard, and locations are
-//! bounds-checked against the mapped shard.
+//! Whatever its bytes, reading through it cannot panic or reach outside the
+//! shards (locations are bounds-checked against the mapped shard), and a lookup
+//! only returns a record whose key bytes in the shard equal the key asked for.
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
