@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -19,8 +20,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
 
-/// Set by the Ctrl-C handler; the pipeline stops at the next record.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Exit status after Ctrl-C, as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -64,7 +63,10 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
         progress_bar(total)
     });
 
-    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+    // Set by the Ctrl-C handler; the pipeline stops at the next record.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
     let options = IngestOptions {
         keyless: args.keyless,
@@ -78,7 +80,7 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         lz4_mode: args.level,
-        interrupt: Some(&INTERRUPTED),
+        interrupt: Some(interrupted),
     };
     let mut on_progress = |p: &Progress| {
         if let Some(bar) = &bar {

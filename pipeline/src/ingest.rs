@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
@@ -43,7 +44,7 @@ pub struct IngestOptions {
     /// [`DEFAULT_INGEST_LEVEL`].
     pub lz4_mode: Lz4Mode,
     /// Set from a signal handler to stop the run; nothing is committed.
-    pub interrupt: Option<&'static AtomicBool>,
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Default for IngestOptions {
@@ -242,6 +243,7 @@ fn open_or_create(
 fn interrupted(options: &IngestOptions) -> bool {
     options
         .interrupt
+        .as_ref()
         .is_some_and(|flag| flag.load(Ordering::Relaxed))
 }
 

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
@@ -220,9 +221,8 @@ pub fn ingest<'py>(
         feature,
         key_feature,
     };
-    // One flag per call, for the pipeline's `&'static` interrupt: a byte leaked
-    // per ingest, so that concurrent ingests cannot stop each other.
-    let interrupt: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    // One flag per call, so that concurrent ingests cannot stop each other.
+    let interrupt = Arc::new(AtomicBool::new(false));
     let options = IngestOptions {
         keyless,
         compression: match compression {
@@ -245,7 +245,7 @@ pub fn ingest<'py>(
             None => IngestOptions::default().jobs,
         },
         lz4_mode: level_arg(level)?,
-        interrupt: Some(interrupt),
+        interrupt: Some(Arc::clone(&interrupt)),
     };
 
     let mut opened = py
@@ -256,7 +256,7 @@ pub fn ingest<'py>(
         |into, options| bcd_pipeline::ingest(opened.source.as_mut(), into, options, &mut |_| {}),
         &into,
         &options,
-        interrupt,
+        &interrupt,
     )?;
     summary_dict(py, &into, &summary)
 }
@@ -269,7 +269,7 @@ fn run_interruptibly<F>(
     run: F,
     into: &std::path::Path,
     options: &IngestOptions,
-    interrupt: &'static AtomicBool,
+    interrupt: &AtomicBool,
 ) -> PyResult<IngestSummary>
 where
     F: FnOnce(&std::path::Path, &IngestOptions) -> Result<IngestSummary, IngestError> + Send,
