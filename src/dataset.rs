@@ -76,6 +76,12 @@ pub struct OpenOptions {
     ///
     /// With both `None` the file is never written (a current one is still used).
     pub index_file_min_bytes: Option<u64>,
+    /// An existing file is rewritten to cover records committed after it only
+    /// once there are this many (or `index_file_min_bytes` of them); until then,
+    /// opening indexes those from their shards. Rewriting writes the whole file
+    /// (270 MB at 10M keys), so small appends to a large dataset do not each pay
+    /// for it. Default: 65,536 records.
+    pub index_file_min_tail: u64,
 }
 
 impl Default for OpenOptions {
@@ -83,6 +89,7 @@ impl Default for OpenOptions {
         OpenOptions {
             index_file_min_records: Some(crate::format::DEFAULT_INDEX_FILE_MIN_RECORDS),
             index_file_min_bytes: Some(crate::format::DEFAULT_INDEX_FILE_MIN_BYTES),
+            index_file_min_tail: crate::format::DEFAULT_INDEX_FILE_MIN_TAIL,
         }
     }
 }
@@ -175,10 +182,24 @@ impl Dataset {
         let OpenOptions {
             index_file_min_records,
             index_file_min_bytes,
+            index_file_min_tail,
         } = self.options;
-        let large = index_file_min_records.is_some_and(|n| self.len() as u64 >= n)
-            || index_file_min_bytes.is_some_and(|n| self.stored_bytes() >= n);
-        if large && self.index.tail_len() > 0 {
+        let over = |records: u64, bytes: u64| {
+            index_file_min_records.is_some_and(|n| records >= n)
+                || index_file_min_bytes.is_some_and(|n| bytes >= n)
+        };
+        let tail_records = self.index.tail_len() as u64;
+        if tail_records == 0 || !over(self.len() as u64, self.stored_bytes()) {
+            return;
+        }
+        // A file that covers most of the dataset is rewritten (in full) only once
+        // the records after it are worth it; until then opens index those from
+        // their shards.
+        let tail_bytes = self.index.tail_stored_bytes();
+        let rewrite = !self.index.uses_file()
+            || tail_records >= index_file_min_tail
+            || index_file_min_bytes.is_some_and(|n| tail_bytes >= n);
+        if rewrite {
             let _ = self.index.persist(&self.dir);
         }
     }

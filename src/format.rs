@@ -21,6 +21,8 @@ pub const DEFAULT_INDEX_FILE_MIN_RECORDS: u64 = 100_000;
 /// ... or whose shards hold at least this many bytes, whose keys are slow to read
 /// when not in the page cache.
 pub const DEFAULT_INDEX_FILE_MIN_BYTES: u64 = 256 << 20;
+/// An index file is rewritten once this many records were committed after it.
+pub const DEFAULT_INDEX_FILE_MIN_TAIL: u64 = 65_536;
 /// Extension of a shard's data file (records back to back).
 pub const DATA_EXTENSION: &str = "bin";
 /// Extension of a shard's index file (little-endian `u32` sizes).

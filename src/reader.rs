@@ -218,6 +218,15 @@ impl Index {
         self.layout.len - self.layout.file_records()
     }
 
+    /// Bytes of the data files of the shards the index file does not cover.
+    pub(crate) fn tail_stored_bytes(&self) -> u64 {
+        let covered = self.layout.file.as_ref().map_or(0, |f| f.shards() as usize);
+        self.layout.shards[covered..]
+            .iter()
+            .map(|s| s.data.len() as u64)
+            .sum()
+    }
+
     /// The record at `index`, which must be `< len()`.
     pub(crate) fn locate(&self, index: usize) -> Result<Location<'_>> {
         self.layout.locate(index)

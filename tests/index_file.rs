@@ -17,10 +17,12 @@ const INDEX_FILE: &str = ".bcd-index";
 const ALWAYS: OpenOptions = OpenOptions {
     index_file_min_records: Some(0),
     index_file_min_bytes: None,
+    index_file_min_tail: 0,
 };
 const NEVER: OpenOptions = OpenOptions {
     index_file_min_records: None,
     index_file_min_bytes: None,
+    index_file_min_tail: 0,
 };
 
 fn open(dir: &Path, options: OpenOptions) -> Dataset {
@@ -111,6 +113,7 @@ fn large_shards_get_a_file_whatever_the_record_count() {
     let by_bytes = |min_bytes| OpenOptions {
         index_file_min_records: None,
         index_file_min_bytes: Some(min_bytes),
+        index_file_min_tail: 0,
     };
     let stored = open(&path, NEVER).stored_bytes();
     assert!(!open(&path, by_bytes(stored + 1)).uses_index_file());
@@ -137,6 +140,49 @@ fn an_extend_folds_its_shards_into_the_file() {
     let reopened = open(&path, ALWAYS);
     assert_reads_every_record(&reopened, 1500);
     assert_eq!(fs::read(path.join(INDEX_FILE)).unwrap(), written);
+}
+
+/// Small appends to a dataset with a file leave it as it is (the records after it
+/// are indexed from their shards) until `index_file_min_tail` of them accumulate.
+#[test]
+fn the_file_is_rewritten_once_enough_records_follow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    keyed_dataset(&path, 1000, Compression::None);
+    let options = OpenOptions {
+        index_file_min_tail: 300,
+        ..ALWAYS
+    };
+    let mut dataset = open(&path, options);
+    let first = fs::read(path.join(INDEX_FILE)).unwrap();
+
+    dataset
+        .extend((1000..1200).map(|i| (key(i), value(i))))
+        .unwrap();
+    assert_eq!(fs::read(path.join(INDEX_FILE)).unwrap(), first, "200 < 300");
+    assert_reads_every_record(&dataset, 1200);
+    let error = dataset
+        .extend([(key(1100), b"again".to_vec())])
+        .unwrap_err();
+    assert!(matches!(error, Error::DuplicateKey { .. }), "{error}");
+    let reopened = open(&path, options);
+    assert!(reopened.uses_index_file());
+    assert_reads_every_record(&reopened, 1200);
+    assert_eq!(
+        fs::read(path.join(INDEX_FILE)).unwrap(),
+        first,
+        "nor on open"
+    );
+
+    dataset
+        .extend((1200..1300).map(|i| (key(i), value(i))))
+        .unwrap();
+    assert_ne!(
+        fs::read(path.join(INDEX_FILE)).unwrap(),
+        first,
+        "300 reached"
+    );
+    assert_reads_every_record(&open(&path, NEVER), 1300);
 }
 
 #[test]

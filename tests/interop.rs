@@ -1213,6 +1213,7 @@ fn reference_extending_past_the_persisted_index() {
     let always = bcd::OpenOptions {
         index_file_min_records: Some(0),
         index_file_min_bytes: None,
+        index_file_min_tail: 0,
     };
     let storage = std::sync::Arc::new(bcd::storage::FileSystem);
 

@@ -28,6 +28,7 @@ const RECORDS: usize = 60;
 const NEVER_WRITE: OpenOptions = OpenOptions {
     index_file_min_records: None,
     index_file_min_bytes: None,
+    index_file_min_tail: 0,
 };
 
 fn key(i: usize) -> Vec<u8> {
@@ -54,6 +55,7 @@ fn dataset_dir() -> &'static Path {
             let always = OpenOptions {
                 index_file_min_records: Some(0),
                 index_file_min_bytes: None,
+    index_file_min_tail: 0,
             };
             drop(Dataset::open_with(&path, always, Arc::new(FileSystem)).expect("open"));
             fs::create_dir_all(&seeds).expect("seed directory");
