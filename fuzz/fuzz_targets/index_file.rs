@@ -55,7 +55,7 @@ fn dataset_dir() -> &'static Path {
             let always = OpenOptions {
                 index_file_min_records: Some(0),
                 index_file_min_bytes: None,
-    index_file_min_tail: 0,
+                index_file_min_tail: 0,
             };
             drop(Dataset::open_with(&path, always, Arc::new(FileSystem)).expect("open"));
             fs::create_dir_all(&seeds).expect("seed directory");
