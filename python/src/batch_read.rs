@@ -34,16 +34,14 @@ unsafe impl Send for Destination {}
 
 /// The values at `indices` (each already checked to be in range), in order, as
 /// `bytes`, decompressed on up to `threads` threads with the GIL released.
+/// `stored` is their total stored size, which the caller has summed already.
 pub fn decompress_many<'py>(
     py: Python<'py>,
     dataset: &Dataset,
     indices: &[usize],
+    stored: u64,
     threads: usize,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let mut stored = 0u64;
-    for &index in indices {
-        stored += dataset.value_location(index).map_err(to_py)?.len;
-    }
     let threads = threads.clamp(1, indices.len().max(1));
     if threads == 1 || stored < PARALLEL_MIN_BYTES {
         return indices

@@ -24,7 +24,8 @@ const BATCH_RECORDS: usize = 1024;
 const BATCH_BYTES: usize = 16 << 20;
 /// `get_batch` prefetches batches whose values average at least this many bytes.
 const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
-/// Compressed values larger than this are decompressed without the GIL.
+/// Compressed values at least this large, decompressed, are decompressed without
+/// the GIL.
 const DETACH_MIN_BYTES: u64 = 64 << 10;
 
 /// An append-only, memory-mapped collection of byte blobs in the bitcask-dataset
@@ -155,15 +156,17 @@ impl PyDataset {
         dataset: &Dataset,
         index: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let location = dataset.value_location(index).map_err(to_py)?;
         match dataset.compression() {
-            Compression::None => self.views.slice(py, dataset, location),
+            Compression::None => {
+                let location = dataset.value_location(index).map_err(to_py)?;
+                self.views.slice(py, dataset, location)
+            }
             Compression::Lz4 => {
                 // Decompressed straight into the new bytes object, which nothing
                 // else can see yet, so large ones are written without the GIL.
                 let len = dataset.value_len(index).map_err(to_py)?;
                 let bytes = PyBytes::new_with(py, len, |out| {
-                    if location.len >= DETACH_MIN_BYTES {
+                    if len as u64 >= DETACH_MIN_BYTES {
                         py.detach(|| dataset.read_into(index, out))
                     } else {
                         dataset.read_into(index, out)
@@ -345,7 +348,8 @@ impl PyDataset {
                 PyList::new(py, values)
             }
             Compression::Lz4 => {
-                let values = batch_read::decompress_many(py, &dataset, &resolved, self.threads)?;
+                let values =
+                    batch_read::decompress_many(py, &dataset, &resolved, stored, self.threads)?;
                 let views = values
                     .iter()
                     .map(read_only_view)
