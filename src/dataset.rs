@@ -387,10 +387,14 @@ impl Dataset {
     pub fn value_len(&self, index: usize) -> Result<usize> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
+        self.value_len_at(index, &location)
+    }
+
+    fn value_len_at(&self, index: usize, location: &Location<'_>) -> Result<usize> {
         match self.compression() {
             Compression::None => Ok(location.stored.len()),
             Compression::Lz4 => lz4_block::declared_len(location.stored)
-                .map_err(|e| Self::corrupt(index, &location, e)),
+                .map_err(|e| Self::corrupt(index, location, e)),
         }
     }
 
@@ -398,14 +402,15 @@ impl Dataset {
     /// [`Dataset::value_len`] bytes: for callers that own the destination (a
     /// Python `bytes` object, a pinned buffer) and want no intermediate copy.
     pub fn read_into(&self, index: usize, out: &mut [u8]) -> Result<()> {
-        let len = self.value_len(index)?;
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let len = self.value_len_at(index, &location)?;
         if out.len() != len {
             return Err(Error::InvalidOption(format!(
                 "read_into: a buffer of {} bytes for a value of {len}",
                 out.len()
             )));
         }
-        let location = self.index.locate(index)?;
         match self.compression() {
             Compression::None => {
                 out.copy_from_slice(location.stored);
