@@ -1,11 +1,26 @@
 //! CSV files listing paths: each row names a file whose bytes become a value.
 //! A header row names the columns; quoting follows RFC 4180.
+//!
+//! Limits: a row (with its line break and quoting) is at most [`MAX_ROW_BYTES`];
+//! a listed path must name a regular file (or a symbolic link to one) of at most
+//! [`MAX_VALUE_SIZE`](crate::MAX_VALUE_SIZE) bytes. A FIFO, device, socket or
+//! directory is refused before it is opened for reading.
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use crate::{Origin, Record, Skipped, Source, SourceError};
+use crate::regular_file::{read_regular, ReadRegularError};
+use crate::{Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
+
+/// Longest row read: a row names one path (and a key), so anything longer is not
+/// a list of paths, and the CSV parser would hold all of it in memory.
+pub const MAX_ROW_BYTES: u64 = 1 << 20;
+/// The CSV parser's read-ahead, which [`RowGuard`] allows beyond a row's end.
+const PARSER_BUFFER: u64 = 64 << 10;
 
 /// Which columns a [`CsvSource`] uses.
 #[derive(Clone, Debug)]
@@ -32,9 +47,40 @@ impl Default for CsvOptions {
     }
 }
 
+/// A reader that fails once the CSV parser has pulled more than
+/// [`MAX_ROW_BYTES`] past the end of the last complete row, so a single giant row
+/// (or a CSV file that is `/dev/zero`) cannot grow the parser's row buffer without
+/// bound.
+struct RowGuard {
+    inner: File,
+    /// Bytes handed to the parser so far.
+    delivered: u64,
+    /// Bytes it may have in total: updated after every row.
+    allowed: Arc<AtomicU64>,
+}
+
+/// The message [`RowGuard`] fails with, recognised by [`CsvSource`].
+const ROW_TOO_LONG: &str = "row too long";
+
+impl Read for RowGuard {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let allowed = self.allowed.load(Ordering::Relaxed);
+        let room = allowed.saturating_sub(self.delivered);
+        if room == 0 {
+            return Err(io::Error::other(ROW_TOO_LONG));
+        }
+        let want = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.delivered += n as u64;
+        Ok(n)
+    }
+}
+
 struct OpenCsv {
     path: PathBuf,
-    reader: csv::Reader<File>,
+    reader: csv::Reader<RowGuard>,
+    /// Where [`RowGuard`] stops: the end of the last row plus [`MAX_ROW_BYTES`].
+    allowed: Arc<AtomicU64>,
     path_index: usize,
     key_index: Option<usize>,
     base: PathBuf,
@@ -73,19 +119,29 @@ impl CsvSource {
             path: path.clone(),
             source,
         })?;
+        let allowed = Arc::new(AtomicU64::new(MAX_ROW_BYTES + PARSER_BUFFER));
+        let guard = RowGuard {
+            inner: file,
+            delivered: 0,
+            allowed: allowed.clone(),
+        };
         let mut reader = csv::ReaderBuilder::new()
             .delimiter(self.options.delimiter)
             .has_headers(true)
-            .from_reader(file);
+            .buffer_capacity(PARSER_BUFFER as usize)
+            .from_reader(guard);
         let bad = |reason: String| SourceError::Invalid {
             file: path.display().to_string(),
             location: "line 1 (header)".into(),
             reason,
         };
-        let headers = reader
-            .byte_headers()
-            .map_err(|e| bad(e.to_string()))?
-            .clone();
+        let headers = match reader.byte_headers() {
+            Ok(headers) => headers.clone(),
+            Err(e) if is_row_too_long(&e) => {
+                return Err(row_too_long(&path, "line 1 (header)".into()))
+            }
+            Err(e) => return Err(bad(e.to_string())),
+        };
         let find = |name: &str| {
             headers.iter().position(|h| h == name.as_bytes()).ok_or_else(|| {
                 let names: Vec<String> = headers.iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect();
@@ -101,6 +157,7 @@ impl CsvSource {
         Ok(OpenCsv {
             path,
             reader,
+            allowed,
             path_index,
             key_index,
             base,
@@ -131,8 +188,17 @@ impl CsvSource {
                     continue;
                 }
                 Ok(true) => {}
+                Err(e) if is_row_too_long(&e) => {
+                    // The row that did not end starts where the parser stands.
+                    let line = csv.reader.position().line();
+                    return Some(Err(row_too_long(&csv.path, format!("line {line}"))));
+                }
                 Err(e) => return Some(Err(corrupt(e.to_string()))),
             }
+            // The parser has consumed this row: allow the next one.
+            let end = csv.reader.position().byte();
+            csv.allowed
+                .store(end + MAX_ROW_BYTES + PARSER_BUFFER, Ordering::Relaxed);
             let Some(written) = csv.row.get(csv.path_index) else {
                 return Some(Err(corrupt("the row has no path field".into())));
             };
@@ -152,14 +218,31 @@ impl CsvSource {
                 },
                 None => written.to_vec(),
             };
-            let value = match std::fs::read(&file) {
+            let value = match read_regular(&file) {
                 Ok(value) => value,
-                Err(e) => {
+                Err(ReadRegularError::Io(e)) => {
                     return Some(Err(corrupt(format!(
                         "cannot read {:?} ({}): {e}",
                         String::from_utf8_lossy(written),
                         file.display()
                     ))))
+                }
+                Err(ReadRegularError::NotRegular(kind)) => {
+                    return Some(Err(SourceError::NotRegularFile {
+                        file: csv.path.display().to_string(),
+                        location: format!("line {line}"),
+                        path: file,
+                        kind,
+                    }))
+                }
+                Err(ReadRegularError::TooLarge(size)) => {
+                    return Some(Err(SourceError::TooLarge {
+                        file: csv.path.display().to_string(),
+                        location: format!("line {line}"),
+                        what: format!("the file {}", file.display()),
+                        size,
+                        limit: MAX_VALUE_SIZE,
+                    }))
                 }
             };
             return Some(Ok(Record {
@@ -171,6 +254,20 @@ impl CsvSource {
                 },
             }));
         }
+    }
+}
+
+fn is_row_too_long(error: &csv::Error) -> bool {
+    matches!(error.kind(), csv::ErrorKind::Io(e) if e.to_string() == ROW_TOO_LONG)
+}
+
+fn row_too_long(path: &Path, location: String) -> SourceError {
+    SourceError::TooLarge {
+        file: path.display().to_string(),
+        location,
+        what: "a row".into(),
+        size: MAX_ROW_BYTES + 1,
+        limit: MAX_ROW_BYTES,
     }
 }
 

@@ -36,6 +36,36 @@ pub enum SourceError {
         /// What is wrong.
         reason: String,
     },
+    /// A path read from the input (a CSV row) names something other than a regular
+    /// file: a FIFO, device, socket or directory. It is refused without reading,
+    /// since reading it could block forever or never end.
+    #[error("{file}: {location}: {} is {kind}, not a regular file; only regular files are read", path.display())]
+    NotRegularFile {
+        /// The input file that named it.
+        file: String,
+        /// Row or line.
+        location: String,
+        /// The path, resolved.
+        path: PathBuf,
+        /// What it is ("a FIFO", "a directory", ...).
+        kind: &'static str,
+    },
+    /// A size the input declares or holds is beyond a limit of this reader (the
+    /// store's 4 GiB value limit, a Parquet page budget, a CSV row limit). Nothing
+    /// of that size was allocated.
+    #[error("{file}: {location}: {what} of {size} bytes is over the limit of {limit} bytes")]
+    TooLarge {
+        /// The input file.
+        file: String,
+        /// Row, line, record, page or byte offset.
+        location: String,
+        /// What is too large ("the value", "a page", ...).
+        what: String,
+        /// The size declared or found (at least this much).
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The user's arguments cannot work (a bad glob, a bad brace range, ...).
     #[error("{0}")]
     Usage(String),

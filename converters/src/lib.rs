@@ -25,6 +25,7 @@ pub mod dir_source;
 mod error;
 pub mod example;
 pub mod parquet_source;
+pub mod regular_file;
 pub mod tar_export;
 pub mod tar_source;
 pub mod tfrecord_source;
@@ -34,6 +35,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use error::SourceError;
+
+/// Largest value a source produces: the store records every size in a `u32`
+/// (FORMAT.md, section 3). A larger value is an error before it is read.
+pub const MAX_VALUE_SIZE: u64 = u32::MAX as u64;
 
 /// One record read from a foreign format.
 #[derive(Clone, Debug, PartialEq, Eq)]
