@@ -7,23 +7,37 @@
 //! or binary column (as bytes) or an integer column (as decimal text);
 //! dictionary-encoded columns of those types work too. Every page compression of
 //! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
+//!
+//! Memory: every page header of the columns read is checked before the row group
+//! is decoded (a page decodes to at most
+//! [`MAX_PAGE_SIZE`] bytes, and no more than its compressed bytes can expand to),
+//! binary columns are decoded as views (a dictionary value repeated by many rows is
+//! held once, not once per row), and each row group is read in batches of as many
+//! rows as fit in [`BATCH_BYTES`] by what its
+//! pages declare (at most 256 rows, at least one).
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
-use arrow_schema::DataType;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use arrow_schema::{DataType, FieldRef, Schema};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::schema::types::SchemaDescriptor;
 
+use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
 use crate::{Origin, Record, Skipped, Source, SourceError};
 
-/// Rows per decoded batch: bounds memory to this many values at a time.
-const BATCH_ROWS: usize = 256;
+pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
 /// Which columns a [`ParquetSource`] reads.
 #[derive(Clone, Debug, Default)]
@@ -38,7 +52,16 @@ pub struct ParquetOptions {
 
 struct OpenFile {
     path: PathBuf,
-    reader: ParquetRecordBatchReader,
+    file: File,
+    metadata: ArrowReaderMetadata,
+    /// The leaf columns read, and the same as a mask.
+    leaves: Vec<usize>,
+    mask: ProjectionMask,
+    /// Whether binary columns are read as views (see [`view_schema`]).
+    views: bool,
+    /// The next row group to read, and the reader of the current one.
+    next_group: usize,
+    reader: Option<ParquetRecordBatchReader>,
     batch: Option<(ArrayRef, Option<ArrayRef>)>,
     /// Next row within `batch`, and rows of the file before `batch`.
     row_in_batch: usize,
@@ -140,10 +163,10 @@ impl ParquetSource {
         };
         let file = File::open(&path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(e.to_string()))?;
-        check_chunks(&path, builder.metadata(), file_len)?;
-        let schema = builder.schema().clone();
+        let loaded = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| corrupt(e.to_string()))?;
+        check_chunks(&path, loaded.metadata(), file_len)?;
+        let schema = loaded.schema().clone();
         let find = |name: &str| {
             schema.index_of(name).map_err(|_| {
                 let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -153,26 +176,43 @@ impl ParquetSource {
                 ))
             })
         };
-        let mut roots = vec![find(&self.options.value_column)?];
+        let value = find(&self.options.value_column)?;
         check_value_type(
             &path,
             &self.options.value_column,
-            schema.field(roots[0]).data_type(),
+            schema.field(value).data_type(),
         )?;
+        let mut columns = vec![self.options.value_column.as_str()];
         if let Some(key) = &self.options.key_column {
             let index = find(key)?;
             check_key_type(&path, key, schema.field(index).data_type())?;
-            roots.push(index);
+            columns.push(key);
         }
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let reader = builder
-            .with_projection(mask)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| corrupt(e.to_string()))?;
+        // Views when the crate accepts them (it does for every type checked above);
+        // otherwise the types as written, with batches sized for copied dictionaries.
+        let viewed =
+            ArrowReaderOptions::new().with_schema(Arc::new(view_schema(&schema, &columns)));
+        let (metadata, views) =
+            match ArrowReaderMetadata::try_new(loaded.metadata().clone(), viewed) {
+                Ok(metadata) => (metadata, true),
+                Err(_) => (loaded, false),
+            };
+        let leaves = projected_leaves(
+            metadata.parquet_schema(),
+            &schema,
+            &self.options.value_column,
+            self.options.key_column.as_deref(),
+        );
+        let mask = ProjectionMask::leaves(metadata.parquet_schema(), leaves.iter().copied());
         Ok(OpenFile {
             path,
-            reader,
+            file,
+            metadata,
+            leaves,
+            mask,
+            views,
+            next_group: 0,
+            reader: None,
             batch: None,
             row_in_batch: 0,
             rows_before: 0,
@@ -186,15 +226,20 @@ impl ParquetSource {
                 .batch
                 .as_ref()
                 .map_or(0, |(values, _)| values.len() as u64);
-        let batch: RecordBatch = match file.reader.next() {
-            None => return Ok(false),
-            Some(Ok(batch)) => batch,
-            Some(Err(e)) => {
-                return Err(SourceError::Corrupt {
-                    archive: file.path.display().to_string(),
-                    location: format!("rows from {rows_so_far}"),
-                    reason: e.to_string(),
-                })
+        let batch: RecordBatch = loop {
+            if file.reader.is_none() && !Self::next_row_group(file)? {
+                return Ok(false);
+            }
+            match file.reader.as_mut().and_then(Iterator::next) {
+                None => file.reader = None,
+                Some(Ok(batch)) => break batch,
+                Some(Err(e)) => {
+                    return Err(SourceError::Corrupt {
+                        archive: file.path.display().to_string(),
+                        location: format!("rows from {rows_so_far}"),
+                        reason: e.to_string(),
+                    })
+                }
             }
         };
         let column = |name: &str| {
@@ -215,6 +260,51 @@ impl ParquetSource {
         file.rows_before = rows_so_far;
         file.batch = Some((values, keys));
         file.row_in_batch = 0;
+        Ok(true)
+    }
+
+    /// Checks the pages of the next row group's columns and starts reading it, in
+    /// batches sized by what the pages declare; false after the last row group.
+    fn next_row_group(file: &mut OpenFile) -> Result<bool, SourceError> {
+        let group = file.next_group;
+        let Some(row_group) = file.metadata.metadata().row_groups().get(group) else {
+            return Ok(false);
+        };
+        file.next_group += 1;
+        let decoding = Decoding {
+            rows: u64::try_from(row_group.num_rows()).unwrap_or(0),
+            expands_dictionary: !file.views,
+        };
+        let mut per_row = 0u64;
+        for &leaf in &file.leaves {
+            let column = row_group
+                .columns()
+                .get(leaf)
+                .ok_or_else(|| SourceError::Corrupt {
+                    archive: file.path.display().to_string(),
+                    location: format!("file metadata, row group {group}"),
+                    reason: format!("no column chunk for column {leaf}"),
+                })?;
+            let bytes = check_chunk(&file.file, column, decoding)
+                .map_err(|e| page_error(&file.path, group, column, e))?;
+            per_row = per_row.saturating_add(bytes.per_row);
+        }
+        let input = file.file.try_clone().map_err(|source| SourceError::Io {
+            path: file.path.clone(),
+            source,
+        })?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata.clone())
+                .with_projection(file.mask.clone())
+                .with_row_groups(vec![group])
+                .with_batch_size(batch_rows(per_row))
+                .build()
+                .map_err(|e| SourceError::Corrupt {
+                    archive: file.path.display().to_string(),
+                    location: format!("row group {group}"),
+                    reason: e.to_string(),
+                })?;
+        file.reader = Some(reader);
         Ok(true)
     }
 
@@ -318,6 +408,113 @@ fn check_chunks(
         }
     }
     Ok(())
+}
+
+/// A refused page as a [`SourceError`] naming the row group, column and offset.
+fn page_error(
+    path: &Path,
+    group: usize,
+    column: &ColumnChunkMetaData,
+    error: PageError,
+) -> SourceError {
+    let location = format!(
+        "row group {group}, column {}, page at byte {}",
+        column.column_path(),
+        error.offset
+    );
+    match error.kind {
+        PageErrorKind::Corrupt(reason) => SourceError::Corrupt {
+            archive: path.display().to_string(),
+            location,
+            reason,
+        },
+        PageErrorKind::TooLarge(size) => SourceError::TooLarge {
+            file: path.display().to_string(),
+            location,
+            what: "a decoded page".into(),
+            size,
+            limit: MAX_PAGE_SIZE,
+        },
+        PageErrorKind::Io(source) => SourceError::Io {
+            path: path.to_owned(),
+            source,
+        },
+    }
+}
+
+/// `data_type` with binary and string types as views, which the crate decodes
+/// without copying: a dictionary-encoded value stays in its dictionary, and a
+/// batch has no 2 GiB offset limit. A struct's `bytes` field is converted too.
+fn view_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::BinaryView,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8View,
+        DataType::Dictionary(_, inner)
+            if is_bytes_like(inner) && !matches!(**inner, DataType::FixedSizeBinary(_)) =>
+        {
+            view_type(inner)
+        }
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|field| match field.name() == "bytes" {
+                    true => with_type(field, view_type(field.data_type())),
+                    false => field.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn with_type(field: &FieldRef, data_type: DataType) -> FieldRef {
+    Arc::new(field.as_ref().clone().with_data_type(data_type))
+}
+
+/// `schema` with the named columns' binary types as views ([`view_type`]).
+fn view_schema(schema: &Schema, columns: &[&str]) -> Schema {
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match columns.contains(&field.name().as_str()) {
+            true => with_type(field, view_type(field.data_type())),
+            false => field.clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The leaf columns to decode: the key column's, and the value column's (of a
+/// struct, only its `bytes` field, not e.g. the `path` beside it).
+fn projected_leaves(
+    parquet: &SchemaDescriptor,
+    schema: &Schema,
+    value: &str,
+    key: Option<&str>,
+) -> Vec<usize> {
+    let mut value_path = vec![value.to_owned()];
+    let mut data_type = schema
+        .field_with_name(value)
+        .ok()
+        .map(|f| f.data_type().clone());
+    while let Some(DataType::Struct(fields)) = data_type {
+        value_path.push("bytes".into());
+        data_type = fields
+            .iter()
+            .find(|f| f.name() == "bytes")
+            .map(|f| f.data_type().clone());
+    }
+    parquet
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, column)| {
+            let parts = column.path().parts();
+            parts.starts_with(&value_path)
+                || key.is_some_and(|key| parts.first().is_some_and(|p| p == key))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 thread_local! {

@@ -1,0 +1,280 @@
+//! Parquet files that claim or hold more than memory should be asked for: a page
+//! header whose `uncompressed_page_size` its bytes cannot produce, a large
+//! dictionary value repeated by many rows, and large plain values. Each file is
+//! written here with the `parquet` crate (and patched where it lies), and read in
+//! a child process of this test binary under `prlimit --as`, so a reader that
+//! allocates what a file claims fails the test instead of the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, BinaryArray, DictionaryArray, Int32Array, RecordBatch};
+use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::SourceError;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+
+const MIB: usize = 1 << 20;
+/// Set in a child: the file it reads.
+const CHILD_FILE: &str = "BCD_TEST_PARQUET_CHILD_FILE";
+/// A child that runs longer than this hangs: it is killed and the test fails.
+const HANG: Duration = Duration::from_secs(120);
+
+fn properties(dictionary: bool) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_dictionary_enabled(dictionary)
+        .set_dictionary_page_size_limit(64 * MIB)
+        // No min/max of multi-megabyte values in the metadata.
+        .set_statistics_enabled(EnabledStatistics::None)
+        .build()
+}
+
+/// Writes `batches` (columns `v`, and `k` if present) to `path`.
+fn write(path: &Path, dictionary: bool, batches: impl IntoIterator<Item = RecordBatch>) {
+    let mut batches = batches.into_iter().peekable();
+    let schema = batches.peek().expect("a batch").schema();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, schema, Some(properties(dictionary))).unwrap();
+    for batch in batches {
+        writer.write(&batch).unwrap();
+    }
+    writer.close().unwrap();
+}
+
+/// A value of `len` bytes that compresses well and differs by `seed`.
+fn value(len: usize, seed: u8) -> Vec<u8> {
+    let mut value = vec![seed; len];
+    value[..8].copy_from_slice(b"VALUE-OK");
+    value
+}
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// Reads every record of `path` (value column `v`, key column `k` if `keyed`),
+/// returning how many there were, checking each value as it comes.
+fn read_all(path: &Path, keyed: bool) -> Result<u64, SourceError> {
+    let options = ParquetOptions {
+        value_column: "v".into(),
+        key_column: keyed.then(|| "k".into()),
+        skip_nulls: false,
+    };
+    let mut n = 0;
+    for record in ParquetSource::new(&[path.to_owned()], options)? {
+        let record = record?;
+        assert!(record.value.starts_with(b"VALUE-OK"), "record {n}");
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// In a child (when [`CHILD_FILE`] is set), reads the file and prints the outcome
+/// as `records=N` or `error=MESSAGE`; returns true. In the parent, returns false.
+fn child_reads() -> bool {
+    let Some(path) = std::env::var_os(CHILD_FILE) else {
+        return false;
+    };
+    let keyed = std::env::var_os("BCD_TEST_PARQUET_CHILD_KEYED").is_some();
+    match read_all(Path::new(&path), keyed) {
+        Ok(n) => println!("\n@@records={n}"),
+        Err(e) => println!("\n@@error={e}"),
+    }
+    true
+}
+
+/// Runs this binary's test `test` in a child under an address-space limit of
+/// `limit_mib`, reading `file`; returns its `records=`/`error=` line.
+fn read_in_limited_child(test: &str, file: &Path, keyed: bool, limit_mib: usize) -> String {
+    let mut command = Command::new("prlimit");
+    command
+        .arg(format!("--as={}", limit_mib * MIB))
+        .arg("--")
+        .arg(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_FILE, file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if keyed {
+        command.env("BCD_TEST_PARQUET_CHILD_KEYED", "1");
+    }
+    let mut child = command.spawn().expect("run prlimit");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > HANG {
+            let _ = child.kill();
+            panic!("the child reading {} hangs", file.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("@@"))
+        .map(str::to_owned);
+    assert!(
+        output.status.success() && line.is_some(),
+        "the child reading {} under a {limit_mib} MiB address-space limit failed ({}): {}{}",
+        file.display(),
+        output.status,
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    line.unwrap()
+}
+
+/// The offset of the first data page header of the file's first column.
+fn data_page_offset(path: &Path) -> usize {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    reader.metadata().row_group(0).column(0).data_page_offset() as usize
+}
+
+fn zigzag_varint(value: i32) -> Vec<u8> {
+    let mut n = ((value << 1) ^ (value >> 31)) as u32 as u64;
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// The recipe's file: one 128 MiB value, zstd, no dictionary; returns its path and
+/// a copy whose data page header claims 2^31-1 bytes uncompressed.
+fn one_big_value(dir: &Path) -> (PathBuf, PathBuf) {
+    let honest = dir.join("big-value.parquet");
+    let values: ArrayRef = Arc::new(BinaryArray::from(vec![&value(128 * MIB, 0)[..]]));
+    write(&honest, false, [batch(vec![("v", values)])]);
+    let mut bytes = std::fs::read(&honest).unwrap();
+    assert!(bytes.len() < 64 << 10, "{} bytes", bytes.len());
+    // PageHeader: field 1 (type, i32) = 0, then field 2 (uncompressed_page_size).
+    let at = data_page_offset(&honest);
+    assert_eq!(&bytes[at..at + 3], [0x15, 0x00, 0x15]);
+    let varint_len = 1 + bytes[at + 3..]
+        .iter()
+        .take_while(|b| *b & 0x80 != 0)
+        .count();
+    let claim = zigzag_varint(i32::MAX);
+    assert_eq!(
+        varint_len,
+        claim.len(),
+        "the claim keeps the varint's length"
+    );
+    bytes[at + 3..at + 3 + claim.len()].copy_from_slice(&claim);
+    let lying = dir.join("lying-page-size.parquet");
+    std::fs::write(&lying, bytes).unwrap();
+    (honest, lying)
+}
+
+#[test]
+fn a_page_claiming_2_gib_from_4_kb_is_refused_before_allocating() {
+    if child_reads() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (honest, lying) = one_big_value(dir.path());
+    let test = "a_page_claiming_2_gib_from_4_kb_is_refused_before_allocating";
+    let outcome = read_in_limited_child(test, &lying, false, 1024);
+    assert!(
+        outcome.starts_with("error=")
+            && outcome
+                .contains("lying-page-size.parquet: row group 0, column \"v\", page at byte 4")
+            && outcome.contains("claims 2147483647 bytes uncompressed"),
+        "{outcome}"
+    );
+    // The same value, honestly declared, is read within the same limit.
+    assert_eq!(
+        read_in_limited_child(test, &honest, false, 1024),
+        "records=1"
+    );
+    // In process: the error is typed, and names the file.
+    let error = read_all(&lying, false).unwrap_err();
+    assert!(matches!(error, SourceError::Corrupt { .. }), "{error:?}");
+}
+
+#[test]
+fn a_page_over_the_page_limit_is_refused_whatever_its_compression() {
+    // Stored uncompressed, the page holds every byte it declares.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("over-limit.parquet");
+    let big = bcd_converters::parquet_source::MAX_PAGE_SIZE as usize + 1;
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .build();
+    let values: ArrayRef = Arc::new(BinaryArray::from(vec![&value(big, 1)[..]]));
+    let file = std::fs::File::create(&path).unwrap();
+    let batch = batch(vec![("v", values)]);
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    drop(batch);
+    match read_all(&path, false).unwrap_err() {
+        SourceError::TooLarge { location, size, .. } => {
+            assert!(
+                location.starts_with("row group 0, column \"v\", page at byte"),
+                "{location}"
+            );
+            assert!(size > big as u64, "{size}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `rows` rows referencing one dictionary value of `len` bytes, keyed 0..rows.
+fn one_dictionary_value(path: &Path, len: usize, rows: i32) {
+    let dictionary: ArrayRef = Arc::new(BinaryArray::from(vec![&value(len, 2)[..]]));
+    let keys = Int32Array::from(vec![0; rows as usize]);
+    let values: ArrayRef =
+        Arc::new(DictionaryArray::<Int32Type>::try_new(keys, dictionary).unwrap());
+    let ids: ArrayRef = Arc::new(Int32Array::from((0..rows).collect::<Vec<_>>()));
+    write(path, true, [batch(vec![("k", ids), ("v", values)])]);
+}
+
+#[test]
+fn a_dictionary_value_repeated_by_every_row_is_read_within_a_memory_budget() {
+    if child_reads() {
+        return;
+    }
+    let test = "a_dictionary_value_repeated_by_every_row_is_read_within_a_memory_budget";
+    let dir = tempfile::tempdir().unwrap();
+    // 256-row batches expanded in full took 2 GiB each, past the i32 offsets.
+    let path = dir.path().join("dictionary-8mib.parquet");
+    one_dictionary_value(&path, 8 * MIB, 512);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 64 << 10, "{size} bytes");
+    assert_eq!(read_in_limited_child(test, &path, true, 512), "records=512");
+}
+
+#[test]
+fn large_plain_values_are_read_in_batches_sized_by_bytes() {
+    if child_reads() {
+        return;
+    }
+    let test = "large_plain_values_are_read_in_batches_sized_by_bytes";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plain-8mib.parquet");
+    // 300 values of 8 MiB, written 4 at a time: 256 of them are 2 GiB.
+    let batches = (0..75).map(|i| {
+        let values: Vec<Vec<u8>> = (0..4).map(|j| value(8 * MIB, (4 * i + j) as u8)).collect();
+        let values: ArrayRef = Arc::new(BinaryArray::from_iter_values(values.iter()));
+        batch(vec![("v", values)])
+    });
+    write(&path, false, batches);
+    assert_eq!(
+        read_in_limited_child(test, &path, false, 512),
+        "records=300"
+    );
+}
