@@ -9,17 +9,31 @@
 //! bytes; with [`TfRecordOptions::feature`] it is one `bytes_list` feature of the
 //! `tf.train.Example` the record holds, and [`TfRecordOptions::key_feature`] keys
 //! records by another.
+//!
+//! Limits: a record is at most [`MAX_RECORD_SIZE`] bytes. A declared length is
+//! checked before anything is allocated for it: in a plain file against the bytes
+//! that remain, in a GZIP file against what the remaining compressed bytes can
+//! decompress to (deflate expands at most [`DEFLATE_MAX_RATIO`]-fold).
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::example::{self, FeatureError};
 use crate::{Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
-pub const MAX_RECORD_SIZE: u64 = u32::MAX as u64;
+pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
+/// Deflate's largest expansion: a 258-byte match costs at least 2 bits.
+pub const DEFLATE_MAX_RATIO: u64 = 1032;
+/// Read-ahead of the compressed file, and allowance for what the decoder holds.
+const GZIP_BUFFER: u64 = 1 << 20;
+/// Memory reserved up front for a record whose length cannot be checked against
+/// the file (GZIP, a pipe): more grows as data actually arrives.
+const UNCHECKED_RESERVE: u64 = 16 << 20;
 const MASK_DELTA: u32 = 0xa282_ead8;
 
 /// What a [`TfRecordSource`] extracts from each record.
@@ -39,9 +53,27 @@ pub fn masked_crc32c(bytes: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
+/// Counts the bytes read from the compressed file under a GZIP decoder.
+struct Counted<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
 struct OpenFile {
     path: PathBuf,
     reader: Box<dyn Read + Send>,
+    /// The file's size, if it is a regular file (not a pipe).
+    file_len: Option<u64>,
+    /// Bytes of the file a GZIP decoder has read so far.
+    compressed_read: Arc<AtomicU64>,
     /// Records read so far from this file.
     record: u64,
     /// Byte offset (in the decompressed stream) of the next record.
@@ -81,7 +113,15 @@ impl TfRecordSource {
             path: path.clone(),
             source,
         };
-        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).map_err(io_error)?);
+        let file = File::open(&path).map_err(io_error)?;
+        let metadata = file.metadata().map_err(io_error)?;
+        let file_len = metadata.is_file().then_some(metadata.len());
+        let compressed_read = Arc::new(AtomicU64::new(0));
+        let counted = Counted {
+            inner: file,
+            count: compressed_read.clone(),
+        };
+        let mut reader = BufReader::with_capacity(GZIP_BUFFER as usize, counted);
         let gzip = reader
             .fill_buf()
             .map_err(io_error)?
@@ -93,6 +133,8 @@ impl TfRecordSource {
         Ok(OpenFile {
             path,
             reader,
+            file_len,
+            compressed_read,
             record: 0,
             offset: 0,
             gzip,
@@ -138,8 +180,42 @@ impl TfRecordSource {
                 format!("record of {length} bytes exceeds the 4 GiB limit"),
             ));
         }
+        // The data and its checksum must fit in what the file still holds.
+        let needed = length + 4;
+        let reserve = match (file.file_len, file.gzip) {
+            (Some(file_len), false) => {
+                let remaining = file_len.saturating_sub(file.offset + 12);
+                // Refused before reading: the same messages a read to the end gives.
+                if remaining < length {
+                    return Err(corrupt(
+                        file,
+                        format!("truncated: {remaining} of {length} data bytes"),
+                    ));
+                }
+                if needed > remaining {
+                    return Err(corrupt(
+                        file,
+                        format!("truncated: {} of the 4 checksum bytes", remaining - length),
+                    ));
+                }
+                length
+            }
+            (Some(file_len), true) => {
+                let read = file.compressed_read.load(Ordering::Relaxed);
+                let left = file_len.saturating_sub(read) + GZIP_BUFFER;
+                let most = left.saturating_mul(DEFLATE_MAX_RATIO) + GZIP_BUFFER;
+                if needed > most {
+                    return Err(corrupt(
+                        file,
+                        format!("truncated: the record claims {length} data bytes, more than the rest of the compressed file can hold"),
+                    ));
+                }
+                length.min(UNCHECKED_RESERVE)
+            }
+            (None, _) => length.min(UNCHECKED_RESERVE),
+        };
         // Grow as data arrives rather than trusting the length for the allocation.
-        let mut data = Vec::with_capacity(length.min(64 << 20) as usize);
+        let mut data = Vec::with_capacity(reserve as usize);
         let got = (&mut file.reader)
             .take(length)
             .read_to_end(&mut data)
