@@ -278,3 +278,99 @@ fn large_plain_values_are_read_in_batches_sized_by_bytes() {
         "records=300"
     );
 }
+
+/// A small dictionary-encoded file: 3 rows of values `a`, `b`, `a`.
+fn small_dictionary_file(path: &Path) {
+    let values: ArrayRef = Arc::new(BinaryArray::from(vec![
+        &b"VALUE-OK a"[..],
+        b"VALUE-OK b",
+        b"VALUE-OK a",
+    ]));
+    write(path, true, [batch(vec![("v", values)])]);
+}
+
+/// The index just past the varint at `i`.
+fn past_varint(bytes: &[u8], i: usize) -> usize {
+    i + 1 + bytes[i..].iter().take_while(|b| *b & 0x80 != 0).count()
+}
+
+/// In the page header at `at` (fields 1-3, then the struct `field`), the index of
+/// the struct's field 1 (`num_values`) varint.
+fn num_values_at(bytes: &[u8], at: usize, field: u8) -> usize {
+    let mut i = at;
+    for _ in 0..3 {
+        assert_eq!(bytes[i], 0x15, "an i32 field at {i}");
+        i = past_varint(bytes, i + 1);
+    }
+    assert_eq!(
+        bytes[i],
+        ((field - 3) << 4) | 12,
+        "struct field {field} at {i}"
+    );
+    assert_eq!(bytes[i + 1], 0x15, "its field 1");
+    i + 2
+}
+
+#[test]
+fn page_headers_that_claim_more_values_than_they_hold_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.parquet");
+    small_dictionary_file(&path);
+    assert_eq!(read_all(&path, false).unwrap(), 3);
+    let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let column = reader.metadata().row_group(0).column(0).clone();
+    let dictionary = column.dictionary_page_offset().unwrap() as usize;
+    let data = column.data_page_offset() as usize;
+    let bytes = std::fs::read(&path).unwrap();
+
+    // The dictionary page: 2 entries in 28 bytes, made to claim 63 (a one-byte varint).
+    let mut bad = bytes.clone();
+    let i = num_values_at(&bad, dictionary, 7);
+    assert_eq!(bad[i], 4, "zigzag(2)");
+    bad[i] = 126;
+    std::fs::write(&path, &bad).unwrap();
+    let error = read_all(&path, false).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!(
+            "column \"v\", page at byte {dictionary}: the dictionary page claims 63 values in"
+        )),
+        "{error}"
+    );
+
+    // The data page: 3 rows, made to claim 60 in a row group of 3.
+    let mut bad = bytes.clone();
+    let i = num_values_at(&bad, data, 5);
+    assert_eq!(bad[i], 6, "zigzag(3)");
+    bad[i] = 120;
+    std::fs::write(&path, &bad).unwrap();
+    let error = read_all(&path, false).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!(
+            "page at byte {data}: the data pages hold 60 values, more than the row group's 3 rows"
+        )),
+        "{error}"
+    );
+
+    // The footer: a length past the start of the file.
+    let mut bad = bytes.clone();
+    let n = bad.len();
+    bad[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&path, &bad).unwrap();
+    let error = read_all(&path, false).unwrap_err();
+    assert!(
+        matches!(&error, SourceError::Corrupt { location, .. } if location == "file metadata"),
+        "{error:?}"
+    );
+
+    // A page claiming more compressed bytes than its column chunk holds.
+    let mut bad = bytes;
+    let i = past_varint(&bad, past_varint(&bad, data + 1) + 1);
+    assert_eq!(bad[i], 0x15, "field 3");
+    bad[i + 1] = 0x7e; // zigzag(63), a one-byte varint like the original
+    std::fs::write(&path, &bad).unwrap();
+    let error = read_all(&path, false).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("page at byte {data}: the page claims 63 bytes")),
+        "{error}"
+    );
+}
