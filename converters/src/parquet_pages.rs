@@ -201,6 +201,11 @@ pub fn check_chunk(
                 if rows > 0 {
                     per_row = per_row.max(decoded.div_ceil(rows as u64));
                 }
+                // DELTA_BYTE_ARRAY builds each value from a prefix of the one
+                // before: every row may be as long as all the page's bytes.
+                if header.encoding == Some(DELTA_BYTE_ARRAY) {
+                    per_row = per_row.max(decoded);
+                }
             }
             // Index pages are skipped by the decoder.
             1 => {}
@@ -404,6 +409,8 @@ struct PageHeader {
     num_values: Option<i32>,
     /// `num_rows` of a v2 data page.
     num_rows: Option<i32>,
+    /// A data page's value encoding.
+    encoding: Option<i32>,
     /// A v2 data page's level bytes, stored uncompressed before the values.
     levels_len: u64,
     /// False only for a v2 data page stored uncompressed.
@@ -411,6 +418,8 @@ struct PageHeader {
 }
 
 const I32: u8 = 5;
+/// The `Encoding` number of DELTA_BYTE_ARRAY.
+const DELTA_BYTE_ARRAY: i32 = 7;
 const STRUCT: u8 = 12;
 
 /// A known field of an unexpected type is refused rather than read as the crate
@@ -443,29 +452,35 @@ impl PageHeader {
                         _ => header.compressed = value,
                     }
                 }
-                // Data page v1 (5), dictionary page (7): num_values is field 1.
+                // Data page v1 (5), dictionary page (7): num_values is field 1,
+                // a v1 page's encoding field 2.
                 5 | 7 => {
                     expect(kind, STRUCT)?;
-                    input.each_field(depth + 1, |input, id, kind, depth| {
-                        if id == 1 {
+                    input.each_field(depth + 1, |input, field, kind, depth| match field {
+                        1 => {
                             expect(kind, I32)?;
                             header.num_values = Some(input.i32()?);
                             Ok(())
-                        } else {
-                            input.skip_value(kind, depth)
                         }
+                        2 if id == 5 => {
+                            expect(kind, I32)?;
+                            header.encoding = Some(input.i32()?);
+                            Ok(())
+                        }
+                        _ => input.skip_value(kind, depth),
                     })?;
                 }
                 8 => {
                     expect(kind, STRUCT)?;
                     input.each_field(depth + 1, |input, id, kind, depth| {
                         match id {
-                            1 | 3 | 5 | 6 => {
+                            1 | 3..=6 => {
                                 expect(kind, I32)?;
                                 let value = input.i32()?;
                                 match id {
                                     1 => header.num_values = Some(value),
                                     3 => header.num_rows = Some(value),
+                                    4 => header.encoding = Some(value),
                                     5 => v2_def = value,
                                     _ => v2_rep = value,
                                 }

@@ -374,3 +374,50 @@ fn page_headers_that_claim_more_values_than_they_hold_are_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn delta_byte_array_values_rebuilt_from_prefixes_are_read_within_a_memory_budget() {
+    if child_reads() {
+        return;
+    }
+    let test = "delta_byte_array_values_rebuilt_from_prefixes_are_read_within_a_memory_budget";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("delta.parquet");
+    // 300 equal 4 MiB values in one page: the first whole, each other one "all of
+    // the previous value", so 4 MiB of page decodes to 1.2 GB.
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_dictionary_enabled(false)
+        .set_encoding(parquet::basic::Encoding::DELTA_BYTE_ARRAY)
+        .set_data_page_size_limit(1 << 30)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .build();
+    let one = value(4 * MIB, 3);
+    let file = std::fs::File::create(&path).unwrap();
+    let mut writer = None;
+    for _ in 0..75 {
+        let values: ArrayRef = Arc::new(BinaryArray::from(vec![&one[..]; 4]));
+        let batch = batch(vec![("v", values)]);
+        let writer = writer.get_or_insert_with(|| {
+            ArrowWriter::try_new(
+                file.try_clone().unwrap(),
+                batch.schema(),
+                Some(properties.clone()),
+            )
+            .unwrap()
+        });
+        writer.write(&batch).unwrap();
+    }
+    writer.unwrap().close().unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let column = reader.metadata().row_group(0).column(0).clone();
+    assert!(
+        column.uncompressed_size() < 8 << 20,
+        "{}",
+        column.uncompressed_size()
+    );
+    assert_eq!(
+        read_in_limited_child(test, &path, false, 512),
+        "records=300"
+    );
+}
