@@ -45,3 +45,59 @@ write("open_dataset", "keyless_repaired",
 manifest = b'{"keyed": false, "compression": "lz4", "shards": 1}'
 write("open_dataset", "verbatim_manifest",
       bytes([0x10]) + section(manifest) + section(struct.pack("<I", len(match))) + section(match))
+
+# The converters' readers: seeds from the repository's fixtures (fixtures/).
+fixtures = corpus.parent.parent / "fixtures"
+
+
+def masked_crc(data):
+    # CRC32C (Castagnoli), then TensorFlow's mask.
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xFFFFFFFF
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tf_frame(data):
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
+
+
+def field(number, payload):
+    out = bytes([number << 3 | 2])
+    n = len(payload)
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n]) + payload
+
+
+def example(features):
+    entries = b"".join(
+        field(1, field(1, name) + field(2, field(1, field(1, value)))) for name, value in features
+    )
+    return field(1, entries)
+
+
+# tfrecord_source: flag byte (bit 0 gzip, bit 1 feature "f", bit 2 key "k"), then the file.
+record = example([(b"f", b"value bytes"), (b"k", b"key-1")])
+write("tfrecord_source", "plain", bytes([0]) + tf_frame(b"first") + tf_frame(b""))
+write("tfrecord_source", "features_gzip", bytes([1 | 2 | 4]) + tf_frame(record) * 2)
+for path in sorted((fixtures / "tfrecord").glob("*.tfrecord*")):
+    write("tfrecord_source", "fixture-" + path.name, bytes([0]) + path.read_bytes())
+
+# tf_example: a byte n, n % 16 bytes of name, the message.
+write("tf_example", "two_features", bytes([1]) + b"f" + record)
+write("tf_example", "two_values", bytes([1]) + b"x" + example([(b"x", b"a")]) + field(1, field(1, field(1, b"x"))))
+
+# csv_source: flag byte (bits 0-1 delimiter , ; tab |; bit 2 key column id), the CSV.
+write("csv_source", "plain", bytes([0]) + b"path\na\nb\nd/c\nl\n")
+write("csv_source", "keyed", bytes([4]) + b'id,path\n1,a\n2,"d/c"\n3,l\n')
+write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
+
+# parquet_source: the file itself.
+for path in sorted((fixtures / "parquet").glob("*.parquet")):
+    write("parquet_source", path.name, path.read_bytes())
