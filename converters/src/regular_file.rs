@@ -111,7 +111,7 @@ mod tests {
             std::os::unix::fs::symlink(&file, &link).unwrap();
             assert_eq!(read_regular(&link).unwrap(), b"abc");
             assert!(matches!(
-                read_regular(Path::new("/dev/zero")),
+                read_regular(Path::new("/dev/null")),
                 Err(ReadRegularError::NotRegular("a character device"))
             ));
         }

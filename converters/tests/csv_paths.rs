@@ -57,16 +57,19 @@ fn assert_refused(error: SourceError, csv: &Path, line: u64, path: &Path, kind: 
 }
 
 #[test]
-fn dev_zero_is_refused_unread_naming_the_csv_line_and_path() {
+fn a_device_is_refused_unread_naming_the_csv_line_and_path() {
+    // /dev/null rather than /dev/zero: should this regress, the test fails at
+    // once instead of reading until memory runs out (the CLI's test reads
+    // /dev/zero's recipe under an address-space limit).
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ok.txt"), b"ok").unwrap();
-    let list = csv(dir.path(), &["ok.txt", "/dev/zero"]);
+    let list = csv(dir.path(), &["ok.txt", "/dev/null"]);
     let error = read(&list).unwrap_err();
     assert_refused(
         error,
         &list,
         3,
-        Path::new("/dev/zero"),
+        Path::new("/dev/null"),
         "a character device",
     );
 }
@@ -106,7 +109,7 @@ fn directories_and_sockets_are_refused_and_links_to_files_are_read() {
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     std::fs::write(dir.path().join("real.txt"), b"real").unwrap();
     std::os::unix::fs::symlink(dir.path().join("real.txt"), dir.path().join("link")).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero-link")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", dir.path().join("null-link")).unwrap();
     let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
 
     let list = csv(dir.path(), &["link", "real.txt"]);
@@ -114,7 +117,7 @@ fn directories_and_sockets_are_refused_and_links_to_files_are_read() {
     for (row, kind) in [
         ("sub", "a directory"),
         ("sock", "a socket"),
-        ("zero-link", "a character device"),
+        ("null-link", "a character device"),
     ] {
         let list = csv(dir.path(), &["real.txt", row]);
         assert_refused(
@@ -176,8 +179,11 @@ fn a_row_over_the_row_limit_is_an_error_not_a_growing_buffer() {
         .unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].key, key.as_bytes());
-    // The CSV file itself may be endless: its header is bounded the same way.
-    let error = read(Path::new("/dev/zero")).unwrap_err();
+    // The header row is bounded the same way (a CSV file that is endless, such
+    // as /dev/zero, ends there too).
+    let header = dir.path().join("header.csv");
+    std::fs::write(&header, "h".repeat(2 * MAX_ROW_BYTES as usize)).unwrap();
+    let error = read(&header).unwrap_err();
     assert!(
         matches!(&error, SourceError::TooLarge { location, .. } if location == "line 1 (header)"),
         "{error:?}"
