@@ -24,6 +24,7 @@ pub mod csv_source;
 pub mod dir_source;
 mod error;
 pub mod example;
+mod parquet_columns;
 mod parquet_pages;
 pub mod parquet_source;
 pub mod regular_file;
