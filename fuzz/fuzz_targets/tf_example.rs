@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
     match bytes_feature(message, &name) {
         Ok(value) => {
             assert!(value.len() <= message.len());
-            assert!(message.windows(value.len().max(1)).any(|w| w.starts_with(&value)));
+            assert!(message
+                .windows(value.len().max(1))
+                .any(|w| w.starts_with(&value)));
         }
         Err(FeatureError::Missing(missing)) => assert_eq!(missing, name),
         Err(FeatureError::NotOneValue(_, count)) => assert_ne!(count, 1),
