@@ -70,6 +70,16 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The persisted index file (`.bcd-index`) does not describe the shards it
+    /// claims to: it was damaged or written by someone else. It is a cache: deleting
+    /// it loses nothing, and the next open rebuilds it.
+    #[error("{}: the persisted index does not match the shards ({reason}); delete it, and the next open rebuilds it", path.display())]
+    CorruptIndexFile {
+        /// The index file.
+        path: PathBuf,
+        /// What disagrees.
+        reason: String,
+    },
     /// One stored value cannot be decoded.
     #[error("{}: record {record} (dataset index {index}, byte offset {offset}): {reason}", path.display())]
     CorruptValue {

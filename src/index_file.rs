@@ -230,6 +230,93 @@ impl IndexFile {
             .map(|e| (u64_at(e, 0), u64_at(e, 8)))
     }
 
+    /// Checks that covered shard `id`'s recorded starts are the ones its sizes
+    /// imply: its first record starts at byte 0, each next one where the one before
+    /// ends, and the last ends at `data_len`. `record_len(local)` is record
+    /// `local`'s key plus value size from the shard's `.idx`. A file that passes
+    /// locates every record of the shard exactly where a reader without it would;
+    /// the whole-file checksum cannot promise that, since a hostile writer can
+    /// recompute it.
+    pub(crate) fn check_starts(
+        &self,
+        id: u64,
+        record_len: impl Fn(u64) -> u64,
+        data_len: u64,
+    ) -> Result<(), String> {
+        let (first, next) = (self.first(id), self.first(id + 1));
+        let mut expected = 0u64;
+        for record in first..next {
+            let start = self.start(record as usize);
+            if start != expected {
+                return Err(format!(
+                    "it puts record {} of shard {id} (dataset index {record}) at byte {start}, but the shard's sizes put it at byte {expected}",
+                    record - first
+                ));
+            }
+            // Cannot overflow: at most 2^32 records of at most 2^33 bytes.
+            expected += record_len(record - first);
+        }
+        if expected != data_len {
+            return Err(format!(
+                "its records of shard {id} end at byte {expected}, but the data file has {data_len} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the key table against the keys: `key_hash(record)` is the hash of
+    /// record `record`'s key (`None` if it cannot be read). The entries must be
+    /// sorted and unique, each in its bucket, and hold every covered record once
+    /// with its key's hash: then a lookup finds every key, as without the file.
+    pub(crate) fn check_table(
+        &self,
+        mut key_hash: impl FnMut(u64) -> Option<u64>,
+    ) -> Result<(), String> {
+        let records = self.records();
+        let bucket_start = |bucket: usize| u64_at(&self.map, self.buckets_at + bucket * 8);
+        let buckets = 1usize << self.bucket_bits;
+        if bucket_start(0) != 0 || bucket_start(buckets) != records {
+            return Err(format!(
+                "its buckets span entries {}..{}, not the {records} records",
+                bucket_start(0),
+                bucket_start(buckets)
+            ));
+        }
+        let mut bucket = 0usize;
+        let mut previous: Option<(u64, u64)> = None;
+        for (position, (hash, record)) in self.entries().enumerate() {
+            let position = position as u64;
+            if previous.is_some_and(|p| p >= (hash, record)) {
+                return Err(format!(
+                    "key table entry {position} (record {record}) is out of order or repeated"
+                ));
+            }
+            previous = Some((hash, record));
+            while bucket < buckets && bucket_start(bucket + 1) <= position {
+                bucket += 1;
+            }
+            if bucket_of(hash, self.bucket_bits) != bucket || bucket_start(bucket) > position {
+                return Err(format!(
+                    "key table entry {position} (record {record}) is not in its hash's bucket"
+                ));
+            }
+            if record >= records {
+                return Err(format!(
+                    "key table entry {position} names record {record}, past the {records} it covers"
+                ));
+            }
+            if key_hash(record) != Some(hash) {
+                return Err(format!(
+                    "key table entry {position} gives record {record} a hash its key does not have"
+                ));
+            }
+        }
+        // Sorted, unique pairs whose hash is their record's: each record appears at
+        // most once, and with `records` entries (the parse checked the length),
+        // exactly once.
+        Ok(())
+    }
+
     /// Writes an index file for `dir` atomically: a temporary file, synced, then
     /// renamed over the old one. `firsts` has one entry per shard plus the record
     /// count; `entries` holds `(hash, record)` sorted, one per record, when keyed.

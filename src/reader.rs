@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
@@ -27,6 +28,25 @@ pub(crate) struct Shard {
     /// Dataset index of the shard's first record.
     pub(crate) first: u64,
     stamp: ShardStamp,
+    /// For a shard the index file covers: whether the file's record starts agree
+    /// with this shard's sizes, checked on the first read of the shard (see
+    /// [`IndexFile::check_starts`]).
+    starts_checked: OnceLock<Result<(), String>>,
+}
+
+impl Shard {
+    /// Key and value size of record `local`, from the `.idx` (zero past its end).
+    fn sizes_of(&self, keyed: bool, local: usize) -> (u64, u64) {
+        let fields = index_fields(keyed);
+        let entry = local * fields * INDEX_FIELD_SIZE;
+        let size = |field: usize| -> u64 {
+            let at = entry + field * INDEX_FIELD_SIZE;
+            self.sizes
+                .get(at..at + INDEX_FIELD_SIZE)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+        };
+        (if keyed { size(0) } else { 0 }, size(fields - 1))
+    }
 }
 
 /// Where records are, without the key table (split out so the table can be
@@ -80,20 +100,13 @@ impl Layout {
             .saturating_sub(1);
         let shard = &self.shards[shard_id];
         let local = index - shard.first as usize;
-        let fields = index_fields(self.keyed);
-        let entry = local * fields * INDEX_FIELD_SIZE;
-        let size = |field: usize| -> u64 {
-            let at = entry + field * INDEX_FIELD_SIZE;
-            shard
-                .sizes
-                .get(at..at + INDEX_FIELD_SIZE)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-        };
-        let key_size = if self.keyed { size(0) } else { 0 };
-        let value_size = size(fields - 1);
+        let (key_size, value_size) = shard.sizes_of(self.keyed, local);
         let file_records = self.file_records();
         let start = match &self.file {
-            Some(file) if index < file_records => file.start(index),
+            Some(file) if index < file_records => {
+                self.check_covered(file, shard_id)?;
+                file.start(index)
+            }
             _ => self.tail_starts[index - file_records],
         };
         let key_end = start.checked_add(key_size);
@@ -115,6 +128,27 @@ impl Layout {
             }),
             _ => Err(self.bad_location(shard, local)),
         }
+    }
+
+    /// Checks, once per shard, that the index file locates shard `id`'s records
+    /// where its sizes do, so that a damaged or hostile file can never present one
+    /// record as another.
+    fn check_covered(&self, file: &IndexFile, id: usize) -> Result<()> {
+        let shard = &self.shards[id];
+        let checked = shard.starts_checked.get_or_init(|| {
+            file.check_starts(
+                id as u64,
+                |local| {
+                    let (key, value) = shard.sizes_of(self.keyed, local as usize);
+                    key + value
+                },
+                shard.data.len() as u64,
+            )
+        });
+        checked.clone().map_err(|reason| Error::CorruptIndexFile {
+            path: IndexFile::path(shard.path.parent().unwrap_or(Path::new("."))),
+            reason,
+        })
     }
 
     fn bad_location(&self, shard: &Shard, local: usize) -> Error {
@@ -189,6 +223,7 @@ impl Index {
                 sizes: sizes_map,
                 first: file.first(id),
                 stamp,
+                starts_checked: OnceLock::new(),
             });
         }
         self.layout.len = file.records() as usize;
@@ -358,6 +393,7 @@ impl Index {
                 sizes,
                 first,
                 stamp,
+                starts_checked: OnceLock::new(),
             });
             self.layout.len += records;
             if keyed {
@@ -367,6 +403,27 @@ impl Index {
                     None => self.read_keys(first as usize, read),
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the persisted index file, if one is used, against every shard it
+    /// covers: record starts and, for keyed datasets, the key table. Reads every
+    /// covered key.
+    pub(crate) fn verify_file(&self, dir: &Path) -> Result<()> {
+        let layout = &self.layout;
+        let Some(file) = &layout.file else {
+            return Ok(());
+        };
+        for id in 0..file.shards() as usize {
+            layout.check_covered(file, id)?;
+        }
+        if layout.keyed {
+            file.check_table(|record| layout.key(record as usize).map(index_file::hash_key))
+                .map_err(|reason| Error::CorruptIndexFile {
+                    path: IndexFile::path(dir),
+                    reason,
+                })?;
         }
         Ok(())
     }

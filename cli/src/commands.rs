@@ -148,6 +148,10 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
                 .join(", ")
         );
     }
+    if let [bcd::Error::CorruptIndexFile { .. }] = problems.as_slice() {
+        eprintln!("bcd: verify failed: the persisted index is wrong");
+        return Ok(ExitCode::FAILURE);
+    }
     if !problems.is_empty() {
         eprintln!(
             "bcd: verify failed: {} of {} records cannot be decoded",
