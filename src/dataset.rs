@@ -200,7 +200,7 @@ impl Dataset {
             || tail_records >= index_file_min_tail
             || index_file_min_bytes.is_some_and(|n| tail_bytes >= n);
         if rewrite {
-            let _ = self.index.persist(&self.dir);
+            let _ = self.index.persist(self.storage.as_ref(), &self.dir);
         }
     }
 

@@ -10,8 +10,8 @@
 //! shards (locations are bounds-checked against the mapped shard), and a lookup
 //! only returns a record whose key bytes in the shard equal the key asked for.
 
-use std::fs::{self, File, Metadata};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::fs::{File, Metadata};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -19,6 +19,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::format::{index_fields, INDEX_FIELD_SIZE, INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX};
 use crate::mapping::Mapping;
+use crate::storage::Storage;
 
 const MAGIC: [u8; 8] = *b"BCDINDX1";
 const VERSION: u32 = 1;
@@ -317,40 +318,33 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Writes an index file for `dir` atomically: a temporary file, synced, then
-    /// renamed over the old one. `firsts` has one entry per shard plus the record
-    /// count; `entries` holds `(hash, record)` sorted, one per record, when keyed.
-    pub(crate) fn write(
+    /// Writes an index file for `dir` atomically through `storage`: a temporary
+    /// file, synced, then renamed over the old one. `firsts` has one entry per
+    /// shard plus the record count; `starts` yields each record's start (it is
+    /// run twice: once to compute the checksum, which sits in the header, and once
+    /// to write); `entries` holds `(hash, record)` sorted, one per record, when
+    /// keyed. The directory is not synced: the file is a cache, and a rename lost
+    /// to a power failure only means it is rebuilt.
+    pub(crate) fn write<I: Iterator<Item = u64>>(
+        storage: &dyn Storage,
         dir: &Path,
         keyed: bool,
         stamps: &[ShardStamp],
         firsts: &[u64],
-        starts: impl Iterator<Item = u64>,
+        starts: impl Fn() -> I,
         entries: &[(u64, u64)],
     ) -> io::Result<()> {
         let records = firsts.last().copied().unwrap_or(0);
         let bucket_bits = if keyed { bucket_bits_for(records) } else { 0 };
-        let temporary = dir.join(format!(
-            "{INDEX_FILE_TMP_PREFIX}{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos())
-        ));
-        let result = (|| {
-            let file = File::create(&temporary)?;
-            let mut out = HashingWriter {
-                inner: BufWriter::with_capacity(1 << 20, file),
-                hasher: Xxh3::new(),
-            };
-            let mut header = [0u8; HEADER_SIZE];
-            header[..8].copy_from_slice(&MAGIC);
-            header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-            header[12..16].copy_from_slice(&u32::from(keyed).to_le_bytes());
-            header[16..24].copy_from_slice(&(stamps.len() as u64).to_le_bytes());
-            header[24..32].copy_from_slice(&records.to_le_bytes());
-            header[32..40].copy_from_slice(&u64::from(bucket_bits).to_le_bytes());
-            let mut table = Vec::with_capacity(stamps.len() * SHARD_ENTRY_SIZE);
+        let mut header = [0u8; HEADER_SIZE];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        header[12..16].copy_from_slice(&u32::from(keyed).to_le_bytes());
+        header[16..24].copy_from_slice(&(stamps.len() as u64).to_le_bytes());
+        header[24..32].copy_from_slice(&records.to_le_bytes());
+        header[32..40].copy_from_slice(&u64::from(bucket_bits).to_le_bytes());
+        let body = |out: &mut dyn Write, header: &[u8]| -> io::Result<()> {
+            out.write_all(header)?;
             for (stamp, first) in stamps.iter().zip(firsts) {
                 for field in [
                     *first,
@@ -359,12 +353,10 @@ impl IndexFile {
                     stamp.data_mtime_ns,
                     stamp.index_mtime_ns,
                 ] {
-                    table.extend_from_slice(&field.to_le_bytes());
+                    out.write_all(&field.to_le_bytes())?;
                 }
             }
-            out.write_all(&header)?;
-            out.write_all(&table)?;
-            for start in starts {
+            for start in starts() {
                 out.write_all(&start.to_le_bytes())?;
             }
             if keyed {
@@ -383,15 +375,35 @@ impl IndexFile {
                     out.write_all(&record.to_le_bytes())?;
                 }
             }
-            let sum = out.hasher.digest();
-            let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
-            file.seek(SeekFrom::Start(CHECKSUM_AT as u64))?;
-            file.write_all(&sum.to_le_bytes())?;
-            file.sync_all()?;
-            fs::rename(&temporary, Self::path(dir))
+            Ok(())
+        };
+        // First pass: the checksum, with its own field as zero.
+        let mut hashing = HashingWriter {
+            inner: io::sink(),
+            hasher: Xxh3::new(),
+        };
+        body(&mut hashing, &header)?;
+        let sum = hashing.hasher.digest();
+        header[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&sum.to_le_bytes());
+
+        let temporary = dir.join(format!(
+            "{INDEX_FILE_TMP_PREFIX}{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        let result = (|| {
+            let file = storage.create(&temporary)?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            body(&mut out, &header)?;
+            let mut file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync()?;
+            drop(file);
+            storage.rename(&temporary, &Self::path(dir))
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&temporary);
+            let _ = storage.remove(&temporary);
         }
         result
     }
@@ -465,6 +477,8 @@ pub(crate) fn bucket_of(hash: u64, bits: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::FileSystem;
+    use std::fs;
 
     #[test]
     fn bucket_bits_grow_with_the_record_count() {
@@ -495,11 +509,12 @@ mod tests {
         entries.sort_unstable();
         let stamps = [stamp(8 * 600), stamp(8 * 400)];
         IndexFile::write(
+            &FileSystem,
             dir.path(),
             true,
             &stamps,
             &[0, 600, 1000],
-            (0..records).map(|r| r * 3),
+            || (0..records).map(|r| r * 3),
             &entries,
         )
         .unwrap();
@@ -537,11 +552,12 @@ mod tests {
         let mut entries: Vec<(u64, u64)> = (0..64u64).map(|r| (hash_key(&[r as u8]), r)).collect();
         entries.sort_unstable();
         IndexFile::write(
+            &FileSystem,
             dir.path(),
             true,
             &[stamp(8 * 64)],
             &[0, 64],
-            0..64,
+            || 0..64,
             &entries,
         )
         .unwrap();

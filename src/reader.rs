@@ -16,6 +16,7 @@ use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
 use crate::index_file::{self, IndexFile, ShardStamp};
 use crate::key_table::{merge_sorted, KeyTable};
 use crate::mapping::Mapping;
+use crate::storage::Storage;
 
 /// One committed shard, mapped.
 #[derive(Debug)]
@@ -516,7 +517,7 @@ impl Index {
 
     /// Writes an index file covering every loaded shard and switches to it,
     /// dropping the in-memory tail. Nothing changes on error.
-    pub(crate) fn persist(&mut self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn persist(&mut self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
         let layout = &self.layout;
         let mut entries = Vec::new();
         if layout.keyed {
@@ -531,11 +532,21 @@ impl Index {
         let mut firsts: Vec<u64> = layout.shards.iter().map(|s| s.first).collect();
         firsts.push(layout.len as u64);
         let file_records = layout.file_records();
-        let starts = (0..layout.len).map(|i| match &layout.file {
-            Some(file) if i < file_records => file.start(i),
-            _ => layout.tail_starts[i - file_records],
-        });
-        IndexFile::write(dir, layout.keyed, &stamps, &firsts, starts, &entries)?;
+        let starts = || {
+            (0..layout.len).map(move |i| match &layout.file {
+                Some(file) if i < file_records => file.start(i),
+                _ => layout.tail_starts[i - file_records],
+            })
+        };
+        IndexFile::write(
+            storage,
+            dir,
+            layout.keyed,
+            &stamps,
+            &firsts,
+            starts,
+            &entries,
+        )?;
         drop(entries);
 
         // Another process may have replaced it meanwhile: switch only to a file
