@@ -34,7 +34,7 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod reader;
-pub mod shard_writer;
+mod shard_writer;
 pub mod storage;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
