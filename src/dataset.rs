@@ -502,21 +502,7 @@ impl Dataset {
     /// beyond the manifest's count and the temporary manifest. Readers ignore them and
     /// the next extend overwrites them; they are safe to delete while no one writes.
     pub fn uncommitted_files(&self) -> Result<Vec<PathBuf>> {
-        let mut found = Vec::new();
-        let entries = fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", &self.dir, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let leftover = name == crate::format::MANIFEST_TMP_NAME
-                || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
-                || crate::format::parse_shard_name(name).is_some_and(|id| id >= self.shards());
-            if leftover {
-                found.push(entry.path());
-            }
-        }
-        found.sort();
-        Ok(found)
+        uncommitted_files_in(&self.dir, self.shards())
     }
 
     /// Checks the persisted index file against the shards it covers, then decodes
@@ -549,6 +535,26 @@ impl Dataset {
             reason: error.0,
         }
     }
+}
+
+/// The files of `dir` left by interrupted writes, given `shards` committed shards
+/// (see [`Dataset::uncommitted_files`]).
+pub(crate) fn uncommitted_files_in(dir: &Path, shards: u64) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let leftover = name == crate::format::MANIFEST_TMP_NAME
+            || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
+            || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards);
+        if leftover {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -151,6 +151,15 @@ pub enum Error {
         /// What changed.
         reason: String,
     },
+    /// [`Dataset::remove_empty`](crate::Dataset::remove_empty) found committed
+    /// records (another writer added them): nothing was removed.
+    #[error("{}: not removed: it holds {shards} committed shard(s)", path.display())]
+    NotEmpty {
+        /// The dataset directory.
+        path: PathBuf,
+        /// Shards the manifest commits.
+        shards: u64,
+    },
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,

@@ -36,6 +36,7 @@ mod mapping;
 mod reader;
 mod shard_writer;
 pub mod storage;
+mod teardown;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]

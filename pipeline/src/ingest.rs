@@ -140,9 +140,11 @@ pub fn ingest(
     let mut summary = match result {
         Ok(summary) => summary,
         Err(error) => {
-            drop(dataset);
             if let Some(created) = created {
-                created.undo(dir);
+                // Best effort: the run's error is what the caller needs to see, and
+                // an empty dataset left behind (say, on a read-only disk) holds no
+                // records.
+                let _ = dataset.remove_empty(created.made_directory);
             }
             return Err(error);
         }
@@ -155,18 +157,6 @@ pub fn ingest(
 /// What `open_or_create` made, so a failed run can remove it.
 struct Created {
     made_directory: bool,
-}
-
-impl Created {
-    /// Removes the empty dataset this run created (best effort; it holds no records).
-    fn undo(self, dir: &Path) {
-        for name in [bcd::format::MANIFEST_NAME, bcd::format::LOCK_NAME] {
-            let _ = fs::remove_file(dir.join(name));
-        }
-        if self.made_directory {
-            let _ = fs::remove_dir(dir);
-        }
-    }
 }
 
 fn is_empty_dir(dir: &Path) -> Result<Option<bool>, IngestError> {
