@@ -155,14 +155,39 @@ impl Extend<'_> {
 
     /// Whether `key` is committed or already pushed in this extend.
     pub fn contains_key(&self, key: &[u8]) -> bool {
-        self.dataset.contains(key) || self.pending(key)
+        self.contains_hashed(self.dataset.index.hash_key(key), key)
     }
 
-    fn pending(&self, key: &[u8]) -> bool {
-        let hash = self.dataset.index.hash_key(key);
-        self.new_keys
-            .find(hash, |(h, k)| *h == hash && &**k == key)
-            .is_some()
+    /// [`Extend::contains_key`] for a key whose index hash is `hash`.
+    fn contains_hashed(&self, hash: u64, key: &[u8]) -> bool {
+        self.dataset.index.position_hashed(hash, key).is_some()
+            || self
+                .new_keys
+                .find(hash, |(h, k)| *h == hash && &**k == key)
+                .is_some()
+    }
+
+    /// Each key's index hash (computed once per key, for the checks and the
+    /// commit's index alike), and whether it is a duplicate: committed, pushed
+    /// earlier in this extend, or earlier in `records`.
+    fn classify<K: AsRef<[u8]>, V>(&self, records: &[(K, V)]) -> (Vec<u64>, Vec<bool>) {
+        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::with_capacity(records.len());
+        let mut hashes = Vec::with_capacity(records.len());
+        let mut duplicate = Vec::with_capacity(records.len());
+        for (key, _) in records {
+            let key = key.as_ref();
+            let hash = self.dataset.index.hash_key(key);
+            let seen = self.contains_hashed(hash, key)
+                || batch_keys
+                    .find(hash, |(h, k)| *h == hash && *k == key)
+                    .is_some();
+            if !seen {
+                batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
+            }
+            hashes.push(hash);
+            duplicate.push(seen);
+        }
+        (hashes, duplicate)
     }
 
     /// Adds a record to a keyed dataset, compressing the value if the dataset does.
@@ -192,26 +217,60 @@ impl Extend<'_> {
     /// key writes none of the batch and leaves the extend usable.
     pub fn push_batch<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, records: &[(K, V)]) -> Result<()> {
         self.check_usable(true)?;
-        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::new();
-        for (key, value) in records {
-            let key = key.as_ref();
-            self.check_new_key(key)?;
-            let hash = self.dataset.index.hash_key(key);
-            if batch_keys
-                .find(hash, |(h, k)| *h == hash && *k == key)
-                .is_some()
-            {
-                return Err(Error::DuplicateKey {
-                    key: DisplayKey(key.to_vec()),
-                });
-            }
-            batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
+        let (hashes, duplicate) = self.classify(records);
+        if let Some(at) = duplicate.iter().position(|&d| d) {
+            return Err(Error::DuplicateKey {
+                key: DisplayKey(records[at].0.as_ref().to_vec()),
+            });
+        }
+        self.push_classified(records, &hashes, &duplicate)
+    }
+
+    /// Like [`Extend::push_batch`], but a record whose key is a duplicate
+    /// (committed, pushed earlier in this extend, or earlier in `records`) is left
+    /// out instead of failing the batch: the first occurrence wins. Returns the
+    /// positions in `records` left out, in order. Each key is hashed once.
+    pub fn push_batch_skipping_duplicates<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        records: &[(K, V)],
+    ) -> Result<Vec<usize>> {
+        self.check_usable(true)?;
+        let (hashes, duplicate) = self.classify(records);
+        self.push_classified(records, &hashes, &duplicate)?;
+        Ok(duplicate
+            .iter()
+            .enumerate()
+            .filter_map(|(at, &d)| d.then_some(at))
+            .collect())
+    }
+
+    /// Writes the records of `records` not marked `skip`, with their `hashes`.
+    fn push_classified<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        records: &[(K, V)],
+        hashes: &[u64],
+        skip: &[bool],
+    ) -> Result<()> {
+        let kept = || {
+            records
+                .iter()
+                .zip(skip)
+                .filter(|(_, &skip)| !skip)
+                .map(|(record, _)| record)
+        };
+        for (key, value) in kept() {
+            ShardWriter::check_sizes(key.as_ref(), &[])?;
             self.check_value(value.as_ref())?;
         }
-        let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_ref()).collect();
+        let values: Vec<&[u8]> = kept().map(|(_, v)| v.as_ref()).collect();
         let stored = self.encode_many(&values)?;
-        for ((key, _), stored) in records.iter().zip(&stored) {
-            self.write(key.as_ref(), stored)?;
+        let kept_hashes = hashes
+            .iter()
+            .zip(skip)
+            .filter(|(_, &s)| !s)
+            .map(|(h, _)| *h);
+        for (((key, _), stored), hash) in kept().zip(&stored).zip(kept_hashes) {
+            self.write_hashed(key.as_ref(), stored, Some(hash))?;
         }
         Ok(())
     }
@@ -316,6 +375,11 @@ impl Extend<'_> {
     }
 
     fn write(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        self.write_hashed(key, stored, None)
+    }
+
+    /// Writes one record; `hash` is the key's index hash when already computed.
+    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hash: Option<u64>) -> Result<()> {
         ShardWriter::check_sizes(key, stored)?;
         if let Err(e) = self.writer.append(key, stored) {
             self.poisoned = true;
@@ -323,7 +387,7 @@ impl Extend<'_> {
             return Err(e);
         }
         if self.dataset.keyed() {
-            let hash = self.dataset.index.hash_key(key);
+            let hash = hash.unwrap_or_else(|| self.dataset.index.hash_key(key));
             self.new_keys
                 .insert_unique(hash, (hash, key.into()), |(h, _)| *h);
             self.new_hashes.push(hash);

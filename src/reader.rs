@@ -275,7 +275,11 @@ impl Index {
 
     /// Record number of `key`, if present.
     pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
-        let hash = self.hash_key(key);
+        self.position_hashed(self.hash_key(key), key)
+    }
+
+    /// [`Index::position`] of `key`, whose [`Index::hash_key`] is `hash`.
+    pub(crate) fn position_hashed(&self, hash: u64, key: &[u8]) -> Option<usize> {
         find(&self.layout, &self.tail_keys, hash, key)
     }
 

@@ -1,7 +1,7 @@
 //! `ingest`: source -> duplicate check -> parallel compression -> ordered write ->
 //! one commit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -296,29 +296,22 @@ fn run(
             }
             state.bytes_in += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
             if keyed {
-                // Keys must be new to the dataset, this run and this batch.
-                let mut seen: HashSet<&[u8]> = HashSet::with_capacity(batch.len());
-                let mut kept: Vec<(&[u8], &[u8])> = Vec::with_capacity(batch.len());
-                for record in &batch {
-                    let duplicate = extend.contains_key(&record.key) || !seen.insert(&record.key);
-                    if duplicate {
-                        match options.on_duplicate {
-                            OnDuplicate::Skip => {
-                                state.skipped += 1;
-                                continue;
-                            }
-                            OnDuplicate::Error => {
-                                return Err(IngestError::Duplicate {
-                                    key: DisplayKey(record.key.clone()),
-                                    origin: record.origin.clone(),
-                                });
-                            }
-                        }
-                    }
-                    kept.push((&record.key, &record.value));
+                // Keys must be new to the dataset, this run and this batch; the
+                // extend hashes each once and leaves duplicates out.
+                let records: Vec<(&[u8], &[u8])> =
+                    batch.iter().map(|r| (&r.key[..], &r.value[..])).collect();
+                let skipped = extend.push_batch_skipping_duplicates(&records)?;
+                if let (OnDuplicate::Error, Some(&first)) = (options.on_duplicate, skipped.first())
+                {
+                    // The extend is dropped uncommitted: what it wrote is removed.
+                    let record = &batch[first];
+                    return Err(IngestError::Duplicate {
+                        key: DisplayKey(record.key.clone()),
+                        origin: record.origin.clone(),
+                    });
                 }
-                extend.push_batch(&kept)?;
-                state.records += kept.len() as u64;
+                state.skipped += skipped.len() as u64;
+                state.records += (records.len() - skipped.len()) as u64;
             } else {
                 let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
                 extend.push_value_batch(&values)?;
