@@ -126,6 +126,44 @@ pub enum IngestError {
 
 type Batch = Vec<Record>;
 
+impl IngestSummary {
+    /// Bytes in per byte stored (1 when nothing was stored).
+    pub fn compression_ratio(&self) -> f64 {
+        if self.bytes_stored > 0 {
+            self.bytes_in as f64 / self.bytes_stored as f64
+        } else {
+            1.0
+        }
+    }
+
+    /// Megabytes (10^6 bytes) in per second.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes_in as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The summary as every front end reports it (`bcd ingest --json`, the dict
+    /// `bcd.ingest` returns): one object, `skipped_members` by kind.
+    pub fn to_json(&self, dataset: &Path) -> serde_json::Value {
+        serde_json::json!({
+            "dataset": dataset.display().to_string(),
+            "created": self.created,
+            "records": self.records,
+            "skipped": self.skipped,
+            "skipped_members": self.skipped_members,
+            "bytes_in": self.bytes_in,
+            "bytes_stored": self.bytes_stored,
+            "compression_ratio": self.compression_ratio(),
+            "shards": self.shards,
+            "seconds": self.seconds,
+            "mb_per_s": self.mb_per_s(),
+        })
+    }
+}
+
 /// Reads `source` into the dataset at `dir`, creating it when missing or empty, in
 /// one all-or-nothing commit. `progress` is called after every batch.
 pub fn ingest(

@@ -17,10 +17,12 @@
 
 mod export;
 mod ingest;
+mod options;
 mod sources;
 
 pub use export::{export, ExportOptions, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
 pub use sources::{open_sources, OpenedSource, SourceFormat, SourceOptions, SourceSetupError};
 
 /// Records per batch and job.
