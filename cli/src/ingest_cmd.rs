@@ -106,6 +106,10 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(EXIT_INTERRUPTED))
         }
+        // The store's message says the records are there and not to retry.
+        Err(error @ IngestError::Store(bcd::Error::CommittedNotDurable { .. })) => {
+            Err(anyhow::Error::new(error).context(format!("ingest into {}", args.into.display())))
+        }
         Err(error) => Err(anyhow::Error::new(error).context(format!(
             "ingest into {} failed; the dataset is unchanged",
             args.into.display()

@@ -97,7 +97,9 @@ pub struct IngestSummary {
     pub shards: u64,
 }
 
-/// Why an ingest failed. In every case nothing was committed.
+/// Why an ingest failed. Nothing was committed, except with
+/// [`bcd::Error::CommittedNotDurable`] (in [`IngestError::Store`]): the records
+/// are visible, but the commit may not survive a power loss.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
@@ -151,7 +153,13 @@ pub fn ingest(
         Ok(summary) => summary,
         Err(error) => {
             drop(dataset);
-            if let Some(created) = created {
+            // A commit that is visible but maybe not durable is kept: removing the
+            // manifest would leave its shards as a directory that is no dataset.
+            let committed = matches!(
+                error,
+                IngestError::Store(bcd::Error::CommittedNotDurable { .. })
+            );
+            if let Some(created) = created.filter(|_| !committed) {
                 created.undo(dir);
             }
             return Err(error);
@@ -168,10 +176,32 @@ struct Created {
 }
 
 impl Created {
-    /// Removes the empty dataset this run created (best effort; it holds no records).
+    /// Removes the dataset this run created and did not commit (best effort): its
+    /// manifest and lock, and every file an uncommitted extend may have left (a
+    /// failed write can leave a shard file the extend could not clean up, and
+    /// without the manifest such a file makes the directory unusable, neither a
+    /// dataset nor empty). Only the store's own file names are removed.
     fn undo(self, dir: &Path) {
-        for name in [bcd::format::MANIFEST_NAME, bcd::format::LOCK_NAME] {
-            let _ = fs::remove_file(dir.join(name));
+        use bcd::format::{
+            DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX, LOCK_NAME,
+            MANIFEST_NAME, MANIFEST_TMP_NAME,
+        };
+        let is_store_file = |name: &str| {
+            let shard = name
+                .strip_suffix(DATA_EXTENSION)
+                .or_else(|| name.strip_suffix(INDEX_EXTENSION))
+                .and_then(|stem| stem.strip_suffix('.'))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            shard
+                || [MANIFEST_NAME, MANIFEST_TMP_NAME, LOCK_NAME, INDEX_FILE_NAME].contains(&name)
+                || name.starts_with(INDEX_FILE_TMP_PREFIX)
+        };
+        if let Ok(entries) = fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_name().to_str().is_some_and(is_store_file) {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
         }
         if self.made_directory {
             let _ = fs::remove_dir(dir);
