@@ -94,7 +94,11 @@ fn ingest_under_strace(
     log: &Path,
 ) -> (Option<i32>, String) {
     let mut command = Command::new(strace);
+    // cargo's LD_LIBRARY_PATH (bcd needs none of it) makes the loader probe each
+    // of its directories with openat: over a hundred calls to inject into, each
+    // a run, that only test the loader.
     command
+        .env_remove("LD_LIBRARY_PATH")
         .args(["-f", "-qq", "-o"])
         .arg(log)
         .arg("-e")
