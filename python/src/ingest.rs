@@ -248,12 +248,12 @@ pub fn ingest<'py>(
         interrupt: Some(Arc::clone(&interrupt)),
     };
 
-    let mut opened = py
+    let opened = py
         .detach(|| bcd_pipeline::open_sources(&sources, &source_options))
         .map_err(setup_error)?;
     let summary = run_interruptibly(
         py,
-        |into, options| bcd_pipeline::ingest(opened.source.as_mut(), into, options, &mut |_| {}),
+        |into, options| bcd_pipeline::ingest(opened.source, into, options, &mut |_| {}),
         &into,
         &options,
         &interrupt,

@@ -220,3 +220,76 @@ pub fn reference_batch(steps: &[Value]) -> Vec<Value> {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A ustar header (`name` at most 100 bytes; `kind` the type flag).
+pub fn ustar_header(name: &[u8], size: usize, kind: u8) -> [u8; 512] {
+    assert!(name.len() <= 100, "ustar names are at most 100 bytes");
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name);
+    header[100..108].copy_from_slice(b"0000644\0");
+    header[108..116].copy_from_slice(b"0000000\0");
+    header[116..124].copy_from_slice(b"0000000\0");
+    header[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+    header[136..148].copy_from_slice(b"00000000000\0");
+    header[156] = kind;
+    header[257..265].copy_from_slice(b"ustar\x0000");
+    header[148..156].copy_from_slice(b"        ");
+    let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    header
+}
+
+/// Writes one regular-file member; a name over 100 bytes goes in a GNU long-name
+/// member before it.
+pub fn write_member(out: &mut impl Write, name: &[u8], data: &[u8]) -> std::io::Result<()> {
+    let pad = |n: usize| vec![0u8; n.next_multiple_of(512) - n];
+    if name.len() > 100 {
+        out.write_all(&ustar_header(b"././@LongLink", name.len() + 1, b'L'))?;
+        out.write_all(name)?;
+        out.write_all(&[0])?;
+        out.write_all(&pad(name.len() + 1))?;
+    }
+    out.write_all(&ustar_header(
+        &name[..name.len().min(100)],
+        data.len(),
+        b'0',
+    ))?;
+    out.write_all(data)?;
+    out.write_all(&pad(data.len()))
+}
+
+/// A small, seeded generator (SplitMix64) for test data.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n + 8);
+        while out.len() < n {
+            out.extend_from_slice(&self.next().to_le_bytes());
+        }
+        out.truncate(n);
+        out
+    }
+}
+
+/// `unit` repeated to `len` bytes (quick even in the unoptimised test build).
+pub fn repeat_to(unit: &[u8], len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + unit.len());
+    while out.len() < len {
+        out.extend_from_slice(unit);
+    }
+    out.truncate(len);
+    out
+}
