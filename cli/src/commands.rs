@@ -155,7 +155,7 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
         );
     }
     if let [bcd::Error::CorruptIndexFile { .. }] = problems.as_slice() {
-        eprintln!("bcd: verify failed: the persisted index is wrong");
+        say!("bcd: verify failed: the persisted index is wrong");
         return Ok(ExitCode::FAILURE);
     }
     if !problems.is_empty() {
