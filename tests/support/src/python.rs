@@ -25,6 +25,7 @@ pub fn reference_script() -> PathBuf {
 }
 
 /// The virtualenv's interpreter; fails the test (never skips) when it is missing.
+#[track_caller]
 pub fn venv_python() -> PathBuf {
     let venv = match std::env::var_os("BCD_TEST_VENV") {
         Some(venv) => PathBuf::from(venv),
@@ -43,6 +44,7 @@ pub fn venv_python() -> PathBuf {
 /// Runs `steps` (see `reference.py batch`) in one process of reference `version`
 /// ("0.2.0" or "0.3.0") and returns one result per step. Each Python process costs
 /// about 0.3 s, so callers batch their work.
+#[track_caller]
 pub fn reference_batch(version: &str, steps: &[Value]) -> Vec<Value> {
     let mut child = Command::new(venv_python())
         .arg(reference_script())
