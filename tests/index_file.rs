@@ -1,7 +1,7 @@
 //! The persisted index (`.bcd-index`): written when a dataset is opened or
 //! extended, used by later opens, ignored when it does not describe the shards on
 //! disk, and never a cause of wrong answers or panics whatever its bytes.
-//! (The reference extending a dataset that has one is in tests/interop.rs.)
+//! (The reference extending a dataset that has one is in tests/interop/index_file.rs.)
 
 use std::fs;
 use std::path::Path;
