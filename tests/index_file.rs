@@ -9,21 +9,8 @@ use std::sync::Arc;
 
 use bcd::storage::FileSystem;
 use bcd::{Compression, CreateOptions, Dataset, Error, OpenOptions};
+use bcd_test_support::{INDEX_FILE, INDEX_FILE_ALWAYS as ALWAYS, INDEX_FILE_NEVER as NEVER};
 use proptest::prelude::*;
-
-const INDEX_FILE: &str = ".bcd-index";
-
-/// Writes the index file at any size.
-const ALWAYS: OpenOptions = OpenOptions {
-    index_file_min_records: Some(0),
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
-const NEVER: OpenOptions = OpenOptions {
-    index_file_min_records: None,
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
 
 fn open(dir: &Path, options: OpenOptions) -> Dataset {
     Dataset::open_with(dir, options, Arc::new(FileSystem)).unwrap()

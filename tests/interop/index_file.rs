@@ -4,6 +4,7 @@
 use std::fs;
 
 use bcd::{Compression, CreateOptions, Dataset};
+use bcd_test_support::INDEX_FILE_ALWAYS;
 
 use crate::checks::{assert_rust_reads, rust_extend};
 use crate::corpus::corpus;
@@ -21,11 +22,7 @@ fn reference_extending_past_the_persisted_index() {
     let first = corpus(true, "");
     let second = corpus(true, "second/");
     let expected = [first.clone(), second.clone()].concat();
-    let always = bcd::OpenOptions {
-        index_file_min_records: Some(0),
-        index_file_min_bytes: None,
-        index_file_min_tail: 0,
-    };
+    let always = INDEX_FILE_ALWAYS;
     let storage = std::sync::Arc::new(bcd::storage::FileSystem);
 
     let options = CreateOptions {
