@@ -8,27 +8,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bcd::storage::FileSystem;
-use bcd::{Compression, CreateOptions, Dataset, Error, OpenOptions};
+use bcd::{Compression, CreateOptions, Dataset, Error};
+use bcd_test_support::{INDEX_FILE, INDEX_FILE_ALWAYS as ALWAYS, INDEX_FILE_NEVER as NEVER};
 use proptest::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-const INDEX_FILE: &str = ".bcd-index";
 /// The layout of FORMAT.md's index file section.
 const HEADER_SIZE: usize = 64;
 const CHECKSUM_AT: usize = 40;
 const SHARD_ENTRY_SIZE: usize = 40;
 const TABLE_ENTRY_SIZE: usize = 16;
-
-const ALWAYS: OpenOptions = OpenOptions {
-    index_file_min_records: Some(0),
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
-const NEVER: OpenOptions = OpenOptions {
-    index_file_min_records: None,
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
 
 fn open(dir: &Path) -> Dataset {
     Dataset::open_with(dir, NEVER, Arc::new(FileSystem)).unwrap()
