@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::size::parse_size;
+use bcd_pipeline::{parse_delimiter, parse_lz4_mode, parse_size};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
@@ -186,7 +186,7 @@ pub struct IngestArgs {
     /// LZ4 effort: 1..12 (high-compression levels), fast, or reference (level 9 on
     /// every value, byte-identical to the Python reference). Levels skip values
     /// that do not compress (stored as literal-only LZ4 blocks).
-    #[arg(long, default_value = "5", value_parser = parse_level, help_heading = "Dataset")]
+    #[arg(long, default_value = "5", value_parser = parse_lz4_mode, help_heading = "Dataset")]
     pub level: bcd::Lz4Mode,
     /// What to do with a key seen before.
     #[arg(long, value_enum, default_value_t = DuplicateArg::Error, help_heading = "Dataset")]
@@ -246,17 +246,6 @@ pub struct IngestArgs {
     pub key_feature: Option<String>,
 }
 
-/// Parses `--delimiter`: one ASCII character, or `\t` / `tab`.
-fn parse_delimiter(text: &str) -> Result<u8, String> {
-    match text {
-        "\\t" | "tab" | "\t" => Ok(b'\t'),
-        _ if text.len() == 1 && text.is_ascii() => Ok(text.as_bytes()[0]),
-        _ => Err(format!(
-            "{text:?}: the delimiter must be one ASCII character (or \\t)"
-        )),
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// The dataset directory.
@@ -281,20 +270,8 @@ pub struct ExportArgs {
 
 /// A SIZE that must not be zero.
 fn parse_positive_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("must be at least one byte".into()),
         n => Ok(n),
-    }
-}
-
-/// Parses `--level`.
-fn parse_level(text: &str) -> Result<bcd::Lz4Mode, String> {
-    match text {
-        "fast" => Ok(bcd::Lz4Mode::Fast(1)),
-        "reference" => Ok(bcd::Lz4Mode::High(bcd::format::DEFAULT_LZ4_HC_LEVEL)),
-        _ => match text.parse::<i32>() {
-            Ok(level @ 1..=12) => Ok(bcd::Lz4Mode::Adaptive(level)),
-            _ => Err(format!("{text:?}: expected 1..12, fast or reference")),
-        },
     }
 }

@@ -164,30 +164,8 @@ fn progress_bar(total: u64) -> ProgressBar {
 }
 
 fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
-    let megabytes_per_second = if summary.seconds > 0.0 {
-        summary.bytes_in as f64 / 1e6 / summary.seconds
-    } else {
-        0.0
-    };
-    let ratio = if summary.bytes_stored > 0 {
-        summary.bytes_in as f64 / summary.bytes_stored as f64
-    } else {
-        1.0
-    };
     if args.json {
-        let object = serde_json::json!({
-            "dataset": args.into.display().to_string(),
-            "created": summary.created,
-            "records": summary.records,
-            "skipped": summary.skipped,
-            "skipped_members": summary.skipped_members,
-            "bytes_in": summary.bytes_in,
-            "bytes_stored": summary.bytes_stored,
-            "compression_ratio": ratio,
-            "shards": summary.shards,
-            "seconds": summary.seconds,
-            "mb_per_s": megabytes_per_second,
-        });
+        let object = summary.to_json(&args.into);
         stdout_text(&format!("{object}\n")).map_err(stdout_error(format!(
             "the ingest into {} was committed; writing its summary to stdout failed",
             args.into.display()
@@ -203,14 +181,16 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
             false => format!(", passed over {}", passed_over.join(", ")),
         };
         say!(
-            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {ratio:.2}), {:.2} s, {megabytes_per_second:.1} MB/s",
+            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
             if summary.created { "created, wrote" } else { "wrote" },
             summary.records,
             args.into.display(),
             summary.skipped,
             summary.bytes_in as f64 / 1e6,
             summary.bytes_stored as f64 / 1e6,
+            summary.compression_ratio(),
             summary.seconds,
+            summary.mb_per_s(),
         );
     }
     Ok(())

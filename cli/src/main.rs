@@ -8,7 +8,6 @@ mod commands;
 mod ingest_cmd;
 mod output;
 mod signals;
-mod size;
 
 use std::io::Write;
 use std::process::ExitCode;
