@@ -176,14 +176,19 @@ class HugeLen:
     def __iter__(self): return iter([0])
 class BadIndex:
     def __index__(self): raise ZeroDivisionError
+import os
+source = sys.argv[1] + "-source"
+os.mkdir(source)
+with open(os.path.join(source, "a.txt"), "wb") as file:
+    file.write(b"a")
 calls = [
     lambda: ds.at(2**70), lambda: ds.at(-2**70), lambda: ds.at(BadIndex()),
     lambda: ds.get_batch([0, 2**64]), lambda: ds.get_batch([BadIndex()]),
     lambda: ds.get_batch(BadLen()), lambda: ds.get_batch(HugeLen()), lambda: ds.get_batch(5),
     lambda: ds.extend([b"x"], level=2**40), lambda: ds.extend([b"x"], level=-2**70),
     lambda: bcd.Dataset.create(sys.argv[1] + "2", max_shard_size=2**70),
-    lambda: bcd.ingest([], sys.argv[1] + "3", jobs=2**62),
-    lambda: bcd.ingest([], sys.argv[1] + "3", jobs=-1),
+    lambda: bcd.ingest([source], sys.argv[1] + "3", jobs=2**62),
+    lambda: bcd.ingest([source], sys.argv[1] + "3", jobs=-1),
 ]
 for call in calls:
     try:
