@@ -229,14 +229,15 @@ impl PyDataset {
         let mut values: Vec<Vec<u8>> = Vec::new();
         let outcome = (|| -> PyResult<()> {
             loop {
-                // Pull one batch with the GIL held. Python code run by the
-                // iterable (or by a signal handler) may read this dataset: it
-                // sees the committed records. It may also fork: a child's copy of
-                // this extend stops here, and writes nothing.
+                // Pull one batch with the GIL held. Meanwhile every thread, and
+                // Python code run by the iterable (or by a signal handler), may
+                // read this dataset: it sees the committed records. That code may
+                // also fork: a child's copy of this extend stops here, and writes
+                // nothing.
                 let mut bytes = 0;
                 let mut exhausted = true;
                 {
-                    let _reads = handle.publish_for_extend(extend.dataset());
+                    let _reads = handle.share(extend.dataset());
                     for entry in entries.by_ref() {
                         let entry = entry?;
                         extend.check_process().map_err(to_py)?;

@@ -7,6 +7,10 @@
 //!
 //! - Waiting for it always releases the GIL, so a thread that holds it can always
 //!   get the GIL back to finish.
+//! - While an extend runs Python code (pulls entries from its iterable), it shares
+//!   the committed state it is adding to with every thread ([`Shared`]): readers
+//!   wait only while it writes a batch or commits, never for the caller's code,
+//!   which may itself wait for a thread that reads.
 //! - Methods convert their Python arguments (indices, keys, iterables) before they
 //!   take it, so the user's code (`__index__`, `__iter__`, a buffer exporter) does
 //!   not run under it.
@@ -24,9 +28,13 @@
 
 use std::cell::RefCell;
 use std::ops::Deref;
+use std::ops::DerefMut;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{
+    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError,
+};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -41,16 +49,46 @@ pub struct Handle {
     /// The fork generation this handle's lock states belong to.
     generation: AtomicU64,
     store: RwLock<Dataset>,
+    shared: Mutex<Shared>,
+    /// Signalled when `shared` changes.
+    shared_changed: Condvar,
     pub views: ShardViews,
 }
+
+/// The committed state of an extend that is running Python code, readable by
+/// every thread meanwhile.
+#[derive(Default)]
+struct Shared {
+    dataset: Option<SharedDataset>,
+    /// Threads reading it; the extend goes on only once they are done.
+    readers: usize,
+    /// Advanced when an extend lets go of the store lock, so a reader that found
+    /// neither the lock nor a shared dataset knows to try the lock again.
+    releases: u64,
+}
+
+/// A pointer to the dataset an extend borrows, valid while it is in `Shared`.
+#[derive(Clone, Copy)]
+struct SharedDataset(NonNull<Dataset>);
+
+// SAFETY: the pointer is a shared borrow of a Dataset, which is Sync (it lives in
+// an RwLock shared by threads); `Sharing` keeps the borrow alive until no reader
+// uses it (see `Handle::share`).
+unsafe impl Send for SharedDataset {}
 
 impl Handle {
     pub fn new(dataset: Dataset) -> Handle {
         Handle {
             generation: AtomicU64::new(bcd::fork::generation()),
             store: RwLock::new(dataset),
+            shared: Mutex::default(),
+            shared_changed: Condvar::new(),
             views: ShardViews::default(),
         }
+    }
+
+    fn lock_shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether this handle was made in (or adopted by) the current process.
@@ -62,14 +100,17 @@ impl Handle {
     /// at the fork (its dataset is then a consistent committed state, and its
     /// mappings are shared with the parent); false if one did.
     ///
-    /// Everything else in the handle is only locked under the store lock or with
-    /// the GIL held and not released (the forking thread held the GIL), so a free
-    /// store lock means a free handle.
+    /// The views are only locked under the store lock or with the GIL held and
+    /// not released (the forking thread held the GIL), so a free store lock and a
+    /// free, empty `shared` mean a free handle.
     pub fn adopt(&self, generation: u64) -> bool {
         let free = match self.store.try_write() {
             Ok(_) => true,
             Err(TryLockError::Poisoned(_)) => true,
             Err(TryLockError::WouldBlock) => false,
+        } && match self.shared.try_lock() {
+            Ok(shared) => shared.dataset.is_none() && shared.readers == 0,
+            Err(_) => false,
         };
         if free {
             self.generation.store(generation, Ordering::Release);
@@ -78,8 +119,9 @@ impl Handle {
     }
 
     /// The dataset for reading: the access this thread already holds, if Python
-    /// code run under it calls back in, or else the read lock, waited for without
-    /// the GIL.
+    /// code run under it calls back in; else the read lock, or, while an extend
+    /// holds it and runs Python code, the committed state it shares; waited for
+    /// without the GIL.
     pub fn read(&self, py: Python<'_>) -> Reader<'_> {
         if let Some(dataset) = held::find(self) {
             return Reader {
@@ -87,46 +129,171 @@ impl Handle {
                 access: Access::Nested(dataset),
             };
         }
+        if let Some(reader) = self.try_read() {
+            return reader;
+        }
+        loop {
+            // Noted before trying again, so a release after the try is not missed.
+            let releases = self.lock_shared().releases;
+            if let Some(reader) = self.try_read() {
+                return reader;
+            }
+            // An extend holds the lock (or waits for it): wait, without the GIL,
+            // until it shares its committed state or lets go.
+            let shared = py.detach(|| {
+                let mut shared = self.lock_shared();
+                loop {
+                    if let Some(dataset) = shared.dataset {
+                        shared.readers += 1;
+                        return Some(dataset);
+                    }
+                    if shared.releases != releases {
+                        return None;
+                    }
+                    shared = self
+                        .shared_changed
+                        .wait(shared)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            });
+            if let Some(SharedDataset(dataset)) = shared {
+                let held = held::publish(self, dataset);
+                // SAFETY: counted in `readers`, so the extend keeps the borrow
+                // alive and unmutated until this Reader is dropped (`Sharing`).
+                let dataset = unsafe { dataset.as_ref() };
+                return Reader {
+                    _held: Some(held),
+                    access: Access::Shared(SharedRead {
+                        handle: self,
+                        dataset,
+                    }),
+                };
+            }
+        }
+    }
+
+    /// The read lock, if it is free.
+    fn try_read(&self) -> Option<Reader<'_>> {
         let guard = match self.store.try_read() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => self
-                .store
-                .read_py_attached(py)
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => return None,
         };
-        // The guard is moved into the Reader, which unpublishes before dropping it.
+        // The guard is moved into the Reader, which unpublishes first.
         let held = held::publish(self, NonNull::from(&*guard));
-        Reader {
+        Some(Reader {
             _held: Some(held),
             access: Access::Locked(guard),
-        }
+        })
     }
 
     /// The dataset for an extend, waited for without the GIL. A RuntimeError if
     /// this thread already reads or extends it (from Python code called under that
     /// access): waiting would never end.
-    pub fn write(&self, py: Python<'_>) -> PyResult<RwLockWriteGuard<'_, Dataset>> {
+    pub fn write(&self, py: Python<'_>) -> PyResult<Writer<'_>> {
         if held::find(self).is_some() {
             return Err(PyRuntimeError::new_err(
                 "extend called from Python code that a read or an extend of the same Dataset runs on this thread (an iterable, __index__, __del__, ...); extend once with all the entries, or after that call returns",
             ));
         }
-        Ok(match self.store.try_write() {
+        let guard = match self.store.try_write() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => self
                 .store
                 .write_py_attached(py)
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        };
+        Ok(Writer {
+            guard: Some(guard),
+            handle: self,
         })
     }
 
-    /// Lets Python code an extend runs on this thread read `dataset` (the extend's
-    /// committed state) until the guard is dropped. The caller must not use the
-    /// extend mutably meanwhile.
-    pub fn publish_for_extend<'a>(&'a self, dataset: &'a Dataset) -> held::Published<'a> {
-        held::publish(self, NonNull::from(dataset))
+    /// Lets every thread read `dataset` (the committed state of the extend this
+    /// thread runs) while the extend runs Python code, until the returned guard
+    /// is dropped, which waits for those reads to end. The borrow keeps the
+    /// extend from being used mutably meanwhile.
+    pub fn share<'a>(&'a self, dataset: &'a Dataset) -> Sharing<'a> {
+        let held = held::publish(self, NonNull::from(dataset));
+        self.lock_shared().dataset = Some(SharedDataset(NonNull::from(dataset)));
+        self.shared_changed.notify_all();
+        Sharing {
+            _held: held,
+            handle: self,
+        }
+    }
+}
+
+/// The store lock held by an extend; tells waiting readers when it is let go.
+pub struct Writer<'a> {
+    guard: Option<RwLockWriteGuard<'a, Dataset>>,
+    handle: &'a Handle,
+}
+
+impl Deref for Writer<'_> {
+    type Target = Dataset;
+
+    fn deref(&self) -> &Dataset {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut Dataset {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.handle.lock_shared().releases += 1;
+        self.handle.shared_changed.notify_all();
+    }
+}
+
+/// An extend's committed state shared with every thread (see [`Handle::share`]).
+pub struct Sharing<'a> {
+    _held: held::Published<'a>,
+    handle: &'a Handle,
+}
+
+impl Drop for Sharing<'_> {
+    /// Stops sharing, and waits (without the GIL, which the readers may need to
+    /// finish) until no thread reads the shared state any more: the extend may
+    /// then use it mutably.
+    fn drop(&mut self) {
+        self.handle.lock_shared().dataset = None;
+        let wait = || {
+            let mut shared = self.handle.lock_shared();
+            while shared.readers > 0 {
+                shared = self
+                    .handle
+                    .shared_changed
+                    .wait(shared)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        if self.handle.lock_shared().readers > 0 {
+            Python::attach(|py| py.detach(wait));
+        }
+    }
+}
+
+/// A read of an extend's shared committed state; ends the read on drop.
+struct SharedRead<'a> {
+    handle: &'a Handle,
+    dataset: &'a Dataset,
+}
+
+impl Drop for SharedRead<'_> {
+    fn drop(&mut self) {
+        let mut shared = self.handle.lock_shared();
+        shared.readers -= 1;
+        if shared.readers == 0 {
+            self.handle.shared_changed.notify_all();
+        }
     }
 }
 
@@ -142,6 +309,8 @@ enum Access<'a> {
     Locked(RwLockReadGuard<'a, Dataset>),
     /// Held by an outer call on this thread.
     Nested(&'a Dataset),
+    /// Shared by an extend on another thread.
+    Shared(SharedRead<'a>),
 }
 
 impl Deref for Reader<'_> {
@@ -151,6 +320,7 @@ impl Deref for Reader<'_> {
         match &self.access {
             Access::Locked(guard) => guard,
             Access::Nested(dataset) => dataset,
+            Access::Shared(read) => read.dataset,
         }
     }
 }

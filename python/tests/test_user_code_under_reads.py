@@ -91,6 +91,27 @@ print(len(ds))
     assert out.split("\n")[0] == "250"
 
 
+def test_the_entries_of_an_extend_may_wait_for_a_thread_that_reads(args):
+    # While the extend runs the caller's code, other threads read the committed
+    # state instead of waiting for the extend's lock.
+    out = run(PRELUDE + """
+results = []
+def reader():
+    results.append((len(ds), bytes(ds.at(-1)), bytes(ds[b"k5"]), b"new0" in ds, bytes(ds.key_at(3)),
+                    [bytes(v) for v in ds.get_batch(i % len(ds) for i in [1, 102])]))
+def entries():
+    for i in range(3000):  # several batches
+        yield (b"new%d" % i, b"n")
+        if i in (0, 1500, 2999):
+            thread = threading.Thread(target=reader)
+            thread.start()
+            thread.join()
+ds.extend(entries())
+print(results == [(100, b"v99", b"v5", False, b"k3", [b"v1", b"v2"])] * 3, len(ds))
+""", *args)
+    assert out.split("\n")[0] == "True 3100"
+
+
 def test_a_garbage_collection_during_a_read_may_read_but_not_extend(args):
     # Allocating under the read lock can run gc callbacks (and __del__) there:
     # their reads see the dataset, and their extends are refused instead of
