@@ -96,6 +96,13 @@ impl Handle {
         self.generation.load(Ordering::Acquire) == generation
     }
 
+    /// Whether this process inherited the handle in use from its parent: its
+    /// `shared` may then be locked, or count readers, by threads that no longer
+    /// exist, so the guards below leave it alone (the child uses a new handle).
+    fn inherited_in_use(&self) -> bool {
+        !self.is_current(bcd::fork::generation())
+    }
+
     /// In a forked child: adopts this inherited handle if no thread held its lock
     /// at the fork (its dataset is then a consistent committed state, and its
     /// mappings are shared with the parent); false if one did.
@@ -248,6 +255,9 @@ impl DerefMut for Writer<'_> {
 impl Drop for Writer<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
+        if self.handle.inherited_in_use() {
+            return;
+        }
         self.handle.lock_shared().releases += 1;
         self.handle.shared_changed.notify_all();
     }
@@ -264,6 +274,11 @@ impl Drop for Sharing<'_> {
     /// finish) until no thread reads the shared state any more: the extend may
     /// then use it mutably.
     fn drop(&mut self) {
+        if self.handle.inherited_in_use() {
+            // A forked child's copy of the extend, which stops here: its readers
+            // were threads of the parent.
+            return;
+        }
         self.handle.lock_shared().dataset = None;
         let wait = || {
             let mut shared = self.handle.lock_shared();
@@ -289,6 +304,9 @@ struct SharedRead<'a> {
 
 impl Drop for SharedRead<'_> {
     fn drop(&mut self) {
+        if self.handle.inherited_in_use() {
+            return;
+        }
         let mut shared = self.handle.lock_shared();
         shared.readers -= 1;
         if shared.readers == 0 {
