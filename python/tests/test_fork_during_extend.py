@@ -178,3 +178,51 @@ status = exit_status(fork(child))
 print(status, len(ds), len(bcd.Dataset(path)), bytes(view))
 """, *args)
     assert out.split("\n")[0] == "0 50 51 b'v3'"
+
+
+def test_a_child_forked_by_the_entries_while_another_thread_reads_does_not_wait_for_it(args):
+    # A thread of the parent is inside a read of the state the extend shares when
+    # the entries fork: the child's copy of the extend must not wait for that
+    # reader, which the child does not have.
+    out = run(PRELUDE + """
+import gc
+in_read, done_reading = threading.Event(), threading.Event()
+forked_child = False
+def stall(phase, info):
+    # Runs in the reader's thread while it holds the shared read.
+    if phase == "start" and threading.current_thread() is reader and not in_read.is_set():
+        in_read.set()
+        done_reading.wait()
+def read():
+    at = ds.at  # allocates now, so the first collection is inside the read
+    gc.set_threshold(1)
+    assert bytes(at(3)) == b"v3"
+reader = threading.Thread(target=read)
+def entries():
+    global forked_child, child_status
+    yield (b"p0", b"before the fork")
+    gc.callbacks.append(stall)
+    reader.start()
+    in_read.wait()
+    if os.fork() == 0:
+        forked_child = True
+        yield (b"c0", b"child")
+        return
+    _, status = os.waitpid(-1, 0)
+    child_status = os.waitstatus_to_exitcode(status)
+    done_reading.set()
+    reader.join()
+    gc.callbacks.remove(stall)
+    gc.set_threshold(700)
+    yield (b"p1", b"after the fork")
+try:
+    ds.extend(entries())
+except RuntimeError as error:
+    if not forked_child:
+        raise
+    sys.stdout.flush()
+    os._exit(0 if "forked" in str(error) and len(ds) == 50 else 3)
+assert not forked_child
+print(child_status, len(ds), len(bcd.Dataset(path)), bytes(ds[b"p1"]))
+""", *args)
+    assert out.split("\n")[0] == "0 52 52 b'after the fork'"
