@@ -2,7 +2,7 @@
 //! from Python code without deadlocking.
 //!
 //! A [`Handle`] holds the open [`Dataset`] behind a read/write lock: reads share
-//! it, an extend holds it exclusively for its whole transaction. Three rules keep
+//! it, an extend holds it exclusively for its whole transaction. Four rules keep
 //! that lock from hanging the interpreter:
 //!
 //! - Waiting for it always releases the GIL, so a thread that holds it can always
@@ -27,8 +27,7 @@
 //! the dataset again by path (see `PyDataset::handle`).
 
 use std::cell::RefCell;
-use std::ops::Deref;
-use std::ops::DerefMut;
+use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{
