@@ -160,6 +160,11 @@ pub enum Error {
         /// Shards the manifest commits.
         shards: u64,
     },
+    /// This extend was begun by the process this one was forked from: only that
+    /// process may write or commit it, so this copy writes, commits and removes
+    /// nothing.
+    #[error("this extend was begun by the process this one was forked from; a forked child's copy of an extend in progress writes, commits and removes nothing (extend again in the child, after the parent's extend has finished)")]
+    ForkedExtend,
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,

@@ -1,11 +1,14 @@
 //! Extending a dataset: an all-or-nothing transaction that writes new shards and
 //! commits them with one manifest rename.
 
+use std::mem::ManuallyDrop;
+
 use hashbrown::HashTable;
 
 use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
 use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
+use crate::fork;
 use crate::format::LZ4_MAX_INPUT_SIZE;
 use crate::lz4_block;
 use crate::manifest::{Compression, Manifest, ManifestVersion};
@@ -27,10 +30,14 @@ pub struct ExtendSummary {
 /// without committing, or any failed write, removes those files and leaves the
 /// dataset exactly as it was.
 ///
-/// It holds the dataset's writer lock from start to end.
+/// It holds the dataset's writer lock from start to end. A copy of it inherited by
+/// a forked child process is inert: it writes, commits and removes nothing, and
+/// fails with [`Error::ForkedExtend`] (see [`crate::fork`]).
 pub struct Extend<'d> {
     dataset: &'d mut Dataset,
-    writer: ShardWriter,
+    /// Not dropped by a forked child's copy: dropping flushes its buffers, which
+    /// would write into the parent's files (the child shares their offsets).
+    writer: ManuallyDrop<ShardWriter>,
     /// Keys pushed so far (the committed ones are in the dataset's index), hashed
     /// with the index's hasher.
     new_keys: HashTable<(u64, Box<[u8]>)>,
@@ -39,6 +46,8 @@ pub struct Extend<'d> {
     new_hashes: Vec<u64>,
     scratch: Vec<u8>,
     poisoned: bool,
+    /// The fork generation it began in.
+    generation: u64,
     _lock: WriterLock,
 }
 
@@ -50,13 +59,13 @@ impl Dataset {
         let lock = WriterLock::acquire(&self.dir)?;
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
-        let writer = ShardWriter::new(
+        let writer = ManuallyDrop::new(ShardWriter::new(
             &self.dir,
             self.storage.clone(),
             self.manifest.keyed,
             self.manifest.max_shard_size,
             self.manifest.shards,
-        );
+        ));
         Ok(Extend {
             dataset: self,
             writer,
@@ -64,6 +73,7 @@ impl Dataset {
             new_hashes: Vec::new(),
             scratch: Vec::new(),
             poisoned: false,
+            generation: fork::generation(),
             _lock: lock,
         })
     }
@@ -141,6 +151,20 @@ impl Extend<'_> {
     /// The dataset being extended (its committed state).
     pub fn dataset(&self) -> &Dataset {
         self.dataset
+    }
+
+    /// Fails with [`Error::ForkedExtend`] in a process forked from the one that
+    /// began this extend, where every method that writes fails the same way: for
+    /// callers that run code (which may fork) between pushes, to stop early.
+    pub fn check_process(&self) -> Result<()> {
+        if self.forked() {
+            return Err(Error::ForkedExtend);
+        }
+        Ok(())
+    }
+
+    fn forked(&self) -> bool {
+        self.generation != fork::generation()
     }
 
     /// Records pushed so far.
@@ -324,6 +348,7 @@ impl Extend<'_> {
     }
 
     fn check_usable(&self, keyed: bool) -> Result<()> {
+        self.check_process()?;
         if self.poisoned {
             return Err(Error::Poisoned);
         }
@@ -403,6 +428,7 @@ impl Extend<'_> {
     /// power loss is unknown: the error is [`Error::CommittedNotDurable`], and the
     /// extend must not be retried.
     pub fn commit(mut self) -> Result<ExtendSummary> {
+        self.check_process()?;
         if self.poisoned {
             return Err(Error::Poisoned);
         }
@@ -455,6 +481,13 @@ impl Drop for Extend<'_> {
     /// An uncommitted extend removes the files it wrote (best effort: leftovers are
     /// ignored by readers and overwritten by the next extend anyway).
     fn drop(&mut self) {
+        if self.forked() {
+            // A child's copy: the files are the parent's. The writer (its buffers
+            // and descriptors) is leaked, once per fork of an extend in progress.
+            return;
+        }
         self.writer.abort();
+        // SAFETY: dropped once, here; the field is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.writer) };
     }
 }

@@ -27,6 +27,7 @@ mod commit;
 mod dataset;
 mod error;
 mod extend;
+pub mod fork;
 pub mod format;
 mod index_file;
 mod key_table;

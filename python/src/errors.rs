@@ -20,7 +20,7 @@ use pyo3::PyErr;
 /// | a key operation on a keyless dataset | `TypeError` |
 /// | the writer lock is held | `BlockingIOError` |
 /// | an operating-system failure | `OSError` (the subclass its errno selects) |
-/// | the dataset changed on disk, a failed extend reused | `RuntimeError` |
+/// | the dataset changed on disk, a failed extend reused, an extend inherited by a forked child | `RuntimeError` |
 pub fn to_py(error: bcd::Error) -> PyErr {
     use bcd::Error as E;
     let message = error.to_string();
