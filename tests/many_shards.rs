@@ -1,0 +1,124 @@
+//! Datasets of tens of thousands of tiny shards (`max_shard_size` of 1: a shard
+//! per record) extend, open and read: a shard costs no memory mapping until it is
+//! read, and a small one none at all (the kernel allows about 65,000 mappings
+//! per process, and each shard used to take two). Issue 15, item 7.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use bcd::storage::{FileSystem, Storage, StorageFile};
+use bcd::{Compression, CreateOptions, Dataset};
+
+/// The file system without fsync: durability is not what this test is about, and
+/// 68,000 fsyncs would make it slow.
+#[derive(Debug)]
+struct NoSync;
+
+struct Unsynced(Box<dyn StorageFile>);
+
+impl io::Write for Unsynced {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl StorageFile for Unsynced {
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Storage for NoSync {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(Unsynced(FileSystem.create(path)?)))
+    }
+    fn sync_dir(&self, _: &Path) -> io::Result<()> {
+        Ok(())
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        FileSystem.remove(path)
+    }
+}
+
+/// Memory mappings of this process.
+#[cfg(target_os = "linux")]
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .count()
+}
+
+#[test]
+fn an_extend_of_34000_one_record_shards_commits_and_reopens() {
+    const RECORDS: usize = 34_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    // Keyed, so the commit also indexes the keys of 34,000 shards.
+    let options = CreateOptions {
+        keyed: true,
+        compression: Compression::None,
+        max_shard_size: 1,
+    };
+    let mut dataset = Dataset::create_with_storage(&path, options, Arc::new(NoSync)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..RECORDS).map(|i| format!("k{i}").into_bytes()).collect();
+    let values: Vec<Vec<u8>> = (0..RECORDS).map(|i| format!("v{i}").into_bytes()).collect();
+    let summary = dataset.extend(keys.iter().zip(&values)).unwrap();
+    assert_eq!(summary.shards, RECORDS as u64);
+    assert_eq!(dataset.len(), RECORDS);
+    assert_eq!(
+        dataset.get(b"k33999").unwrap().as_deref(),
+        Some(&b"v33999"[..])
+    );
+    drop(dataset);
+
+    #[cfg(target_os = "linux")]
+    let before = mappings();
+    let dataset = Dataset::open(&path).unwrap();
+    for (i, value) in values.iter().enumerate() {
+        assert_eq!(&*dataset.at(i).unwrap(), &value[..], "record {i}");
+    }
+    assert_eq!(
+        dataset.get(b"k17000").unwrap().as_deref(),
+        Some(&b"v17000"[..])
+    );
+    // Every shard was read, and none of them is mapped.
+    #[cfg(target_os = "linux")]
+    assert!(
+        mappings() < before + 100,
+        "{} mappings",
+        mappings() - before
+    );
+}
+
+#[test]
+fn shard_data_is_the_bytes_read_and_outlives_the_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let options = CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 1 << 20,
+    };
+    let mut dataset = Dataset::create(&path, options).unwrap();
+    let values: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 100 << 10]).collect();
+    dataset.extend_values(&values).unwrap();
+    drop(dataset);
+    let dataset = Dataset::open(&path).unwrap();
+    assert!(dataset.shards() >= 4);
+    // Shard data outlives the handle, and is the same bytes as a borrowed read.
+    let location = dataset.value_location(39).unwrap();
+    let data = dataset.shard_data(location.shard).unwrap();
+    let at = dataset.at(39).unwrap().as_ptr();
+    drop(dataset);
+    let start = location.offset as usize;
+    assert_eq!(&data[start..start + location.len as usize], &values[39][..]);
+    assert_eq!(data[start..].as_ptr(), at);
+}
