@@ -121,7 +121,7 @@ impl PyDataset {
             path: path.unbind(),
             store: RwLock::new(store),
             extend_reads: ExtendReads::default(),
-            views: ShardViews::default(),
+            views: ShardViews,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
     }
