@@ -40,29 +40,41 @@ impl ShardViews {
         dataset: &Dataset,
         location: ValueLocation,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.locate(dataset, location)?.into_view(py)
+    }
+
+    /// The value at `location`, not yet a Python object: this runs no Python
+    /// code, so a caller can hold the dataset's lock for it and release the lock
+    /// before [`ValueBuffer::into_view`] allocates (an allocation may start a
+    /// garbage collection, which runs finalizers).
+    pub fn locate(&self, dataset: &Dataset, location: ValueLocation) -> PyResult<ValueBuffer> {
         let data = dataset.shard_data(location.shard).map_err(to_py)?;
         let range = usize::try_from(location.offset)
             .ok()
             .zip(usize::try_from(location.len).ok())
             .and_then(|(start, len)| Some(start..start.checked_add(len)?))
             .filter(|range| range.end <= data.len());
-        let Some(range) = range else {
-            return Err(PyValueError::new_err(format!(
+        match range {
+            Some(range) => Ok(ValueBuffer {
+                data,
+                start: range.start,
+                len: range.len(),
+            }),
+            None => Err(PyValueError::new_err(format!(
                 "{}: the data file is {} bytes but its index puts a value at bytes {}..{}",
                 dataset.shard_data_path(location.shard).display(),
                 data.len(),
                 location.offset,
                 location.offset.saturating_add(location.len),
-            )));
-        };
-        let exporter = Bound::new(
-            py,
-            ValueBuffer {
-                data,
-                start: range.start,
-                len: range.len(),
-            },
-        )?;
+            ))),
+        }
+    }
+}
+
+impl ValueBuffer {
+    /// A read-only memoryview of the value (zero-copy).
+    pub fn into_view(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        let exporter = Bound::new(py, self)?;
         Ok(PyMemoryView::from(&exporter)?.into_any())
     }
 }
@@ -70,7 +82,7 @@ impl ShardViews {
 /// The exporter behind a value's memoryview: `len` bytes at `start` of a shard.
 /// Not exposed by name; reachable only as the view's `obj`.
 #[pyclass(module = "bcd", name = "_ShardValue", frozen)]
-struct ValueBuffer {
+pub struct ValueBuffer {
     data: ShardData,
     start: usize,
     len: usize,
