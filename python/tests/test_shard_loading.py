@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 # Only a hang detector: every recipe finishes in seconds.
-HANG = 300
+HANG = 120
 
 
 def run(code: str, *args: str) -> str:
@@ -52,26 +52,28 @@ def test_threads_reading_a_fresh_handle_of_tiny_shards_do_not_freeze(tmp_path):
     assert out == "ok\n"
 
 
-def test_threads_batch_reading_a_fresh_handle_do_not_freeze(tmp_path):
+def test_threads_batch_reading_fresh_handles_do_not_freeze(tmp_path):
     out = run(
         """
         import random, sys, threading, bcd
         p = sys.argv[1]
         ds = bcd.Dataset.create(p, compression=None, max_shard_size=64 << 10)
-        values = [b"%06d" % i * 100 for i in range(16 * 1000)]  # 600 B: 16 shards
+        values = [b"%06d" % i * 100 for i in range(16 * 100)]  # 600 B: 16 shards
         ds.extend(values)
-        ds = bcd.Dataset(p)
         failures = []
-        def read(seed):
+        def read(ds, start, seed):
             rng = random.Random(seed)
-            for _ in range(200):
+            start.wait()  # all threads find the shards unloaded at once
+            for _ in range(20):
                 idx = [rng.randrange(len(values)) for _ in range(64)]
-                got = [bytes(v) for v in ds.get_batch(idx)]
-                if got != [values[i] for i in idx]:
+                if [bytes(v) for v in ds.get_batch(idx)] != [values[i] for i in idx]:
                     failures.append(seed)
-        threads = [threading.Thread(target=read, args=(t,)) for t in range(4)]
-        for t in threads: t.start()
-        for t in threads: t.join()
+        for round in range(20):
+            ds = bcd.Dataset(p)
+            start = threading.Barrier(8)
+            threads = [threading.Thread(target=read, args=(ds, start, t)) for t in range(8)]
+            for t in threads: t.start()
+            for t in threads: t.join()
         assert not failures, failures
         print("ok")
         """,
