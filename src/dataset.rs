@@ -524,10 +524,17 @@ impl Dataset {
         Ok(found)
     }
 
-    /// Decodes every record and returns what is wrong, in order (empty when the
-    /// dataset is sound). Structure was already checked by `open`.
+    /// Loads every shard and decodes every record, and returns what is wrong, in
+    /// order (empty when the dataset is sound). Structure was already checked by
+    /// `open`.
     pub fn verify(&self) -> Vec<Error> {
         let mut problems = Vec::new();
+        // Opening only checked the data files' sizes: check they can be read.
+        for shard in self.index.shards() {
+            if let Err(e) = shard.data() {
+                problems.push(e);
+            }
+        }
         if self.compression() == Compression::Lz4 {
             let mut buffer = Vec::new();
             for index in 0..self.len() {

@@ -122,3 +122,30 @@ fn shard_data_is_the_bytes_read_and_outlives_the_handle() {
     assert_eq!(&data[start..start + location.len as usize], &values[39][..]);
     assert_eq!(data[start..].as_ptr(), at);
 }
+
+#[test]
+fn verify_reports_a_shard_that_changed_after_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let options = CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 4,
+    };
+    let mut dataset = Dataset::create(&path, options).unwrap();
+    dataset.extend_values([b"abcd", b"efgh"]).unwrap();
+    let dataset = Dataset::open(&path).unwrap();
+    assert!(dataset.verify().is_empty());
+    let dataset = Dataset::open(&path).unwrap();
+    // Not loaded yet: opening checked the size only.
+    let shard = path.join("000001.bin");
+    std::fs::write(&shard, b"efghij").unwrap();
+    let problems: Vec<String> = dataset.verify().iter().map(|e| e.to_string()).collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains(&shard.display().to_string()) && problems[0].contains("changed"),
+        "{problems:?}"
+    );
+    assert_eq!(&*dataset.at(0).unwrap(), b"abcd");
+    assert!(dataset.at(1).is_err());
+}
