@@ -5,6 +5,7 @@ that only detects a hang."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -179,5 +180,28 @@ def test_34000_one_record_shards_open_read_and_extend(tmp_path):
         print("ok")
         """,
         str(path),
+    )
+    assert out == "ok\n"
+    # 68,000 files: do not leave them for pytest to delete in a later session.
+    shutil.rmtree(path)
+
+
+def test_a_fifo_in_place_of_a_shard_is_an_error_naming_it(tmp_path):
+    # Opening a FIFO for reading waits for a writer: the open used to block forever.
+    out = run(
+        """
+        import os, sys, bcd
+        p = sys.argv[1]
+        bcd.Dataset.create(p, compression=None).extend([b"value"])
+        fifo = os.path.join(p, "000000.bin")
+        os.remove(fifo)
+        os.mkfifo(fifo)
+        try:
+            bcd.Dataset(p)
+        except OSError as error:
+            assert fifo in str(error) and "not a regular file" in str(error), error
+            print("ok")
+        """,
+        str(tmp_path / "d"),
     )
     assert out == "ok\n"
