@@ -234,6 +234,21 @@ impl Index {
         &self.layout.shards
     }
 
+    /// The data file of shard `id`, loaded if it was not, for views that outlive
+    /// the borrow of the dataset.
+    pub(crate) fn shard_data(&self, id: u64) -> Result<ShardData> {
+        let shard = usize::try_from(id)
+            .ok()
+            .and_then(|id| self.layout.shards.get(id))
+            .ok_or_else(|| {
+                Error::InvalidOption(format!(
+                    "shard {id} out of range for a dataset of {} shards",
+                    self.layout.shards.len()
+                ))
+            })?;
+        Ok(ShardData(shard.data()?.clone()))
+    }
+
     /// Whether the records are located through a persisted index file.
     pub(crate) fn uses_file(&self) -> bool {
         self.layout.file.is_some()
@@ -570,22 +585,5 @@ fn open_error(path: &Path, shards: u64, error: io::Error) -> Error {
             shards,
         },
         _ => Error::io("open", path, error),
-    }
-}
-
-impl Index {
-    /// The data file of shard `id`, loaded if it was not, for views that outlive
-    /// the borrow of the dataset.
-    pub(crate) fn shard_data(&self, id: u64) -> Result<ShardData> {
-        let shard = usize::try_from(id)
-            .ok()
-            .and_then(|id| self.layout.shards.get(id))
-            .ok_or_else(|| {
-                Error::InvalidOption(format!(
-                    "shard {id} out of range for a dataset of {} shards",
-                    self.layout.shards.len()
-                ))
-            })?;
-        Ok(ShardData(shard.data()?.clone()))
     }
 }
