@@ -1,10 +1,12 @@
 //! Datasets of tens of thousands of tiny shards (`max_shard_size` of 1: a shard
 //! per record) extend, open and read: a shard costs no memory mapping until it is
 //! read, and a small one none at all (the kernel allows about 65,000 mappings
-//! per process, and each shard used to take two). Issue 15, item 7.
+//! per process, and each shard used to take two). And an extend whose shards
+//! cannot be loaded after its commit says it was committed. Issue 15, item 7.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bcd::storage::{FileSystem, Storage, StorageFile};
@@ -148,4 +150,70 @@ fn verify_reports_a_shard_that_changed_after_open() {
     );
     assert_eq!(&*dataset.at(0).unwrap(), b"abcd");
     assert!(dataset.at(1).is_err());
+}
+
+/// The file system, except that once the manifest is renamed into place (the
+/// commit), the next directory fsync also removes `lost`: the committed shard
+/// then cannot be loaded by the handle that wrote it.
+#[derive(Debug)]
+struct LoseAfterCommit {
+    lost: PathBuf,
+    committed: AtomicBool,
+}
+
+impl Storage for LoseAfterCommit {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        FileSystem.create(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.committed.load(Ordering::SeqCst) {
+            std::fs::remove_file(&self.lost)?;
+        }
+        FileSystem.sync_dir(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.rename(from, to)?;
+        self.committed
+            .store(to.ends_with("manifest.json"), Ordering::SeqCst);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        FileSystem.remove(path)
+    }
+}
+
+#[test]
+fn a_commit_whose_shards_cannot_be_loaded_reports_it_was_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let options = CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 1,
+    };
+    Dataset::create(&path, options).unwrap();
+    let storage = LoseAfterCommit {
+        lost: path.join("000001.idx"),
+        committed: AtomicBool::new(false),
+    };
+    let mut dataset = Dataset::open_with_storage(&path, Arc::new(storage)).unwrap();
+    let error = dataset.extend_values([b"a", b"b"]).unwrap_err();
+    assert!(
+        matches!(error, bcd::Error::CommittedNotLoaded { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("was committed") && message.contains("do not retry"),
+        "{message}"
+    );
+    // The manifest counts both shards: the extend was done, not rolled back.
+    assert_eq!(Dataset::open(&path).unwrap_err().to_string(), {
+        let missing = path.join("000001.idx");
+        format!(
+            "{}: missing shard file (the manifest counts 2 shards)",
+            missing.display()
+        )
+    });
+    assert!(path.join("000000.bin").exists() && path.join("000001.bin").exists());
 }
