@@ -205,3 +205,45 @@ def test_a_fifo_in_place_of_a_shard_is_an_error_naming_it(tmp_path):
         str(tmp_path / "d"),
     )
     assert out == "ok\n"
+
+
+def test_threads_read_views_while_another_thread_extends(tmp_path):
+    # New shards are added to the handle while views of loaded ones are held and
+    # other threads load more: every view keeps its bytes, every read is right.
+    out = run(
+        """
+        import random, sys, threading, bcd
+        p = sys.argv[1]
+        def value(i):
+            return b"%d;" % i * (1 + i % 50 * 200)  # up to 40 KiB: read and mapped shards
+        ds = bcd.Dataset.create(p, compression=None, max_shard_size=32 << 10)
+        ds.extend(value(i) for i in range(200))
+        done = threading.Event()
+        failures, held = [], []
+        def write():
+            for round in range(40):
+                n = len(ds)
+                ds.extend(value(i) for i in range(n, n + 25))
+            done.set()
+        def read(seed):
+            rng = random.Random(seed)
+            while not done.is_set():
+                n = len(ds)
+                idx = [rng.randrange(n) for _ in range(16)]
+                views = [ds.at(i) for i in idx] + ds.get_batch(idx)
+                if [bytes(v) for v in views] != [value(i) for i in idx * 2]:
+                    failures.append(seed)
+                held.append((idx[0], views[0]))
+        threads = [threading.Thread(target=read, args=(t,)) for t in range(4)]
+        threads.append(threading.Thread(target=write))
+        for t in threads: t.start()
+        for t in threads: t.join()
+        assert not failures, failures
+        assert len(ds) == 1200
+        del ds
+        assert all(bytes(v) == value(i) for i, v in held), "a held view changed"
+        print("ok", len(held) > 0)
+        """,
+        str(tmp_path / "d"),
+    )
+    assert out == "ok True\n"
