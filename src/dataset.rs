@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::DEFAULT_MAX_SHARD_SIZE;
 use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
+use crate::mapping::ShardData;
 use crate::reader::{Index, Location};
 use crate::storage::{FileSystem, Storage};
 
@@ -47,7 +48,8 @@ pub struct ValueLocation {
     pub len: u64,
 }
 
-/// An open dataset: its committed shards mapped, its keys indexed.
+/// An open dataset: its committed shards checked, its keys indexed. Shard files
+/// are loaded (mapped, or read when small) when first read.
 ///
 /// Reads take `&self` and the type is `Sync`, so threads can share one handle.
 /// Extending takes `&mut self`.
@@ -476,12 +478,19 @@ impl Dataset {
             if index < self.len() {
                 if let Ok(location) = self.index.locate(index) {
                     location
-                        .shard
                         .data
                         .will_need(location.value_offset as usize, location.stored.len());
                 }
             }
         }
+    }
+
+    /// The bytes of shard `shard`'s data file (the [`ValueLocation::shard`] of a
+    /// value), held for as long as the caller keeps them, after this handle is
+    /// dropped too: for zero-copy views whose lifetime the borrow checker cannot
+    /// follow (the Python package's memoryviews). Shards are loaded on first use.
+    pub fn shard_data(&self, shard: u64) -> Result<ShardData> {
+        self.index.shard_data(shard)
     }
 
     /// The data file (`NNNNNN.bin`) of shard `shard`.
@@ -491,11 +500,7 @@ impl Dataset {
 
     /// Total size of the committed shard data files (keys plus stored values).
     pub fn stored_bytes(&self) -> u64 {
-        self.index
-            .shards()
-            .iter()
-            .map(|s| s.data.len() as u64)
-            .sum()
+        self.index.shards().iter().map(|s| s.data_len()).sum()
     }
 
     /// Files in the directory left by interrupted writes: shard files numbered at or
@@ -505,11 +510,21 @@ impl Dataset {
         uncommitted_files_in(&self.dir, self.shards())
     }
 
-    /// Checks the persisted index file against the shards it covers, then decodes
-    /// every record, and returns what is wrong, in order (empty when the dataset is
-    /// sound). The rest of the structure was already checked by `open`.
+    /// Checks the persisted index file against the shards it covers, loads every
+    /// shard and decodes every record, and returns what is wrong, in order (empty
+    /// when the dataset is sound). The rest of the structure was already checked by
+    /// `open`.
     pub fn verify(&self) -> Vec<Error> {
         let mut problems = Vec::new();
+        // Opening only checked the data files' sizes: check they can be read.
+        for shard in self.index.shards() {
+            if let Err(e) = shard.data() {
+                problems.push(e);
+            }
+        }
+        if !problems.is_empty() {
+            return problems;
+        }
         if let Err(e) = self.index.verify_file(&self.dir) {
             // Every read goes through the file: decoding would only repeat this.
             problems.push(e);

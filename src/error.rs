@@ -34,6 +34,18 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The extend **was committed** (its records are on disk, and visible to
+    /// every handle opened from now on) but this handle could not load the new
+    /// shards, so it does not show them. Do not retry the extend: reopen the
+    /// dataset.
+    #[error("{}: the extend was committed, but this handle could not load its new shards; reopen the dataset to read them, and do not retry the extend", path.display())]
+    CommittedNotLoaded {
+        /// The dataset directory.
+        path: PathBuf,
+        /// Why the shards could not be loaded.
+        #[source]
+        source: Box<Error>,
+    },
     /// The directory has no manifest.json.
     #[error("{}: not a dataset (no manifest.json); create one with `bcd create`", path.display())]
     NotADataset {

@@ -426,7 +426,8 @@ impl Extend<'_> {
     /// If the manifest was renamed into place but the final directory fsync failed,
     /// the records are visible (the handle shows them) but their durability across a
     /// power loss is unknown: the error is [`Error::CommittedNotDurable`], and the
-    /// extend must not be retried.
+    /// extend must not be retried. Likewise if this handle cannot load the shards
+    /// it committed: the error is [`Error::CommittedNotLoaded`].
     pub fn commit(mut self) -> Result<ExtendSummary> {
         self.check_process()?;
         if self.poisoned {
@@ -472,7 +473,14 @@ impl Extend<'_> {
         self.writer.keep();
         let known = std::mem::take(&mut self.new_hashes);
         let known = self.dataset.keyed().then_some(&known[..]);
-        self.dataset.apply_manifest_with(manifest, known)?;
+        // Whatever happens now, the extend is done: a failure to load what it
+        // committed must not read as a failed (and so retryable) extend.
+        self.dataset
+            .apply_manifest_with(manifest, known)
+            .map_err(|e| Error::CommittedNotLoaded {
+                path: dir,
+                source: Box::new(e),
+            })?;
         Ok(summary)
     }
 }

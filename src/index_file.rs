@@ -97,8 +97,9 @@ impl IndexFile {
     /// another version or inconsistent: the caller then indexes the shards itself.
     /// The shard stamps are not checked here: see [`IndexFile::stamp`].
     pub(crate) fn open(dir: &Path, keyed: bool, shards: u64) -> Option<IndexFile> {
-        let mut file = File::open(Self::path(dir)).ok()?;
-        let len = file.metadata().ok()?.len();
+        // A special file in its place is no index file (and must not block).
+        let (mut file, metadata) = crate::mapping::open_regular(&Self::path(dir)).ok()?;
+        let len = metadata.len();
         if !checksum_matches(&mut file).ok()? {
             return None;
         }

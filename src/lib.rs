@@ -49,3 +49,4 @@ pub use error::{DisplayKey, Error, Result};
 pub use extend::{Extend, ExtendSummary};
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
+pub use mapping::ShardData;

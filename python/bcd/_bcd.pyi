@@ -37,8 +37,11 @@ class Dataset:
     ``memoryview``, ``array.array``, ``mmap``, NumPy arrays of any dtype, counted
     in bytes). Values and keys come out as read-only ``memoryview``s; for
     uncompressed datasets a value is a zero-copy view of the shard's memory
-    mapping (``numpy.frombuffer`` uses it without copying) that stays valid for
-    as long as it is held, even after the ``Dataset`` is gone.
+    mapping (or, for shards of 16 KiB or less, of the shard read into memory;
+    ``numpy.frombuffer`` uses it without copying) that stays valid for as long
+    as it is held, even after the ``Dataset`` is gone. Truncating a committed
+    shard file while it is mapped makes the next read of it kill the process
+    with SIGBUS, as with any memory mapping.
 
     A ``Dataset`` pickles as its path, so DataLoader workers (``fork`` or
     ``spawn``) reopen it. Reads may run in many threads at once; ``extend`` waits

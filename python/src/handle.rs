@@ -82,7 +82,7 @@ impl Handle {
             store: RwLock::new(dataset),
             shared: Mutex::default(),
             shared_changed: Condvar::new(),
-            views: ShardViews::default(),
+            views: ShardViews,
         }
     }
 
@@ -106,9 +106,8 @@ impl Handle {
     /// at the fork (its dataset is then a consistent committed state, and its
     /// mappings are shared with the parent); false if one did.
     ///
-    /// The views are only locked under the store lock or with the GIL held and
-    /// not released (the forking thread held the GIL), so a free store lock and a
-    /// free, empty `shared` mean a free handle.
+    /// The views hold no state of their own, so a free store lock and a free,
+    /// empty `shared` mean a free handle.
     pub fn adopt(&self, generation: u64) -> bool {
         let free = match self.store.try_write() {
             Ok(_) => true,
