@@ -14,6 +14,8 @@
 //! 3. SIGKILL: this test binary re-runs itself as a child that extends a dataset and
 //!    is killed at about 25 different moments.
 //!
+//! 4. The persisted index: an extend that rewrites `.bcd-index` too, failing at
+//!    every operation and losing power at every point.
 //!
 //! Plus: two writers at once, in one process and across processes.
 //!
@@ -27,12 +29,14 @@
 //! * [`failure_at_every_operation`]: an operation fails, the process goes on;
 //! * [`power_loss`]: the machine stops, only what is durable remains;
 //! * [`child_process`]: a writer process is SIGKILLed;
-//! * [`second_writer`]: a second writer meets the lock.
+//! * [`second_writer`]: a second writer meets the lock;
+//! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`.
 
 mod fixture;
 
 mod child_process;
 mod failure_at_every_operation;
+mod index_file;
 mod power_loss;
 mod second_writer;
 
