@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 use bcd::{CreateOptions, Dataset};
 use serde_json::{json, Value};
 
+use bcd_test_support::{hex, read_all, reference_batch, tree_snapshot, unhex};
+
 mod common;
 use common::*;
 
@@ -36,19 +38,6 @@ use common::*;
 /// Runs bcd in `dir` (default: the test's working directory).
 fn bcd_in<S: AsRef<OsStr>>(dir: Option<&Path>, args: &[S]) -> Run {
     finish(spawn(args, false, dir), &show(args))
-}
-
-/// Asserts success; returns stdout.
-fn ok<S: AsRef<OsStr>>(args: &[S]) -> Vec<u8> {
-    let run = bcd_in(None, args);
-    assert!(
-        run.status.success(),
-        "bcd {} failed ({:?}): {}",
-        show(args),
-        run.status,
-        run.stderr
-    );
-    run.stdout
 }
 
 /// Asserts a clean failure: exit status 1 and one "bcd: " line, never a panic.
@@ -142,7 +131,7 @@ fn assert_fails_cleanly(
 ) -> String {
     let fresh = tmp.join("never-created");
     let existing = existing_dataset(tmp, keyed);
-    let before = snapshot(&existing);
+    let before = tree_snapshot(&existing);
     let mut first = None;
     for into in [&fresh, &existing] {
         let args = ingest_args(sources, into, extra);
@@ -164,7 +153,7 @@ fn assert_fails_cleanly(
         fresh.display()
     );
     assert_eq!(
-        snapshot(&existing),
+        tree_snapshot(&existing),
         before,
         "a failed ingest ({sources:?} {extra:?}) changed the existing dataset"
     );
@@ -209,10 +198,10 @@ fn parse_records(records: &Value, keyed: bool) -> Records {
         .iter()
         .map(|record| match keyed {
             true => (
-                hex(record[0].as_str().unwrap()),
-                hex(record[1].as_str().unwrap()),
+                unhex(record[0].as_str().unwrap()),
+                unhex(record[1].as_str().unwrap()),
             ),
-            false => (Vec::new(), hex(record.as_str().unwrap())),
+            false => (Vec::new(), unhex(record.as_str().unwrap())),
         })
         .collect()
 }
@@ -223,8 +212,8 @@ fn as_dump(records: &Records, keyed: bool) -> Value {
         records
             .iter()
             .map(|(k, v)| match keyed {
-                true => json!([to_hex(k), to_hex(v)]),
-                false => json!(to_hex(v)),
+                true => json!([hex(k), hex(v)]),
+                false => json!(hex(v)),
             })
             .collect(),
     )
@@ -255,7 +244,7 @@ fn assert_holds(holds: &Holds) {
     let opened = Dataset::open(dataset).unwrap();
     assert_eq!(opened.keyed(), *keyed, "{what}: keyed");
     assert_eq!(
-        records(dataset),
+        read_all(&Dataset::open(dataset).unwrap()),
         *want,
         "{what}: records read by the library"
     );
@@ -285,8 +274,8 @@ fn assert_holds(holds: &Holds) {
         let by_index = ok(&["get", s(dataset), "--index", &i.to_string()]);
         assert_eq!(&by_index, value, "{what}: bcd get --index {i}");
         if *keyed && !key.is_empty() {
-            let by_key = ok(&["get", s(dataset), "--hex", &to_hex(key)]);
-            assert_eq!(&by_key, value, "{what}: bcd get --hex {}", to_hex(key));
+            let by_key = ok(&["get", s(dataset), "--hex", &hex(key)]);
+            assert_eq!(&by_key, value, "{what}: bcd get --hex {}", hex(key));
         }
     }
 }
@@ -298,7 +287,7 @@ fn reference_dumps(datasets: &[&Path]) -> Vec<Value> {
         .iter()
         .map(|d| json!({"command": "dump", "path": s(d)}))
         .collect();
-    reference_batch(&steps)
+    reference_batch("0.3.0", &steps)
 }
 
 /// Checks every dataset with [`assert_holds`], then all of them through the
@@ -843,7 +832,7 @@ fn keyless_parquet_source_into_a_keyed_dataset_fails_telling_to_pass_key_column(
         &dataset,
         &nightly_args(),
     );
-    let before = snapshot(&dataset);
+    let before = tree_snapshot(&dataset);
     let args = ingest_args(&day2, &dataset, &strings(&["--value-column", "image"]));
     let run = bcd_in(None, &args);
     assert_one_clean_error(&run, &show(&args));
@@ -859,7 +848,7 @@ fn keyless_parquet_source_into_a_keyed_dataset_fails_telling_to_pass_key_column(
         );
     }
     assert_eq!(
-        snapshot(&dataset),
+        tree_snapshot(&dataset),
         before,
         "the refused ingest changed the dataset"
     );
@@ -1245,7 +1234,7 @@ fn nightly_append_skips_known_ids_and_adds_only_new_ones() {
         (&summary["skipped"], &summary["created"]),
         (&json!(0), &json!(true))
     );
-    let after_day1 = records(&dataset);
+    let after_day1 = read_all(&Dataset::open(&dataset).unwrap());
     assert_eq!(after_day1, day1);
 
     let summary = ingest(
@@ -1261,7 +1250,7 @@ fn nightly_append_skips_known_ids_and_adds_only_new_ones() {
     let mut both = day1.clone();
     both.extend(new);
 
-    let before = snapshot(&dataset);
+    let before = tree_snapshot(&dataset);
     let summary = ingest(
         &[fixture("parquet", "dump-day2.parquet")],
         &dataset,
@@ -1270,7 +1259,7 @@ fn nightly_append_skips_known_ids_and_adds_only_new_ones() {
     assert_summary(&summary, 0, json!({}), "day 2 again");
     assert_eq!(summary["skipped"], json!(10));
     assert_eq!(
-        snapshot(&dataset),
+        tree_snapshot(&dataset),
         before,
         "re-running day 2 changed the dataset"
     );
@@ -1298,7 +1287,7 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
     args.extend(strings(&["--max-shard-size", "256K"]));
     ingest(&[fixture("parquet", "dump-day1.parquet")], &dataset, &args);
     let day1 = dump_records("dump-day1.parquet");
-    assert_eq!(records(&dataset), day1);
+    assert_eq!(read_all(&Dataset::open(&dataset).unwrap()), day1);
 
     // 2500 rows of 4 KiB (10 MB, about 40 shards): four ids day 1 has, then new ones.
     let big = tmp.path().join("big.parquet");
@@ -1306,7 +1295,7 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
     let rows = write_big_parquet(&big, &ids);
     let new: Records = rows[4..].to_vec();
 
-    let before = snapshot(&dataset).unwrap();
+    let before = tree_snapshot(&dataset).unwrap();
     let command = ingest_args(&[s(&big).to_owned()], &dataset, &nightly_args());
     let mut child = spawn(&command, false, None);
     // Kill once the run has written its fourth shard: well under way, far from
@@ -1326,7 +1315,7 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
     let status = child.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "{status:?}");
 
-    let after = snapshot(&dataset).unwrap();
+    let after = tree_snapshot(&dataset).unwrap();
     for (name, bytes) in &before {
         assert!(
             after.get(name) == Some(bytes),
@@ -1352,7 +1341,7 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
             "{name} is not a leftover of an interrupted extend"
         );
     }
-    assert_eq!(records(&dataset), day1);
+    assert_eq!(read_all(&Dataset::open(&dataset).unwrap()), day1);
     let verify = bcd_in(None, &["verify", s(&dataset)]);
     assert!(
         verify.status.success(),
@@ -1365,7 +1354,11 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
     assert_eq!(summary["skipped"], json!(4));
     let mut want = day1;
     want.extend(new);
-    assert_eq!(records(&dataset), want, "after the re-run");
+    assert_eq!(
+        read_all(&Dataset::open(&dataset).unwrap()),
+        want,
+        "after the re-run"
+    );
     let verify = bcd_in(None, &["verify", s(&dataset)]);
     assert!(
         verify.status.success(),
