@@ -38,7 +38,7 @@ fn dataset_files_are_byte_identical_for_1_2_and_5_jobs() {
     );
     assert!(snapshots[0] == snapshots[2], "--jobs 1 and --jobs 5 differ");
     assert_eq!(
-        read_all(&Dataset::open(&dir.path().join("jobs-5")).unwrap()),
+        read_all(&Dataset::open(dir.path().join("jobs-5")).unwrap()),
         source
     );
 }
