@@ -184,6 +184,7 @@ enum KillAt {
 #[cfg(unix)]
 #[test]
 fn sigkilled_writer_leaves_exactly_old_or_old_plus_all_new_records() {
+    let _guard = crate::alone_while_starting_processes();
     // The dataset every round starts from a copy of: some committed records.
     let base = scratch_dir();
     let options = CreateOptions {

@@ -109,12 +109,14 @@ fn check_failure_at_every_operation(scenario: Scenario) {
 
 #[test]
 fn extend_failing_at_any_operation_commits_nothing_and_removes_its_files() {
+    let _guard = crate::no_child_processes();
     check_failure_at_every_operation(KEYED_LZ4);
 }
 
 #[test]
 fn extend_failing_at_any_operation_with_short_writes_and_failing_cleanup_leaves_only_ignored_leftovers(
 ) {
+    let _guard = crate::no_child_processes();
     check_failure_at_every_operation(Scenario {
         max_write: 1000,
         fail_removes: true,
@@ -124,6 +126,7 @@ fn extend_failing_at_any_operation_with_short_writes_and_failing_cleanup_leaves_
 
 #[test]
 fn keyless_uncompressed_extend_failing_at_any_operation_commits_nothing() {
+    let _guard = crate::no_child_processes();
     check_failure_at_every_operation(Scenario {
         keyed: false,
         compression: Compression::None,
@@ -133,6 +136,7 @@ fn keyless_uncompressed_extend_failing_at_any_operation_commits_nothing() {
 
 #[test]
 fn failed_final_directory_fsync_after_the_rename_leaves_the_commit_visible() {
+    let _guard = crate::no_child_processes();
     let fx = Fixture::new(KEYED_LZ4);
     let work = fx.copy();
     let dir = work.path();
@@ -161,6 +165,7 @@ fn failed_final_directory_fsync_after_the_rename_leaves_the_commit_visible() {
 /// would append every record twice.
 #[test]
 fn final_fsync_error_is_distinguishable_from_an_uncommitted_one() {
+    let _guard = crate::no_child_processes();
     let fx = Fixture::new(KEYED_LZ4);
     let fail = |n: usize| {
         let work = fx.copy();
@@ -182,6 +187,7 @@ fn final_fsync_error_is_distinguishable_from_an_uncommitted_one() {
 
 #[test]
 fn extend_rejected_midway_commits_nothing_and_removes_its_shards() {
+    let _guard = crate::no_child_processes();
     let fx = Fixture::new(KEYED_LZ4);
     let work = fx.copy();
     let dir = work.path();

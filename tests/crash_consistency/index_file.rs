@@ -187,6 +187,7 @@ const MAX_WRITES: [usize; 2] = [usize::MAX, 1000];
 
 #[test]
 fn index_file_rewrite_failing_at_any_operation_keeps_the_records_and_leaves_no_temporary() {
+    let _guard = crate::no_child_processes();
     for max_write in MAX_WRITES {
         check_failure_at_every_operation(max_write);
     }
@@ -300,6 +301,7 @@ fn image_of(files: &BTreeMap<String, Vec<u8>>, work: &Path) -> TempDir {
 #[test]
 fn power_loss_during_an_extend_and_its_index_rewrite_leaves_old_or_old_plus_new_through_the_index()
 {
+    let _guard = crate::no_child_processes();
     for max_write in MAX_WRITES {
         check_crash_at_every_point(max_write);
     }

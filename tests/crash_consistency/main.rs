@@ -43,6 +43,7 @@ mod second_writer;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bcd::{Dataset, Error};
 use bcd_test_support::{read_all, snapshot, Record, Rng};
@@ -266,4 +267,29 @@ pub(crate) fn assert_io_error_about(err: &Error, path: &Path, context: &str) {
         "{context}: the message does not name {}: {message}",
         path.display()
     );
+}
+
+// ---------------------------------------------------------------------------
+// Tests that start processes
+// ---------------------------------------------------------------------------
+
+/// Held by every test: shared by most, exclusively by those that start a child
+/// process. The writer lock is an flock on `.bcd.lock`, and a child started while
+/// another test's thread has it open holds a copy of that descriptor from its
+/// fork to its exec (the descriptor is close-on-exec, but a loaded machine can
+/// delay the exec by milliseconds). A test that releases the lock and takes it
+/// again, as most here do, would then meet `Error::Locked` from its own earlier
+/// writer. `Command::spawn` returns once the child has exec'd, so no test may run
+/// while another spawns.
+static PROCESS_GUARD: RwLock<()> = RwLock::new(());
+
+/// For a test that starts no process (see [`PROCESS_GUARD`]).
+pub(crate) fn no_child_processes() -> RwLockReadGuard<'static, ()> {
+    // A failed test poisons the lock; the others go on.
+    PROCESS_GUARD.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// For a test that starts child processes: it runs alone (see [`PROCESS_GUARD`]).
+pub(crate) fn alone_while_starting_processes() -> RwLockWriteGuard<'static, ()> {
+    PROCESS_GUARD.write().unwrap_or_else(|e| e.into_inner())
 }

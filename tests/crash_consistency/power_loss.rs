@@ -114,11 +114,13 @@ fn check_crash_at_every_point(scenario: Scenario) {
 
 #[test]
 fn power_loss_at_any_point_of_an_extend_leaves_exactly_old_or_old_plus_new_records() {
+    let _guard = crate::no_child_processes();
     check_crash_at_every_point(KEYED_LZ4);
 }
 
 #[test]
 fn power_loss_with_short_writes_and_keyless_datasets_leaves_exactly_old_or_old_plus_new() {
+    let _guard = crate::no_child_processes();
     check_crash_at_every_point(Scenario {
         max_write: 700,
         ..KEYED_LZ4
@@ -133,6 +135,7 @@ fn power_loss_with_short_writes_and_keyless_datasets_leaves_exactly_old_or_old_p
 /// The durability model itself: what was not fsynced does not survive a power loss.
 #[test]
 fn durability_model_keeps_only_what_was_synced() {
+    let _guard = crate::no_child_processes();
     let work = scratch_dir();
     let dir = work.path();
     fs::write(dir.join("old"), b"old bytes").unwrap();

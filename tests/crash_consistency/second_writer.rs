@@ -32,6 +32,7 @@ fn assert_locked(err: &Error, dir: &Path, context: &str) {
 
 #[test]
 fn second_writer_in_the_same_process_gets_locked_until_the_first_finishes() {
+    let _guard = crate::no_child_processes();
     let work = scratch_dir();
     let dir = work.path();
     let mut first = Dataset::create(
@@ -67,6 +68,7 @@ fn second_writer_in_the_same_process_gets_locked_until_the_first_finishes() {
 #[cfg(unix)]
 #[test]
 fn second_writer_in_another_process_gets_locked_until_the_first_dies() {
+    let _guard = crate::alone_while_starting_processes();
     let work = scratch_dir();
     let dir = work.path();
     let mut dataset = Dataset::create(
