@@ -6,8 +6,10 @@ use std::path::Path;
 use bcd_test_support::tree_snapshot;
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{
+    assert_ingest_fails_cleanly, existing_dataset, fixture, fixture_str, mixed_records,
+};
+use crate::{ingest, ingest_args, run};
 
 /// The path of a copy of fixture gnu.tar altered by `change`, in `dir`.
 fn altered_gnu_tar(dir: &Path, name: &str, change: impl FnOnce(&mut Vec<u8>)) -> String {

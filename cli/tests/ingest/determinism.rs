@@ -4,8 +4,8 @@ use bcd::Dataset;
 use bcd_test_support::{read_all, snapshot_names, tree_snapshot};
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{mixed_records, tar_of};
+use crate::ingest;
 
 #[test]
 fn dataset_files_are_byte_identical_for_1_2_and_5_jobs() {

@@ -5,8 +5,8 @@ use bcd_test_support::{read_all, tree_snapshot};
 use serde_json::json;
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{assert_ingest_fails_cleanly, fixture_str, mixed_records, tar_of};
+use crate::{ingest, ingest_args};
 
 #[test]
 fn duplicate_key_fails_naming_archive_and_key_and_commits_nothing() {

@@ -8,8 +8,8 @@ use bcd::Dataset;
 use bcd_test_support::{snapshot_names, tree_snapshot};
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{fixture_files, fixture_str, mixed_records, tar_files};
+use crate::{ingest, run};
 
 /// A keyed dataset at `dir/name` with the given records, written by the library.
 fn keyed_dataset(dir: &Path, name: &str, records: &Records) -> PathBuf {

@@ -7,7 +7,7 @@ use bcd_test_support::{hex, tree_snapshot, unhex, Rng};
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::*;
+use crate::{ingest, ingest_args};
 
 pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -5,8 +5,8 @@ use bcd_test_support::{hex, reference_batch, Rng};
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{as_dump, fixture_files, mixed_records, tar_of};
+use crate::ingest;
 
 /// Checks that `stored` is `value` as a literal-only LZ4 block: size prefix, one
 /// token 0xF0, the literal length in 255-steps, the bytes verbatim.

@@ -6,8 +6,8 @@ use bcd_test_support::read_all;
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{fixture, fixture_files, fixture_members, fixture_str};
+use crate::{ingest, run_with};
 
 #[test]
 fn gnu_and_pax_archives_keep_long_unicode_and_empty_members_and_skip_symlinks() {

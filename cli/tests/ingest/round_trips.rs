@@ -7,8 +7,8 @@ use bcd_test_support::{read_all, tree_snapshot, Rng};
 use serde_json::json;
 
 use crate::common::*;
-use crate::harness::*;
-use crate::*;
+use crate::harness::{fixture_files, fixture_str, tar_files};
+use crate::{ingest, run};
 
 #[test]
 fn tar_ingest_then_export_reproduces_member_names_bytes_and_order() {

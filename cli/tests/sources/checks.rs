@@ -8,8 +8,8 @@ use bcd_test_support::{hex, read_all, reference_batch};
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::datasets::*;
-use crate::*;
+use crate::datasets::{as_dump, fixture, fixtures, json_strings, parse_records};
+use crate::ingest;
 
 /// A dataset and what it must hold.
 pub(crate) struct Holds {

@@ -2,11 +2,13 @@
 
 use serde_json::json;
 
-use crate::checks::*;
+use crate::checks::{
+    assert_all_hold, assert_summary, ingest_cases, with_errors, with_records, Holds,
+};
 use crate::common::*;
-use crate::datasets::*;
-use crate::per_source::*;
-use crate::*;
+use crate::datasets::{assert_fails_cleanly, expected, fixture, fixtures};
+use crate::per_source::csv_extra;
+use crate::{ingest, ingest_in, strings};
 
 /// Quoted paths with commas, spaces and quotes; minimal and all-quoted CSVs, CRLF
 /// and LF; a TSV; a key column; --root. Paths resolve against the CSV's

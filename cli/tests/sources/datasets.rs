@@ -8,7 +8,7 @@ use bcd_test_support::{hex, tree_snapshot, unhex};
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::*;
+use crate::{assert_one_clean_error, bcd_in, ingest_args};
 
 /// A dataset holding one record that no fixture has, keyed or not, as a failed
 /// ingest must leave it.

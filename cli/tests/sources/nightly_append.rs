@@ -8,11 +8,11 @@ use bcd::Dataset;
 use bcd_test_support::{read_all, tree_snapshot};
 use serde_json::json;
 
-use crate::checks::*;
+use crate::checks::{assert_all_hold, assert_summary, Holds};
 use crate::common::*;
-use crate::datasets::*;
-use crate::per_source::*;
-use crate::*;
+use crate::datasets::fixture;
+use crate::per_source::{dump_records, nightly_args, shard_number, write_big_parquet};
+use crate::{bcd_in, ingest, ingest_args, strings};
 
 /// Day 2 overlaps day 1 (ids 1006..1009, with other images): only its new ids are
 /// appended, the first images kept; running it again changes nothing.

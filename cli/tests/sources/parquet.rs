@@ -3,11 +3,14 @@
 use bcd_test_support::tree_snapshot;
 use serde_json::{json, Value};
 
-use crate::checks::*;
+use crate::checks::{
+    assert_all_hold, assert_summary, case_args, edited, ingest_cases, parquet_sources, with_errors,
+    with_records, Holds,
+};
 use crate::common::*;
-use crate::datasets::*;
-use crate::per_source::*;
-use crate::*;
+use crate::datasets::{assert_fails_cleanly, expected, fixture, fixtures, json_strings};
+use crate::per_source::{dump_records, nightly_args, rows_from};
+use crate::{assert_one_clean_error, bcd_in, ingest, ingest_args, strings};
 
 /// The value-types.parquet cases: every value column type (binary, large_binary,
 /// string, large_string, fixed_size_binary, binary_view, string_view,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::checks::*;
+use crate::checks::case_args;
 use crate::common::*;
-use crate::datasets::*;
-use crate::*;
+use crate::datasets::{expected, fixture, fixtures, json_strings, parse_records};
+use crate::strings;
 
 /// The number N in "rows from N" of a message.
 pub(crate) fn rows_from(message: &str) -> u64 {

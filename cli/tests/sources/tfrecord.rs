@@ -1,9 +1,9 @@
 //! TFRecord sources, plain and gzip, as the `tfrecord` package wrote them.
 
-use crate::checks::*;
-use crate::datasets::*;
-use crate::per_source::*;
-use crate::*;
+use crate::checks::{assert_all_hold, case_args, edited, ingest_cases, with_errors, with_records};
+use crate::datasets::{assert_fails_cleanly, expected, fixture, fixtures};
+use crate::per_source::{gunzip, gzip, tfrecord_sources};
+use crate::strings;
 
 /// Whole records, one bytes_list feature, and keyed by another, from plain and
 /// GZIP files and both in one run; records that are not Examples as they are.
