@@ -12,6 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use bcd::Dataset;
+use bcd_test_support::{read_all, Rng};
+
 mod common;
 use common::*;
 
@@ -42,7 +45,7 @@ fn strace() -> Option<PathBuf> {
 /// Eight files, a few KiB each, for 4 KiB shards: the ingest writes several shards.
 fn source_tree(dir: &Path) -> (PathBuf, Records) {
     let tree = dir.join("tree");
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let mut records = Vec::new();
     for i in 0..8 {
         let name = format!("f{i}.bin");
@@ -167,7 +170,7 @@ fn check_every_injection(strace: &Path, initial: Option<(&Path, &Records)>) {
         Some(0),
         "the ingest fails without injection: {stderr}"
     );
-    assert_eq!(records(&target), complete);
+    assert_eq!(read_all(&Dataset::open(&target).unwrap()), complete);
     let counts = occurrences(&log);
     eprintln!("system calls of the ingest: {counts:?}");
     assert!(
@@ -190,7 +193,7 @@ fn check_every_injection(strace: &Path, initial: Option<(&Path, &Records)>) {
                 assert!(code.is_some() && code != Some(101), "{what}");
                 assert!(!stderr.contains("panicked"), "{what}");
                 let state = match bcd::Dataset::open(&target) {
-                    Ok(_) => Some(records(&target)),
+                    Ok(_) => Some(read_all(&Dataset::open(&target).unwrap())),
                     Err(e) if initial.is_none() => {
                         // A new dataset that was not committed must not exist, or
                         // be an empty directory a re-run can use.

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 use bcd::Dataset;
 use serde_json::Value;
 
+use bcd_test_support::{read_all, snapshot_names, tree_snapshot, Rng};
+
 mod common;
 use common::*;
 
@@ -46,7 +48,7 @@ fn big_name(i: usize) -> Vec<u8> {
 
 /// Writes generated members `0..members` (no end-of-archive marker).
 fn write_big_members(out: &mut impl Write, members: usize) -> io::Result<()> {
-    let block = Rng(99).bytes(2048);
+    let block = Rng::new(99).bytes(2048);
     for i in 0..members {
         write_member(out, &big_name(i), &big_value(&block, i))?;
     }
@@ -190,7 +192,7 @@ const SIGNALS: [(libc::c_int, &str); 2] = [(libc::SIGINT, "SIGINT"), (libc::SIGT
 fn sigint_or_sigterm_while_writing_shards_exits_130_and_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let existing = existing_dataset(dir.path(), "existing");
-    let before = snapshot(&existing);
+    let before = tree_snapshot(&existing);
     for (signal, name) in SIGNALS {
         let new = dir.path().join(format!("new-{name}"));
         // The second shard file of each run: batches have been written.
@@ -207,9 +209,13 @@ fn sigint_or_sigterm_while_writing_shards_exits_130_and_commits_nothing() {
                 run.stderr
             );
         }
-        assert_eq!(snapshot(&existing), before, "{name}: the dataset changed");
         assert_eq!(
-            snapshot(&new),
+            tree_snapshot(&existing),
+            before,
+            "{name}: the dataset changed"
+        );
+        assert_eq!(
+            tree_snapshot(&new),
             None,
             "{name}: the run left the dataset it created"
         );
@@ -222,7 +228,7 @@ fn sigint_or_sigterm_while_writing_shards_exits_130_and_commits_nothing() {
 fn a_signal_ends_an_ingest_blocked_reading_an_empty_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let existing = existing_dataset(dir.path(), "existing");
-    let before = snapshot(&existing);
+    let before = tree_snapshot(&existing);
     for (signal, name) in SIGNALS {
         // Into a new dataset: once it exists, the run is past its setup.
         let new = dir.path().join(format!("new-{name}"));
@@ -231,7 +237,7 @@ fn a_signal_ends_an_ingest_blocked_reading_an_empty_stdin() {
         send(held.child.as_ref().unwrap(), signal);
         let run = held.finish(name);
         assert_interrupted(&run, name);
-        assert_eq!(snapshot(&new), None, "{name}: the new dataset is left");
+        assert_eq!(tree_snapshot(&new), None, "{name}: the new dataset is left");
 
         // Into an existing dataset: no file shows the run is under way, but a
         // pipe does. Half of an 8 MiB member fills it many times over, so once
@@ -255,7 +261,11 @@ fn a_signal_ends_an_ingest_blocked_reading_an_empty_stdin() {
         send(held.child.as_ref().unwrap(), signal);
         let run = held.finish(name);
         assert_interrupted(&run, name);
-        assert_eq!(snapshot(&existing), before, "{name}: the dataset changed");
+        assert_eq!(
+            tree_snapshot(&existing),
+            before,
+            "{name}: the dataset changed"
+        );
     }
 }
 
@@ -281,7 +291,7 @@ fn a_signal_ends_an_ingest_blocked_reading_a_fifo() {
         let run = finish(child, name);
         drop(writer);
         assert_interrupted(&run, name);
-        assert_eq!(snapshot(&new), None, "{name}: the new dataset is left");
+        assert_eq!(tree_snapshot(&new), None, "{name}: the new dataset is left");
     }
 }
 
@@ -316,8 +326,8 @@ fn open_fifo_writer(child: &mut Child, fifo: &Path) -> std::fs::File {
 fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_completes() {
     let dir = tempfile::tempdir().unwrap();
     let ds = existing_dataset(dir.path(), "ds");
-    let before = snapshot(&ds).unwrap();
-    let original = records(&ds);
+    let before = tree_snapshot(&ds).unwrap();
+    let original = read_all(&Dataset::open(&ds).unwrap());
 
     for kill_point in ["000001.bin", "000004.bin"] {
         let mut held = HeldIngest::spawn(&ds, FED_MEMBERS, &[]);
@@ -327,7 +337,7 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
         let run = held.finish(&label);
         assert_eq!(run.status.signal(), Some(libc::SIGKILL), "{label}");
 
-        let after = snapshot(&ds).unwrap();
+        let after = tree_snapshot(&ds).unwrap();
         for (name, bytes) in &before {
             assert!(
                 after.get(name) == Some(bytes),
@@ -336,13 +346,13 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
             );
         }
         assert!(after.contains_key(Path::new(kill_point)), "{label}");
-        for name in names(&after) {
+        for name in snapshot_names(&after) {
             assert!(
                 before.contains_key(Path::new(&name)) || is_leftover(&name, 1),
                 "{label}: unexpected file {name}"
             );
         }
-        assert_eq!(records(&ds), original, "{label}");
+        assert_eq!(read_all(&Dataset::open(&ds).unwrap()), original, "{label}");
         let verify = finish(spawn(&["verify", s(&ds)], false, None), "verify");
         assert!(verify.status.success(), "{label}: {}", verify.stderr);
     }
@@ -366,7 +376,7 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
     assert_eq!(summary["bytes_in"], FED_MEMBERS * BIG_MEMBER);
     let dataset = Dataset::open(&ds).unwrap();
     assert_eq!(dataset.len(), original.len() + FED_MEMBERS);
-    let block = Rng(99).bytes(2048);
+    let block = Rng::new(99).bytes(2048);
     for i in [0, FED_MEMBERS / 2, FED_MEMBERS - 1] {
         let index = original.len() + i;
         assert_eq!(dataset.key_at(index).unwrap(), big_name(i));

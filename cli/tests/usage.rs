@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 
 use bcd::Dataset;
 
+use bcd_test_support::read_all;
+
 mod common;
 use common::*;
 
@@ -239,7 +241,7 @@ fn paths_that_are_not_utf8_work_as_source_and_dataset() {
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["records"], 2);
     assert_eq!(
-        records(&ds),
+        read_all(&Dataset::open(&ds).unwrap()),
         vec![
             (b"plain.txt".to_vec(), b"plain".to_vec()),
             (b"sub/caf\xe9.txt".to_vec(), b"latin-1".to_vec()),
