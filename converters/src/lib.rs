@@ -26,6 +26,7 @@ mod error;
 pub mod example;
 pub mod parquet_source;
 pub mod tar_export;
+mod tar_reader;
 pub mod tar_source;
 pub mod tfrecord_source;
 
