@@ -1,5 +1,5 @@
 //! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
-//! are opened by `bcd_pipeline::open_sources`), run the pipeline, draw progress,
+//! are opened by `bcd_pipeline::open_sources_into`), run the pipeline, draw progress,
 //! print the summary.
 
 use std::io::IsTerminal;
@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources, IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource,
-    Progress, SourceFormat, SourceOptions,
+    open_sources_into, IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate,
+    OpenedSource, Progress, SourceFormat, SourceOptions,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -45,13 +45,15 @@ fn source_options(args: &IngestArgs) -> SourceOptions {
 
 pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     let source_options = source_options(&args);
-    let OpenedSource { format, mut source } = open_sources(&args.sources, &source_options)?;
+    let OpenedSource { format, mut source } =
+        open_sources_into(&args.sources, &source_options, &args.into)?;
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
             SourceFormat::Dir => {
-                let dir_options = source_options.dir_options();
+                let mut dir_options = source_options.dir_options();
+                dir_options.skip_dirs.push(args.into.clone());
                 args.sources
                     .iter()
                     .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))

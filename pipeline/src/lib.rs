@@ -21,7 +21,9 @@ mod sources;
 
 pub use export::{export, ExportOptions, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
-pub use sources::{open_sources, OpenedSource, SourceFormat, SourceOptions, SourceSetupError};
+pub use sources::{
+    open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
+};
 
 /// Records per batch and job.
 pub const BATCH_RECORDS_PER_JOB: usize = 256;

@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
@@ -123,6 +123,7 @@ impl SourceOptions {
             include: self.include.clone(),
             exclude: self.exclude.clone(),
             follow_links: self.follow_links,
+            skip_dirs: Vec::new(),
         }
     }
 
@@ -264,6 +265,27 @@ pub fn open_sources(
     sources: &[String],
     options: &SourceOptions,
 ) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, None)
+}
+
+/// [`open_sources`] for an ingest into the dataset at `target`: a directory
+/// source never reads `target` or anything under it, so `ingest src --into
+/// src/ds` does not store the dataset's own files (its lock, its manifest, the
+/// shards being written). The directory is recognised by identity (device and
+/// inode), however it is spelled, also when it is created after this call.
+pub fn open_sources_into(
+    sources: &[String],
+    options: &SourceOptions,
+    target: &Path,
+) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, Some(target))
+}
+
+fn open_sources_impl(
+    sources: &[String],
+    options: &SourceOptions,
+    target: Option<&Path>,
+) -> Result<OpenedSource, SourceSetupError> {
     if sources.is_empty() {
         return Err(SourceSetupError::NoSources);
     }
@@ -281,7 +303,7 @@ pub fn open_sources(
         }
     };
     check_options(format, options)?;
-    let source = open(format, sources, options)?;
+    let source = open(format, sources, options, target)?;
     Ok(OpenedSource { format, source })
 }
 
@@ -344,11 +366,13 @@ fn open(
     format: SourceFormat,
     sources: &[String],
     options: &SourceOptions,
+    target: Option<&Path>,
 ) -> Result<Box<dyn Source>, SourceError> {
     let paths: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     Ok(match format {
         SourceFormat::Dir => {
-            let dir_options = options.dir_options();
+            let mut dir_options = options.dir_options();
+            dir_options.skip_dirs.extend(target.map(Path::to_owned));
             Box::new(Chain::new(
                 paths
                     .iter()
