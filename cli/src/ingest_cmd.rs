@@ -22,6 +22,8 @@ use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
 
 /// Exit status after Ctrl-C, as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
+/// Exit status of a usage error, as clap's own.
+const EXIT_USAGE: u8 = 2;
 
 /// The source options as the library takes them; a flag the user did not give is
 /// `None` (or empty, or false), so giving one to another format is refused even
@@ -225,16 +227,24 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         path => Target::File(path.into()),
     };
     let options = bcd_pipeline::ExportOptions {
-        target,
         split,
         rename_unsafe: args.rename_unsafe,
         naming: Naming {
             keyless_suffix: args.keyless_suffix,
         },
+        ..bcd_pipeline::ExportOptions::new(target)
     };
-    let summary = bcd_pipeline::export(&dataset, &options)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("export of {} failed", args.dataset.display()))?;
+    let summary = match bcd_pipeline::export(&dataset, &options) {
+        Ok(summary) => summary,
+        Err(error) if error.is_usage() => {
+            eprintln!("bcd: {error}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error)
+                .context(format!("export of {} failed", args.dataset.display())))
+        }
+    };
     let renamed = match summary.renamed {
         0 => String::new(),
         n => format!(", {n} unsafe names cleaned"),

@@ -19,7 +19,7 @@ mod export;
 mod ingest;
 mod sources;
 
-pub use export::{export, ExportOptions, Naming};
+pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
