@@ -373,6 +373,34 @@ mod tests {
     }
 
     #[test]
+    fn skip_dirs_leave_out_a_directory_by_identity_even_one_made_after_opening() {
+        let dir = tree();
+        let options = DirOptions {
+            // Spelled with `./` and `..`, and not there yet when the source opens.
+            skip_dirs: vec![dir.path().join("b/../b/./sub"), dir.path().join("new")],
+            ..Default::default()
+        };
+        let source = DirSource::new(dir.path(), &options).unwrap();
+        fs::create_dir(dir.path().join("new")).unwrap();
+        fs::write(dir.path().join("new/manifest.json"), "{}").unwrap();
+        let keys: Vec<Vec<u8>> = source.map(|r| r.unwrap().key).collect();
+        assert_eq!(
+            keys,
+            [&b"a.txt"[..], b"b/1.jpg", b"b/2.jpg", b"empty.jpg"],
+            "{:?}",
+            keys.iter()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
+        // The root itself: nothing is read.
+        let options = DirOptions {
+            skip_dirs: vec![dir.path().to_owned()],
+            ..Default::default()
+        };
+        assert_eq!(DirSource::new(dir.path(), &options).unwrap().count(), 0);
+    }
+
+    #[test]
     fn a_file_root_is_a_usage_error() {
         let dir = tree();
         let err = DirSource::new(&dir.path().join("a.txt"), &DirOptions::default())
