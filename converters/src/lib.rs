@@ -24,6 +24,7 @@ pub mod csv_source;
 pub mod dir_source;
 mod error;
 pub mod example;
+mod member_names;
 pub mod parquet_source;
 pub mod tar_export;
 mod tar_reader;
