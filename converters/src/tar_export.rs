@@ -474,15 +474,16 @@ fn format_pattern(pattern: &str, n: u64) -> Result<String, ExportError> {
         return Err(bad("more than one '%'"));
     }
     let spec = &rest[..digits];
-    let width: usize = match spec {
-        "" => 0,
+    let width: usize = match spec.parse::<usize>() {
+        _ if spec.is_empty() => 0,
+        Ok(width) if width > MAX_PATTERN_WIDTH => {
+            return Err(bad(&format!("the width {width} is too large")))
+        }
+        Err(_) => return Err(bad(&format!("the width {spec} is too large"))),
         _ if !spec.starts_with('0') => {
             return Err(bad("a width without a leading 0 would pad with spaces"))
         }
-        _ => match spec.parse() {
-            Ok(width) if width <= MAX_PATTERN_WIDTH => width,
-            _ => return Err(bad("the width is too large")),
-        },
+        Ok(width) => width,
     };
     Ok(format!(
         "{}{n:0width$}{}",
