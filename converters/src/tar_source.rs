@@ -112,7 +112,14 @@ impl Iterator for TarSource {
             match self.receiver.recv() {
                 Ok(Message::Skipped(kind)) => self.skipped.add(kind),
                 Ok(Message::Record(record)) => {
-                    self.done = record.is_err();
+                    if record.is_err() {
+                        self.done = true;
+                        // The reader returns right after sending its error: wait for
+                        // it, so that no thread outlives the source's last record.
+                        if let Some(reader) = self.reader.take() {
+                            let _ = reader.join();
+                        }
+                    }
                     return Some(record);
                 }
                 Err(_) => {
