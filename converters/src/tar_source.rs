@@ -1,7 +1,7 @@
 //! Tar archives and WebDataset shards: `.tar`, `.tar.gz`/`.tgz`, `.tar.zst`, or `-`
 //! for stdin, several in order, with brace ranges (`shards-{000000..000123}.tar`).
 //! Compression is recognised by its magic bytes, not the name. ustar, GNU (long
-//! names) and PAX headers are read by [`crate::tar_reader`], which bounds every
+//! names) and PAX headers are read by `tar_reader.rs`, which bounds every
 //! length a header declares ([`MAX_NAME_BYTES`], [`MAX_PAX_HEADER_BYTES`],
 //! [`MAX_MEMBER_SIZE`]) before allocating for it.
 //!

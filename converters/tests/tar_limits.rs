@@ -347,3 +347,33 @@ fn a_zstd_frame_asking_for_a_window_over_128_mib_is_refused_not_allocated() {
     assert!(message.starts_with(&wide), "{message}");
     assert!(message.contains("memory"), "{message}");
 }
+
+#[test]
+fn pax_global_headers_are_passed_over_unread_and_not_counted() {
+    // `git archive` starts with a global header holding the commit id; a huge one
+    // is skipped without being held.
+    let dir = tempfile::tempdir().unwrap();
+    let global = member(
+        b"pax_global_header",
+        b'g',
+        b"52 comment=0123456789012345678901234567890123456789\n",
+    );
+    let huge = [
+        &header(b"pax_global_header", b'g', 1 << 20)[..],
+        &[b'c'; 1 << 20],
+    ]
+    .concat();
+    let bytes = [
+        &global[..],
+        &member(b"a.txt", b'0', b"a"),
+        &huge,
+        &member(b"b.txt", b'0', b"b"),
+        &END,
+    ]
+    .concat();
+    let archive = write(dir.path(), "git.tar", &bytes);
+    let mut source = TarSource::new(&[archive]).unwrap();
+    let keys: Vec<Vec<u8>> = source.by_ref().map(|r| r.unwrap().key).collect();
+    assert_eq!(keys, [b"a.txt".to_vec(), b"b.txt".to_vec()]);
+    assert_eq!(source.skipped().total(), 0);
+}
