@@ -1,19 +1,20 @@
 //! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
-//! are opened by `bcd_pipeline::open_sources`), run the pipeline, draw progress,
+//! are opened by `bcd_pipeline::open_sources_into`), run the pipeline, draw progress,
 //! print the summary.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources, IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource,
-    Progress, SourceFormat, SourceOptions,
+    open_sources_into, ExportError, ExportProgress, ExportProgressFn, IngestError, IngestOptions,
+    IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -46,13 +47,15 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     // a pipe) ends the run too.
     let interrupts = Interrupts::install()?;
     let source_options = source_options(&args);
-    let OpenedSource { format, source } = open_sources(&args.sources, &source_options)?;
+    let OpenedSource { format, source } =
+        open_sources_into(&args.sources, &source_options, &args.into)?;
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
             SourceFormat::Dir => {
-                let dir_options = source_options.dir_options();
+                let mut dir_options = source_options.dir_options();
+                dir_options.skip_dirs.push(args.into.clone());
                 args.sources
                     .iter()
                     .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
@@ -197,6 +200,7 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    let interrupts = Interrupts::install()?;
     // The arguments first: a usage error is reported as such, whatever the dataset.
     let split = Split {
         max_bytes: args.split_size,
@@ -224,19 +228,46 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         (false, false) => Target::File(args.to.into()),
     };
     let dataset = bcd::Dataset::open(&args.dataset)?;
+    let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
+        .then(|| export_progress_bar(dataset.len() as u64));
+    let progress = bar.clone().map(|bar| {
+        Arc::new(move |p: &ExportProgress| bar.set_position(p.members)) as ExportProgressFn
+    });
     let options = bcd_pipeline::ExportOptions {
-        target,
         split,
         rename_unsafe: args.rename_unsafe,
         naming: Naming {
             keyless_suffix: args.keyless_suffix,
         },
+        // Set by a signal while the export runs: it stops and removes the archive
+        // being written.
+        interrupt: Some(interrupts.flag()),
+        progress,
+        ..bcd_pipeline::ExportOptions::new(target)
     };
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::export(&dataset, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the export was written",
+        Err(_) => "the archive being written was removed",
+    }));
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
     // The error keeps its chain: a closed stdout pipe (`bcd export --to - | head`)
-    // is found in it and ends the run quietly.
-    let summary = bcd_pipeline::export(&dataset, &options)
-        .map_err(|e| anyhow::anyhow!(e))
-        .with_context(|| format!("export of {} failed", args.dataset.display()))?;
+    // is found in it and ends the run quietly, and a bad target or pattern is a
+    // usage error (see output::outcome).
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; the archive being written was removed (complete archives of a split export stay)");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error)
+                .context(format!("export of {} failed", args.dataset.display())))
+        }
+    };
     let renamed = match summary.renamed {
         0 => String::new(),
         n => format!(", {n} unsafe names cleaned"),
@@ -252,4 +283,15 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A bar counting members, for exports to a file on a terminal.
+fn export_progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} members {per_sec} ETA {eta}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
 }

@@ -133,8 +133,11 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
             _ => true,
         };
     }
+    if let Some(error) = cause.downcast_ref::<bcd_pipeline::ExportError>() {
+        return error.is_usage();
+    }
     if let Some(error) = cause.downcast_ref::<ExportError>() {
-        return matches!(error, ExportError::Usage(_));
+        return error.is_usage();
     }
     false
 }

@@ -24,8 +24,10 @@ pub mod csv_source;
 pub mod dir_source;
 mod error;
 pub mod example;
+mod member_names;
 pub mod parquet_source;
 pub mod tar_export;
+mod tar_reader;
 pub mod tar_source;
 pub mod tfrecord_source;
 

@@ -21,10 +21,12 @@ mod ingest;
 mod options;
 mod sources;
 
-pub use export::{export, ExportOptions, Naming};
+pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
-pub use sources::{open_sources, OpenedSource, SourceFormat, SourceOptions, SourceSetupError};
+pub use sources::{
+    open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
+};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

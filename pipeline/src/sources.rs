@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
@@ -124,6 +124,7 @@ impl SourceOptions {
             include: self.include.clone(),
             exclude: self.exclude.clone(),
             follow_links: self.follow_links,
+            skip_dirs: Vec::new(),
         }
     }
 
@@ -275,6 +276,27 @@ pub fn open_sources<S: AsRef<OsStr>>(
     sources: &[S],
     options: &SourceOptions,
 ) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, None)
+}
+
+/// [`open_sources`] for an ingest into the dataset at `target`: a directory
+/// source never reads `target` or anything under it, so `ingest src --into
+/// src/ds` does not store the dataset's own files (its lock, its manifest, the
+/// shards being written). The directory is recognised by identity (device and
+/// inode), however it is spelled, also when it is created after this call.
+pub fn open_sources_into<S: AsRef<OsStr>>(
+    sources: &[S],
+    options: &SourceOptions,
+    target: &Path,
+) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, Some(target))
+}
+
+fn open_sources_impl<S: AsRef<OsStr>>(
+    sources: &[S],
+    options: &SourceOptions,
+    target: Option<&Path>,
+) -> Result<OpenedSource, SourceSetupError> {
     let sources: Vec<&OsStr> = sources.iter().map(AsRef::as_ref).collect();
     if sources.is_empty() {
         return Err(SourceSetupError::NoSources);
@@ -293,7 +315,7 @@ pub fn open_sources<S: AsRef<OsStr>>(
         }
     };
     check_options(format, options)?;
-    let source = open(format, &sources, options)?;
+    let source = open(format, &sources, options, target)?;
     Ok(OpenedSource { format, source })
 }
 
@@ -357,11 +379,13 @@ fn open(
     format: SourceFormat,
     sources: &[&OsStr],
     options: &SourceOptions,
+    target: Option<&Path>,
 ) -> Result<Box<dyn Source>, SourceError> {
     let paths: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     Ok(match format {
         SourceFormat::Dir => {
-            let dir_options = options.dir_options();
+            let mut dir_options = options.dir_options();
+            dir_options.skip_dirs.extend(target.map(Path::to_owned));
             Box::new(Chain::new(
                 paths
                     .iter()

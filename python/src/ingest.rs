@@ -257,7 +257,7 @@ pub fn ingest<'py>(
     };
 
     let opened = py
-        .detach(|| bcd_pipeline::open_sources(&sources, &source_options))
+        .detach(|| bcd_pipeline::open_sources_into(&sources, &source_options, &into))
         .map_err(setup_error)?;
     let summary = run_interruptibly(
         py,
