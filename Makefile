@@ -2,15 +2,27 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test check python-env demo
+.PHONY: test check strace python-env demo
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
 # build error then costs no test results, and the venv is ready for the Rust
 # interop tests without it.
-test: check
+test: check strace
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	bash tests/run-all.sh
+
+# The fault-injection tests (cli/tests/fault_injection.rs) run bcd under strace:
+# installed with apt-get when missing and running as root (as CI does), else
+# named as missing (they fail without it unless BCD_TEST_NO_STRACE=1).
+strace:
+	@command -v strace >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        apt-get install -y -qq strace >/dev/null 2>&1 || \
+	            { apt-get update -qq && apt-get install -y -qq strace; }; \
+	    else \
+	        echo "strace is missing: install it, or set BCD_TEST_NO_STRACE=1 to skip the fault-injection tests" >&2; \
+	    fi; }
 
 # Formatting and lints only.
 check:

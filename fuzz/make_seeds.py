@@ -101,3 +101,61 @@ write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
 # parquet_source: the file itself.
 for path in sorted((fixtures / "parquet").glob("*.parquet")):
     write("parquet_source", path.name, path.read_bytes())
+
+# tar_source inputs (layout in fuzz_targets/tar_source.rs): a flag byte, then an
+# archive. The committed fixtures (trailing padding trimmed to the two end
+# blocks), and small archives with a GNU long name, PAX records and a GNU
+# sparse member with an extension block.
+import io
+import tarfile
+
+fixtures = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "tar"
+
+
+def trimmed(data):
+    return data.rstrip(b"\0").ljust(-(-len(data.rstrip(b"\0")) // 512) * 512, b"\0") + bytes(1024)
+
+
+for name in ["gnu.tar", "pax.tar", "shards-000000.tar"]:
+    write("tar_source", name, b"\x00" + trimmed((fixtures / name).read_bytes()))
+for name in ["gnu.tar.gz", "pax.tgz"]:
+    write("tar_source", name, b"\x00" + (fixtures / name).read_bytes())
+
+
+def small(tar_format):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tar_format) as tar:
+        for name, body in [("d/" + "n" * 120, b"long"), ("x.txt", b"x"), ("e", b"")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        link = tarfile.TarInfo("l" * 110)
+        link.type = tarfile.SYMTYPE
+        link.linkname = "t" * 120
+        tar.addfile(link)
+    return trimmed(buffer.getvalue())
+
+
+write("tar_source", "small_gnu", b"\x00" + small(tarfile.GNU_FORMAT))
+write("tar_source", "small_pax", b"\x00" + small(tarfile.PAX_FORMAT))
+write("tar_source", "small_pax_zstd_gzip", b"\x06" + small(tarfile.PAX_FORMAT))
+
+# An old-GNU sparse member whose map continues in one extension block, then a file.
+def gnu_header(name, type_flag, size, extended=False):
+    block = bytearray(512)
+    block[: len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[124:136] = b"%011o\0" % size
+    block[156] = type_flag
+    block[257:265] = b"ustar  \0"
+    block[482] = 1 if extended else 0
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+extension = bytearray(512)
+extension[0:24] = b"00000000000\0" + b"00000001000\0"
+sparse = (gnu_header(b"sparse", ord("S"), 512, extended=True) + bytes(extension) + bytes(512)
+          + gnu_header(b"after", ord("0"), 5) + b"after".ljust(512, b"\0") + bytes(1024))
+write("tar_source", "sparse", b"\x00" + sparse)

@@ -3,9 +3,11 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::fork;
 use crate::format::{LOCK_NAME, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::manifest::Manifest;
 use crate::storage::Storage;
@@ -59,9 +61,17 @@ pub(crate) fn write_manifest(
 }
 
 /// An exclusive hold on a dataset's lock file; released on drop.
+///
+/// The lock is a `flock`, which belongs to the open file description: a process
+/// forked while it is held would share it, and keep it held after this process
+/// lets go. So the descriptor is registered with [`crate::fork`], whose handler
+/// closes it in every child.
 #[derive(Debug)]
 pub(crate) struct WriterLock {
-    _file: File,
+    file: ManuallyDrop<File>,
+    /// The fork generation it was taken in: in a child, the handler has closed the
+    /// descriptor already.
+    generation: u64,
 }
 
 impl WriterLock {
@@ -69,20 +79,51 @@ impl WriterLock {
     /// (in this process or another) holds it.
     pub(crate) fn acquire(dir: &Path) -> Result<WriterLock> {
         let path: PathBuf = dir.join(LOCK_NAME);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io("open lock file", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(WriterLock { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(Error::Locked {
-                dir: dir.to_owned(),
-                lock: path,
-            }),
-            Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
-        }
+        // Opened, locked and registered with no fork in between, so no child can
+        // inherit an unregistered hold.
+        fork::with_lock_registry(|registry| {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| Error::io("open lock file", &path, e))?;
+            match file.try_lock() {
+                Ok(()) => {
+                    registry.hold(handle(&file));
+                    Ok(WriterLock {
+                        file: ManuallyDrop::new(file),
+                        generation: fork::generation(),
+                    })
+                }
+                Err(TryLockError::WouldBlock) => Err(Error::Locked {
+                    dir: dir.to_owned(),
+                    lock: path,
+                }),
+                Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+            }
+        })
     }
 }
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        fork::with_lock_registry(|registry| {
+            if self.generation == fork::generation() && registry.release(handle(&self.file)) {
+                // SAFETY: dropped once, here; the field is not used afterwards.
+                unsafe { ManuallyDrop::drop(&mut self.file) };
+            }
+            // Otherwise this is a forked child's copy, whose descriptor the fork
+            // handler closed (its number may belong to another file by now).
+        });
+    }
+}
+
+#[cfg(unix)]
+fn handle(file: &File) -> std::os::fd::RawFd {
+    std::os::fd::AsRawFd::as_raw_fd(file)
+}
+
+#[cfg(not(unix))]
+fn handle(_file: &File) {}

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::DEFAULT_MAX_SHARD_SIZE;
 use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
+use crate::mapping::ShardData;
 use crate::reader::{Index, Location};
 use crate::storage::{FileSystem, Storage};
 
@@ -47,7 +48,8 @@ pub struct ValueLocation {
     pub len: u64,
 }
 
-/// An open dataset: its committed shards mapped, its keys indexed.
+/// An open dataset: its committed shards checked, its keys indexed. Shard files
+/// are loaded (mapped, or read when small) when first read.
 ///
 /// Reads take `&self` and the type is `Sync`, so threads can share one handle.
 /// Extending takes `&mut self`.
@@ -200,7 +202,7 @@ impl Dataset {
             || tail_records >= index_file_min_tail
             || index_file_min_bytes.is_some_and(|n| tail_bytes >= n);
         if rewrite {
-            let _ = self.index.persist(&self.dir);
+            let _ = self.index.persist(self.storage.as_ref(), &self.dir);
         }
     }
 
@@ -476,12 +478,19 @@ impl Dataset {
             if index < self.len() {
                 if let Ok(location) = self.index.locate(index) {
                     location
-                        .shard
                         .data
                         .will_need(location.value_offset as usize, location.stored.len());
                 }
             }
         }
+    }
+
+    /// The bytes of shard `shard`'s data file (the [`ValueLocation::shard`] of a
+    /// value), held for as long as the caller keeps them, after this handle is
+    /// dropped too: for zero-copy views whose lifetime the borrow checker cannot
+    /// follow (the Python package's memoryviews). Shards are loaded on first use.
+    pub fn shard_data(&self, shard: u64) -> Result<ShardData> {
+        self.index.shard_data(shard)
     }
 
     /// The data file (`NNNNNN.bin`) of shard `shard`.
@@ -491,38 +500,36 @@ impl Dataset {
 
     /// Total size of the committed shard data files (keys plus stored values).
     pub fn stored_bytes(&self) -> u64 {
-        self.index
-            .shards()
-            .iter()
-            .map(|s| s.data.len() as u64)
-            .sum()
+        self.index.shards().iter().map(|s| s.data_len()).sum()
     }
 
     /// Files in the directory left by interrupted writes: shard files numbered at or
     /// beyond the manifest's count and the temporary manifest. Readers ignore them and
     /// the next extend overwrites them; they are safe to delete while no one writes.
     pub fn uncommitted_files(&self) -> Result<Vec<PathBuf>> {
-        let mut found = Vec::new();
-        let entries = fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", &self.dir, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let leftover = name == crate::format::MANIFEST_TMP_NAME
-                || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
-                || crate::format::parse_shard_name(name).is_some_and(|id| id >= self.shards());
-            if leftover {
-                found.push(entry.path());
-            }
-        }
-        found.sort();
-        Ok(found)
+        uncommitted_files_in(&self.dir, self.shards())
     }
 
-    /// Decodes every record and returns what is wrong, in order (empty when the
-    /// dataset is sound). Structure was already checked by `open`.
+    /// Checks the persisted index file against the shards it covers, loads every
+    /// shard and decodes every record, and returns what is wrong, in order (empty
+    /// when the dataset is sound). The rest of the structure was already checked by
+    /// `open`.
     pub fn verify(&self) -> Vec<Error> {
         let mut problems = Vec::new();
+        // Opening only checked the data files' sizes: check they can be read.
+        for shard in self.index.shards() {
+            if let Err(e) = shard.data() {
+                problems.push(e);
+            }
+        }
+        if !problems.is_empty() {
+            return problems;
+        }
+        if let Err(e) = self.index.verify_file(&self.dir) {
+            // Every read goes through the file: decoding would only repeat this.
+            problems.push(e);
+            return problems;
+        }
         if self.compression() == Compression::Lz4 {
             let mut buffer = Vec::new();
             for index in 0..self.len() {
@@ -543,6 +550,26 @@ impl Dataset {
             reason: error.0,
         }
     }
+}
+
+/// The files of `dir` left by interrupted writes, given `shards` committed shards
+/// (see [`Dataset::uncommitted_files`]).
+pub(crate) fn uncommitted_files_in(dir: &Path, shards: u64) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let leftover = name == crate::format::MANIFEST_TMP_NAME
+            || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
+            || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards);
+        if leftover {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -34,6 +34,18 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The extend **was committed** (its records are on disk, and visible to
+    /// every handle opened from now on) but this handle could not load the new
+    /// shards, so it does not show them. Do not retry the extend: reopen the
+    /// dataset.
+    #[error("{}: the extend was committed, but this handle could not load its new shards; reopen the dataset to read them, and do not retry the extend", path.display())]
+    CommittedNotLoaded {
+        /// The dataset directory.
+        path: PathBuf,
+        /// Why the shards could not be loaded.
+        #[source]
+        source: Box<Error>,
+    },
     /// The directory has no manifest.json.
     #[error("{}: not a dataset (no manifest.json); create one with `bcd create`", path.display())]
     NotADataset {
@@ -68,6 +80,16 @@ pub enum Error {
         /// The shard file found at fault.
         path: PathBuf,
         /// What is wrong.
+        reason: String,
+    },
+    /// The persisted index file (`.bcd-index`) does not describe the shards it
+    /// claims to: it was damaged or written by someone else. It is a cache: deleting
+    /// it loses nothing, and the next open rebuilds it.
+    #[error("{}: the persisted index does not match the shards ({reason}); delete it, and the next open rebuilds it", path.display())]
+    CorruptIndexFile {
+        /// The index file.
+        path: PathBuf,
+        /// What disagrees.
         reason: String,
     },
     /// One stored value cannot be decoded.
@@ -141,6 +163,20 @@ pub enum Error {
         /// What changed.
         reason: String,
     },
+    /// [`Dataset::remove_empty`](crate::Dataset::remove_empty) found committed
+    /// records (another writer added them): nothing was removed.
+    #[error("{}: not removed: it holds {shards} committed shard(s)", path.display())]
+    NotEmpty {
+        /// The dataset directory.
+        path: PathBuf,
+        /// Shards the manifest commits.
+        shards: u64,
+    },
+    /// This extend was begun by the process this one was forked from: only that
+    /// process may write or commit it, so this copy writes, commits and removes
+    /// nothing.
+    #[error("this extend was begun by the process this one was forked from; a forked child's copy of an extend in progress writes, commits and removes nothing (extend again in the child, after the parent's extend has finished)")]
+    ForkedExtend,
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,

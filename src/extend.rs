@@ -1,11 +1,14 @@
 //! Extending a dataset: an all-or-nothing transaction that writes new shards and
 //! commits them with one manifest rename.
 
+use std::mem::ManuallyDrop;
+
 use hashbrown::HashTable;
 
 use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
 use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
+use crate::fork;
 use crate::format::LZ4_MAX_INPUT_SIZE;
 use crate::lz4_block;
 use crate::manifest::{Compression, Manifest, ManifestVersion};
@@ -27,10 +30,14 @@ pub struct ExtendSummary {
 /// without committing, or any failed write, removes those files and leaves the
 /// dataset exactly as it was.
 ///
-/// It holds the dataset's writer lock from start to end.
+/// It holds the dataset's writer lock from start to end. A copy of it inherited by
+/// a forked child process is inert: it writes, commits and removes nothing, and
+/// fails with [`Error::ForkedExtend`] (see [`crate::fork`]).
 pub struct Extend<'d> {
     dataset: &'d mut Dataset,
-    writer: ShardWriter,
+    /// Not dropped by a forked child's copy: dropping flushes its buffers, which
+    /// would write into the parent's files (the child shares their offsets).
+    writer: ManuallyDrop<ShardWriter>,
     /// Keys pushed so far (the committed ones are in the dataset's index), hashed
     /// with the index's hasher.
     new_keys: HashTable<(u64, Box<[u8]>)>,
@@ -39,6 +46,8 @@ pub struct Extend<'d> {
     new_hashes: Vec<u64>,
     scratch: Vec<u8>,
     poisoned: bool,
+    /// The fork generation it began in.
+    generation: u64,
     _lock: WriterLock,
 }
 
@@ -50,13 +59,13 @@ impl Dataset {
         let lock = WriterLock::acquire(&self.dir)?;
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
-        let writer = ShardWriter::new(
+        let writer = ManuallyDrop::new(ShardWriter::new(
             &self.dir,
             self.storage.clone(),
             self.manifest.keyed,
             self.manifest.max_shard_size,
             self.manifest.shards,
-        );
+        ));
         Ok(Extend {
             dataset: self,
             writer,
@@ -64,6 +73,7 @@ impl Dataset {
             new_hashes: Vec::new(),
             scratch: Vec::new(),
             poisoned: false,
+            generation: fork::generation(),
             _lock: lock,
         })
     }
@@ -143,6 +153,20 @@ impl Extend<'_> {
         self.dataset
     }
 
+    /// Fails with [`Error::ForkedExtend`] in a process forked from the one that
+    /// began this extend, where every method that writes fails the same way: for
+    /// callers that run code (which may fork) between pushes, to stop early.
+    pub fn check_process(&self) -> Result<()> {
+        if self.forked() {
+            return Err(Error::ForkedExtend);
+        }
+        Ok(())
+    }
+
+    fn forked(&self) -> bool {
+        self.generation != fork::generation()
+    }
+
     /// Records pushed so far.
     pub fn records(&self) -> u64 {
         self.writer.records()
@@ -155,14 +179,39 @@ impl Extend<'_> {
 
     /// Whether `key` is committed or already pushed in this extend.
     pub fn contains_key(&self, key: &[u8]) -> bool {
-        self.dataset.contains(key) || self.pending(key)
+        self.contains_hashed(self.dataset.index.hash_key(key), key)
     }
 
-    fn pending(&self, key: &[u8]) -> bool {
-        let hash = self.dataset.index.hash_key(key);
-        self.new_keys
-            .find(hash, |(h, k)| *h == hash && &**k == key)
-            .is_some()
+    /// [`Extend::contains_key`] for a key whose index hash is `hash`.
+    fn contains_hashed(&self, hash: u64, key: &[u8]) -> bool {
+        self.dataset.index.position_hashed(hash, key).is_some()
+            || self
+                .new_keys
+                .find(hash, |(h, k)| *h == hash && &**k == key)
+                .is_some()
+    }
+
+    /// Each key's index hash (computed once per key, for the checks and the
+    /// commit's index alike), and whether it is a duplicate: committed, pushed
+    /// earlier in this extend, or earlier in `records`.
+    fn classify<K: AsRef<[u8]>, V>(&self, records: &[(K, V)]) -> (Vec<u64>, Vec<bool>) {
+        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::with_capacity(records.len());
+        let mut hashes = Vec::with_capacity(records.len());
+        let mut duplicate = Vec::with_capacity(records.len());
+        for (key, _) in records {
+            let key = key.as_ref();
+            let hash = self.dataset.index.hash_key(key);
+            let seen = self.contains_hashed(hash, key)
+                || batch_keys
+                    .find(hash, |(h, k)| *h == hash && *k == key)
+                    .is_some();
+            if !seen {
+                batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
+            }
+            hashes.push(hash);
+            duplicate.push(seen);
+        }
+        (hashes, duplicate)
     }
 
     /// Adds a record to a keyed dataset, compressing the value if the dataset does.
@@ -192,26 +241,60 @@ impl Extend<'_> {
     /// key writes none of the batch and leaves the extend usable.
     pub fn push_batch<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, records: &[(K, V)]) -> Result<()> {
         self.check_usable(true)?;
-        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::new();
-        for (key, value) in records {
-            let key = key.as_ref();
-            self.check_new_key(key)?;
-            let hash = self.dataset.index.hash_key(key);
-            if batch_keys
-                .find(hash, |(h, k)| *h == hash && *k == key)
-                .is_some()
-            {
-                return Err(Error::DuplicateKey {
-                    key: DisplayKey(key.to_vec()),
-                });
-            }
-            batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
+        let (hashes, duplicate) = self.classify(records);
+        if let Some(at) = duplicate.iter().position(|&d| d) {
+            return Err(Error::DuplicateKey {
+                key: DisplayKey(records[at].0.as_ref().to_vec()),
+            });
+        }
+        self.push_classified(records, &hashes, &duplicate)
+    }
+
+    /// Like [`Extend::push_batch`], but a record whose key is a duplicate
+    /// (committed, pushed earlier in this extend, or earlier in `records`) is left
+    /// out instead of failing the batch: the first occurrence wins. Returns the
+    /// positions in `records` left out, in order. Each key is hashed once.
+    pub fn push_batch_skipping_duplicates<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        records: &[(K, V)],
+    ) -> Result<Vec<usize>> {
+        self.check_usable(true)?;
+        let (hashes, duplicate) = self.classify(records);
+        self.push_classified(records, &hashes, &duplicate)?;
+        Ok(duplicate
+            .iter()
+            .enumerate()
+            .filter_map(|(at, &d)| d.then_some(at))
+            .collect())
+    }
+
+    /// Writes the records of `records` not marked `skip`, with their `hashes`.
+    fn push_classified<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        records: &[(K, V)],
+        hashes: &[u64],
+        skip: &[bool],
+    ) -> Result<()> {
+        let kept = || {
+            records
+                .iter()
+                .zip(skip)
+                .filter(|(_, &skip)| !skip)
+                .map(|(record, _)| record)
+        };
+        for (key, value) in kept() {
+            ShardWriter::check_sizes(key.as_ref(), &[])?;
             self.check_value(value.as_ref())?;
         }
-        let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_ref()).collect();
+        let values: Vec<&[u8]> = kept().map(|(_, v)| v.as_ref()).collect();
         let stored = self.encode_many(&values)?;
-        for ((key, _), stored) in records.iter().zip(&stored) {
-            self.write(key.as_ref(), stored)?;
+        let kept_hashes = hashes
+            .iter()
+            .zip(skip)
+            .filter(|(_, &s)| !s)
+            .map(|(h, _)| *h);
+        for (((key, _), stored), hash) in kept().zip(&stored).zip(kept_hashes) {
+            self.write_hashed(key.as_ref(), stored, Some(hash))?;
         }
         Ok(())
     }
@@ -265,6 +348,7 @@ impl Extend<'_> {
     }
 
     fn check_usable(&self, keyed: bool) -> Result<()> {
+        self.check_process()?;
         if self.poisoned {
             return Err(Error::Poisoned);
         }
@@ -316,6 +400,11 @@ impl Extend<'_> {
     }
 
     fn write(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        self.write_hashed(key, stored, None)
+    }
+
+    /// Writes one record; `hash` is the key's index hash when already computed.
+    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hash: Option<u64>) -> Result<()> {
         ShardWriter::check_sizes(key, stored)?;
         if let Err(e) = self.writer.append(key, stored) {
             self.poisoned = true;
@@ -323,7 +412,7 @@ impl Extend<'_> {
             return Err(e);
         }
         if self.dataset.keyed() {
-            let hash = self.dataset.index.hash_key(key);
+            let hash = hash.unwrap_or_else(|| self.dataset.index.hash_key(key));
             self.new_keys
                 .insert_unique(hash, (hash, key.into()), |(h, _)| *h);
             self.new_hashes.push(hash);
@@ -337,8 +426,10 @@ impl Extend<'_> {
     /// If the manifest was renamed into place but the final directory fsync failed,
     /// the records are visible (the handle shows them) but their durability across a
     /// power loss is unknown: the error is [`Error::CommittedNotDurable`], and the
-    /// extend must not be retried.
+    /// extend must not be retried. Likewise if this handle cannot load the shards
+    /// it committed: the error is [`Error::CommittedNotLoaded`].
     pub fn commit(mut self) -> Result<ExtendSummary> {
+        self.check_process()?;
         if self.poisoned {
             return Err(Error::Poisoned);
         }
@@ -382,7 +473,14 @@ impl Extend<'_> {
         self.writer.keep();
         let known = std::mem::take(&mut self.new_hashes);
         let known = self.dataset.keyed().then_some(&known[..]);
-        self.dataset.apply_manifest_with(manifest, known)?;
+        // Whatever happens now, the extend is done: a failure to load what it
+        // committed must not read as a failed (and so retryable) extend.
+        self.dataset
+            .apply_manifest_with(manifest, known)
+            .map_err(|e| Error::CommittedNotLoaded {
+                path: dir,
+                source: Box::new(e),
+            })?;
         Ok(summary)
     }
 }
@@ -391,6 +489,13 @@ impl Drop for Extend<'_> {
     /// An uncommitted extend removes the files it wrote (best effort: leftovers are
     /// ignored by readers and overwritten by the next extend anyway).
     fn drop(&mut self) {
+        if self.forked() {
+            // A child's copy: the files are the parent's. The writer (its buffers
+            // and descriptors) is leaked, once per fork of an extend in progress.
+            return;
+        }
         self.writer.abort();
+        // SAFETY: dropped once, here; the field is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.writer) };
     }
 }

@@ -10,8 +10,8 @@
 //! shards (locations are bounds-checked against the mapped shard), and a lookup
 //! only returns a record whose key bytes in the shard equal the key asked for.
 
-use std::fs::{self, File, Metadata};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::fs::{File, Metadata};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -19,6 +19,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::format::{index_fields, INDEX_FIELD_SIZE, INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX};
 use crate::mapping::Mapping;
+use crate::storage::Storage;
 
 const MAGIC: [u8; 8] = *b"BCDINDX1";
 const VERSION: u32 = 1;
@@ -96,8 +97,9 @@ impl IndexFile {
     /// another version or inconsistent: the caller then indexes the shards itself.
     /// The shard stamps are not checked here: see [`IndexFile::stamp`].
     pub(crate) fn open(dir: &Path, keyed: bool, shards: u64) -> Option<IndexFile> {
-        let mut file = File::open(Self::path(dir)).ok()?;
-        let len = file.metadata().ok()?.len();
+        // A special file in its place is no index file (and must not block).
+        let (mut file, metadata) = crate::mapping::open_regular(&Self::path(dir)).ok()?;
+        let len = metadata.len();
         if !checksum_matches(&mut file).ok()? {
             return None;
         }
@@ -230,40 +232,120 @@ impl IndexFile {
             .map(|e| (u64_at(e, 0), u64_at(e, 8)))
     }
 
-    /// Writes an index file for `dir` atomically: a temporary file, synced, then
-    /// renamed over the old one. `firsts` has one entry per shard plus the record
-    /// count; `entries` holds `(hash, record)` sorted, one per record, when keyed.
-    pub(crate) fn write(
+    /// Checks that covered shard `id`'s recorded starts are the ones its sizes
+    /// imply: its first record starts at byte 0, each next one where the one before
+    /// ends, and the last ends at `data_len`. `record_len(local)` is record
+    /// `local`'s key plus value size from the shard's `.idx`. A file that passes
+    /// locates every record of the shard exactly where a reader without it would;
+    /// the whole-file checksum cannot promise that, since a hostile writer can
+    /// recompute it.
+    pub(crate) fn check_starts(
+        &self,
+        id: u64,
+        record_len: impl Fn(u64) -> u64,
+        data_len: u64,
+    ) -> Result<(), String> {
+        let (first, next) = (self.first(id), self.first(id + 1));
+        let mut expected = 0u64;
+        for record in first..next {
+            let start = self.start(record as usize);
+            if start != expected {
+                return Err(format!(
+                    "it puts record {} of shard {id} (dataset index {record}) at byte {start}, but the shard's sizes put it at byte {expected}",
+                    record - first
+                ));
+            }
+            // Cannot overflow: at most 2^32 records of at most 2^33 bytes.
+            expected += record_len(record - first);
+        }
+        if expected != data_len {
+            return Err(format!(
+                "its records of shard {id} end at byte {expected}, but the data file has {data_len} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the key table against the keys: `key_hash(record)` is the hash of
+    /// record `record`'s key (`None` if it cannot be read). The entries must be
+    /// sorted and unique, each in its bucket, and hold every covered record once
+    /// with its key's hash: then a lookup finds every key, as without the file.
+    pub(crate) fn check_table(
+        &self,
+        mut key_hash: impl FnMut(u64) -> Option<u64>,
+    ) -> Result<(), String> {
+        let records = self.records();
+        let bucket_start = |bucket: usize| u64_at(&self.map, self.buckets_at + bucket * 8);
+        let buckets = 1usize << self.bucket_bits;
+        if bucket_start(0) != 0 || bucket_start(buckets) != records {
+            return Err(format!(
+                "its buckets span entries {}..{}, not the {records} records",
+                bucket_start(0),
+                bucket_start(buckets)
+            ));
+        }
+        let mut bucket = 0usize;
+        let mut previous: Option<(u64, u64)> = None;
+        for (position, (hash, record)) in self.entries().enumerate() {
+            let position = position as u64;
+            if previous.is_some_and(|p| p >= (hash, record)) {
+                return Err(format!(
+                    "key table entry {position} (record {record}) is out of order or repeated"
+                ));
+            }
+            previous = Some((hash, record));
+            while bucket < buckets && bucket_start(bucket + 1) <= position {
+                bucket += 1;
+            }
+            if bucket_of(hash, self.bucket_bits) != bucket || bucket_start(bucket) > position {
+                return Err(format!(
+                    "key table entry {position} (record {record}) is not in its hash's bucket"
+                ));
+            }
+            if record >= records {
+                return Err(format!(
+                    "key table entry {position} names record {record}, past the {records} it covers"
+                ));
+            }
+            if key_hash(record) != Some(hash) {
+                return Err(format!(
+                    "key table entry {position} gives record {record} a hash its key does not have"
+                ));
+            }
+        }
+        // Sorted, unique pairs whose hash is their record's: each record appears at
+        // most once, and with `records` entries (the parse checked the length),
+        // exactly once.
+        Ok(())
+    }
+
+    /// Writes an index file for `dir` atomically through `storage`: a temporary
+    /// file, synced, then renamed over the old one. `firsts` has one entry per
+    /// shard plus the record count; `starts` yields each record's start (it is
+    /// run twice: once to compute the checksum, which sits in the header, and once
+    /// to write); `entries` holds `(hash, record)` sorted, one per record, when
+    /// keyed. The directory is not synced: the file is a cache, and a rename lost
+    /// to a power failure only means it is rebuilt.
+    pub(crate) fn write<I: Iterator<Item = u64>>(
+        storage: &dyn Storage,
         dir: &Path,
         keyed: bool,
         stamps: &[ShardStamp],
         firsts: &[u64],
-        starts: impl Iterator<Item = u64>,
+        starts: impl Fn() -> I,
         entries: &[(u64, u64)],
     ) -> io::Result<()> {
         let records = firsts.last().copied().unwrap_or(0);
         let bucket_bits = if keyed { bucket_bits_for(records) } else { 0 };
-        let temporary = dir.join(format!(
-            "{INDEX_FILE_TMP_PREFIX}{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos())
-        ));
-        let result = (|| {
-            let file = File::create(&temporary)?;
-            let mut out = HashingWriter {
-                inner: BufWriter::with_capacity(1 << 20, file),
-                hasher: Xxh3::new(),
-            };
-            let mut header = [0u8; HEADER_SIZE];
-            header[..8].copy_from_slice(&MAGIC);
-            header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-            header[12..16].copy_from_slice(&u32::from(keyed).to_le_bytes());
-            header[16..24].copy_from_slice(&(stamps.len() as u64).to_le_bytes());
-            header[24..32].copy_from_slice(&records.to_le_bytes());
-            header[32..40].copy_from_slice(&u64::from(bucket_bits).to_le_bytes());
-            let mut table = Vec::with_capacity(stamps.len() * SHARD_ENTRY_SIZE);
+        let mut header = [0u8; HEADER_SIZE];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        header[12..16].copy_from_slice(&u32::from(keyed).to_le_bytes());
+        header[16..24].copy_from_slice(&(stamps.len() as u64).to_le_bytes());
+        header[24..32].copy_from_slice(&records.to_le_bytes());
+        header[32..40].copy_from_slice(&u64::from(bucket_bits).to_le_bytes());
+        let body = |out: &mut dyn Write, header: &[u8]| -> io::Result<()> {
+            out.write_all(header)?;
             for (stamp, first) in stamps.iter().zip(firsts) {
                 for field in [
                     *first,
@@ -272,12 +354,10 @@ impl IndexFile {
                     stamp.data_mtime_ns,
                     stamp.index_mtime_ns,
                 ] {
-                    table.extend_from_slice(&field.to_le_bytes());
+                    out.write_all(&field.to_le_bytes())?;
                 }
             }
-            out.write_all(&header)?;
-            out.write_all(&table)?;
-            for start in starts {
+            for start in starts() {
                 out.write_all(&start.to_le_bytes())?;
             }
             if keyed {
@@ -296,15 +376,35 @@ impl IndexFile {
                     out.write_all(&record.to_le_bytes())?;
                 }
             }
-            let sum = out.hasher.digest();
-            let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
-            file.seek(SeekFrom::Start(CHECKSUM_AT as u64))?;
-            file.write_all(&sum.to_le_bytes())?;
-            file.sync_all()?;
-            fs::rename(&temporary, Self::path(dir))
+            Ok(())
+        };
+        // First pass: the checksum, with its own field as zero.
+        let mut hashing = HashingWriter {
+            inner: io::sink(),
+            hasher: Xxh3::new(),
+        };
+        body(&mut hashing, &header)?;
+        let sum = hashing.hasher.digest();
+        header[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&sum.to_le_bytes());
+
+        let temporary = dir.join(format!(
+            "{INDEX_FILE_TMP_PREFIX}{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        let result = (|| {
+            let file = storage.create(&temporary)?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            body(&mut out, &header)?;
+            let mut file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync()?;
+            drop(file);
+            storage.rename(&temporary, &Self::path(dir))
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&temporary);
+            let _ = storage.remove(&temporary);
         }
         result
     }
@@ -378,6 +478,8 @@ pub(crate) fn bucket_of(hash: u64, bits: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::FileSystem;
+    use std::fs;
 
     #[test]
     fn bucket_bits_grow_with_the_record_count() {
@@ -408,11 +510,12 @@ mod tests {
         entries.sort_unstable();
         let stamps = [stamp(8 * 600), stamp(8 * 400)];
         IndexFile::write(
+            &FileSystem,
             dir.path(),
             true,
             &stamps,
             &[0, 600, 1000],
-            (0..records).map(|r| r * 3),
+            || (0..records).map(|r| r * 3),
             &entries,
         )
         .unwrap();
@@ -450,11 +553,12 @@ mod tests {
         let mut entries: Vec<(u64, u64)> = (0..64u64).map(|r| (hash_key(&[r as u8]), r)).collect();
         entries.sort_unstable();
         IndexFile::write(
+            &FileSystem,
             dir.path(),
             true,
             &[stamp(8 * 64)],
             &[0, 64],
-            0..64,
+            || 0..64,
             &entries,
         )
         .unwrap();

@@ -27,6 +27,7 @@ mod commit;
 mod dataset;
 mod error;
 mod extend;
+pub mod fork;
 pub mod format;
 mod index_file;
 mod key_table;
@@ -34,8 +35,9 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod reader;
-pub mod shard_writer;
+mod shard_writer;
 pub mod storage;
+mod teardown;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]
@@ -47,3 +49,4 @@ pub use error::{DisplayKey, Error, Result};
 pub use extend::{Extend, ExtendSummary};
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
+pub use mapping::ShardData;

@@ -1,7 +1,6 @@
 //! manifest.json: parsing (both reference versions, strictly) and writing (the
 //! 0.3.0 form, byte-identical to what the reference writes).
 
-use std::fs;
 use std::io::Read;
 use std::path::Path;
 
@@ -130,8 +129,9 @@ impl Manifest {
     /// Reads and parses `dir/manifest.json`.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_NAME);
-        let file = match fs::File::open(&path) {
-            Ok(file) => file,
+        // Not File::open: a FIFO in its place must not block the open.
+        let file = match crate::mapping::open_regular(&path) {
+            Ok((file, _)) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::NotADataset {
                     path: dir.to_owned(),

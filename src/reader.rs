@@ -1,32 +1,83 @@
 //! The index of a dataset's committed shards: where each record starts, its sizes
 //! and a table from key to record number. Keys are never copied.
 //!
-//! Sizes are read from the mapped `.idx` files. Starts and the key table come from
+//! Sizes are read from the `.idx` files. Starts and the key table come from
 //! the persisted index file (`index_file.rs`) for the shards it covers, and from
 //! memory for the shards after those (all of them when there is no usable file):
 //! the "tail", which [`Index::persist`] folds into a new file.
+//!
+//! Files are loaded (mapped, or read when small: `mapping.rs`) on first use, not
+//! on open: opening checks their sizes, and a shard nobody reads costs neither a
+//! mapping nor a descriptor.
 
-use std::fs::File;
+use std::fs::{self, Metadata};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
 use crate::index_file::{self, IndexFile, ShardStamp};
 use crate::key_table::{merge_sorted, KeyTable};
-use crate::mapping::Mapping;
+use crate::mapping::{open_regular, Mapping, ShardData};
+use crate::storage::Storage;
 
-/// One committed shard, mapped.
+/// One committed shard; its files are loaded on first use.
 #[derive(Debug)]
 pub(crate) struct Shard {
-    /// The data file, for messages.
+    /// The data file.
     pub(crate) path: PathBuf,
-    pub(crate) data: Mapping,
+    data: OnceLock<Arc<Mapping>>,
     /// The `.idx` file: `u32` sizes per record.
-    sizes: Mapping,
+    sizes: OnceLock<Mapping>,
     /// Dataset index of the shard's first record.
     pub(crate) first: u64,
+    /// The files' sizes (checked again when they are loaded) and times.
     stamp: ShardStamp,
+    /// For a shard the index file covers: whether the file's record starts agree
+    /// with this shard's sizes, checked on the first read of the shard (see
+    /// [`IndexFile::check_starts`]).
+    starts_checked: OnceLock<Result<(), String>>,
+}
+
+/// Key and value size of record `local` of a shard whose `.idx` is `sizes` (zero
+/// past its end).
+fn sizes_of(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
+    let fields = index_fields(keyed);
+    let entry = local * fields * INDEX_FIELD_SIZE;
+    let size = |field: usize| -> u64 {
+        let at = entry + field * INDEX_FIELD_SIZE;
+        sizes
+            .get(at..at + INDEX_FIELD_SIZE)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    (if keyed { size(0) } else { 0 }, size(fields - 1))
+}
+
+impl Shard {
+    /// The data file, loaded on first use.
+    pub(crate) fn data(&self) -> Result<&Arc<Mapping>> {
+        if let Some(data) = self.data.get() {
+            return Ok(data);
+        }
+        let loaded = Arc::new(load(&self.path, self.stamp.data_len)?);
+        // Two threads may load it at once: the first to finish is kept.
+        Ok(self.data.get_or_init(|| loaded))
+    }
+
+    /// The `.idx` file, loaded on first use.
+    fn sizes(&self) -> Result<&Mapping> {
+        if let Some(sizes) = self.sizes.get() {
+            return Ok(sizes);
+        }
+        let loaded = load(&self.path.with_extension("idx"), self.stamp.index_len)?;
+        Ok(self.sizes.get_or_init(|| loaded))
+    }
+
+    /// The data file's length.
+    pub(crate) fn data_len(&self) -> u64 {
+        self.stamp.data_len
+    }
 }
 
 /// Where records are, without the key table (split out so the table can be
@@ -54,6 +105,8 @@ pub(crate) struct Index {
 /// Where a record lives.
 pub(crate) struct Location<'a> {
     pub(crate) shard: &'a Shard,
+    /// The shard's data file.
+    pub(crate) data: &'a Mapping,
     /// The shard's number.
     pub(crate) shard_id: u64,
     pub(crate) key: &'a [u8],
@@ -72,7 +125,8 @@ impl Layout {
     }
 
     /// The record at `index`, which must be `< len`. Errors only if the index file
-    /// was tampered with: tail locations were checked when their shards were added.
+    /// was tampered with (tail locations were checked when their shards were
+    /// added), or if loading the shard's files fails.
     fn locate(&self, index: usize) -> Result<Location<'_>> {
         let shard_id = self
             .shards
@@ -80,20 +134,13 @@ impl Layout {
             .saturating_sub(1);
         let shard = &self.shards[shard_id];
         let local = index - shard.first as usize;
-        let fields = index_fields(self.keyed);
-        let entry = local * fields * INDEX_FIELD_SIZE;
-        let size = |field: usize| -> u64 {
-            let at = entry + field * INDEX_FIELD_SIZE;
-            shard
-                .sizes
-                .get(at..at + INDEX_FIELD_SIZE)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-        };
-        let key_size = if self.keyed { size(0) } else { 0 };
-        let value_size = size(fields - 1);
+        let (key_size, value_size) = sizes_of(shard.sizes()?, self.keyed, local);
         let file_records = self.file_records();
         let start = match &self.file {
-            Some(file) if index < file_records => file.start(index),
+            Some(file) if index < file_records => {
+                self.check_covered(file, shard_id)?;
+                file.start(index)
+            }
             _ => self.tail_starts[index - file_records],
         };
         let key_end = start.checked_add(key_size);
@@ -102,12 +149,11 @@ impl Layout {
             return Err(self.bad_location(shard, local));
         };
         let (start, key_end, value_end) = (start as usize, key_end as usize, value_end as usize);
-        match (
-            shard.data.get(start..key_end),
-            shard.data.get(key_end..value_end),
-        ) {
+        let data = shard.data()?;
+        match (data.get(start..key_end), data.get(key_end..value_end)) {
             (Some(key), Some(stored)) => Ok(Location {
                 shard,
+                data,
                 shard_id: shard_id as u64,
                 key,
                 stored,
@@ -115,6 +161,33 @@ impl Layout {
             }),
             _ => Err(self.bad_location(shard, local)),
         }
+    }
+
+    /// Checks, once per shard, that the index file locates shard `id`'s records
+    /// where its sizes do, so that a damaged or hostile file can never present one
+    /// record as another.
+    fn check_covered(&self, file: &IndexFile, id: usize) -> Result<()> {
+        let shard = &self.shards[id];
+        let checked = match shard.starts_checked.get() {
+            Some(checked) => checked,
+            None => {
+                let sizes = shard.sizes()?;
+                shard.starts_checked.get_or_init(|| {
+                    file.check_starts(
+                        id as u64,
+                        |local| {
+                            let (key, value) = sizes_of(sizes, self.keyed, local as usize);
+                            key + value
+                        },
+                        shard.data_len(),
+                    )
+                })
+            }
+        };
+        checked.clone().map_err(|reason| Error::CorruptIndexFile {
+            path: IndexFile::path(shard.path.parent().unwrap_or(Path::new("."))),
+            reason,
+        })
     }
 
     fn bad_location(&self, shard: &Shard, local: usize) -> Error {
@@ -161,19 +234,13 @@ impl Index {
         Ok(index)
     }
 
-    /// Maps the shards `file` covers, if they are the files it describes.
+    /// Adds the shards `file` covers, if they are the files it describes.
     fn adopt(&mut self, dir: &Path, file: IndexFile) -> Result<()> {
         for id in 0..file.shards() {
             let (data_path, index_path) = shard_paths(dir, id);
-            let data = open_shard(&data_path, file.shards())?;
-            let sizes = open_shard(&index_path, file.shards())?;
             let stamp = ShardStamp::of(
-                &data
-                    .metadata()
-                    .map_err(|e| Error::io("stat", &data_path, e))?,
-                &sizes
-                    .metadata()
-                    .map_err(|e| Error::io("stat", &index_path, e))?,
+                &stat_shard(&data_path, file.shards())?,
+                &stat_shard(&index_path, file.shards())?,
             );
             if file.stamp(id) != Some(stamp) {
                 return Err(Error::ChangedOnDisk {
@@ -181,14 +248,13 @@ impl Index {
                     reason: format!("shard {id} is not the one it describes"),
                 });
             }
-            let data_map = map(&data, &data_path, stamp.data_len)?;
-            let sizes_map = map(&sizes, &index_path, stamp.index_len)?;
             self.layout.shards.push(Shard {
                 path: data_path,
-                data: data_map,
-                sizes: sizes_map,
+                data: OnceLock::new(),
+                sizes: OnceLock::new(),
                 first: file.first(id),
                 stamp,
+                starts_checked: OnceLock::new(),
             });
         }
         self.layout.len = file.records() as usize;
@@ -208,6 +274,21 @@ impl Index {
         &self.layout.shards
     }
 
+    /// The data file of shard `id`, loaded if it was not, for views that outlive
+    /// the borrow of the dataset.
+    pub(crate) fn shard_data(&self, id: u64) -> Result<ShardData> {
+        let shard = usize::try_from(id)
+            .ok()
+            .and_then(|id| self.layout.shards.get(id))
+            .ok_or_else(|| {
+                Error::InvalidOption(format!(
+                    "shard {id} out of range for a dataset of {} shards",
+                    self.layout.shards.len()
+                ))
+            })?;
+        Ok(ShardData(shard.data()?.clone()))
+    }
+
     /// Whether the records are located through a persisted index file.
     pub(crate) fn uses_file(&self) -> bool {
         self.layout.file.is_some()
@@ -223,7 +304,7 @@ impl Index {
         let covered = self.layout.file.as_ref().map_or(0, |f| f.shards() as usize);
         self.layout.shards[covered..]
             .iter()
-            .map(|s| s.data.len() as u64)
+            .map(Shard::data_len)
             .sum()
     }
 
@@ -239,11 +320,15 @@ impl Index {
 
     /// Record number of `key`, if present.
     pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
-        let hash = self.hash_key(key);
+        self.position_hashed(self.hash_key(key), key)
+    }
+
+    /// [`Index::position`] of `key`, whose [`Index::hash_key`] is `hash`.
+    pub(crate) fn position_hashed(&self, hash: u64, key: &[u8]) -> Option<usize> {
         find(&self.layout, &self.tail_keys, hash, key)
     }
 
-    /// Maps and indexes shards `self.shard_count()..count` of `dir`. On error the
+    /// Indexes shards `self.shard_count()..count` of `dir`. On error the
     /// index is left exactly as it was.
     ///
     /// `known` may give the [`Index::hash_key`] hashes of every key in those shards,
@@ -299,11 +384,10 @@ impl Index {
         let keyed = self.layout.keyed;
         for id in self.shard_count()..count {
             let (data_path, index_path) = shard_paths(dir, id);
-            let sizes_file = open_shard(&index_path, count)?;
-            let sizes_meta = sizes_file
-                .metadata()
-                .map_err(|e| Error::io("stat", &index_path, e))?;
-            let sizes = map(&sizes_file, &index_path, sizes_meta.len())?;
+            let (sizes_file, sizes_meta) =
+                open_regular(&index_path).map_err(|e| open_error(&index_path, count, e))?;
+            let sizes = Mapping::load(sizes_file, sizes_meta.len())
+                .map_err(|e| Error::io("read", &index_path, e))?;
             let entry_size = INDEX_FIELD_SIZE * index_fields(keyed);
             if sizes.len() % entry_size != 0 {
                 return Err(Error::CorruptShard {
@@ -315,10 +399,8 @@ impl Index {
                     ),
                 });
             }
-            let data_file = open_shard(&data_path, count)?;
-            let data_meta = data_file
-                .metadata()
-                .map_err(|e| Error::io("stat", &data_path, e))?;
+            // The data file is loaded when first read (or its keys are).
+            let data_meta = stat_shard(&data_path, count)?;
             let stamp = ShardStamp::of(&data_meta, &sizes_meta);
             let data_len = stamp.data_len;
             let first = self.len() as u64;
@@ -351,41 +433,63 @@ impl Index {
                     ),
                 });
             }
-            let data = map(&data_file, &data_path, data_len)?;
             self.layout.shards.push(Shard {
                 path: data_path,
-                data,
-                sizes,
+                data: OnceLock::new(),
+                sizes: OnceLock::from(sizes),
                 first,
                 stamp,
+                starts_checked: OnceLock::new(),
             });
             self.layout.len += records;
             if keyed {
                 let range = first as usize - base..self.len() - base;
                 match known.and_then(|hashes| hashes.get(range)) {
                     Some(hashes) => given.extend(hashes.iter().zip(first..).map(|(&h, i)| (h, i))),
-                    None => self.read_keys(first as usize, read),
+                    None => self.read_keys(first as usize, read)?,
                 }
             }
         }
         Ok(())
     }
 
+    /// Checks the persisted index file, if one is used, against every shard it
+    /// covers: record starts and, for keyed datasets, the key table. Reads every
+    /// covered key.
+    pub(crate) fn verify_file(&self, dir: &Path) -> Result<()> {
+        let layout = &self.layout;
+        let Some(file) = &layout.file else {
+            return Ok(());
+        };
+        for id in 0..file.shards() as usize {
+            layout.check_covered(file, id)?;
+        }
+        if layout.keyed {
+            file.check_table(|record| layout.key(record as usize).map(index_file::hash_key))
+                .map_err(|reason| Error::CorruptIndexFile {
+                    path: IndexFile::path(dir),
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
     /// Hashes the keys of records `from..len()` (all in the last shard) into `out`.
-    fn read_keys(&self, from: usize, out: &mut Vec<(u64, u64)>) {
+    fn read_keys(&self, from: usize, out: &mut Vec<(u64, u64)>) -> Result<()> {
         let layout = &self.layout;
         let Some(shard) = layout.shards.last() else {
-            return;
+            return Ok(());
         };
+        let data = shard.data()?;
         // Keys sit between values. Where records are large, reading each key would
         // read ahead through the values around it: read only the keys' pages.
         // Where they are small, nearly every page holds keys: read ahead, which
         // from a cold cache is several times faster than a page at a time.
         let records = (layout.len - from).max(1) as u64;
-        if shard.data.len() as u64 / records >= SPARSE_KEYS_RECORD_SIZE {
-            shard.data.advise_random();
+        if data.len() as u64 / records >= SPARSE_KEYS_RECORD_SIZE {
+            data.advise_random();
         } else {
-            shard.data.advise_sequential();
+            data.advise_sequential();
         }
         out.reserve(layout.len - from);
         // Reading the keys maps pages (and the kernel maps neighbours with them);
@@ -397,18 +501,15 @@ impl Index {
         for i in from..layout.len {
             let start = layout.tail_starts[i - file_records];
             if start >= released + RELEASE_EVERY {
-                shard
-                    .data
-                    .release(released as usize, (start - released) as usize);
+                data.release(released as usize, (start - released) as usize);
                 released = start;
             }
             let key = layout.key(i).unwrap_or_default();
             out.push((index_file::hash_key(key), i as u64));
         }
-        shard
-            .data
-            .release(released as usize, shard.data.len() - released as usize);
-        shard.data.advise_normal();
+        data.release(released as usize, data.len() - released as usize);
+        data.advise_normal();
+        Ok(())
     }
 
     /// Rejects the first of `new` (sorted `(hash, record)` of keys read from new
@@ -459,7 +560,7 @@ impl Index {
 
     /// Writes an index file covering every loaded shard and switches to it,
     /// dropping the in-memory tail. Nothing changes on error.
-    pub(crate) fn persist(&mut self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn persist(&mut self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
         let layout = &self.layout;
         let mut entries = Vec::new();
         if layout.keyed {
@@ -474,11 +575,21 @@ impl Index {
         let mut firsts: Vec<u64> = layout.shards.iter().map(|s| s.first).collect();
         firsts.push(layout.len as u64);
         let file_records = layout.file_records();
-        let starts = (0..layout.len).map(|i| match &layout.file {
-            Some(file) if i < file_records => file.start(i),
-            _ => layout.tail_starts[i - file_records],
-        });
-        IndexFile::write(dir, layout.keyed, &stamps, &firsts, starts, &entries)?;
+        let starts = || {
+            (0..layout.len).map(move |i| match &layout.file {
+                Some(file) if i < file_records => file.start(i),
+                _ => layout.tail_starts[i - file_records],
+            })
+        };
+        IndexFile::write(
+            storage,
+            dir,
+            layout.keyed,
+            &stamps,
+            &firsts,
+            starts,
+            &entries,
+        )?;
         drop(entries);
 
         // Another process may have replaced it meanwhile: switch only to a file
@@ -517,27 +628,38 @@ fn find(layout: &Layout, tail_keys: &KeyTable, hash: u64, key: &[u8]) -> Option<
         .map(|r| r as usize)
 }
 
-fn map(file: &File, path: &Path, len: u64) -> Result<Mapping> {
-    let mapping = Mapping::map(file, len).map_err(|e| Error::io("mmap", path, e))?;
-    if mapping.len() as u64 != len {
-        // Only possible if the file changed between stat and mmap.
+/// Loads the shard file at `path`, which was `len` bytes long when the dataset
+/// was opened.
+fn load(path: &Path, len: u64) -> Result<Mapping> {
+    let (file, metadata) = open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    if metadata.len() != len {
         return Err(Error::CorruptShard {
             path: path.to_owned(),
             reason: format!(
-                "changed size while being opened ({len} then {} bytes)",
-                mapping.len()
+                "{} bytes, but {len} when the dataset was opened: a committed shard changed on disk; reopen the dataset",
+                metadata.len()
             ),
         });
     }
-    Ok(mapping)
+    Mapping::load(file, len).map_err(|e| Error::io("read", path, e))
 }
 
-fn open_shard(path: &Path, shards: u64) -> Result<File> {
-    File::open(path).map_err(|e| match e.kind() {
+/// The metadata of a committed shard file, which must be a regular file.
+fn stat_shard(path: &Path, shards: u64) -> Result<Metadata> {
+    let metadata = fs::metadata(path).map_err(|e| open_error(path, shards, e))?;
+    if !metadata.is_file() {
+        // open_regular says what it is.
+        open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    }
+    Ok(metadata)
+}
+
+fn open_error(path: &Path, shards: u64, error: io::Error) -> Error {
+    match error.kind() {
         io::ErrorKind::NotFound => Error::MissingShard {
             path: path.to_owned(),
             shards,
         },
-        _ => Error::io("open", path, e),
-    })
+        _ => Error::io("open", path, error),
+    }
 }

@@ -7,6 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use bcd::{Compression, CreateOptions, Dataset, ManifestVersion};
+use bcd_test_support::{read_all, unhex_json, Record};
 use serde_json::Value;
 
 struct Case {
@@ -17,15 +18,7 @@ struct Case {
     compression: Compression,
     shards: u64,
     /// (key, value); keys empty for keyless cases.
-    records: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-fn hex(text: &Value) -> Vec<u8> {
-    let text = text.as_str().expect("hex string");
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digit"))
-        .collect()
+    records: Vec<Record>,
 }
 
 fn cases() -> Vec<Case> {
@@ -42,8 +35,8 @@ fn cases() -> Vec<Case> {
                 .unwrap()
                 .iter()
                 .map(|r| match keyed {
-                    true => (hex(&r[0]), hex(&r[1])),
-                    false => (Vec::new(), hex(r)),
+                    true => (unhex_json(&r[0]), unhex_json(&r[1])),
+                    false => (Vec::new(), unhex_json(r)),
                 })
                 .collect();
             Case {
@@ -58,19 +51,6 @@ fn cases() -> Vec<Case> {
                 shards: case["shards"].as_u64().unwrap(),
                 records,
             }
-        })
-        .collect()
-}
-
-fn read_all(dataset: &Dataset) -> Vec<(Vec<u8>, Vec<u8>)> {
-    (0..dataset.len())
-        .map(|i| {
-            let key = if dataset.keyed() {
-                dataset.key_at(i).unwrap().to_vec()
-            } else {
-                Vec::new()
-            };
-            (key, dataset.at(i).unwrap().into_owned())
         })
         .collect()
 }

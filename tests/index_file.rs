@@ -1,7 +1,7 @@
 //! The persisted index (`.bcd-index`): written when a dataset is opened or
 //! extended, used by later opens, ignored when it does not describe the shards on
 //! disk, and never a cause of wrong answers or panics whatever its bytes.
-//! (The reference extending a dataset that has one is in tests/interop.rs.)
+//! (The reference extending a dataset that has one is in tests/interop/index_file.rs.)
 
 use std::fs;
 use std::path::Path;
@@ -9,21 +9,8 @@ use std::sync::Arc;
 
 use bcd::storage::FileSystem;
 use bcd::{Compression, CreateOptions, Dataset, Error, OpenOptions};
+use bcd_test_support::{INDEX_FILE, INDEX_FILE_ALWAYS as ALWAYS, INDEX_FILE_NEVER as NEVER};
 use proptest::prelude::*;
-
-const INDEX_FILE: &str = ".bcd-index";
-
-/// Writes the index file at any size.
-const ALWAYS: OpenOptions = OpenOptions {
-    index_file_min_records: Some(0),
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
-const NEVER: OpenOptions = OpenOptions {
-    index_file_min_records: None,
-    index_file_min_bytes: None,
-    index_file_min_tail: 0,
-};
 
 fn open(dir: &Path, options: OpenOptions) -> Dataset {
     Dataset::open_with(dir, options, Arc::new(FileSystem)).unwrap()

@@ -6,11 +6,18 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::size::parse_size;
+use bcd_pipeline::{parse_delimiter, parse_lz4_mode, parse_size};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
-#[command(name = "bcd", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "bcd",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -84,7 +91,9 @@ pub enum Command {
         #[arg(long, short = '0')]
         null: bool,
     },
-    /// Read directory trees or tar/WebDataset archives into a dataset, in one commit.
+    /// Read directory trees, tar/WebDataset archives, Parquet, CSV or TFRecord
+    /// files into a dataset, in one commit.
+    #[command(after_help = INGEST_AFTER_HELP)]
     Ingest(IngestArgs),
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
@@ -131,90 +140,110 @@ pub enum DuplicateArg {
     Skip,
 }
 
+/// Shown after `bcd ingest --help`: what each format reads, and the exit codes.
+const INGEST_AFTER_HELP: &str = "\
+Sources (the format is detected from each name unless --format is given):
+  dir       a directory tree: every regular file, keyed by its relative path
+  tar       .tar, .tar.gz/.tgz, .tar.zst, WebDataset shards, brace patterns
+            (shards-{000000..000099}.tar), or - for stdin; keyed by member name
+  parquet   .parquet/.pq files, directories of them, or patterns; needs --value-column
+  csv       .csv/.tsv files listing file paths, one value per row
+  tfrecord  .tfrecord files (also sharded names such as x.tfrecord-00000-of-00010),
+            plain or GZIP-compressed; keyless unless --key-feature
+
+Examples:
+  bcd ingest images/ --into ds --include '*.jpg'
+  bcd ingest 'shards-{000000..000099}.tar' --into ds
+  bcd ingest data/*.parquet --into ds --value-column image --key-column id
+  bcd ingest list.csv --into ds --path-column file
+  bcd ingest train.tfrecord --into ds --feature image/encoded --key-feature image/filename
+
+Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
+130 interrupted by SIGINT, SIGTERM or SIGHUP (nothing committed).";
+
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
-    /// Directories, archives, brace patterns (shards-{000000..000099}.tar) or - (stdin).
+    /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
+    /// CSV or TFRecord files, or - (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
-    pub sources: Vec<String>,
-    /// The dataset: created when missing or empty, appended to otherwise.
-    #[arg(long, value_name = "DATASET")]
-    pub into: PathBuf,
-    /// Source format (default: from each SOURCE: directories are dir, archives tar).
+    pub sources: Vec<OsString>,
+    /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
+    /// .parquet parquet, .csv csv, .tfrecord tfrecord).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
+    /// The dataset: created when missing or empty, appended to otherwise.
+    #[arg(long, value_name = "DATASET", help_heading = "Dataset")]
+    pub into: PathBuf,
     /// Create the dataset keyless (values only).
-    #[arg(long)]
+    #[arg(long, help_heading = "Dataset")]
     pub keyless: bool,
     /// Compression of a dataset this run creates [default: lz4].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = "Dataset")]
     pub compression: Option<CompressionArg>,
     /// max_shard_size of a dataset this run creates [default: 1GiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Dataset")]
     pub max_shard_size: Option<u64>,
     /// LZ4 effort: 1..12 (high-compression levels), fast, or reference (level 9 on
     /// every value, byte-identical to the Python reference). Levels skip values
     /// that do not compress (stored as literal-only LZ4 blocks).
-    #[arg(long, default_value = "5", value_parser = parse_level)]
+    #[arg(long, default_value = "5", value_parser = parse_lz4_mode, help_heading = "Dataset")]
     pub level: bcd::Lz4Mode,
     /// What to do with a key seen before.
-    #[arg(long, value_enum, default_value_t = DuplicateArg::Error)]
+    #[arg(long, value_enum, default_value_t = DuplicateArg::Error, help_heading = "Dataset")]
     pub on_duplicate: DuplicateArg,
     /// Compression threads [default: all cores].
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(long, short = 'j', value_name = "N", help_heading = "Output")]
     pub jobs: Option<usize>,
     /// No progress bar.
-    #[arg(long, short = 'q')]
+    #[arg(long, short = 'q', help_heading = "Output")]
     pub quiet: bool,
     /// Print the summary as one JSON object on stdout.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
-    /// dir: only files matching this glob (repeatable). Without '/' it matches file
+    /// Only files matching this glob (repeatable). Without '/' it matches file
     /// names at any depth; with '/', relative paths ('*' stays in one directory, '**' crosses).
-    #[arg(long, value_name = "GLOB")]
+    #[arg(long, value_name = "GLOB", help_heading = "Directory sources (dir)")]
     pub include: Vec<String>,
-    /// dir: leave out files matching this glob (repeatable; same rules).
-    #[arg(long, value_name = "GLOB")]
+    /// Leave out files matching this glob (repeatable; same rules).
+    #[arg(long, value_name = "GLOB", help_heading = "Directory sources (dir)")]
     pub exclude: Vec<String>,
-    /// dir: follow symbolic links (default: skip and count them).
-    #[arg(long)]
+    /// Follow symbolic links (default: skip and count them).
+    #[arg(long, help_heading = "Directory sources (dir)")]
     pub follow_links: bool,
-    /// parquet: the column holding the values.
-    #[arg(long, value_name = "COL")]
+    /// The column holding the values (required).
+    #[arg(long, value_name = "COL", help_heading = "Parquet sources (parquet)")]
     pub value_column: Option<String>,
-    /// parquet, csv: the column holding the keys (parquet: keyless without it;
-    /// csv: default the path as written).
-    #[arg(long, value_name = "COL")]
+    /// The column holding the keys (parquet: keyless without it; csv: default the
+    /// path as written).
+    #[arg(long, value_name = "COL", help_heading = "Parquet and CSV sources")]
     pub key_column: Option<String>,
-    /// parquet: skip (and count) rows whose value or key is null instead of failing.
-    #[arg(long)]
+    /// Skip (and count) rows whose value or key is null instead of failing.
+    #[arg(long, help_heading = "Parquet sources (parquet)")]
     pub skip_nulls: bool,
-    /// csv: the column holding file paths [default: path].
-    #[arg(long, value_name = "COL")]
+    /// The column holding file paths [default: path].
+    #[arg(long, value_name = "COL", help_heading = "CSV sources (csv)")]
     pub path_column: Option<String>,
-    /// csv: resolve relative paths against DIR (default: the CSV file's directory).
-    #[arg(long, value_name = "DIR")]
+    /// Resolve relative paths against DIR (default: the CSV file's directory).
+    #[arg(long, value_name = "DIR", help_heading = "CSV sources (csv)")]
     pub root: Option<PathBuf>,
-    /// csv: the field delimiter (one byte; `\t` for tab) [default: ,].
-    #[arg(long, value_name = "C", value_parser = parse_delimiter)]
+    /// The field delimiter (one byte; `\t` for tab) [default: ,].
+    #[arg(long, value_name = "C", value_parser = parse_delimiter, help_heading = "CSV sources (csv)")]
     pub delimiter: Option<u8>,
-    /// tfrecord: store this bytes_list feature of each tf.train.Example (e.g.
+    /// Store this bytes_list feature of each tf.train.Example (e.g.
     /// image/encoded) instead of the whole serialized record.
-    #[arg(long, value_name = "NAME")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "TFRecord sources (tfrecord)"
+    )]
     pub feature: Option<String>,
-    /// tfrecord: key records by this bytes_list feature (e.g. image/filename).
-    #[arg(long, value_name = "NAME")]
+    /// Key records by this bytes_list feature (e.g. image/filename).
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "TFRecord sources (tfrecord)"
+    )]
     pub key_feature: Option<String>,
-}
-
-/// Parses `--delimiter`: one ASCII character, or `\t` / `tab`.
-fn parse_delimiter(text: &str) -> Result<u8, String> {
-    match text {
-        "\\t" | "tab" | "\t" => Ok(b'\t'),
-        _ if text.len() == 1 && text.is_ascii() => Ok(text.as_bytes()[0]),
-        _ => Err(format!(
-            "{text:?}: the delimiter must be one ASCII character (or \\t)"
-        )),
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -223,7 +252,7 @@ pub struct ExportArgs {
     pub dataset: PathBuf,
     /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
     #[arg(long, value_name = "OUT")]
-    pub to: String,
+    pub to: OsString,
     /// Start a new archive before one would exceed SIZE of member data.
     #[arg(long, value_name = "SIZE", value_parser = parse_positive_size)]
     pub split_size: Option<u64>,
@@ -241,20 +270,8 @@ pub struct ExportArgs {
 
 /// A SIZE that must not be zero.
 fn parse_positive_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("must be at least one byte".into()),
         n => Ok(n),
-    }
-}
-
-/// Parses `--level`.
-fn parse_level(text: &str) -> Result<bcd::Lz4Mode, String> {
-    match text {
-        "fast" => Ok(bcd::Lz4Mode::Fast(1)),
-        "reference" => Ok(bcd::Lz4Mode::High(bcd::format::DEFAULT_LZ4_HC_LEVEL)),
-        _ => match text.parse::<i32>() {
-            Ok(level @ 1..=12) => Ok(bcd::Lz4Mode::Adaptive(level)),
-            _ => Err(format!("{text:?}: expected 1..12, fast or reference")),
-        },
     }
 }

@@ -1,6 +1,7 @@
 //! One function per subcommand: validate the parsed arguments, call the library,
 //! print.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use bcd::{Compression, CreateOptions, Dataset};
 
 use crate::args::{Cli, Command};
+use crate::output::{say, stdout_error, stdout_text, UsageError};
 
 /// Problems listed by `verify` before it only counts the rest.
 const VERIFY_SHOWN: usize = 20;
@@ -39,20 +41,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             hex,
             output,
         } => {
+            // The key first: a malformed --hex KEY is a usage error, whatever the
+            // dataset.
+            let key = key.map(|key| key_bytes(&key, hex)).transpose()?;
             let dataset = Dataset::open(&dataset)?;
             let position = match (key, index) {
                 (_, Some(index)) => dataset.resolve_index(index)?,
-                (Some(key), None) => {
-                    let key = key_bytes(&key, hex)?;
-                    match dataset.position(&key)? {
-                        Some(position) => position,
-                        None => bail!(
-                            "key {} not found in {} (list keys with `bcd ls`)",
-                            bcd::DisplayKey(key),
-                            dataset.path().display()
-                        ),
-                    }
-                }
+                (Some(key), None) => match dataset.position(&key)? {
+                    Some(position) => position,
+                    None => bail!(
+                        "key {} not found in {} (list keys with `bcd ls`)",
+                        bcd::DisplayKey(key),
+                        dataset.path().display()
+                    ),
+                },
                 (None, None) => unreachable!("clap requires KEY or --index"),
             };
             let value = dataset.at(position)?;
@@ -61,8 +63,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     .with_context(|| format!("writing {}", path.display()))?,
                 None => {
                     let mut stdout = io::stdout().lock();
-                    stdout.write_all(&value)?;
-                    stdout.flush()?;
+                    stdout
+                        .write_all(&value)
+                        .and_then(|()| stdout.flush())
+                        .map_err(stdout_error("writing the value to stdout failed"))?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -71,15 +75,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let dataset = Dataset::open(&dataset)?;
             let end = if null { b'\0' } else { b'\n' };
             let mut out = io::BufWriter::new(io::stdout().lock());
+            let failed = || stdout_error("writing the keys to stdout failed");
             for index in 0..dataset.len() {
                 if dataset.keyed() {
-                    out.write_all(dataset.key_at(index)?)?;
+                    out.write_all(dataset.key_at(index)?).map_err(failed())?;
                 } else {
-                    write!(out, "{index}")?;
+                    write!(out, "{index}").map_err(failed())?;
                 }
-                out.write_all(&[end])?;
+                out.write_all(&[end]).map_err(failed())?;
             }
-            out.flush()?;
+            out.flush().map_err(failed())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify { dataset: path } => verify(&path),
@@ -95,7 +100,7 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
         bcd::ManifestVersion::V0_2 => "0.2",
         bcd::ManifestVersion::V0_3 => "0.3",
     };
-    let mut out = io::stdout().lock();
+    let mut out = String::new();
     if json {
         let object = serde_json::json!({
             "path": dataset.path().display().to_string(),
@@ -118,6 +123,7 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
         writeln!(out, "stored bytes:   {}", dataset.stored_bytes())?;
         writeln!(out, "manifest:       bitcask-dataset {version} layout")?;
     }
+    stdout_text(&out).map_err(stdout_error("writing the information to stdout failed"))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -125,20 +131,20 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
     let dataset = match Dataset::open(path) {
         Ok(dataset) => dataset,
         Err(error) => {
-            eprintln!("bcd: verify failed: {error}");
+            say!("bcd: verify failed: {error}");
             return Ok(ExitCode::FAILURE);
         }
     };
     let problems = dataset.verify();
     for problem in problems.iter().take(VERIFY_SHOWN) {
-        eprintln!("bcd: {problem}");
+        say!("bcd: {problem}");
     }
     if problems.len() > VERIFY_SHOWN {
-        eprintln!("bcd: ... and {} more", problems.len() - VERIFY_SHOWN);
+        say!("bcd: ... and {} more", problems.len() - VERIFY_SHOWN);
     }
     let leftovers = dataset.uncommitted_files()?;
     if !leftovers.is_empty() {
-        eprintln!(
+        say!(
             "bcd: note: {} uncommitted file(s) from an interrupted write are ignored (the next extend overwrites them): {}",
             leftovers.len(),
             leftovers
@@ -148,8 +154,12 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
                 .join(", ")
         );
     }
+    if let [bcd::Error::CorruptIndexFile { .. }] = problems.as_slice() {
+        say!("bcd: verify failed: the persisted index is wrong");
+        return Ok(ExitCode::FAILURE);
+    }
     if !problems.is_empty() {
-        eprintln!(
+        say!(
             "bcd: verify failed: {} of {} records cannot be decoded",
             problems.len(),
             dataset.len()
@@ -160,11 +170,14 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
         Compression::Lz4 => "all decoded",
         Compression::None => "stored uncompressed",
     };
-    println!(
-        "ok: {} records in {} shards, {what}",
+    stdout_text(&format!(
+        "ok: {} records in {} shards, {what}\n",
         dataset.len(),
         dataset.shards()
-    );
+    ))
+    .map_err(stdout_error(
+        "the dataset verified ok; writing the result to stdout failed",
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -188,5 +201,7 @@ fn key_bytes(key: &std::ffi::OsStr, hex: bool) -> Result<Vec<u8>> {
             .map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
             .collect::<Option<Vec<u8>>>()
     });
-    decoded.context("--hex KEY must be an even number of hexadecimal digits")
+    decoded.ok_or_else(|| {
+        UsageError("--hex KEY must be an even number of hexadecimal digits".into()).into()
+    })
 }

@@ -1,27 +1,26 @@
 //! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
-//! are opened by `bcd_pipeline::open_sources`), run the pipeline, draw progress,
+//! are opened by `bcd_pipeline::open_sources_into`), run the pipeline, draw progress,
 //! print the summary.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources, IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource,
-    Progress, SourceFormat, SourceOptions,
+    open_sources_into, ExportError, ExportProgress, ExportProgressFn, IngestError, IngestOptions,
+    IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
-
-/// Exit status after Ctrl-C, as shells report SIGINT.
-const EXIT_INTERRUPTED: u8 = 130;
+use crate::output::{say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
+use crate::signals::{Interrupts, Phase};
 
 /// The source options as the library takes them; a flag the user did not give is
 /// `None` (or empty, or false), so giving one to another format is refused even
@@ -44,14 +43,19 @@ fn source_options(args: &IngestArgs) -> SourceOptions {
 }
 
 pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
+    // First, so that a signal while a source is being opened (which may block on
+    // a pipe) ends the run too.
+    let interrupts = Interrupts::install()?;
     let source_options = source_options(&args);
-    let OpenedSource { format, mut source } = open_sources(&args.sources, &source_options)?;
+    let OpenedSource { format, source } =
+        open_sources_into(&args.sources, &source_options, &args.into)?;
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
             SourceFormat::Dir => {
-                let dir_options = source_options.dir_options();
+                let mut dir_options = source_options.dir_options();
+                dir_options.skip_dirs.push(args.into.clone());
                 args.sources
                     .iter()
                     .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
@@ -63,11 +67,6 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
         progress_bar(total)
     });
 
-    // Set by the Ctrl-C handler; the pipeline stops at the next record.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&interrupted);
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
     let options = IngestOptions {
         keyless: args.keyless,
         compression: args.compression.map(Into::into),
@@ -80,7 +79,8 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         lz4_mode: args.level,
-        interrupt: Some(interrupted),
+        // Set by a signal while the pipeline runs; it stops and undoes its work.
+        interrupt: Some(interrupts.flag()),
     };
     let mut on_progress = |p: &Progress| {
         if let Some(bar) = &bar {
@@ -88,7 +88,12 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             bar.set_message(format!("{} records", p.records));
         }
     };
-    let result = bcd_pipeline::ingest(source.as_mut(), &args.into, &options, &mut on_progress);
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::ingest(source, &args.into, &options, &mut on_progress);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the ingest was committed",
+        Err(_) => "nothing was committed",
+    }));
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -98,11 +103,15 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(IngestError::Interrupted) => {
-            eprintln!(
+            say!(
                 "bcd: interrupted; nothing was committed, {} is as it was",
                 args.into.display()
             );
             Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        // The store's message says the records are there and not to retry.
+        Err(error @ IngestError::Store(bcd::Error::CommittedNotDurable { .. })) => {
+            Err(anyhow::Error::new(error).context(format!("ingest into {}", args.into.display())))
         }
         Err(error) => Err(anyhow::Error::new(error).context(format!(
             "ingest into {} failed; the dataset is unchanged",
@@ -115,10 +124,10 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
 /// then approximates the member bytes to come (headers make it a slight
 /// overestimate); `None` for stdin or compressed archives, whose content size is
 /// unknown until read.
-fn uncompressed_archives_size(inputs: &[String]) -> Option<u64> {
+fn uncompressed_archives_size(inputs: &[OsString]) -> Option<u64> {
     let mut total = 0;
     for input in inputs {
-        for name in bcd_converters::brace::expand(input).ok()? {
+        for name in bcd_converters::brace::expand(input.to_str()?).ok()? {
             let mut magic = [0u8; 4];
             let mut file = std::fs::File::open(&name).ok()?;
             let n = std::io::Read::read(&mut file, &mut magic).ok()?;
@@ -158,31 +167,12 @@ fn progress_bar(total: u64) -> ProgressBar {
 }
 
 fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
-    let megabytes_per_second = if summary.seconds > 0.0 {
-        summary.bytes_in as f64 / 1e6 / summary.seconds
-    } else {
-        0.0
-    };
-    let ratio = if summary.bytes_stored > 0 {
-        summary.bytes_in as f64 / summary.bytes_stored as f64
-    } else {
-        1.0
-    };
     if args.json {
-        let object = serde_json::json!({
-            "dataset": args.into.display().to_string(),
-            "created": summary.created,
-            "records": summary.records,
-            "skipped": summary.skipped,
-            "skipped_members": summary.skipped_members,
-            "bytes_in": summary.bytes_in,
-            "bytes_stored": summary.bytes_stored,
-            "compression_ratio": ratio,
-            "shards": summary.shards,
-            "seconds": summary.seconds,
-            "mb_per_s": megabytes_per_second,
-        });
-        println!("{object}");
+        let object = summary.to_json(&args.into);
+        stdout_text(&format!("{object}\n")).map_err(stdout_error(format!(
+            "the ingest into {} was committed; writing its summary to stdout failed",
+            args.into.display()
+        )))?;
     } else {
         let passed_over: Vec<String> = summary
             .skipped_members
@@ -193,51 +183,96 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
             true => String::new(),
             false => format!(", passed over {}", passed_over.join(", ")),
         };
-        eprintln!(
-            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {ratio:.2}), {:.2} s, {megabytes_per_second:.1} MB/s",
+        say!(
+            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
             if summary.created { "created, wrote" } else { "wrote" },
             summary.records,
             args.into.display(),
             summary.skipped,
             summary.bytes_in as f64 / 1e6,
             summary.bytes_stored as f64 / 1e6,
+            summary.compression_ratio(),
             summary.seconds,
+            summary.mb_per_s(),
         );
     }
     Ok(())
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let dataset = bcd::Dataset::open(&args.dataset)?;
+    let interrupts = Interrupts::install()?;
+    // The arguments first: a usage error is reported as such, whatever the dataset.
     let split = Split {
         max_bytes: args.split_size,
         max_members: args.split_count,
     };
     let splitting = split.max_bytes.is_some() || split.max_members.is_some();
-    let target = match args.to.as_str() {
-        "-" if splitting => {
-            bail!("--split-size/--split-count need a numbered file target, not stdout")
+    let target = match (args.to == "-", splitting) {
+        (true, true) => {
+            return Err(UsageError(
+                "--split-size/--split-count need a numbered file target, not stdout".into(),
+            )
+            .into())
         }
-        "-" => Target::Stdout,
-        pattern if splitting => Target::Pattern(pattern.to_owned()),
-        path => Target::File(path.into()),
+        (true, false) => Target::Stdout,
+        (false, true) => match args.to.into_string() {
+            Ok(pattern) => Target::Pattern(pattern),
+            Err(pattern) => {
+                return Err(UsageError(format!(
+                    "{}: a numbered --to pattern must be valid UTF-8",
+                    Path::new(&pattern).display()
+                ))
+                .into())
+            }
+        },
+        (false, false) => Target::File(args.to.into()),
     };
+    let dataset = bcd::Dataset::open(&args.dataset)?;
+    let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
+        .then(|| export_progress_bar(dataset.len() as u64));
+    let progress = bar.clone().map(|bar| {
+        Arc::new(move |p: &ExportProgress| bar.set_position(p.members)) as ExportProgressFn
+    });
     let options = bcd_pipeline::ExportOptions {
-        target,
         split,
         rename_unsafe: args.rename_unsafe,
         naming: Naming {
             keyless_suffix: args.keyless_suffix,
         },
+        // Set by a signal while the export runs: it stops and removes the archive
+        // being written.
+        interrupt: Some(interrupts.flag()),
+        progress,
+        ..bcd_pipeline::ExportOptions::new(target)
     };
-    let summary = bcd_pipeline::export(&dataset, &options)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("export of {} failed", args.dataset.display()))?;
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::export(&dataset, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the export was written",
+        Err(_) => "the archive being written was removed",
+    }));
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    // The error keeps its chain: a closed stdout pipe (`bcd export --to - | head`)
+    // is found in it and ends the run quietly, and a bad target or pattern is a
+    // usage error (see output::outcome).
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; the archive being written was removed (complete archives of a split export stay)");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error)
+                .context(format!("export of {} failed", args.dataset.display())))
+        }
+    };
     let renamed = match summary.renamed {
         0 => String::new(),
         n => format!(", {n} unsafe names cleaned"),
     };
-    eprintln!(
+    say!(
         "exported {} members ({:.1} MB) to {}{renamed}",
         summary.members,
         summary.bytes as f64 / 1e6,
@@ -248,4 +283,15 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A bar counting members, for exports to a file on a terminal.
+fn export_progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} members {per_sec} ETA {eta}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
 }

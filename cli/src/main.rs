@@ -1,14 +1,20 @@
 //! `bcd`: the command-line front end. The library does the work; this is glue.
+//!
+//! Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted. No write to
+//! stdout or stderr can panic (see [`output`]).
 
 mod args;
 mod commands;
 mod ingest_cmd;
-mod size;
+mod output;
+mod signals;
 
-use std::io;
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+use crate::output::{say, Outcome};
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
@@ -16,16 +22,25 @@ fn main() -> ExitCode {
         if bcd_converters::parquet_source::decoding_parquet() {
             return;
         }
-        eprintln!("bcd: internal error (this is a bug, please report it): {info}");
+        // Not eprintln!: a panic while printing a panic (stderr on a full disk)
+        // would abort.
+        let _ = writeln!(
+            std::io::stderr(),
+            "bcd: internal error (this is a bug, please report it): {info}"
+        );
     }));
+    // clap prints help and usage errors itself, ignoring write errors, and exits
+    // with 0 or 2.
     let cli = args::Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,
-        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("bcd: {}", message(&error));
-            ExitCode::FAILURE
-        }
+        Err(error) => match output::outcome(&error) {
+            Outcome::Quiet => ExitCode::SUCCESS,
+            Outcome::Exit(code) => {
+                say!("bcd: {}", message(&error));
+                ExitCode::from(code)
+            }
+        },
     }
 }
 
@@ -49,13 +64,4 @@ fn message(error: &anyhow::Error) -> String {
         previous = part;
     }
     text
-}
-
-/// `bcd ls | head` closes the pipe early: that is success, not an error.
-fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
 }

@@ -5,42 +5,14 @@ use std::process::{Command, Output};
 
 use bcd::{Compression, CreateOptions, Dataset};
 
+mod common;
+use common::{fails, ok, s, usage_error};
+
 fn bcd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bcd"))
         .args(args)
         .output()
         .expect("run bcd")
-}
-
-/// Runs bcd, asserts success, returns stdout.
-fn ok(args: &[&str]) -> Vec<u8> {
-    let out = bcd(args);
-    assert!(
-        out.status.success(),
-        "bcd {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// Runs bcd, asserts a clean failure (exit 1 or 2, no panic), returns stderr.
-fn fails(args: &[&str]) -> String {
-    let out = bcd(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        matches!(out.status.code(), Some(1 | 2)),
-        "bcd {args:?}: expected failure, got {:?}; stderr: {stderr}",
-        out.status
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "a panic reached the user: {stderr}"
-    );
-    stderr
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 /// A keyed lz4 dataset with three records, one with a binary key.
@@ -106,7 +78,7 @@ fn create_refuses_a_non_empty_directory_and_bad_sizes() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("x"), b"").unwrap();
     assert!(fails(&["create", s(dir.path())]).contains("not empty"));
-    let err = fails(&[
+    let err = usage_error(&[
         "create",
         s(&dir.path().join("y")),
         "--max-shard-size",
@@ -140,8 +112,8 @@ fn get_errors_say_what_is_wrong() {
     assert!(fails(&["get", s(&ds), "nope"]).contains("key \"nope\" not found"));
     assert!(fails(&["get", s(&ds), "--index", "3"]).contains("index 3 out of range"));
     assert!(fails(&["get", s(&ds), "--index", "-4"]).contains("index -4 out of range"));
-    assert!(fails(&["get", s(&ds), "--hex", "abc"]).contains("hexadecimal"));
-    fails(&["get", s(&ds)]);
+    assert!(usage_error(&["get", s(&ds), "--hex", "abc"]).contains("hexadecimal"));
+    usage_error(&["get", s(&ds)]);
 
     let keyless = dir.path().join("keyless");
     Dataset::create(&keyless, CreateOptions::default())

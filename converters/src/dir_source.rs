@@ -19,6 +19,12 @@ pub struct DirOptions {
     pub exclude: Vec<String>,
     /// Follow symbolic links (default: they are skipped and counted).
     pub follow_links: bool,
+    /// Directories never read, nor anything under them: typically the dataset an
+    /// ingest writes, when it lies inside the tree. Compared by identity (device
+    /// and inode on Unix, canonical path elsewhere), so a symbolic link or a
+    /// `./` spelling is recognised; one that does not exist yet is checked again
+    /// at each directory of the walk, as it may be created while the tree is read.
+    pub skip_dirs: Vec<PathBuf>,
 }
 
 /// Streams the regular files under a root in a deterministic order: depth first,
@@ -28,7 +34,60 @@ pub struct DirSource {
     walker: walkdir::IntoIter,
     include: Option<Patterns>,
     exclude: Patterns,
+    skip_dirs: SkipDirs,
     skipped: Skipped,
+}
+
+/// [`DirOptions::skip_dirs`], resolved to identities as they come into existence.
+struct SkipDirs {
+    unresolved: Vec<PathBuf>,
+    ids: Vec<DirId>,
+}
+
+#[cfg(unix)]
+type DirId = (u64, u64);
+#[cfg(not(unix))]
+type DirId = PathBuf;
+
+#[cfg(unix)]
+fn dir_id(path: &Path) -> Option<DirId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn dir_id(path: &Path) -> Option<DirId> {
+    std::fs::canonicalize(path).ok()
+}
+
+impl SkipDirs {
+    fn new(dirs: &[PathBuf]) -> SkipDirs {
+        let mut skip = SkipDirs {
+            unresolved: dirs.to_vec(),
+            ids: Vec::new(),
+        };
+        skip.resolve();
+        skip
+    }
+
+    fn resolve(&mut self) {
+        self.unresolved.retain(|dir| match dir_id(dir) {
+            Some(id) => {
+                self.ids.push(id);
+                false
+            }
+            None => true,
+        });
+    }
+
+    /// Whether the directory at `path` is one to skip.
+    fn contains(&mut self, path: &Path) -> bool {
+        if self.unresolved.is_empty() && self.ids.is_empty() {
+            return false;
+        }
+        self.resolve();
+        dir_id(path).is_some_and(|id| self.ids.contains(&id))
+    }
 }
 
 /// Globs split by what they match: the file name, or the relative path.
@@ -93,6 +152,7 @@ impl DirSource {
             walker,
             include,
             exclude: Patterns::new(&options.exclude)?,
+            skip_dirs: SkipDirs::new(&options.skip_dirs),
             skipped: Skipped::default(),
         })
     }
@@ -144,6 +204,9 @@ impl DirSource {
             };
             let file_type = entry.file_type();
             if file_type.is_dir() {
+                if self.skip_dirs.contains(entry.path()) {
+                    self.walker.skip_current_dir();
+                }
                 continue;
             }
             let relative = entry
@@ -255,7 +318,7 @@ mod tests {
                 DirOptions {
                     include: include.iter().map(|s| s.to_string()).collect(),
                     exclude: exclude.iter().map(|s| s.to_string()).collect(),
-                    follow_links: false,
+                    ..Default::default()
                 },
             )
         };
@@ -307,6 +370,34 @@ mod tests {
             .find_map(Result::err)
             .expect("an error for the dangling link");
         assert!(err.to_string().contains("dangling.jpg"), "{err}");
+    }
+
+    #[test]
+    fn skip_dirs_leave_out_a_directory_by_identity_even_one_made_after_opening() {
+        let dir = tree();
+        let options = DirOptions {
+            // Spelled with `./` and `..`, and not there yet when the source opens.
+            skip_dirs: vec![dir.path().join("b/../b/./sub"), dir.path().join("new")],
+            ..Default::default()
+        };
+        let source = DirSource::new(dir.path(), &options).unwrap();
+        fs::create_dir(dir.path().join("new")).unwrap();
+        fs::write(dir.path().join("new/manifest.json"), "{}").unwrap();
+        let keys: Vec<Vec<u8>> = source.map(|r| r.unwrap().key).collect();
+        assert_eq!(
+            keys,
+            [&b"a.txt"[..], b"b/1.jpg", b"b/2.jpg", b"empty.jpg"],
+            "{:?}",
+            keys.iter()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
+        // The root itself: nothing is read.
+        let options = DirOptions {
+            skip_dirs: vec![dir.path().to_owned()],
+            ..Default::default()
+        };
+        assert_eq!(DirSource::new(dir.path(), &options).unwrap().count(), 0);
     }
 
     #[test]

@@ -24,11 +24,13 @@ pub mod csv_source;
 pub mod dir_source;
 mod error;
 pub mod example;
+mod member_names;
 mod parquet_columns;
 mod parquet_pages;
 pub mod parquet_source;
 pub mod regular_file;
 pub mod tar_export;
+mod tar_reader;
 pub mod tar_source;
 pub mod tfrecord_source;
 

@@ -1,7 +1,9 @@
 //! Tar archives and WebDataset shards: `.tar`, `.tar.gz`/`.tgz`, `.tar.zst`, or `-`
 //! for stdin, several in order, with brace ranges (`shards-{000000..000123}.tar`).
 //! Compression is recognised by its magic bytes, not the name. ustar, GNU (long
-//! names) and PAX headers are read by the `tar` crate.
+//! names) and PAX headers are read by `tar_reader.rs`, which bounds every
+//! length a header declares ([`MAX_NAME_BYTES`], [`MAX_PAX_HEADER_BYTES`],
+//! [`MAX_MEMBER_SIZE`]) before allocating for it.
 //!
 //! Regular files become records keyed by member path (a leading `./` dropped);
 //! directories are passed over; other member types (links, devices, FIFOs, sparse
@@ -14,12 +16,31 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use tar::EntryType;
-
+use crate::tar_reader::{Kind, TarReader};
 use crate::{brace, Origin, Record, Skipped, Source, SourceError};
+
+/// An archive to read: a name (a file, or `-` for stdin) or an open stream.
+enum Input {
+    Named(String),
+    Reader(String, Box<dyn Read + Send>),
+}
 
 /// Largest member accepted: one value of the store is at most 4 GiB.
 pub const MAX_MEMBER_SIZE: u64 = u32::MAX as u64;
+/// Longest member or link name accepted, from a GNU long-name (`L`) or long-link
+/// (`K`) header or a PAX `path`/`linkpath` record: 64 KiB, sixteen times Linux's
+/// `PATH_MAX`. A longer claim is an error before anything is allocated for it.
+pub const MAX_NAME_BYTES: u64 = 64 << 10;
+/// Largest PAX extended header (`x`, all its records together) accepted: 1 MiB.
+pub const MAX_PAX_HEADER_BYTES: u64 = 1 << 20;
+/// Largest zstd window accepted, as a power of two: 2^27 = 128 MiB, zstd's own
+/// default limit (enough for `zstd --long` and `--ultra -22`). A frame that needs
+/// more is an error instead of that much memory.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+/// Memory reserved up front for a member's value; a larger member grows its buffer
+/// as its data arrives, so a header claiming 4 GiB costs nothing until the data is
+/// really there.
+const INITIAL_VALUE_CAPACITY: u64 = 64 << 20;
 /// Records read ahead of the consumer (bounds memory to this many members).
 const READ_AHEAD: usize = 8;
 
@@ -56,6 +77,16 @@ impl TarSource {
         if archives.iter().filter(|a| *a == "-").count() > 1 {
             return Err(SourceError::Usage("stdin (-) can be read only once".into()));
         }
+        TarSource::start(archives.into_iter().map(Input::Named).collect())
+    }
+
+    /// A source over one archive read from `reader` (plain, gzip or zstd, found by
+    /// magic bytes), called `name` in records' origins and in messages.
+    pub fn from_reader(name: &str, reader: Box<dyn Read + Send>) -> Result<TarSource, SourceError> {
+        TarSource::start(VecDeque::from([Input::Reader(name.to_owned(), reader)]))
+    }
+
+    fn start(archives: VecDeque<Input>) -> Result<TarSource, SourceError> {
         let (sender, receiver) = sync_channel(READ_AHEAD);
         let reader = std::thread::Builder::new()
             .name("tar-reader".into())
@@ -81,7 +112,14 @@ impl Iterator for TarSource {
             match self.receiver.recv() {
                 Ok(Message::Skipped(kind)) => self.skipped.add(kind),
                 Ok(Message::Record(record)) => {
-                    self.done = record.is_err();
+                    if record.is_err() {
+                        self.done = true;
+                        // The reader returns right after sending its error: wait for
+                        // it, so that no thread outlives the source's last record.
+                        if let Some(reader) = self.reader.take() {
+                            let _ = reader.join();
+                        }
+                    }
                     return Some(record);
                 }
                 Err(_) => {
@@ -111,32 +149,56 @@ impl Source for TarSource {
 }
 
 /// Reads each archive in turn; stops at the first error or when the consumer is gone.
-fn read_archives(archives: VecDeque<String>, sender: &SyncSender<Message>) {
-    for name in archives {
-        if let Err(error) = read_archive(&name, sender) {
+fn read_archives(archives: VecDeque<Input>, sender: &SyncSender<Message>) {
+    for input in archives {
+        let (name, raw) = match input {
+            Input::Named(name) => match open_file(&name) {
+                Ok(raw) => (name, raw),
+                Err(error) => {
+                    let _ = sender.send(Message::Record(Err(error)));
+                    return;
+                }
+            },
+            Input::Reader(name, raw) => (name, raw),
+        };
+        if let Err(error) = read_archive(&name, raw, sender) {
             let _ = sender.send(Message::Record(Err(error)));
             return;
         }
     }
 }
 
-/// Opens `name` (or stdin) and undoes gzip or zstd compression, found by magic bytes.
-fn open_archive(name: &str) -> Result<Box<dyn Read>, SourceError> {
+/// Opens `name` (or stdin).
+fn open_file(name: &str) -> Result<Box<dyn Read + Send>, SourceError> {
+    if name == "-" {
+        return Ok(Box::new(io::stdin()));
+    }
+    File::open(name)
+        .map(|file| Box::new(file) as Box<dyn Read + Send>)
+        .map_err(|source| SourceError::Io {
+            path: PathBuf::from(name),
+            source,
+        })
+}
+
+/// Undoes gzip or zstd compression, found by magic bytes. The zstd decoder refuses
+/// frames whose window is over 2^[`ZSTD_WINDOW_LOG_MAX`] bytes; gzip's window is
+/// 32 KiB and flate2 bounds its header's name and comment to 64 KiB.
+fn decompress(name: &str, raw: Box<dyn Read + Send>) -> Result<Box<dyn Read + Send>, SourceError> {
     let io_error = |source| SourceError::Io {
         path: PathBuf::from(name),
         source,
-    };
-    let raw: Box<dyn Read> = if name == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        Box::new(File::open(name).map_err(io_error)?)
     };
     let mut reader = BufReader::with_capacity(1 << 20, raw);
     let magic = reader.fill_buf().map_err(io_error)?;
     Ok(if magic.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::read::MultiGzDecoder::new(reader))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(reader).map_err(io_error)?)
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(io_error)?;
+        decoder
+            .window_log_max(ZSTD_WINDOW_LOG_MAX)
+            .map_err(io_error)?;
+        Box::new(decoder)
     } else if magic.starts_with(b"BZh") || magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z']) {
         return Err(SourceError::Usage(format!(
             "{name}: bzip2 and xz archives are not supported; decompress it first (or pipe it to `bcd ingest -`)"
@@ -146,78 +208,80 @@ fn open_archive(name: &str) -> Result<Box<dyn Read>, SourceError> {
     })
 }
 
-fn read_archive(name: &str, sender: &SyncSender<Message>) -> Result<(), SourceError> {
-    let corrupt = |location: String, error: io::Error| SourceError::Corrupt {
+fn read_archive(
+    name: &str,
+    raw: Box<dyn Read + Send>,
+    sender: &SyncSender<Message>,
+) -> Result<(), SourceError> {
+    let corrupt = |location: String, reason: String| SourceError::Corrupt {
         archive: name.to_owned(),
         location,
-        reason: error.to_string(),
+        reason,
     };
-    let mut archive = tar::Archive::new(open_archive(name)?);
-    let entries = archive
-        .entries()
-        .map_err(|e| corrupt("at byte 0".into(), e))?;
-    // Where to point when the next header cannot be read.
-    let mut last = String::from("at the first header");
-    for entry in entries {
-        let mut entry = entry.map_err(|e| corrupt(last.clone(), e))?;
-        let offset = entry.raw_header_position();
-        let mut path = entry.path_bytes().into_owned();
+    let mut archive = TarReader::new(decompress(name, raw)?);
+    // The member before the next header, to point at when that header is bad.
+    let mut last: Option<String> = None;
+    for index in 0u64.. {
+        let header = archive.next_member().map_err(|e| {
+            let after = last
+                .as_ref()
+                .map_or_else(String::new, |m| format!(", after member {m:?}"));
+            corrupt(
+                format!("member {index} (header at byte {}{after})", e.offset),
+                e.reason,
+            )
+        })?;
+        let Some(member) = header else { break };
+        let offset = member.offset;
+        let mut path = member.name;
         while path.starts_with(b"./") {
             path.drain(..2);
         }
-        let member = String::from_utf8_lossy(&path).into_owned();
-        last = format!("after member {member:?} (header at byte {offset})");
-        let origin = Origin::Member {
-            archive: name.to_owned(),
-            member: member.clone(),
-            offset,
-        };
-        let skipped = match entry.header().entry_type() {
-            EntryType::Regular | EntryType::Continuous => None,
-            EntryType::Directory => continue,
-            EntryType::Symlink => Some("symlink"),
-            EntryType::Link => Some("hard link"),
-            EntryType::Char | EntryType::Block => Some("device"),
-            EntryType::Fifo => Some("fifo"),
-            EntryType::GNUSparse => Some("sparse file"),
-            _ => Some("other member type"),
-        };
-        if let Some(kind) = skipped {
-            if sender.send(Message::Skipped(kind)).is_err() {
-                return Ok(());
+        let name_text = String::from_utf8_lossy(&path).into_owned();
+        let location = format!("member {name_text:?} (header at byte {offset})");
+        last = Some(name_text.clone());
+        match member.kind {
+            Kind::File => {}
+            Kind::Directory => continue,
+            Kind::Skipped(kind) => {
+                if sender.send(Message::Skipped(kind)).is_err() {
+                    return Ok(());
+                }
+                continue;
             }
-            continue;
         }
         if path.is_empty() || path == b"." {
-            return Err(SourceError::Corrupt {
-                archive: name.to_owned(),
-                location: format!("member at byte {offset}"),
-                reason: "a regular file with an empty name".into(),
-            });
+            return Err(corrupt(
+                format!("member {index} (header at byte {offset})"),
+                "a regular file with an empty name".into(),
+            ));
         }
-        let size = entry.size();
+        let size = member.size;
         if size > MAX_MEMBER_SIZE {
-            return Err(SourceError::Corrupt {
-                archive: name.to_owned(),
-                location: format!("member {member:?} (header at byte {offset})"),
-                reason: format!("{size} bytes is larger than a value can be (4 GiB)"),
-            });
+            return Err(corrupt(
+                location,
+                format!("{size} bytes is larger than a value can be (4 GiB)"),
+            ));
         }
         // Never trust the header's size for the allocation: grow as data arrives.
-        let mut value = Vec::with_capacity(size.min(64 << 20) as usize);
-        entry
-            .read_to_end(&mut value)
-            .map_err(|e| corrupt(format!("member {member:?} (header at byte {offset})"), e))?;
-        if value.len() as u64 != size {
+        let mut value = Vec::with_capacity(size.min(INITIAL_VALUE_CAPACITY) as usize);
+        let got = archive
+            .read_member_data(&mut value)
+            .map_err(|e| corrupt(location.clone(), e.to_string()))?;
+        if got != size {
             return Err(corrupt(
-                format!("member {member:?} (header at byte {offset})"),
-                io::Error::new(io::ErrorKind::UnexpectedEof, "member data ends early"),
+                location,
+                format!("member data ends early ({got} of {size} bytes)"),
             ));
         }
         let record = Record {
             key: path,
             value,
-            origin,
+            origin: Origin::Member {
+                archive: name.to_owned(),
+                member: name_text,
+                offset,
+            },
         };
         if sender.send(Message::Record(Ok(record))).is_err() {
             return Ok(()); // the consumer stopped
@@ -226,6 +290,12 @@ fn read_archive(name: &str, sender: &SyncSender<Message>) -> Result<(), SourceEr
     // Read on past the end-of-archive blocks to the end of the stream, so that a
     // gzip or zstd decoder reaches its trailer and checks the data's checksum: a
     // corrupt .tar.gz must fail, not be ingested.
-    io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(|e| corrupt(last, e))?;
+    let after = last.map_or_else(String::new, |m| format!(" (after member {m:?})"));
+    io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(|e| {
+        corrupt(
+            format!("after the end of the archive{after}"),
+            e.to_string(),
+        )
+    })?;
     Ok(())
 }

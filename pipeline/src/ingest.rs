@@ -1,18 +1,18 @@
 //! `ingest`: source -> duplicate check -> parallel compression -> ordered write ->
 //! one commit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
-use bcd_converters::{Origin, Record, Source, SourceError};
+use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
 
-use crate::{BATCH_BYTES_PER_JOB, BATCH_RECORDS_PER_JOB, DEFAULT_INGEST_LEVEL};
+use crate::{BATCH_BYTES_PER_JOB, BATCH_RECORDS_PER_JOB, DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,7 +43,9 @@ pub struct IngestOptions {
     /// How values are compressed. Default: adaptive high compression at
     /// [`DEFAULT_INGEST_LEVEL`].
     pub lz4_mode: Lz4Mode,
-    /// Set from a signal handler to stop the run; nothing is committed.
+    /// Set from a signal handler to stop the run; nothing is committed. The run
+    /// sees it within [`INTERRUPT_POLL`] (plus the time to remove what it wrote),
+    /// also while the source is blocked in a read.
     pub interrupt: Option<Arc<AtomicBool>>,
 }
 
@@ -95,7 +97,9 @@ pub struct IngestSummary {
     pub shards: u64,
 }
 
-/// Why an ingest failed. In every case nothing was committed.
+/// Why an ingest failed. Nothing was committed, except with
+/// [`bcd::Error::CommittedNotDurable`] (in [`IngestError::Store`]): the records
+/// are visible, but the commit may not survive a power loss.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
@@ -126,23 +130,71 @@ pub enum IngestError {
 
 type Batch = Vec<Record>;
 
+impl IngestSummary {
+    /// Bytes in per byte stored (1 when nothing was stored).
+    pub fn compression_ratio(&self) -> f64 {
+        if self.bytes_stored > 0 {
+            self.bytes_in as f64 / self.bytes_stored as f64
+        } else {
+            1.0
+        }
+    }
+
+    /// Megabytes (10^6 bytes) in per second.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes_in as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The summary as every front end reports it (`bcd ingest --json`, the dict
+    /// `bcd.ingest` returns): one object, `skipped_members` by kind.
+    pub fn to_json(&self, dataset: &Path) -> serde_json::Value {
+        serde_json::json!({
+            "dataset": dataset.display().to_string(),
+            "created": self.created,
+            "records": self.records,
+            "skipped": self.skipped,
+            "skipped_members": self.skipped_members,
+            "bytes_in": self.bytes_in,
+            "bytes_stored": self.bytes_stored,
+            "compression_ratio": self.compression_ratio(),
+            "shards": self.shards,
+            "seconds": self.seconds,
+            "mb_per_s": self.mb_per_s(),
+        })
+    }
+}
+
 /// Reads `source` into the dataset at `dir`, creating it when missing or empty, in
 /// one all-or-nothing commit. `progress` is called after every batch.
+///
+/// The source is read on a thread of its own, which is not waited for when the run
+/// ends early (an interrupt, a duplicate, a write error): a source blocked in a
+/// read (a pipe nobody writes to) cannot hold the run up. That thread stops at its
+/// next record, or stays blocked until its read returns or the process exits.
 pub fn ingest(
-    source: &mut dyn Source,
+    source: Box<dyn Source>,
     dir: &Path,
     options: &IngestOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<IngestSummary, IngestError> {
     let started = Instant::now();
+    if interrupted(options) {
+        return Err(IngestError::Interrupted);
+    }
     let (mut dataset, created) = open_or_create(dir, source.keyed(), options)?;
     let result = run(source, &mut dataset, options, progress);
     let mut summary = match result {
         Ok(summary) => summary,
         Err(error) => {
-            drop(dataset);
             if let Some(created) = created {
-                created.undo(dir);
+                // Best effort: the run's error is what the caller needs to see, and
+                // an empty dataset left behind (say, on a read-only disk) holds no
+                // records.
+                let _ = dataset.remove_empty(created.made_directory);
             }
             return Err(error);
         }
@@ -155,18 +207,6 @@ pub fn ingest(
 /// What `open_or_create` made, so a failed run can remove it.
 struct Created {
     made_directory: bool,
-}
-
-impl Created {
-    /// Removes the empty dataset this run created (best effort; it holds no records).
-    fn undo(self, dir: &Path) {
-        for name in [bcd::format::MANIFEST_NAME, bcd::format::LOCK_NAME] {
-            let _ = fs::remove_file(dir.join(name));
-        }
-        if self.made_directory {
-            let _ = fs::remove_dir(dir);
-        }
-    }
 }
 
 fn is_empty_dir(dir: &Path) -> Result<Option<bool>, IngestError> {
@@ -247,8 +287,49 @@ fn interrupted(options: &IngestOptions) -> bool {
         .is_some_and(|flag| flag.load(Ordering::Relaxed))
 }
 
+/// Reads `source` in batches and sends them, until the source ends (then the
+/// last, possibly empty, batch), fails, is interrupted, or the consumer is gone.
+/// Returns what the source passed over.
+fn read_batches(
+    mut source: Box<dyn Source>,
+    sender: SyncSender<Result<Batch, IngestError>>,
+    interrupt: Option<Arc<AtomicBool>>,
+    max_records: usize,
+    max_bytes: usize,
+) -> Skipped {
+    let mut batch = Batch::new();
+    let mut bytes = 0usize;
+    while let Some(record) = source.next() {
+        if interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
+            let _ = sender.send(Err(IngestError::Interrupted));
+            return source.skipped().clone();
+        }
+        match record {
+            Ok(record) => {
+                bytes += record.value.len() + record.key.len();
+                batch.push(record);
+                if batch.len() >= max_records || bytes >= max_bytes {
+                    bytes = 0;
+                    if sender.send(Ok(std::mem::take(&mut batch))).is_err() {
+                        return source.skipped().clone();
+                    }
+                }
+            }
+            Err(error) => {
+                let _ = sender.send(Err(error.into()));
+                return source.skipped().clone();
+            }
+        }
+    }
+    let _ = sender.send(Ok(batch));
+    source.skipped().clone()
+}
+
 fn run(
-    source: &mut dyn Source,
+    source: Box<dyn Source>,
     dataset: &mut Dataset,
     options: &IngestOptions,
     progress: &mut dyn FnMut(&Progress),
@@ -263,84 +344,61 @@ fn run(
     let mut extend = dataset.begin_extend()?;
     let mut state = Progress::default();
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
+    let interrupt = options.interrupt.clone();
+    // Not a scoped thread: an early return must not wait for a read that may never
+    // return. Returning drops the receiver, so the reader's next send fails and it
+    // stops.
+    let reader = std::thread::Builder::new()
+        .name("ingest-reader".into())
+        .spawn(move || read_batches(source, sender, interrupt, max_records, max_bytes))
+        .map_err(|_| IngestError::Internal("the reader thread could not be started"))?;
 
-    let skipped_members = std::thread::scope(|scope| -> Result<_, IngestError> {
-        let reader = scope.spawn(move || {
-            let mut batch = Batch::new();
-            let mut bytes = 0usize;
-            while let Some(record) = source.next() {
-                if interrupted(options) {
-                    let _ = sender.send(Err(IngestError::Interrupted));
-                    return source.skipped().clone();
-                }
-                match record {
-                    Ok(record) => {
-                        bytes += record.value.len() + record.key.len();
-                        batch.push(record);
-                        if batch.len() >= max_records || bytes >= max_bytes {
-                            bytes = 0;
-                            if sender.send(Ok(std::mem::take(&mut batch))).is_err() {
-                                return source.skipped().clone();
-                            }
-                        }
-                    }
-                    Err(error) => {
-                        let _ = sender.send(Err(error.into()));
-                        return source.skipped().clone();
-                    }
-                }
-            }
-            let _ = sender.send(Ok(batch));
-            source.skipped().clone()
-        });
-
-        // Owned by this closure, so an early return (a duplicate, an interrupt, a
-        // write error) drops it before the scope joins the reader: a reader blocked
-        // on the full channel then sees the send fail and stops, instead of
-        // waiting forever.
-        let receiver = receiver;
-        for batch in receiver.iter() {
-            let batch = batch?;
-            if interrupted(options) {
-                return Err(IngestError::Interrupted);
-            }
-            state.bytes_in += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
-            if keyed {
-                // Keys must be new to the dataset, this run and this batch.
-                let mut seen: HashSet<&[u8]> = HashSet::with_capacity(batch.len());
-                let mut kept: Vec<(&[u8], &[u8])> = Vec::with_capacity(batch.len());
-                for record in &batch {
-                    let duplicate = extend.contains_key(&record.key) || !seen.insert(&record.key);
-                    if duplicate {
-                        match options.on_duplicate {
-                            OnDuplicate::Skip => {
-                                state.skipped += 1;
-                                continue;
-                            }
-                            OnDuplicate::Error => {
-                                return Err(IngestError::Duplicate {
-                                    key: DisplayKey(record.key.clone()),
-                                    origin: record.origin.clone(),
-                                });
-                            }
-                        }
-                    }
-                    kept.push((&record.key, &record.value));
-                }
-                extend.push_batch(&kept)?;
-                state.records += kept.len() as u64;
-            } else {
-                let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
-                extend.push_value_batch(&values)?;
-                state.records += values.len() as u64;
-            }
-            state.bytes_stored = extend.bytes_stored();
-            progress(&state);
+    loop {
+        if interrupted(options) {
+            return Err(IngestError::Interrupted);
         }
-        reader
-            .join()
-            .map_err(|_| IngestError::Internal("the reader thread panicked"))
-    })?;
+        let batch = match receiver.recv_timeout(INTERRUPT_POLL) {
+            Ok(batch) => batch?,
+            Err(RecvTimeoutError::Timeout) => continue,
+            // The reader has sent its last batch, or panicked (found by the join).
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if interrupted(options) {
+            return Err(IngestError::Interrupted);
+        }
+        state.bytes_in += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
+        if keyed {
+            // Keys must be new to the dataset, this run and this batch; the extend
+            // hashes each once and leaves duplicates out.
+            let records: Vec<(&[u8], &[u8])> =
+                batch.iter().map(|r| (&r.key[..], &r.value[..])).collect();
+            let skipped = extend.push_batch_skipping_duplicates(&records)?;
+            if let (OnDuplicate::Error, Some(&first)) = (options.on_duplicate, skipped.first()) {
+                // The extend is dropped uncommitted: what it wrote is removed.
+                let record = &batch[first];
+                return Err(IngestError::Duplicate {
+                    key: DisplayKey(record.key.clone()),
+                    origin: record.origin.clone(),
+                });
+            }
+            state.skipped += skipped.len() as u64;
+            state.records += (records.len() - skipped.len()) as u64;
+        } else {
+            let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
+            extend.push_value_batch(&values)?;
+            state.records += values.len() as u64;
+        }
+        state.bytes_stored = extend.bytes_stored();
+        progress(&state);
+    }
+    // The channel is closed: the reader has returned (or panicked).
+    let skipped_members = reader
+        .join()
+        .map_err(|_| IngestError::Internal("the reader thread panicked"))?;
+    // A signal before the commit still wins; once the commit starts it completes.
+    if interrupted(options) {
+        return Err(IngestError::Interrupted);
+    }
 
     let committed = extend.commit()?;
     Ok(IngestSummary {

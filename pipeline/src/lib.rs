@@ -1,7 +1,8 @@
 //! The ingestion pipeline and the exporter: where sources from `bcd-converters`
 //! meet the store.
 //!
-//! Ingest: a reader thread pulls records from the source into batches; the
+//! Ingest: a reader thread (never waited for after an interrupt, so a blocked
+//! read cannot delay it) pulls records from the source into batches; the
 //! writer checks each key against the committed and already-added keys (a hash
 //! table confirmed on the key bytes), compresses the batch on all cores and
 //! appends it, in source order, through one [`bcd::Extend`]; one commit at the end.
@@ -17,11 +18,19 @@
 
 mod export;
 mod ingest;
+mod options;
 mod sources;
 
-pub use export::{export, ExportOptions, Naming};
+pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
-pub use sources::{open_sources, OpenedSource, SourceFormat, SourceOptions, SourceSetupError};
+pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
+pub use sources::{
+    open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
+};
+
+/// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
+/// source: the longest it takes to notice an interrupt (plus the batch in hand).
+pub const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Records per batch and job.
 pub const BATCH_RECORDS_PER_JOB: usize = 256;

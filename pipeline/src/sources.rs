@@ -4,9 +4,10 @@
 //! argument parser so that every front end (the CLI, a Python binding) shares the
 //! rules and the messages.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
@@ -123,6 +124,7 @@ impl SourceOptions {
             include: self.include.clone(),
             exclude: self.exclude.clone(),
             follow_links: self.follow_links,
+            skip_dirs: Vec::new(),
         }
     }
 
@@ -206,15 +208,16 @@ pub enum SourceSetupError {
         source: io::Error,
     },
     /// The sources were detected as different formats.
-    // The Debug names (`[Dir, Tar]`, `Csv`) in this and the next message are the
-    // wording `bcd ingest` has always used.
-    #[error("the sources are of different formats ({formats:?}); ingest them in separate runs or pass --format")]
+    #[error(
+        "the sources are of different formats ({}); ingest them in separate runs or pass --format",
+        join(formats)
+    )]
     MixedFormats {
         /// The format of each source, in order.
         formats: Vec<SourceFormat>,
     },
     /// An option that belongs to another format than the sources'.
-    #[error("{} applies to {owner:?} sources only, not {format:?}", flag(option))]
+    #[error("{} applies to {owner} sources only, not {format}", flag(option))]
     OptionForOtherFormat {
         /// The [`SourceOptions`] field.
         option: &'static str,
@@ -224,18 +227,27 @@ pub enum SourceSetupError {
         format: SourceFormat,
     },
     /// A key column for a format other than Parquet and CSV.
-    #[error("--key-column applies to Parquet and CSV sources only")]
+    #[error("--key-column applies to parquet and csv sources only, not {format}")]
     KeyColumnForOtherFormat {
         /// The sources' format.
         format: SourceFormat,
     },
     /// Parquet sources without a value column.
-    #[error("Parquet sources need --value-column COL (and --key-column COL for a keyed dataset)")]
+    #[error("parquet sources need --value-column COL (and --key-column COL for a keyed dataset)")]
     MissingValueColumn,
     /// Opening a source failed (a missing file, a bad glob or brace pattern, an
     /// unreadable Parquet footer, ...).
     #[error(transparent)]
     Open(#[from] SourceError),
+}
+
+/// Format names as messages list them: `dir, tar`.
+fn join(formats: &[SourceFormat]) -> String {
+    formats
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The command-line flag of a [`SourceOptions`] field: `value_column` ->
@@ -257,13 +269,35 @@ fn flag(option: &str) -> String {
 ///
 /// let csv_flag_for_tar = SourceOptions { delimiter: Some(b';'), ..Default::default() };
 /// let error = open_sources(&names, &csv_flag_for_tar).unwrap_err();
-/// assert_eq!(error.to_string(), "--delimiter applies to Csv sources only, not Tar");
+/// assert_eq!(error.to_string(), "--delimiter applies to csv sources only, not tar");
 /// # Ok::<(), bcd_pipeline::SourceSetupError>(())
 /// ```
-pub fn open_sources(
-    sources: &[String],
+pub fn open_sources<S: AsRef<OsStr>>(
+    sources: &[S],
     options: &SourceOptions,
 ) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, None)
+}
+
+/// [`open_sources`] for an ingest into the dataset at `target`: a directory
+/// source never reads `target` or anything under it, so `ingest src --into
+/// src/ds` does not store the dataset's own files (its lock, its manifest, the
+/// shards being written). The directory is recognised by identity (device and
+/// inode), however it is spelled, also when it is created after this call.
+pub fn open_sources_into<S: AsRef<OsStr>>(
+    sources: &[S],
+    options: &SourceOptions,
+    target: &Path,
+) -> Result<OpenedSource, SourceSetupError> {
+    open_sources_impl(sources, options, Some(target))
+}
+
+fn open_sources_impl<S: AsRef<OsStr>>(
+    sources: &[S],
+    options: &SourceOptions,
+    target: Option<&Path>,
+) -> Result<OpenedSource, SourceSetupError> {
+    let sources: Vec<&OsStr> = sources.iter().map(AsRef::as_ref).collect();
     if sources.is_empty() {
         return Err(SourceSetupError::NoSources);
     }
@@ -281,16 +315,17 @@ pub fn open_sources(
         }
     };
     check_options(format, options)?;
-    let source = open(format, sources, options)?;
+    let source = open(format, &sources, options, target)?;
     Ok(OpenedSource { format, source })
 }
 
 /// The format of one source, from its name, or failing that from the file system.
-fn detect_format(name: &str, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
-    let lower = name.to_ascii_lowercase();
+fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+    // Suffixes are ASCII: a lossy decoding of a non-UTF-8 name keeps them.
+    let lower = name.to_string_lossy().to_ascii_lowercase();
     let ends = |suffixes: &[&str]| suffixes.iter().any(|suffix| lower.ends_with(suffix));
     if name == "-"
-        || name.contains('{')
+        || lower.contains('{')
         || ends(&[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.zstd"])
     {
         return Ok(SourceFormat::Tar);
@@ -308,10 +343,10 @@ fn detect_format(name: &str, options: &SourceOptions) -> Result<SourceFormat, So
     match std::fs::metadata(name) {
         Ok(meta) if meta.is_dir() => Ok(SourceFormat::Dir),
         Ok(_) => Err(SourceSetupError::UndetectableFormat {
-            name: name.to_owned(),
+            name: name.to_string_lossy().into_owned(),
         }),
         Err(source) => Err(SourceSetupError::Unreadable {
-            name: name.to_owned(),
+            name: name.to_string_lossy().into_owned(),
             source,
         }),
     }
@@ -342,13 +377,15 @@ fn check_options(format: SourceFormat, options: &SourceOptions) -> Result<(), So
 /// Opens checked sources.
 fn open(
     format: SourceFormat,
-    sources: &[String],
+    sources: &[&OsStr],
     options: &SourceOptions,
+    target: Option<&Path>,
 ) -> Result<Box<dyn Source>, SourceError> {
     let paths: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     Ok(match format {
         SourceFormat::Dir => {
-            let dir_options = options.dir_options();
+            let mut dir_options = options.dir_options();
+            dir_options.skip_dirs.extend(target.map(Path::to_owned));
             Box::new(Chain::new(
                 paths
                     .iter()
@@ -358,7 +395,21 @@ fn open(
                     .collect::<Result<Vec<_>, SourceError>>()?,
             ))
         }
-        SourceFormat::Tar => Box::new(TarSource::new(sources)?),
+        SourceFormat::Tar => {
+            // Archive names go through brace expansion, which works on text.
+            let names = sources
+                .iter()
+                .map(|name| {
+                    name.to_str().map(str::to_owned).ok_or_else(|| {
+                        SourceError::Usage(format!(
+                            "{}: a tar archive name must be valid UTF-8 (rename it, or pipe it to `-`)",
+                            name.to_string_lossy()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Box::new(TarSource::new(&names)?)
+        }
         SourceFormat::Parquet => Box::new(ParquetSource::new(
             &paths,
             ParquetOptions {

@@ -37,12 +37,20 @@ class Dataset:
     ``memoryview``, ``array.array``, ``mmap``, NumPy arrays of any dtype, counted
     in bytes). Values and keys come out as read-only ``memoryview``s; for
     uncompressed datasets a value is a zero-copy view of the shard's memory
-    mapping (``numpy.frombuffer`` uses it without copying) that stays valid for
-    as long as it is held, even after the ``Dataset`` is gone.
+    mapping (or, for shards of 16 KiB or less, of the shard read into memory;
+    ``numpy.frombuffer`` uses it without copying) that stays valid for as long
+    as it is held, even after the ``Dataset`` is gone. Truncating a committed
+    shard file while it is mapped makes the next read of it kill the process
+    with SIGBUS, as with any memory mapping.
 
     A ``Dataset`` pickles as its path, so DataLoader workers (``fork`` or
     ``spawn``) reopen it. Reads may run in many threads at once; ``extend`` waits
-    for reads in other threads and they wait for it.
+    for reads in other threads, and they wait for it only while it writes a batch
+    or commits (while its ``entries`` run, they read the committed records).
+    Arguments are converted before any lock is taken, so an iterable of indices
+    or an ``__index__`` may use the dataset. A process forked at any moment,
+    even during another thread's ``extend``, may use the inherited object: it sees
+    the committed records and does not keep the writer lock.
 
     Errors: ``FileNotFoundError`` (no dataset, a missing shard file),
     ``ValueError`` (an invalid manifest, corrupt shards or values, with the file
@@ -104,6 +112,9 @@ class Dataset:
         exception raised by ``entries`` itself (which propagates unchanged),
         nothing is committed and the directory is left as it was. The entries may
         read this dataset (``key not in dataset``): they see its committed records.
+        An ``extend`` of this object from code it runs raises ``RuntimeError``, and
+        so does its copy in a process forked by ``entries``: only the process that
+        began it writes, commits or removes anything.
 
         Shards that other handles or processes committed since this one was opened
         are picked up first, so they are never overwritten.
@@ -146,7 +157,8 @@ class Dataset:
         """The values at ``indices``, as ``at`` returns them, in order.
 
         Every index is checked before anything is read (``IndexError`` names the
-        first bad one). Compressed values are decompressed in parallel without the
+        first bad one); ``indices`` is iterated with no lock held, and its length
+        hint is not trusted. Compressed values are decompressed in parallel without the
         GIL, on threads started for the batch: safe in processes forked after a
         read, as DataLoader workers are.
         """

@@ -1,9 +1,8 @@
 //! Keys and values coming in from Python: any C-contiguous buffer, copied into
 //! Rust so the GIL can be released while they are compressed and written.
 //!
-//! Under the limited API of Python 3.9 there is no buffer-protocol C API
-//! (`PyObject_GetBuffer` joined the stable ABI in 3.11), so buffers are read
-//! through `memoryview`: `memoryview(obj)`, a contiguity check, `tobytes()`.
+//! Buffers are read through `memoryview`: `memoryview(obj)`, a contiguity check,
+//! `tobytes()`, which keeps Python's own checks and messages for odd exporters.
 //! `bytes` objects, the common case, are copied directly.
 
 use pyo3::exceptions::PyTypeError;

@@ -2,20 +2,18 @@
 //! `BitcaskDataset` so that switching is a one-line import change.
 
 use std::path::PathBuf;
-use std::sync::{RwLock, TryLockError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::RwLockExt;
-use pyo3::types::{PyBytes, PyInt, PyList, PyMemoryView, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyInt, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
 
 use bcd::{Compression, CreateOptions, Dataset, Lz4Mode};
 
 use crate::batch_read;
 use crate::buffers::{self, Role};
 use crate::errors::to_py;
-use crate::extend_reads::{ExtendReads, Reader};
-use crate::shard_views::ShardViews;
+use crate::handle::Handle;
 
 /// Records pulled from the Python iterable per compression round (the core's
 /// extend batches are the same size).
@@ -27,6 +25,9 @@ const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
 /// Compressed values at least this large, decompressed, are decompressed without
 /// the GIL.
 const DETACH_MIN_BYTES: u64 = 64 << 10;
+/// `get_batch` reserves room for at most this many indices up front; more are
+/// appended as they come.
+const MAX_RESERVED_INDICES: usize = 1 << 16;
 
 /// An append-only, memory-mapped collection of byte blobs in the bitcask-dataset
 /// format, optionally keyed and LZ4-compressed; mirrors the reference's
@@ -36,14 +37,22 @@ const DETACH_MIN_BYTES: u64 = 64 << 10;
 /// memoryview, NumPy arrays, ...) and come out as read-only memoryviews: for
 /// uncompressed datasets, zero-copy views of the shard mapping that stay valid
 /// while held. Pickles as its path, so worker processes reopen it.
+///
+/// Safe to share between threads, and to use in processes forked from one using
+/// it, even in the middle of an extend (see `handle.rs`).
 #[pyclass(module = "bcd", name = "Dataset", subclass, frozen)]
 pub struct PyDataset {
     /// The path as given, as a `pathlib.Path`.
     path: Py<PyAny>,
-    store: RwLock<Dataset>,
-    /// Set while an extend on some thread runs Python code to pull entries.
-    extend_reads: ExtendReads,
-    views: ShardViews,
+    /// The directory, made absolute: a forked child may open it again.
+    dir: PathBuf,
+    // Fixed when the dataset was created, so read without any lock.
+    keyed: bool,
+    compression: Compression,
+    max_shard_size: u64,
+    /// This process's handle. Locked only briefly with the GIL held (never
+    /// across a call into Python or a wait), so never held at a fork.
+    current: Mutex<Arc<Handle>>,
     threads: usize,
 }
 
@@ -97,18 +106,13 @@ fn lz4_mode(level: Option<i32>) -> PyResult<Lz4Mode> {
     }
 }
 
-/// A signed Python index (any object with `__index__`); ints too large for i64
-/// are out of range of every dataset.
-fn index_arg(index: &Bound<'_, PyAny>, len: usize) -> PyResult<i64> {
-    match index.extract::<i64>() {
-        Ok(index) => Ok(index),
-        Err(error) if error.is_instance_of::<pyo3::exceptions::PyOverflowError>(index.py()) => {
-            Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "index {} out of range for a dataset of {len} records",
-                index.repr()?
-            )))
-        }
-        Err(error) => Err(error),
+/// Whether `index` (negative counts from the end) is in range of `len` records.
+fn in_range(index: i64, len: usize) -> bool {
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    if index < 0 {
+        index >= -len
+    } else {
+        index < len
     }
 }
 
@@ -119,33 +123,175 @@ impl PyDataset {
         let store = py.detach(|| Dataset::open(&dir)).map_err(to_py)?;
         Ok(PyDataset {
             path: path.unbind(),
-            store: RwLock::new(store),
-            extend_reads: ExtendReads::default(),
-            views: ShardViews::default(),
+            dir: std::path::absolute(&dir).unwrap_or(dir),
+            keyed: store.keyed(),
+            compression: store.compression(),
+            max_shard_size: store.manifest().max_shard_size,
+            current: Mutex::new(Arc::new(Handle::new(store))),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
     }
 
-    /// The dataset for reading: its lock, or, for Python code that an extend on
-    /// this thread is running (a generator checking `key in dataset`), the
-    /// committed state that extend is adding to.
-    fn read(&self, py: Python<'_>) -> PyResult<Reader<'_>> {
-        match self.store.try_read() {
-            Ok(guard) => return Ok(Reader::Locked(guard)),
-            Err(TryLockError::Poisoned(poisoned)) => {
-                return Ok(Reader::Locked(poisoned.into_inner()))
+    /// This process's handle. In a child forked while some thread used the
+    /// inherited one (its lock is held by a thread the child does not have, and
+    /// its dataset may be half-updated), the dataset is opened again by path: the
+    /// child sees the committed state.
+    fn handle(&self, py: Python<'_>) -> PyResult<Arc<Handle>> {
+        let generation = bcd::fork::generation();
+        let current = Arc::clone(&self.lock_current());
+        if current.is_current(generation) || current.adopt(generation) {
+            return Ok(current);
+        }
+        let dataset = py.detach(|| Dataset::open(&self.dir)).map_err(to_py)?;
+        let fresh = Arc::new(Handle::new(dataset));
+        let mut slot = self.lock_current();
+        if !slot.is_current(generation) {
+            *slot = Arc::clone(&fresh);
+        }
+        let handle = Arc::clone(&slot);
+        drop(slot);
+        // The handles not kept (the inherited one, unless a frame of the forking
+        // thread still uses it) are dropped here, with no lock held.
+        drop((current, fresh));
+        Ok(handle)
+    }
+
+    fn lock_current(&self) -> std::sync::MutexGuard<'_, Arc<Handle>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A signed Python index (any object with `__index__`, which runs here, with no
+    /// lock held); ints too large for i64 are out of range of every dataset.
+    fn index_arg(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<i64> {
+        match index.extract::<i64>() {
+            Ok(index) => Ok(index),
+            Err(error) if error.is_instance_of::<PyOverflowError>(py) => {
+                let len = self.handle(py)?.read(py).len();
+                Err(PyIndexError::new_err(format!(
+                    "index {} out of range for a dataset of {len} records",
+                    index.repr()?
+                )))
             }
-            Err(TryLockError::WouldBlock) => {}
+            Err(error) => Err(error),
         }
-        if let Some(reader) = self.extend_reads.on_this_thread() {
-            return Ok(reader);
+    }
+
+    /// The indices `indices` yields, each checked to be in range, collected with
+    /// no lock held: the iterable and `__index__` are the caller's code, which may
+    /// read or extend this dataset, or wait for a thread that does. Only a list's
+    /// or tuple's length sizes a first reservation: `__len__` may lie.
+    fn collect_indices(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+        let hint = if let Ok(list) = indices.cast::<PyList>() {
+            list.len()
+        } else if let Ok(tuple) = indices.cast::<PyTuple>() {
+            tuple.len()
+        } else {
+            0
+        };
+        let iterator = indices.try_iter()?;
+        let mut wanted = Vec::with_capacity(hint.min(MAX_RESERVED_INDICES));
+        let mut len = self.handle(py)?.read(py).len();
+        for index in iterator {
+            let index = self.index_arg(py, &index?)?;
+            if !in_range(index, len) {
+                // The dataset may have grown since (the iterable may extend it).
+                let handle = self.handle(py)?;
+                let checked = {
+                    let dataset = handle.read(py);
+                    len = dataset.len();
+                    dataset.resolve_index(index).map(drop)
+                };
+                checked.map_err(to_py)?;
+            }
+            wanted.push(index);
         }
-        // Another thread is extending: wait for it without holding the GIL.
-        let guard = self
-            .store
-            .read_py_attached(py)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Ok(Reader::Locked(guard))
+        Ok(wanted)
+    }
+
+    /// `extend` with the entries' iterator: takes the write lock and runs the
+    /// transaction.
+    fn extend_locked(
+        &self,
+        py: Python<'_>,
+        handle: &Handle,
+        entries: &mut Bound<'_, PyIterator>,
+        mode: Lz4Mode,
+    ) -> PyResult<()> {
+        let mut guard = handle.write(py)?;
+        let dataset: &mut Dataset = &mut guard;
+        dataset.set_lz4_mode(mode);
+        let keyed = self.keyed;
+        // Takes the writer lock and picks up shards other handles committed, so
+        // they are never overwritten.
+        let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
+
+        let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        let outcome = (|| -> PyResult<()> {
+            loop {
+                // Pull one batch with the GIL held. Meanwhile every thread, and
+                // Python code run by the iterable (or by a signal handler), may
+                // read this dataset: it sees the committed records. That code may
+                // also fork: a child's copy of this extend stops here, and writes
+                // nothing.
+                let mut bytes = 0;
+                let mut exhausted = true;
+                {
+                    let _reads = handle.share(extend.dataset());
+                    for entry in entries.by_ref() {
+                        let entry = entry?;
+                        extend.check_process().map_err(to_py)?;
+                        if keyed {
+                            let (key, value) = buffers::keyed_entry(&entry)?;
+                            bytes += key.len() + value.len();
+                            pairs.push((key, value));
+                        } else {
+                            let value = buffers::keyless_entry(&entry)?;
+                            bytes += value.len();
+                            values.push(value);
+                        }
+                        if pairs.len() + values.len() >= BATCH_RECORDS || bytes >= BATCH_BYTES {
+                            exhausted = false;
+                            break;
+                        }
+                    }
+                    extend.check_process().map_err(to_py)?;
+                    if !exhausted {
+                        // Let Ctrl-C stop a long extend from a non-Python iterable.
+                        py.check_signals()?;
+                    }
+                }
+                // Compress on all cores and write, without the GIL.
+                let extend = &mut extend;
+                let (pairs, values) = (&mut pairs, &mut values);
+                py.detach(move || {
+                    let pushed = if keyed {
+                        extend.push_batch(pairs)
+                    } else {
+                        extend.push_value_batch(values)
+                    };
+                    pairs.clear();
+                    values.clear();
+                    pushed
+                })
+                .map_err(to_py)?;
+                if exhausted {
+                    return Ok(());
+                }
+            }
+        })();
+        match outcome {
+            Ok(()) => {
+                py.detach(move || extend.commit()).map_err(to_py)?;
+                Ok(())
+            }
+            Err(error) => {
+                // Removes the uncommitted shard files (a forked child's copy
+                // removes nothing).
+                py.detach(move || drop(extend));
+                Err(error)
+            }
+        }
     }
 
     /// The value at `index` (in range): a zero-copy view of the mapping when
@@ -153,13 +299,14 @@ impl PyDataset {
     fn value_at<'py>(
         &self,
         py: Python<'py>,
+        handle: &Handle,
         dataset: &Dataset,
         index: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         match dataset.compression() {
             Compression::None => {
                 let location = dataset.value_location(index).map_err(to_py)?;
-                self.views.slice(py, dataset, location)
+                handle.views.slice(py, dataset, location)
             }
             Compression::Lz4 => {
                 // Decompressed straight into the new bytes object, which nothing
@@ -238,34 +385,35 @@ impl PyDataset {
 
     /// Whether records carry unique keys.
     #[getter]
-    fn keyed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.read(py)?.keyed())
+    fn keyed(&self) -> bool {
+        self.keyed
     }
 
     /// `"lz4"` or `None`.
     #[getter]
-    fn compression(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(self.read(py)?.compression().as_manifest_str())
+    fn compression(&self) -> Option<&'static str> {
+        self.compression.as_manifest_str()
     }
 
     /// The shard size limit in bytes, fixed at creation (1 GiB for datasets of
     /// reference 0.2.0).
     #[getter]
-    fn max_shard_size(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.read(py)?.manifest().max_shard_size)
+    fn max_shard_size(&self) -> u64 {
+        self.max_shard_size
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.read(py)?.len())
+        Ok(self.handle(py)?.read(py).len())
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let dataset = self.read(py)?;
-        if !dataset.keyed() || !buffers::is_buffer(key) {
+        if !self.keyed || !buffers::is_buffer(key) {
             return Ok(false);
         }
         let key = buffers::copy_bytes(key, Role::Key)?;
-        Ok(dataset.contains(&key))
+        let handle = self.handle(py)?;
+        let found = handle.read(py).contains(&key);
+        Ok(found)
     }
 
     fn __getitem__<'py>(
@@ -273,26 +421,31 @@ impl PyDataset {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let dataset = self.read(py)?;
-        if !dataset.keyed() {
+        if !self.keyed {
             return Err(PyTypeError::new_err(
                 "key lookup is disabled for this dataset: it is keyless; read values by position with at(i)",
             ));
         }
         let key = buffers::copy_bytes(key, Role::Key)?;
-        match dataset.position(&key).map_err(to_py)? {
-            Some(index) => self.value_at(py, &dataset, index),
-            None => Err(PyKeyError::new_err(PyBytes::new(py, &key).unbind())),
-        }
+        let handle = self.handle(py)?;
+        let value = {
+            let dataset = handle.read(py);
+            match dataset.position(&key).map_err(to_py)? {
+                Some(index) => Some(self.value_at(py, &handle, &dataset, index)?),
+                None => None,
+            }
+        };
+        value.ok_or_else(|| PyKeyError::new_err(PyBytes::new(py, &key).unbind()))
     }
 
     /// Returns the value at insertion position `index` (negative counts from the
     /// end) as a read-only memoryview. Raises IndexError past either end.
     fn at<'py>(&self, py: Python<'py>, index: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let dataset = self.read(py)?;
-        let index = index_arg(index, dataset.len())?;
+        let index = self.index_arg(py, index)?;
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
         let index = dataset.resolve_index(index).map_err(to_py)?;
-        self.value_at(py, &dataset, index)
+        self.value_at(py, &handle, &dataset, index)
     }
 
     /// Returns the key at insertion position `index` (negative counts from the
@@ -302,16 +455,19 @@ impl PyDataset {
         py: Python<'py>,
         index: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let dataset = self.read(py)?;
-        if !dataset.keyed() {
+        if !self.keyed {
             return Err(PyTypeError::new_err(
                 "keys are disabled for this dataset: it is keyless",
             ));
         }
-        let index = index_arg(index, dataset.len())?;
-        let index = dataset.resolve_index(index).map_err(to_py)?;
-        let key = dataset.key_at(index).map_err(to_py)?;
-        read_only_view(&PyBytes::new(py, key))
+        let index = self.index_arg(py, index)?;
+        let handle = self.handle(py)?;
+        let key = {
+            let dataset = handle.read(py);
+            let index = dataset.resolve_index(index).map_err(to_py)?;
+            PyBytes::new(py, dataset.key_at(index).map_err(to_py)?)
+        };
+        read_only_view(&key)
     }
 
     /// Returns the values at `indices`, in order, as `at` would. Every index is
@@ -323,27 +479,29 @@ impl PyDataset {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let dataset = self.read(py)?;
-        let len = dataset.len();
-        let mut resolved = Vec::with_capacity(indices.len().unwrap_or(0));
-        for index in indices.try_iter()? {
-            let index = index_arg(&index?, len)?;
-            resolved.push(dataset.resolve_index(index).map_err(to_py)?);
-        }
+        let wanted = self.collect_indices(py, indices)?;
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        // Negative indices count from the end as it is now.
+        let resolved = wanted
+            .iter()
+            .map(|&index| dataset.resolve_index(index))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(to_py)?;
         // Large values may not be in memory: ask for all of them at once, so the
         // disk sees the whole batch rather than one page fault at a time.
         let mut stored = 0u64;
         for &index in &resolved {
-            stored += dataset.value_location(index).map_err(to_py)?.len;
+            stored = stored.saturating_add(dataset.value_location(index).map_err(to_py)?.len);
         }
-        if stored >= PREFETCH_MIN_AVERAGE * resolved.len() as u64 {
+        if stored >= PREFETCH_MIN_AVERAGE.saturating_mul(resolved.len() as u64) {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
             Compression::None => {
                 let values = resolved
                     .iter()
-                    .map(|&index| self.value_at(py, &dataset, index))
+                    .map(|&index| self.value_at(py, &handle, &dataset, index))
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, values)
             }
@@ -366,7 +524,8 @@ impl PyDataset {
     /// `level` (1..12) is liblz4's high-compression level; the default, 9, writes
     /// the reference's bytes. Raises TypeError for entries that are not buffers
     /// (or pairs), ValueError for duplicate keys, BlockingIOError if another
-    /// writer holds the dataset.
+    /// writer holds the dataset, RuntimeError in a process forked while this
+    /// extend pulled its entries (only the parent commits it).
     #[pyo3(signature = (entries, *, level = None))]
     fn extend(
         &self,
@@ -376,89 +535,11 @@ impl PyDataset {
     ) -> PyResult<()> {
         let mode = lz4_mode(level)?;
         buffers::check_not_single_buffer(entries)?;
-        let entries = entries.try_iter()?;
-
-        let mut guard = match self.store.try_write() {
-            Ok(guard) => guard,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                if self.extend_reads.on_this_thread().is_some() {
-                    return Err(PyRuntimeError::new_err(
-                        "extend called while an extend of the same Dataset is pulling its entries on this thread; extend once with all the entries",
-                    ));
-                }
-                self.store
-                    .write_py_attached(py)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-            }
-        };
-        let dataset: &mut Dataset = &mut guard;
-        dataset.set_lz4_mode(mode);
-        let keyed = dataset.keyed();
-        // Takes the writer lock and picks up shards other handles committed, so
-        // they are never overwritten.
-        let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
-
-        let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut values: Vec<Vec<u8>> = Vec::new();
-        let outcome = (|| -> PyResult<()> {
-            let mut entries = entries;
-            loop {
-                // Pull one batch with the GIL held. Python code run by the
-                // iterable may read this dataset: it sees the committed records.
-                let mut bytes = 0;
-                let mut exhausted = true;
-                {
-                    let _reads = self.extend_reads.publish(extend.dataset());
-                    for entry in entries.by_ref() {
-                        let entry = entry?;
-                        if keyed {
-                            let (key, value) = buffers::keyed_entry(&entry)?;
-                            bytes += key.len() + value.len();
-                            pairs.push((key, value));
-                        } else {
-                            let value = buffers::keyless_entry(&entry)?;
-                            bytes += value.len();
-                            values.push(value);
-                        }
-                        if pairs.len() + values.len() >= BATCH_RECORDS || bytes >= BATCH_BYTES {
-                            exhausted = false;
-                            break;
-                        }
-                    }
-                }
-                // Compress on all cores and write, without the GIL.
-                let extend = &mut extend;
-                let (pairs, values) = (&mut pairs, &mut values);
-                py.detach(move || {
-                    let pushed = if keyed {
-                        extend.push_batch(pairs)
-                    } else {
-                        extend.push_value_batch(values)
-                    };
-                    pairs.clear();
-                    values.clear();
-                    pushed
-                })
-                .map_err(to_py)?;
-                if exhausted {
-                    return Ok(());
-                }
-                // Let Ctrl-C stop a long extend from a non-Python iterable.
-                py.check_signals()?;
-            }
-        })();
-        match outcome {
-            Ok(()) => {
-                py.detach(move || extend.commit()).map_err(to_py)?;
-                Ok(())
-            }
-            Err(error) => {
-                // Removes the uncommitted shard files.
-                py.detach(move || drop(extend));
-                Err(error)
-            }
-        }
+        let mut entries = entries.try_iter()?;
+        let handle = self.handle(py)?;
+        // The iterator outlives the lock: dropping a generator runs its cleanup
+        // code, which may use this dataset.
+        self.extend_locked(py, &handle, &mut entries, mode)
     }
 
     /// Pickles as the path alone: worker processes reopen the dataset.

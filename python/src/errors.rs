@@ -15,12 +15,12 @@ use pyo3::PyErr;
 /// | --- | --- |
 /// | no manifest.json, a missing shard file | `FileNotFoundError` |
 /// | `create` in a non-empty directory | `FileExistsError` |
-/// | an invalid manifest, a corrupt shard or value, a duplicate key, an invalid option, a too-large record | `ValueError` |
+/// | an invalid manifest, a corrupt shard, value or persisted index, a duplicate key, an invalid option, a too-large record | `ValueError` |
 /// | an index past either end | `IndexError` |
 /// | a key operation on a keyless dataset | `TypeError` |
 /// | the writer lock is held | `BlockingIOError` |
 /// | an operating-system failure | `OSError` (the subclass its errno selects) |
-/// | the dataset changed on disk, a failed extend reused | `RuntimeError` |
+/// | the dataset changed on disk, a failed extend reused, an extend inherited by a forked child, an extend committed but not loaded by this handle | `RuntimeError` |
 pub fn to_py(error: bcd::Error) -> PyErr {
     use bcd::Error as E;
     let message = error.to_string();
@@ -32,6 +32,7 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         E::DirectoryNotEmpty { .. } => PyFileExistsError::new_err((EEXIST, message)),
         E::InvalidManifest { .. }
         | E::CorruptShard { .. }
+        | E::CorruptIndexFile { .. }
         | E::CorruptValue { .. }
         | E::DuplicateKeyInDataset { .. }
         | E::DuplicateKey { .. }

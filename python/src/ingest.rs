@@ -24,6 +24,8 @@ use crate::errors::to_py;
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
+/// The most `jobs=` accepted: each job adds a batch's worth of memory.
+const MAX_JOBS: usize = 1024;
 
 /// `compression=` of `ingest`: not given (the dataset's own, or lz4 for a new
 /// one), `"lz4"`, or `None`/`"none"`.
@@ -241,6 +243,12 @@ pub fn ingest<'py>(
         },
         jobs: match jobs {
             Some(0) => return Err(PyValueError::new_err("jobs must be at least 1")),
+            // Batches are sized per job: an absurd count would lift the memory bound.
+            Some(jobs) if jobs > MAX_JOBS => {
+                return Err(PyValueError::new_err(format!(
+                    "jobs must be at most {MAX_JOBS}, not {jobs}"
+                )))
+            }
             Some(jobs) => jobs,
             None => IngestOptions::default().jobs,
         },
@@ -248,12 +256,12 @@ pub fn ingest<'py>(
         interrupt: Some(Arc::clone(&interrupt)),
     };
 
-    let mut opened = py
-        .detach(|| bcd_pipeline::open_sources(&sources, &source_options))
+    let opened = py
+        .detach(|| bcd_pipeline::open_sources_into(&sources, &source_options, &into))
         .map_err(setup_error)?;
     let summary = run_interruptibly(
         py,
-        |into, options| bcd_pipeline::ingest(opened.source.as_mut(), into, options, &mut |_| {}),
+        |into, options| bcd_pipeline::ingest(opened.source, into, options, &mut |_| {}),
         &into,
         &options,
         &interrupt,

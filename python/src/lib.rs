@@ -8,7 +8,7 @@ mod batch_read;
 mod buffers;
 mod dataset;
 mod errors;
-mod extend_reads;
+mod handle;
 mod ingest;
 mod shard_views;
 

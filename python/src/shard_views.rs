@@ -1,111 +1,130 @@
-//! Zero-copy values of uncompressed datasets: each shard's data file mapped with
-//! Python's own `mmap` module (lazily, on first read), values handed out as
-//! slices of a read-only `memoryview` of it.
+//! Zero-copy values of uncompressed datasets: read-only memoryviews of the shard
+//! bytes the core loaded (mapped, or read into memory when small).
 //!
-//! A slice keeps its mmap alive, so a value stays valid for as long as anyone
-//! holds it, even after the `Dataset` is gone, and Python code (NumPy's
-//! `frombuffer`, PyTorch's `frombuffer`) can use it without copying. No Rust
-//! `unsafe` is involved: Python owns the mapping. As with any mapping (and the
-//! reference), truncating a committed shard file under a reader makes reads of the
-//! lost pages fail with SIGBUS; committed shard files never change.
+//! Each value is a `memoryview` of a small exporter object that holds the
+//! shard's bytes ([`bcd::ShardData`], reference-counted in Rust). The view keeps
+//! its exporter alive and the exporter keeps the bytes alive, so a value stays
+//! valid for as long as anyone holds it, even after the `Dataset` is gone, and
+//! Python code (NumPy's `frombuffer`, PyTorch's `frombuffer`) can use it without
+//! copying. The core maps each shard once and closes its descriptor, so a
+//! handle reading thousands of shards holds no descriptor for them.
+//!
+//! There is no state here and so no lock: nothing can be held while Python code
+//! runs (an object's allocation or release may run a garbage collection, and
+//! with it any finalizer, which may release the GIL).
+//!
+//! As with any mapping (and the reference), truncating a committed shard file
+//! under a reader makes reads of the lost pages fail with SIGBUS; committed shard
+//! files never change.
 
-use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::ffi::{c_int, c_void};
 
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PySlice};
+use pyo3::types::PyMemoryView;
 
-use bcd::{Dataset, ValueLocation};
+use bcd::{Dataset, ShardData, ValueLocation};
 
-/// A shard's data file mapped: a read-only memoryview of all of it, and its length.
-type Mapped = (Py<PyMemoryView>, u64);
+use crate::errors::to_py;
 
-/// The mapped shards of one dataset handle.
+/// Hands out the values of uncompressed datasets as views of the shards.
 #[derive(Default)]
-pub struct ShardViews {
-    /// Per shard number, once mapped. Never locked across a call into Python.
-    mapped: Mutex<Vec<Option<Mapped>>>,
-}
+pub struct ShardViews;
 
 impl ShardViews {
-    /// The stored bytes at `location` as a read-only memoryview into the mapping.
+    /// The stored bytes at `location` as a read-only memoryview into the shard.
     pub fn slice<'py>(
         &self,
         py: Python<'py>,
         dataset: &Dataset,
         location: ValueLocation,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (view, mapped_len) = self.shard(py, dataset, location.shard)?;
-        let end = location.offset.checked_add(location.len);
-        if end.is_none_or(|end| end > mapped_len) {
-            return Err(PyValueError::new_err(format!(
-                "{}: the data file is {mapped_len} bytes but its index puts a value at bytes {}..{}; it changed on disk after the dataset was opened",
+        self.locate(dataset, location)?.into_view(py)
+    }
+
+    /// The value at `location`, not yet a Python object: this runs no Python
+    /// code, so a caller can hold the dataset's lock for it and release the lock
+    /// before [`ValueBuffer::into_view`] allocates (an allocation may start a
+    /// garbage collection, which runs finalizers).
+    pub fn locate(&self, dataset: &Dataset, location: ValueLocation) -> PyResult<ValueBuffer> {
+        let data = dataset.shard_data(location.shard).map_err(to_py)?;
+        let range = usize::try_from(location.offset)
+            .ok()
+            .zip(usize::try_from(location.len).ok())
+            .and_then(|(start, len)| Some(start..start.checked_add(len)?))
+            .filter(|range| range.end <= data.len());
+        match range {
+            Some(range) => Ok(ValueBuffer {
+                data,
+                start: range.start,
+                len: range.len(),
+            }),
+            None => Err(PyValueError::new_err(format!(
+                "{}: the data file is {} bytes but its index puts a value at bytes {}..{}",
                 dataset.shard_data_path(location.shard).display(),
+                data.len(),
                 location.offset,
                 location.offset.saturating_add(location.len),
-            )));
+            ))),
         }
-        // Both bounds are at most the mapping's length, which fits in isize.
-        let (start, end) = (
-            location.offset as isize,
-            (location.offset + location.len) as isize,
-        );
-        view.get_item(PySlice::new(py, start, end, 1))
-    }
-
-    /// The memoryview of shard `shard`'s data file, mapping it on first use.
-    fn shard<'py>(
-        &self,
-        py: Python<'py>,
-        dataset: &Dataset,
-        shard: u64,
-    ) -> PyResult<(Bound<'py, PyMemoryView>, u64)> {
-        let slot = usize::try_from(shard).unwrap_or(usize::MAX);
-        if let Some(Some((view, len))) = self.lock().get(slot) {
-            return Ok((view.bind(py).clone(), *len));
-        }
-        // Mapped without the lock held: mapping calls into Python, which may run
-        // other threads' reads of this dataset.
-        let (view, len) = map_read_only(py, &dataset.shard_data_path(shard))?;
-        let mut mapped = self.lock();
-        if mapped.len() <= slot {
-            mapped.resize_with(slot + 1, || None);
-        }
-        // Another thread may have mapped it meanwhile: keep the first mapping.
-        let (view, len) = mapped[slot].get_or_insert_with(|| (view.unbind(), len));
-        Ok((view.bind(py).clone(), *len))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<Mapped>>> {
-        self.mapped.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// `memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))` of the file at
-/// `path`, and its length; an empty file (which cannot be mapped) gives
-/// `memoryview(b"")`.
-fn map_read_only<'py>(py: Python<'py>, path: &Path) -> PyResult<(Bound<'py, PyMemoryView>, u64)> {
-    let builtins = py.import("builtins")?;
-    let file = builtins.getattr("open")?.call1((path, "rb"))?;
-    let mapped = (|| {
-        let fileno = file.call_method0("fileno")?;
-        let size = py
-            .import("os")?
-            .call_method1("fstat", (&fileno,))?
-            .getattr("st_size")?;
-        let size: u64 = size.extract()?;
-        if size == 0 {
-            return Ok((PyMemoryView::from(&PyBytes::new(py, b""))?, 0));
+impl ValueBuffer {
+    /// A read-only memoryview of the value (zero-copy).
+    pub fn into_view(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        let exporter = Bound::new(py, self)?;
+        Ok(PyMemoryView::from(&exporter)?.into_any())
+    }
+}
+
+/// The exporter behind a value's memoryview: `len` bytes at `start` of a shard.
+/// Not exposed by name; reachable only as the view's `obj`.
+#[pyclass(module = "bcd", name = "_ShardValue", frozen)]
+pub struct ValueBuffer {
+    data: ShardData,
+    start: usize,
+    len: usize,
+}
+
+#[pymethods]
+impl ValueBuffer {
+    /// Exports the bytes read-only; a request for a writable buffer is a
+    /// `BufferError` (from `PyBuffer_FillInfo`).
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let this = slf.get();
+        // An empty value of an empty shard has no address of its own: point at a
+        // static byte rather than a dangling pointer.
+        static EMPTY: u8 = 0;
+        let (ptr, len) = match this.data.get(this.start..this.start + this.len) {
+            Some(bytes) if !bytes.is_empty() => (bytes.as_ptr(), bytes.len()),
+            // Empty (the range was checked when the exporter was made).
+            _ => (&EMPTY as *const u8, 0),
+        };
+        // SAFETY: `view` is the caller's Py_buffer to fill. The bytes at `ptr`
+        // are `len` bytes owned by `this.data`, which lives as long as the
+        // exporter, and PyBuffer_FillInfo stores a new reference to the exporter
+        // in `view.obj`, so they outlive the view. They are exported read-only
+        // (readonly = 1; a writable request fails), so nothing writes through
+        // the `*mut` the struct requires.
+        let filled = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                ptr.cast_mut().cast::<c_void>(),
+                len as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if filled != 0 {
+            return Err(PyErr::fetch(slf.py()));
         }
-        let mmap = py.import("mmap")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("access", mmap.getattr("ACCESS_READ")?)?;
-        // mmap duplicates the descriptor, so the file can be closed right away.
-        let map = mmap.getattr("mmap")?.call((fileno, 0), Some(&kwargs))?;
-        let len: u64 = map.len()? as u64;
-        Ok((PyMemoryView::from(&map)?, len))
-    })();
-    file.call_method0("close")?;
-    mapped
+        Ok(())
+    }
 }

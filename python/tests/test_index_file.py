@@ -1,7 +1,7 @@
 """The persisted index (.bcd-index) seen from Python: a dataset large enough gets
 one, workers open through it, and the reference extending the dataset past it
 is picked up. (That enough records after the file get it rewritten is tested in
-tests/index_file.rs and tests/interop.rs.)"""
+tests/index_file.rs and tests/interop/index_file.rs.)"""
 
 from __future__ import annotations
 

@@ -38,11 +38,15 @@ fn names_tell_the_format() {
         ("a.tfrecords.gz", SourceFormat::Tfrecord),
         ("train.tfrecord-00000-of-00010", SourceFormat::Tfrecord),
     ] {
-        assert_eq!(detect_format(name, &none).unwrap(), format, "{name}");
+        assert_eq!(
+            detect_format(name.as_ref(), &none).unwrap(),
+            format,
+            "{name}"
+        );
     }
     // A value column means Parquet whatever the name.
     assert_eq!(
-        detect_format("dump", &parquet_options()).unwrap(),
+        detect_format("dump".as_ref(), &parquet_options()).unwrap(),
         SourceFormat::Parquet
     );
 }
@@ -105,7 +109,7 @@ fn mixed_formats_are_refused_listing_them() {
     );
     assert_eq!(
         error.to_string(),
-        "the sources are of different formats ([Dir, Tar]); ingest them in separate runs or pass --format"
+        "the sources are of different formats (dir, tar); ingest them in separate runs or pass --format"
     );
 }
 
@@ -116,7 +120,7 @@ fn an_empty_list_is_refused() {
             format,
             ..Default::default()
         };
-        let error = open_sources(&[], &options).unwrap_err();
+        let error = open_sources::<String>(&[], &options).unwrap_err();
         assert!(matches!(error, SourceSetupError::NoSources), "{error:?}");
     }
 }
@@ -130,7 +134,7 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 include: vec!["*.jpg".into()],
                 ..Default::default()
             },
-            "--include applies to Dir sources only, not Tar",
+            "--include applies to dir sources only, not tar",
         ),
         (
             // Given explicitly, even with the default value.
@@ -138,21 +142,21 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 delimiter: Some(b','),
                 ..Default::default()
             },
-            "--delimiter applies to Csv sources only, not Tar",
+            "--delimiter applies to csv sources only, not tar",
         ),
         (
             SourceOptions {
                 key_feature: Some("image/filename".into()),
                 ..Default::default()
             },
-            "--key-feature applies to Tfrecord sources only, not Tar",
+            "--key-feature applies to tfrecord sources only, not tar",
         ),
         (
             SourceOptions {
                 key_column: Some("id".into()),
                 ..Default::default()
             },
-            "--key-column applies to Parquet and CSV sources only",
+            "--key-column applies to parquet and csv sources only, not tar",
         ),
     ];
     for (options, message) in cases {

@@ -1,0 +1,193 @@
+//! What a process forked in the middle of an extend inherits, and how it is kept
+//! from acting on it.
+//!
+//! A child forked while some thread of the parent extends a dataset inherits the
+//! open file description that holds the `flock` on `.bcd.lock`: the lock would
+//! stay held until the child exits, although the parent has long committed and
+//! let go (a persistent DataLoader worker holds it for the whole training run).
+//! If the forking thread is the extending one (a generator that forks), the child
+//! also inherits the extend itself, which could go on to write into the parent's
+//! shard files, commit them, or roll back and remove them under the parent.
+//!
+//! So the first writer lock registers fork handlers (`pthread_atfork`). In the
+//! child they close every inherited lock descriptor (closing, not unlocking: an
+//! unlock would release the parent's lock too) and advance the fork
+//! [`generation`]. An [`Extend`](crate::Extend) remembers the generation it began
+//! in, and a copy of it in another process writes, commits and removes nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many forks separate this process from the one that first used this crate's
+/// fork handlers: 0 in that process, and different in every child forked since.
+/// State made in one generation and found in another was inherited across a fork
+/// (and may be in the middle of something a thread that no longer exists was
+/// doing).
+///
+/// The first call registers the fork handlers, so call it before the process can
+/// fork if you rely on it (the Python package does, when it is imported).
+pub fn generation() -> u64 {
+    handlers::register();
+    GENERATION.load(Ordering::Acquire)
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `f` with the registry of lock descriptors held, so that no fork happens
+/// in between: a lock opened and registered in `f` is closed in every child, and
+/// a lock released in `f` is closed in the parent before any child can copy it.
+pub(crate) fn with_lock_registry<R>(f: impl FnOnce(&mut LockRegistry) -> R) -> R {
+    handlers::register();
+    registry::with(f)
+}
+
+pub(crate) use registry::LockRegistry;
+
+#[cfg(unix)]
+mod registry {
+    use std::cell::UnsafeCell;
+    use std::os::fd::RawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The descriptors of the writer locks this process holds.
+    pub(crate) struct LockRegistry {
+        fds: Vec<RawFd>,
+    }
+
+    impl LockRegistry {
+        /// Records a descriptor holding a lock.
+        pub(crate) fn hold(&mut self, fd: RawFd) {
+            self.fds.push(fd);
+        }
+
+        /// Forgets `fd`; false if it is not registered (a child's handler closed
+        /// it already).
+        pub(crate) fn release(&mut self, fd: RawFd) -> bool {
+            match self.fds.iter().position(|&held| held == fd) {
+                Some(at) => {
+                    self.fds.swap_remove(at);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// A spin lock rather than a Mutex: the fork handlers take it in the parent
+    /// and release it in both processes, which a Mutex guard cannot express, and
+    /// the child's handler must be async-signal-safe. It is held only to open or
+    /// close one file.
+    struct Registry {
+        busy: AtomicBool,
+        locks: UnsafeCell<LockRegistry>,
+    }
+
+    // SAFETY: `locks` is only reached through `with` (or the fork handlers), with
+    // `busy` held, which makes the access exclusive.
+    unsafe impl Sync for Registry {}
+
+    static REGISTRY: Registry = Registry {
+        busy: AtomicBool::new(false),
+        locks: UnsafeCell::new(LockRegistry { fds: Vec::new() }),
+    };
+
+    fn acquire() {
+        while REGISTRY
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+    }
+
+    fn release() {
+        REGISTRY.busy.store(false, Ordering::Release);
+    }
+
+    pub(super) fn with<R>(f: impl FnOnce(&mut LockRegistry) -> R) -> R {
+        acquire();
+        // Released on unwind too, so a panic in `f` cannot wedge every later fork.
+        struct Release;
+        impl Drop for Release {
+            fn drop(&mut self) {
+                release();
+            }
+        }
+        let _release = Release;
+        // SAFETY: `busy` is held (see `Registry`).
+        f(unsafe { &mut *REGISTRY.locks.get() })
+    }
+
+    /// Before a fork: hold the registry, so the child sees no half-done update.
+    pub(super) extern "C" fn prepare() {
+        acquire();
+    }
+
+    /// After a fork, in the parent.
+    pub(super) extern "C" fn parent() {
+        release();
+    }
+
+    /// After a fork, in the child: close the inherited lock descriptors. Only
+    /// async-signal-safe calls: close(2), and a Vec cleared without freeing.
+    pub(super) extern "C" fn child() {
+        // SAFETY: `prepare` took `busy` in the forking thread, the only thread the
+        // child has.
+        let locks = unsafe { &mut *REGISTRY.locks.get() };
+        for &fd in &locks.fds {
+            // SAFETY: `fd` is a lock descriptor this process inherited; its owner
+            // (a WriterLock) finds it unregistered and will not close it again.
+            unsafe { libc::close(fd) };
+        }
+        locks.fds.clear();
+        super::GENERATION.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        release();
+    }
+}
+
+#[cfg(not(unix))]
+mod registry {
+    /// No fork on this platform: nothing to track.
+    pub(crate) struct LockRegistry;
+
+    impl LockRegistry {
+        pub(crate) fn hold<T>(&mut self, _handle: T) {}
+
+        pub(crate) fn release<T>(&mut self, _handle: T) -> bool {
+            true
+        }
+    }
+
+    pub(super) fn with<R>(f: impl FnOnce(&mut LockRegistry) -> R) -> R {
+        f(&mut LockRegistry)
+    }
+}
+
+#[cfg(unix)]
+mod handlers {
+    use std::sync::Once;
+
+    pub(super) fn register() {
+        static REGISTER: Once = Once::new();
+        REGISTER.call_once(|| {
+            // SAFETY: the handlers are plain functions of this crate, which is
+            // never unloaded while the process runs (a Python extension module
+            // stays loaded); see `registry` for what each does.
+            let status = unsafe {
+                libc::pthread_atfork(
+                    Some(super::registry::prepare),
+                    Some(super::registry::parent),
+                    Some(super::registry::child),
+                )
+            };
+            // ENOMEM is the only failure: children then keep inherited locks, as
+            // before these handlers existed.
+            let _ = status;
+        });
+    }
+}
+
+#[cfg(not(unix))]
+mod handlers {
+    pub(super) fn register() {}
+}
