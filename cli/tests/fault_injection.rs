@@ -26,22 +26,6 @@ const ERRNOS: [&str; 3] = ["ENOSPC", "EIO", "EMFILE"];
 /// bound on the run time, should the ingest ever make many more calls.
 const MAX_OCCURRENCES: usize = 400;
 
-/// The strace binary, or `None` when it is missing and the skip is asked for.
-fn strace() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("strace"))
-            .find(|candidate| candidate.is_file())
-    });
-    if found.is_none() && std::env::var_os("BCD_TEST_NO_STRACE").is_some() {
-        eprintln!("strace is missing and BCD_TEST_NO_STRACE is set: fault injection skipped");
-        return None;
-    }
-    Some(found.expect(
-        "strace is missing: install it (apt-get install strace), or set BCD_TEST_NO_STRACE=1 to skip",
-    ))
-}
-
 /// Eight files, a few KiB each, for 4 KiB shards: the ingest writes several shards.
 fn source_tree(dir: &Path) -> (PathBuf, Records) {
     let tree = dir.join("tree");

@@ -212,3 +212,20 @@ pub fn repeat_to(unit: &[u8], len: usize) -> Vec<u8> {
     out.truncate(len);
     out
 }
+
+/// The strace binary, or `None` when it is missing and the skip is asked for
+/// (`BCD_TEST_NO_STRACE=1`). `make test` installs it when it runs as root.
+pub fn strace() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("strace"))
+            .find(|candidate| candidate.is_file())
+    });
+    if found.is_none() && std::env::var_os("BCD_TEST_NO_STRACE").is_some() {
+        eprintln!("strace is missing and BCD_TEST_NO_STRACE is set: this test is skipped");
+        return None;
+    }
+    Some(found.expect(
+        "strace is missing: install it (apt-get install strace), or set BCD_TEST_NO_STRACE=1 to skip",
+    ))
+}

@@ -1,8 +1,7 @@
 //! The nightly-append workflow: known ids are skipped, new ones added, and a
 //! killed ingest leaves the dataset as before.
 
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use bcd::Dataset;
 use bcd_test_support::{read_all, tree_snapshot};
@@ -82,15 +81,22 @@ fn nightly_append_skips_known_ids_and_adds_only_new_ones() {
 /// SIGKILL in the middle of a large nightly ingest: the committed dataset is
 /// byte-identical (only leftover shard files beyond the committed ones, which
 /// readers ignore), and running the same command again completes it.
+///
+/// The kill point is deterministic: strace delivers SIGKILL as the run enters its
+/// first rename, the commit's, when every new shard is written and nothing is
+/// committed yet.
 #[test]
 #[cfg(unix)]
 fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
     use std::os::unix::process::ExitStatusExt;
 
+    let Some(strace) = strace() else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let dataset = tmp.path().join("nightly");
     // Small shards (fixed when day 1 creates the dataset) spread the big run over
-    // many shard files, so the test can see it is under way and far from its commit.
+    // many shard files.
     let mut args = nightly_args();
     args.extend(strings(&["--max-shard-size", "256K"]));
     ingest(&[fixture("parquet", "dump-day1.parquet")], &dataset, &args);
@@ -105,23 +111,28 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
 
     let before = tree_snapshot(&dataset).unwrap();
     let command = ingest_args(&[s(&big).to_owned()], &dataset, &nightly_args());
-    let mut child = spawn(&command, false, None);
-    // Kill once the run has written its fourth shard: well under way, far from
-    // its commit.
-    let started = Instant::now();
-    let fourth = dataset.join("000004.bin");
-    while !fourth.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "the ingest finished ({status:?}) before it could be killed; make the file larger"
-            );
-        }
-        assert!(started.elapsed() < TIMEOUT, "the ingest writes no shards");
-        thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let child = Command::new(strace)
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(["-e", "trace=rename,renameat,renameat2"])
+        .args(["-e", "inject=rename,renameat,renameat2:signal=SIGKILL"])
+        .arg(env!("CARGO_BIN_EXE_bcd"))
+        .args(&command)
+        // cargo's LD_LIBRARY_PATH only slows the traced loader down.
+        .env_remove("LD_LIBRARY_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strace");
+    let run = finish(child, "ingest under strace");
+    // strace reports the tracee's death by that signal as its own.
+    assert_eq!(
+        run.status.signal(),
+        Some(9),
+        "{:?}: {}",
+        run.status,
+        run.stderr
+    );
 
     let after = tree_snapshot(&dataset).unwrap();
     for (name, bytes) in &before {
