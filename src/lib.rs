@@ -35,9 +35,11 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod reader;
+mod shard;
 mod shard_writer;
 pub mod storage;
 mod teardown;
+mod verify;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]

@@ -10,75 +10,16 @@
 //! on open: opening checks their sizes, and a shard nobody reads costs neither a
 //! mapping nor a descriptor.
 
-use std::fs::{self, Metadata};
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
 
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
 use crate::index_file::{self, IndexFile, ShardStamp};
 use crate::key_table::{merge_sorted, KeyTable};
 use crate::mapping::{open_regular, Mapping, ShardData};
+use crate::shard::{open_error, sizes_of, stat_shard, Shard};
 use crate::storage::Storage;
-
-/// One committed shard; its files are loaded on first use.
-#[derive(Debug)]
-pub(crate) struct Shard {
-    /// The data file.
-    pub(crate) path: PathBuf,
-    data: OnceLock<Arc<Mapping>>,
-    /// The `.idx` file: `u32` sizes per record.
-    sizes: OnceLock<Mapping>,
-    /// Dataset index of the shard's first record.
-    pub(crate) first: u64,
-    /// The files' sizes (checked again when they are loaded) and times.
-    stamp: ShardStamp,
-    /// For a shard the index file covers: whether the file's record starts agree
-    /// with this shard's sizes, checked on the first read of the shard (see
-    /// [`IndexFile::check_starts`]).
-    starts_checked: OnceLock<Result<(), String>>,
-}
-
-/// Key and value size of record `local` of a shard whose `.idx` is `sizes` (zero
-/// past its end).
-fn sizes_of(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
-    let fields = index_fields(keyed);
-    let entry = local * fields * INDEX_FIELD_SIZE;
-    let size = |field: usize| -> u64 {
-        let at = entry + field * INDEX_FIELD_SIZE;
-        sizes
-            .get(at..at + INDEX_FIELD_SIZE)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-    };
-    (if keyed { size(0) } else { 0 }, size(fields - 1))
-}
-
-impl Shard {
-    /// The data file, loaded on first use.
-    pub(crate) fn data(&self) -> Result<&Arc<Mapping>> {
-        if let Some(data) = self.data.get() {
-            return Ok(data);
-        }
-        let loaded = Arc::new(load(&self.path, self.stamp.data_len)?);
-        // Two threads may load it at once: the first to finish is kept.
-        Ok(self.data.get_or_init(|| loaded))
-    }
-
-    /// The `.idx` file, loaded on first use.
-    fn sizes(&self) -> Result<&Mapping> {
-        if let Some(sizes) = self.sizes.get() {
-            return Ok(sizes);
-        }
-        let loaded = load(&self.path.with_extension("idx"), self.stamp.index_len)?;
-        Ok(self.sizes.get_or_init(|| loaded))
-    }
-
-    /// The data file's length.
-    pub(crate) fn data_len(&self) -> u64 {
-        self.stamp.data_len
-    }
-}
 
 /// Where records are, without the key table (split out so the table can be
 /// updated while keys are read through the layout).
@@ -248,14 +189,9 @@ impl Index {
                     reason: format!("shard {id} is not the one it describes"),
                 });
             }
-            self.layout.shards.push(Shard {
-                path: data_path,
-                data: OnceLock::new(),
-                sizes: OnceLock::new(),
-                first: file.first(id),
-                stamp,
-                starts_checked: OnceLock::new(),
-            });
+            self.layout
+                .shards
+                .push(Shard::new(data_path, file.first(id), stamp, None));
         }
         self.layout.len = file.records() as usize;
         self.layout.file = Some(file);
@@ -433,14 +369,9 @@ impl Index {
                     ),
                 });
             }
-            self.layout.shards.push(Shard {
-                path: data_path,
-                data: OnceLock::new(),
-                sizes: OnceLock::from(sizes),
-                first,
-                stamp,
-                starts_checked: OnceLock::new(),
-            });
+            self.layout
+                .shards
+                .push(Shard::new(data_path, first, stamp, Some(sizes)));
             self.layout.len += records;
             if keyed {
                 let range = first as usize - base..self.len() - base;
@@ -626,40 +557,4 @@ fn find(layout: &Layout, tail_keys: &KeyTable, hash: u64, key: &[u8]) -> Option<
         .candidates(hash)
         .find(|&r| layout.key(r as usize) == Some(key))
         .map(|r| r as usize)
-}
-
-/// Loads the shard file at `path`, which was `len` bytes long when the dataset
-/// was opened.
-fn load(path: &Path, len: u64) -> Result<Mapping> {
-    let (file, metadata) = open_regular(path).map_err(|e| Error::io("open", path, e))?;
-    if metadata.len() != len {
-        return Err(Error::CorruptShard {
-            path: path.to_owned(),
-            reason: format!(
-                "{} bytes, but {len} when the dataset was opened: a committed shard changed on disk; reopen the dataset",
-                metadata.len()
-            ),
-        });
-    }
-    Mapping::load(file, len).map_err(|e| Error::io("read", path, e))
-}
-
-/// The metadata of a committed shard file, which must be a regular file.
-fn stat_shard(path: &Path, shards: u64) -> Result<Metadata> {
-    let metadata = fs::metadata(path).map_err(|e| open_error(path, shards, e))?;
-    if !metadata.is_file() {
-        // open_regular says what it is.
-        open_regular(path).map_err(|e| Error::io("open", path, e))?;
-    }
-    Ok(metadata)
-}
-
-fn open_error(path: &Path, shards: u64, error: io::Error) -> Error {
-    match error.kind() {
-        io::ErrorKind::NotFound => Error::MissingShard {
-            path: path.to_owned(),
-            shards,
-        },
-        _ => Error::io("open", path, error),
-    }
 }

@@ -4,10 +4,10 @@
 use std::io;
 
 use crate::commit::WriterLock;
-use crate::dataset::uncommitted_files_in;
 use crate::error::{Error, Result};
 use crate::format::{INDEX_FILE_NAME, LOCK_NAME, MANIFEST_NAME};
 use crate::manifest::Manifest;
+use crate::verify::uncommitted_files_in;
 use crate::Dataset;
 
 impl Dataset {

@@ -1,0 +1,125 @@
+//! One committed shard: its files, loaded on first use (mapped, or read when
+//! small: `mapping.rs`), and the checks that a shard file is what the dataset
+//! was opened with.
+
+use std::fs::{self, Metadata};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Result};
+use crate::format::{index_fields, INDEX_FIELD_SIZE};
+use crate::index_file::ShardStamp;
+use crate::mapping::{open_regular, Mapping};
+
+/// One committed shard; its files are loaded on first use.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    /// The data file.
+    pub(crate) path: PathBuf,
+    data: OnceLock<Arc<Mapping>>,
+    /// The `.idx` file: `u32` sizes per record.
+    sizes: OnceLock<Mapping>,
+    /// Dataset index of the shard's first record.
+    pub(crate) first: u64,
+    /// The files' sizes (checked again when they are loaded) and times.
+    pub(crate) stamp: ShardStamp,
+    /// For a shard the index file covers: whether the file's record starts agree
+    /// with this shard's sizes, checked on the first read of the shard (see
+    /// [`IndexFile::check_starts`]).
+    pub(crate) starts_checked: OnceLock<Result<(), String>>,
+}
+
+/// Key and value size of record `local` of a shard whose `.idx` is `sizes` (zero
+/// past its end).
+pub(crate) fn sizes_of(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
+    let fields = index_fields(keyed);
+    let entry = local * fields * INDEX_FIELD_SIZE;
+    let size = |field: usize| -> u64 {
+        let at = entry + field * INDEX_FIELD_SIZE;
+        sizes
+            .get(at..at + INDEX_FIELD_SIZE)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    (if keyed { size(0) } else { 0 }, size(fields - 1))
+}
+
+impl Shard {
+    /// A shard whose files are checked to have `stamp`'s sizes; `sizes` is its
+    /// `.idx` when already loaded.
+    pub(crate) fn new(
+        path: PathBuf,
+        first: u64,
+        stamp: ShardStamp,
+        sizes: Option<Mapping>,
+    ) -> Shard {
+        Shard {
+            path,
+            data: OnceLock::new(),
+            sizes: sizes.map_or_else(OnceLock::new, OnceLock::from),
+            first,
+            stamp,
+            starts_checked: OnceLock::new(),
+        }
+    }
+
+    /// The data file, loaded on first use.
+    pub(crate) fn data(&self) -> Result<&Arc<Mapping>> {
+        if let Some(data) = self.data.get() {
+            return Ok(data);
+        }
+        let loaded = Arc::new(load(&self.path, self.stamp.data_len)?);
+        // Two threads may load it at once: the first to finish is kept.
+        Ok(self.data.get_or_init(|| loaded))
+    }
+
+    /// The `.idx` file, loaded on first use.
+    pub(crate) fn sizes(&self) -> Result<&Mapping> {
+        if let Some(sizes) = self.sizes.get() {
+            return Ok(sizes);
+        }
+        let loaded = load(&self.path.with_extension("idx"), self.stamp.index_len)?;
+        Ok(self.sizes.get_or_init(|| loaded))
+    }
+
+    /// The data file's length.
+    pub(crate) fn data_len(&self) -> u64 {
+        self.stamp.data_len
+    }
+}
+
+/// Loads the shard file at `path`, which was `len` bytes long when the dataset
+/// was opened.
+fn load(path: &Path, len: u64) -> Result<Mapping> {
+    let (file, metadata) = open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    if metadata.len() != len {
+        return Err(Error::CorruptShard {
+            path: path.to_owned(),
+            reason: format!(
+                "{} bytes, but {len} when the dataset was opened: a committed shard changed on disk; reopen the dataset",
+                metadata.len()
+            ),
+        });
+    }
+    Mapping::load(file, len).map_err(|e| Error::io("read", path, e))
+}
+
+/// The metadata of a committed shard file, which must be a regular file.
+pub(crate) fn stat_shard(path: &Path, shards: u64) -> Result<Metadata> {
+    let metadata = fs::metadata(path).map_err(|e| open_error(path, shards, e))?;
+    if !metadata.is_file() {
+        // open_regular says what it is.
+        open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    }
+    Ok(metadata)
+}
+
+pub(crate) fn open_error(path: &Path, shards: u64, error: io::Error) -> Error {
+    match error.kind() {
+        io::ErrorKind::NotFound => Error::MissingShard {
+            path: path.to_owned(),
+            shards,
+        },
+        _ => Error::io("open", path, error),
+    }
+}
