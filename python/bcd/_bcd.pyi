@@ -65,17 +65,19 @@ class Dataset:
         *,
         keyed: bool = False,
         compression: _Compression = "lz4",
-        max_shard_size: int = 1 << 30,
+        max_shard_size: Union[int, str] = 1 << 30,
     ) -> "Dataset":
         """Creates an empty dataset in a new or empty directory and opens it.
 
         ``compression`` is ``"lz4"`` (LZ4 blocks, byte-identical to the
         reference's) or ``None``; a new shard starts before a record would take
-        the current one past ``max_shard_size`` bytes.
+        the current one past ``max_shard_size`` bytes: an int, or a size string
+        as ``bcd create --max-shard-size`` takes (``"64M"``, ``"1.5GiB"``: K, M,
+        G, T and KiB.. are powers of 1024, KB, MB.. powers of 1000).
 
         Raises ``FileExistsError`` if the directory has files in it,
         ``ValueError`` for another compression or a ``max_shard_size`` that is not
-        positive, ``TypeError`` if it is not an int.
+        positive or not a size, ``TypeError`` if it is neither an int nor a str.
         """
 
     def __new__(cls, path: _StrPath) -> "Dataset":
@@ -101,7 +103,12 @@ class Dataset:
     def max_shard_size(self) -> int:
         """The shard size limit in bytes (1 GiB for datasets of reference 0.2.0)."""
 
-    def extend(self, entries: Iterable[_Entry], *, level: Optional[int] = None) -> None:
+    def extend(
+        self,
+        entries: Iterable[_Entry],
+        *,
+        level: Union[int, Literal["fast", "reference"], None] = None,
+    ) -> None:
         """Adds values (keyless datasets) or unique ``(key, value)`` pairs (keyed
         datasets: tuples or lists of two buffers) as new shards, all or nothing.
 
@@ -119,8 +126,13 @@ class Dataset:
         Shards that other handles or processes committed since this one was opened
         are picked up first, so they are never overwritten.
 
-        ``level`` (1..12) sets liblz4's high-compression level; the default, 9,
-        writes the reference's bytes exactly.
+        ``level`` means what it means to ``ingest`` and ``bcd ingest --level``:
+        1..12 is liblz4's high-compression level, with values that do not
+        compress stored as literal-only LZ4 blocks (which the reference reads);
+        ``"fast"`` is liblz4's fast mode; ``"reference"`` compresses every value
+        at level 9. Without ``level``, ``extend`` writes the reference's bytes
+        exactly (as ``"reference"``). Another level is a ``ValueError`` naming
+        ``level``, a level that is neither an int nor a str a ``TypeError``.
 
         Raises ``TypeError`` for an entry that is not a buffer (or not a pair, for
         a keyed dataset) or a buffer that is not C-contiguous, ``ValueError`` for a
@@ -190,7 +202,7 @@ def ingest(
     format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord"]] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
-    max_shard_size: Optional[int] = None,
+    max_shard_size: Union[int, str, None] = None,
     on_duplicate: Literal["error", "skip"] = "error",
     jobs: Optional[int] = None,
     level: Union[int, Literal["fast", "reference"], None] = None,
@@ -219,12 +231,17 @@ def ingest(
 
     A missing or empty ``into`` is created, keyed unless ``keyless`` or the
     source has no keys, with ``compression`` (``"lz4"``, the default, or
-    ``None``) and ``max_shard_size``; an existing dataset keeps its own settings,
+    ``None``) and ``max_shard_size`` (an int or a size such as ``"64M"``, as
+    in ``Dataset.create``); an existing dataset keeps its own settings,
     and options contradicting them are a ``ValueError``. ``on_duplicate="skip"``
     keeps the first of repeated keys (re-running an ingest is then idempotent);
     ``"error"`` fails the run. ``level`` is 1..12 (default 5; values that do not
     compress are stored as literal blocks), ``"fast"`` or ``"reference"`` (the
-    reference's bytes); ``jobs`` defaults to the number of cores.
+    reference's bytes); ``jobs`` defaults to the number of cores. A value an
+    option does not accept is a ``ValueError`` naming it, as in
+    ``level: "13": expected 1..12, fast or reference``.
+
+    The summary has exactly the keys and values ``bcd ingest --json`` prints.
 
     The pipeline runs without the GIL. On any error nothing is committed and a
     dataset the call created is removed again; Ctrl-C stops the run the same way

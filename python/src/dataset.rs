@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyInt, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
 
 use bcd::{Compression, CreateOptions, Dataset, Lz4Mode};
 
@@ -14,6 +14,7 @@ use crate::batch_read;
 use crate::buffers::{self, Role};
 use crate::errors::to_py;
 use crate::handle::Handle;
+use crate::options::{lz4_mode_arg, shard_size_arg};
 
 /// Records pulled from the Python iterable per compression round (the core's
 /// extend batches are the same size).
@@ -76,33 +77,6 @@ impl<'a, 'py> FromPyObject<'a, 'py> for CompressionArg {
             "unsupported compression: {}; use \"lz4\" or None",
             obj.repr()?
         )))
-    }
-}
-
-/// A positive `max_shard_size=` that fits the format's u64.
-pub fn shard_size_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if !value.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "max_shard_size must be an int, not {}",
-            value.get_type().name()?
-        )));
-    }
-    if !value.gt(0)? {
-        return Err(PyValueError::new_err("max_shard_size must be positive"));
-    }
-    value
-        .extract::<u64>()
-        .map_err(|_| PyValueError::new_err("max_shard_size must be below 2**64"))
-}
-
-/// `level=` of `extend`: a liblz4 high-compression level, 1..=12.
-fn lz4_mode(level: Option<i32>) -> PyResult<Lz4Mode> {
-    match level {
-        None => Ok(Lz4Mode::default()),
-        Some(level @ 1..=12) => Ok(Lz4Mode::High(level)),
-        Some(level) => Err(PyValueError::new_err(format!(
-            "level must be 1..12 (liblz4 high-compression levels; 9, the default, matches the reference), not {level}"
-        ))),
     }
 }
 
@@ -343,7 +317,8 @@ impl PyDataset {
     /// Creates an empty dataset in a new or empty directory and opens it.
     ///
     /// `compression` is "lz4" or None; a new shard starts before a record would
-    /// take the current one past `max_shard_size` bytes. Raises FileExistsError
+    /// take the current one past `max_shard_size` bytes (an int, or a size string
+    /// such as "64M": K/M/G/T are powers of 1024). Raises FileExistsError
     /// for a non-empty directory, ValueError for a bad compression or size.
     #[classmethod]
     #[pyo3(
@@ -521,8 +496,11 @@ impl PyDataset {
     /// shards, all or nothing: on any error, including one raised by `entries`,
     /// nothing is committed. `entries` may be any iterable, read lazily; batches
     /// are compressed and written without the GIL, and committed once at the end.
-    /// `level` (1..12) is liblz4's high-compression level; the default, 9, writes
-    /// the reference's bytes. Raises TypeError for entries that are not buffers
+    /// `level` is as `bcd.ingest`'s: 1..12 is liblz4's high-compression level with
+    /// values that do not compress stored as literal-only LZ4 blocks, `"fast"` is
+    /// liblz4's fast mode, `"reference"` level 9 on every value; without it, the
+    /// reference's exact bytes (`"reference"`). Raises ValueError for another
+    /// level, TypeError for entries that are not buffers
     /// (or pairs), ValueError for duplicate keys, BlockingIOError if another
     /// writer holds the dataset, RuntimeError in a process forked while this
     /// extend pulled its entries (only the parent commits it).
@@ -531,9 +509,10 @@ impl PyDataset {
         &self,
         py: Python<'_>,
         entries: &Bound<'_, PyAny>,
-        level: Option<i32>,
+        level: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let mode = lz4_mode(level)?;
+        // Without `level`, the reference's bytes: level 9 on every value.
+        let mode = lz4_mode_arg(level, Lz4Mode::default())?;
         buffers::check_not_single_buffer(entries)?;
         let mut entries = entries.try_iter()?;
         let handle = self.handle(py)?;

@@ -12,15 +12,15 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeErr
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use bcd::{Compression, Lz4Mode};
+use bcd::Compression;
 use bcd_converters::SourceError;
 use bcd_pipeline::{
-    IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat, SourceOptions,
-    SourceSetupError,
+    parse_delimiter, IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat,
+    SourceOptions, SourceSetupError,
 };
 
-use crate::dataset::shard_size_arg;
 use crate::errors::to_py;
+use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -53,28 +53,6 @@ impl<'a, 'py> FromPyObject<'a, 'py> for CompressionChoice {
     }
 }
 
-/// `level=`: 1..12 (high compression, values that do not compress stored as
-/// literal blocks), `"fast"`, or `"reference"` (level 9 on every value, as the
-/// reference). Default: 5, as `bcd ingest`.
-fn level_arg(level: Option<&Bound<'_, PyAny>>) -> PyResult<Lz4Mode> {
-    let Some(level) = level.filter(|level| !level.is_none()) else {
-        return Ok(IngestOptions::default().lz4_mode);
-    };
-    if level.is_instance_of::<PyString>() {
-        match level.extract::<String>()?.as_str() {
-            "fast" => return Ok(Lz4Mode::Fast(1)),
-            "reference" => return Ok(Lz4Mode::default()),
-            _ => {}
-        }
-    } else if let Ok(level @ 1..=12) = level.extract::<i32>() {
-        return Ok(Lz4Mode::Adaptive(level));
-    }
-    Err(PyValueError::new_err(format!(
-        "level must be 1..12, \"fast\" or \"reference\", not {}",
-        level.repr()?
-    )))
-}
-
 /// A list of strings from one str or path-like, or an iterable of them.
 fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>> {
     let Some(value) = value.filter(|value| !value.is_none()) else {
@@ -100,17 +78,6 @@ fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>
         })?);
     }
     Ok(items)
-}
-
-fn delimiter_arg(delimiter: Option<&str>) -> PyResult<Option<u8>> {
-    match delimiter {
-        None => Ok(None),
-        Some("\\t" | "tab" | "\t") => Ok(Some(b'\t')),
-        Some(text) if text.len() == 1 && text.is_ascii() => Ok(Some(text.as_bytes()[0])),
-        Some(text) => Err(PyValueError::new_err(format!(
-            "{text:?}: the delimiter must be one ASCII character (or \"\\t\")"
-        ))),
-    }
 }
 
 /// A setup error, spelling options as this function's keyword arguments.
@@ -219,7 +186,9 @@ pub fn ingest<'py>(
         skip_nulls,
         path_column,
         root,
-        delimiter: delimiter_arg(delimiter)?,
+        delimiter: delimiter
+            .map(|text| parse_delimiter(text).map_err(|error| invalid("delimiter", error)))
+            .transpose()?,
         feature,
         key_feature,
     };
@@ -232,15 +201,9 @@ pub fn ingest<'py>(
             CompressionChoice::Given(compression) => Some(compression),
         },
         max_shard_size: max_shard_size.map(shard_size_arg).transpose()?,
-        on_duplicate: match on_duplicate {
-            "error" => OnDuplicate::Error,
-            "skip" => OnDuplicate::Skip,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "on_duplicate must be \"error\" or \"skip\", not {other:?}"
-                )))
-            }
-        },
+        on_duplicate: on_duplicate
+            .parse::<OnDuplicate>()
+            .map_err(|error| invalid("on_duplicate", error))?,
         jobs: match jobs {
             Some(0) => return Err(PyValueError::new_err("jobs must be at least 1")),
             // Batches are sized per job: an absurd count would lift the memory bound.
@@ -252,7 +215,7 @@ pub fn ingest<'py>(
             Some(jobs) => jobs,
             None => IngestOptions::default().jobs,
         },
-        lz4_mode: level_arg(level)?,
+        lz4_mode: lz4_mode_arg(level, IngestOptions::default().lz4_mode)?,
         interrupt: Some(Arc::clone(&interrupt)),
     };
 
@@ -314,37 +277,16 @@ where
     })
 }
 
-/// The summary, with the fields and names of `bcd ingest --json`.
+/// The summary as a dict with exactly the keys and values of `bcd ingest --json`:
+/// the pipeline's JSON, read back by Python's `json` module.
 fn summary_dict<'py>(
     py: Python<'py>,
     into: &std::path::Path,
     summary: &IngestSummary,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ratio = if summary.bytes_stored > 0 {
-        summary.bytes_in as f64 / summary.bytes_stored as f64
-    } else {
-        1.0
-    };
-    let megabytes_per_second = if summary.seconds > 0.0 {
-        summary.bytes_in as f64 / 1e6 / summary.seconds
-    } else {
-        0.0
-    };
-    let dict = PyDict::new(py);
-    dict.set_item("dataset", into.display().to_string())?;
-    dict.set_item("created", summary.created)?;
-    dict.set_item("records", summary.records)?;
-    dict.set_item("skipped", summary.skipped)?;
-    let members = PyDict::new(py);
-    for (kind, count) in &summary.skipped_members {
-        members.set_item(*kind, *count)?;
-    }
-    dict.set_item("skipped_members", members)?;
-    dict.set_item("bytes_in", summary.bytes_in)?;
-    dict.set_item("bytes_stored", summary.bytes_stored)?;
-    dict.set_item("compression_ratio", ratio)?;
-    dict.set_item("shards", summary.shards)?;
-    dict.set_item("seconds", summary.seconds)?;
-    dict.set_item("mb_per_s", megabytes_per_second)?;
-    Ok(dict)
+    let json = summary.to_json(into).to_string();
+    Ok(py
+        .import("json")?
+        .call_method1("loads", (json,))?
+        .cast_into::<PyDict>()?)
 }

@@ -10,6 +10,7 @@ mod dataset;
 mod errors;
 mod handle;
 mod ingest;
+mod options;
 mod shard_views;
 
 use pyo3::prelude::*;

@@ -223,7 +223,7 @@ print(len(ds))
         "IndexError", "IndexError", "ZeroDivisionError",
         "IndexError", "ZeroDivisionError",
         "no error", "no error", "TypeError",
-        "OverflowError", "OverflowError",
+        "ValueError", "ValueError",  # a level is parsed as text: out of range, not overflow
         "ValueError",
         "ValueError", "OverflowError",
         "2",
