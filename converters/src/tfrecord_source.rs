@@ -126,8 +126,11 @@ impl TfRecordSource {
         let mut reader = BufReader::with_capacity(GZIP_BUFFER as usize, counted);
         // TensorFlow writes plain and GZIP files only: anything else is read as
         // plain (a zstd magic then fails the length checksum), since the length
-        // bound below relies on deflate's largest expansion.
-        let gzip = Compression::of_reader(&mut reader).map_err(io_error)? == Compression::Gzip;
+        // bound below relies on deflate's largest expansion. A plain file whose
+        // first record is 0x8b1f bytes long (modulo 2^16) also starts with the
+        // gzip magic: its valid length checksum tells it apart.
+        let gzip = Compression::of_reader(&mut reader).map_err(io_error)? == Compression::Gzip
+            && !starts_with_a_frame(reader.buffer());
         let reader: Box<dyn Read + Send> = match gzip {
             true => Box::new(BufReader::new(
                 Compression::Gzip.decoder(reader).map_err(io_error)?,
@@ -270,6 +273,12 @@ impl TfRecordSource {
     }
 }
 
+/// Whether `prefix` starts with a TFRecord length and its valid masked checksum
+/// (a gzip header matches by chance once in 2^32).
+fn starts_with_a_frame(prefix: &[u8]) -> bool {
+    prefix.len() >= 12 && masked_crc32c(&prefix[..8]).to_le_bytes() == prefix[8..12]
+}
+
 /// Reads until `buf` is full or the stream ends; returns the bytes read.
 fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
@@ -387,6 +396,22 @@ mod tests {
             err.contains("truncated") && err.contains("record 2"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plain_file_that_starts_with_the_gzip_magic_is_read_as_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.tfrecord");
+        // A first record of 0x8b1f bytes: its length begins 1f 8b.
+        let data = vec![7u8; 0x8b1f];
+        let bytes = frame(&data);
+        assert_eq!(bytes[..2], [0x1f, 0x8b]);
+        std::fs::write(&path, bytes).unwrap();
+        let values: Vec<Vec<u8>> = TfRecordSource::new(&[path], TfRecordOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap().value)
+            .collect();
+        assert_eq!(values, [data]);
     }
 
     #[test]
