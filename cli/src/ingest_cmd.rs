@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
+use bcd_converters::detect::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
@@ -128,15 +129,13 @@ fn uncompressed_archives_size(inputs: &[OsString]) -> Option<u64> {
     let mut total = 0;
     for input in inputs {
         for name in bcd_converters::brace::expand(input.to_str()?).ok()? {
-            let mut magic = [0u8; 4];
-            let mut file = std::fs::File::open(&name).ok()?;
-            let n = std::io::Read::read(&mut file, &mut magic).ok()?;
-            let compressed =
-                magic[..n].starts_with(&[0x1f, 0x8b]) || magic[..n] == [0x28, 0xb5, 0x2f, 0xfd];
-            if compressed {
+            // Not a regular file (stdin, a FIFO): its size says nothing, and
+            // sniffing it would block on or consume its bytes.
+            let path = Path::new(&name);
+            if file_compression(path).ok()?? != Compression::None {
                 return None;
             }
-            total += file.metadata().ok()?.len();
+            total += std::fs::metadata(path).ok()?.len();
         }
     }
     Some(total)

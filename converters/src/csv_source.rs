@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::regular_file::{read_regular, ReadRegularError};
-use crate::{Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
+use crate::{Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
 /// Longest row read: a row names one path (and a key), so anything longer is not
 /// a list of paths, and the CSV parser would hold all of it in memory.
@@ -93,25 +93,23 @@ pub struct CsvSource {
     current: Option<OpenCsv>,
     options: CsvOptions,
     skipped: Skipped,
-    failed: bool,
 }
 
 impl CsvSource {
     /// A source over the CSV files `paths`, read in order. Every file must exist.
-    pub fn new(paths: &[PathBuf], options: CsvOptions) -> Result<CsvSource, SourceError> {
+    pub fn new(paths: &[PathBuf], options: CsvOptions) -> Result<Fused<CsvSource>, SourceError> {
         for path in paths {
             std::fs::metadata(path).map_err(|source| SourceError::Io {
                 path: path.clone(),
                 source,
             })?;
         }
-        Ok(CsvSource {
+        Ok(Fused::new(CsvSource {
             pending: paths.iter().cloned().collect(),
             current: None,
             options,
             skipped: Skipped::default(),
-            failed: false,
-        })
+        }))
     }
 
     fn open(&self, path: PathBuf) -> Result<OpenCsv, SourceError> {
@@ -275,12 +273,7 @@ impl Iterator for CsvSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        let item = self.next_record();
-        self.failed = matches!(item, Some(Err(_)));
-        item
+        self.next_record()
     }
 }
 

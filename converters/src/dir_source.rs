@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::{Origin, Record, Skipped, Source, SourceError};
+use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// What a [`DirSource`] reads.
 #[derive(Clone, Debug, Default)]
@@ -127,8 +127,13 @@ impl Patterns {
 }
 
 impl DirSource {
-    /// A source over the tree at `root`, which must be a directory.
-    pub fn new(root: &Path, options: &DirOptions) -> Result<DirSource, SourceError> {
+    /// A source over the tree at `root`, which must be a directory. It ends at
+    /// the first error (an unreadable file or directory).
+    pub fn new(root: &Path, options: &DirOptions) -> Result<Fused<DirSource>, SourceError> {
+        DirSource::open(root, options).map(Fused::new)
+    }
+
+    fn open(root: &Path, options: &DirOptions) -> Result<DirSource, SourceError> {
         let meta = std::fs::metadata(root).map_err(|source| SourceError::Io {
             path: root.to_owned(),
             source,
@@ -178,7 +183,7 @@ impl DirSource {
     /// Total size of the files this source would yield, from metadata alone (for a
     /// progress bar's estimate; the tree may change before it is read).
     pub fn total_bytes(root: &Path, options: &DirOptions) -> Result<u64, SourceError> {
-        let mut walk = DirSource::new(root, options)?;
+        let mut walk = DirSource::open(root, options)?;
         let mut total = 0;
         while let Some(next) = walk.next_file() {
             let (_, path) = next?;

@@ -21,9 +21,11 @@
 
 pub mod brace;
 pub mod csv_source;
+pub mod detect;
 pub mod dir_source;
 mod error;
 pub mod example;
+mod fused;
 mod member_names;
 mod parquet_columns;
 mod parquet_pages;
@@ -39,6 +41,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use error::SourceError;
+pub use fused::Fused;
 
 /// Largest value a source produces: the store records every size in a `u32`
 /// (FORMAT.md, section 3). A larger value is an error before it is read.
@@ -138,7 +141,10 @@ impl Skipped {
 }
 
 /// A streaming reader of records from one foreign format. Iteration yields
-/// records in the source's deterministic order; an error ends the source.
+/// records in the source's deterministic order; an error ends the source: every
+/// source of this crate comes wrapped in [`Fused`], which yields nothing after
+/// the first error (a new source gets that by returning `Fused<Self>` from its
+/// constructor).
 pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     /// Whether the records carry meaningful keys.
     fn keyed(&self) -> bool;
@@ -154,14 +160,15 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// Chains `sources` in order; keyed if all are.
-    pub fn new(sources: Vec<Box<dyn Source>>) -> Chain {
+    /// Chains `sources` in order; keyed if all are. An error of one source ends
+    /// the chain: the sources after it are not read.
+    pub fn new(sources: Vec<Box<dyn Source>>) -> Fused<Chain> {
         let keyed = sources.iter().all(|s| s.keyed());
-        Chain {
+        Fused::new(Chain {
             sources: sources.into(),
             skipped: Skipped::default(),
             keyed,
-        }
+        })
     }
 }
 

@@ -36,7 +36,7 @@ use crate::parquet_columns::{
     value_bytes_column, view_schema,
 };
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
-use crate::{Origin, Record, Skipped, Source, SourceError};
+use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
@@ -75,7 +75,6 @@ pub struct ParquetSource {
     current: Option<OpenFile>,
     options: ParquetOptions,
     skipped: Skipped,
-    failed: bool,
 }
 
 /// Files a Parquet argument names: the file itself, a directory's `*.parquet` files
@@ -138,18 +137,20 @@ pub fn expand_inputs(input: &Path) -> Result<Vec<PathBuf>, SourceError> {
 impl ParquetSource {
     /// A source over `paths` (files, directories or patterns; see [`expand_inputs`]).
     /// Each file's schema is checked when it is reached.
-    pub fn new(paths: &[PathBuf], options: ParquetOptions) -> Result<ParquetSource, SourceError> {
+    pub fn new(
+        paths: &[PathBuf],
+        options: ParquetOptions,
+    ) -> Result<Fused<ParquetSource>, SourceError> {
         let mut pending = VecDeque::new();
         for path in paths {
             pending.extend(expand_inputs(path)?);
         }
-        Ok(ParquetSource {
+        Ok(Fused::new(ParquetSource {
             pending,
             current: None,
             options,
             skipped: Skipped::default(),
-            failed: false,
-        })
+        }))
     }
 
     fn open(&self, path: PathBuf) -> Result<OpenFile, SourceError> {
@@ -486,12 +487,7 @@ impl Iterator for ParquetSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        let item = self.next_record();
-        self.failed = matches!(item, Some(Err(_)));
-        item
+        self.next_record()
     }
 }
 

@@ -1,6 +1,6 @@
 //! Tar archives and WebDataset shards: `.tar`, `.tar.gz`/`.tgz`, `.tar.zst`, or `-`
 //! for stdin, several in order, with brace ranges (`shards-{000000..000123}.tar`).
-//! Compression is recognised by its magic bytes, not the name. ustar, GNU (long
+//! Compression is recognised by its magic bytes, not the name (`detect.rs`). ustar, GNU (long
 //! names) and PAX headers are read by `tar_reader.rs`, which bounds every
 //! length a header declares ([`MAX_NAME_BYTES`], [`MAX_PAX_HEADER_BYTES`],
 //! [`MAX_MEMBER_SIZE`]) before allocating for it.
@@ -16,8 +16,9 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use crate::detect::{self, Compression};
 use crate::tar_reader::{Kind, TarReader};
-use crate::{brace, Origin, Record, Skipped, Source, SourceError};
+use crate::{brace, Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// An archive to read: a name (a file, or `-` for stdin) or an open stream.
 enum Input {
@@ -33,10 +34,8 @@ pub const MAX_MEMBER_SIZE: u64 = u32::MAX as u64;
 pub const MAX_NAME_BYTES: u64 = 64 << 10;
 /// Largest PAX extended header (`x`, all its records together) accepted: 1 MiB.
 pub const MAX_PAX_HEADER_BYTES: u64 = 1 << 20;
-/// Largest zstd window accepted, as a power of two: 2^27 = 128 MiB, zstd's own
-/// default limit (enough for `zstd --long` and `--ultra -22`). A frame that needs
-/// more is an error instead of that much memory.
-pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+/// Largest zstd window accepted (see [`detect::ZSTD_WINDOW_LOG_MAX`]).
+pub use crate::detect::ZSTD_WINDOW_LOG_MAX;
 /// Memory reserved up front for a member's value; a larger member grows its buffer
 /// as its data arrives, so a header claiming 4 GiB costs nothing until the data is
 /// really there.
@@ -55,13 +54,12 @@ pub struct TarSource {
     receiver: Receiver<Message>,
     reader: Option<JoinHandle<()>>,
     skipped: Skipped,
-    done: bool,
 }
 
 impl TarSource {
     /// A source over `inputs` (paths, brace patterns, or `-` for stdin), in order.
     /// Every name is expanded and every file checked to exist before anything is read.
-    pub fn new(inputs: &[String]) -> Result<TarSource, SourceError> {
+    pub fn new(inputs: &[String]) -> Result<Fused<TarSource>, SourceError> {
         let mut archives = VecDeque::new();
         for input in inputs {
             for name in brace::expand(input).map_err(SourceError::Usage)? {
@@ -82,11 +80,14 @@ impl TarSource {
 
     /// A source over one archive read from `reader` (plain, gzip or zstd, found by
     /// magic bytes), called `name` in records' origins and in messages.
-    pub fn from_reader(name: &str, reader: Box<dyn Read + Send>) -> Result<TarSource, SourceError> {
+    pub fn from_reader(
+        name: &str,
+        reader: Box<dyn Read + Send>,
+    ) -> Result<Fused<TarSource>, SourceError> {
         TarSource::start(VecDeque::from([Input::Reader(name.to_owned(), reader)]))
     }
 
-    fn start(archives: VecDeque<Input>) -> Result<TarSource, SourceError> {
+    fn start(archives: VecDeque<Input>) -> Result<Fused<TarSource>, SourceError> {
         let (sender, receiver) = sync_channel(READ_AHEAD);
         let reader = std::thread::Builder::new()
             .name("tar-reader".into())
@@ -95,12 +96,11 @@ impl TarSource {
                 path: PathBuf::from("tar-reader thread"),
                 source,
             })?;
-        Ok(TarSource {
+        Ok(Fused::new(TarSource {
             receiver,
             reader: Some(reader),
             skipped: Skipped::default(),
-            done: false,
-        })
+        }))
     }
 }
 
@@ -108,12 +108,11 @@ impl Iterator for TarSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
+        loop {
             match self.receiver.recv() {
                 Ok(Message::Skipped(kind)) => self.skipped.add(kind),
                 Ok(Message::Record(record)) => {
                     if record.is_err() {
-                        self.done = true;
                         // The reader returns right after sending its error: wait for
                         // it, so that no thread outlives the source's last record.
                         if let Some(reader) = self.reader.take() {
@@ -122,19 +121,18 @@ impl Iterator for TarSource {
                     }
                     return Some(record);
                 }
+                // The reader is gone (the channel stays disconnected, so every
+                // later call ends here too).
                 Err(_) => {
-                    self.done = true;
-                    if let Some(reader) = self.reader.take() {
-                        if reader.join().is_err() {
-                            return Some(Err(SourceError::Usage(
-                                "internal error: the tar reader thread panicked".into(),
-                            )));
-                        }
-                    }
+                    let panicked = self.reader.take().is_some_and(|r| r.join().is_err());
+                    return panicked.then(|| {
+                        Err(SourceError::Usage(
+                            "internal error: the tar reader thread panicked".into(),
+                        ))
+                    });
                 }
             }
         }
-        None
     }
 }
 
@@ -181,31 +179,21 @@ fn open_file(name: &str) -> Result<Box<dyn Read + Send>, SourceError> {
         })
 }
 
-/// Undoes gzip or zstd compression, found by magic bytes. The zstd decoder refuses
-/// frames whose window is over 2^[`ZSTD_WINDOW_LOG_MAX`] bytes; gzip's window is
-/// 32 KiB and flate2 bounds its header's name and comment to 64 KiB.
+/// Undoes gzip or zstd compression, found by magic bytes, with the decoders'
+/// memory bounds of [`Compression::decoder`]; refuses bzip2 and xz by name.
 fn decompress(name: &str, raw: Box<dyn Read + Send>) -> Result<Box<dyn Read + Send>, SourceError> {
     let io_error = |source| SourceError::Io {
         path: PathBuf::from(name),
         source,
     };
     let mut reader = BufReader::with_capacity(1 << 20, raw);
-    let magic = reader.fill_buf().map_err(io_error)?;
-    Ok(if magic.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::MultiGzDecoder::new(reader))
-    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let mut decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(io_error)?;
-        decoder
-            .window_log_max(ZSTD_WINDOW_LOG_MAX)
-            .map_err(io_error)?;
-        Box::new(decoder)
-    } else if magic.starts_with(b"BZh") || magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z']) {
+    let prefix = reader.fill_buf().map_err(io_error)?;
+    if let Some(compression) = detect::unsupported_compression(prefix) {
         return Err(SourceError::Usage(format!(
-            "{name}: bzip2 and xz archives are not supported; decompress it first (or pipe it to `bcd ingest -`)"
+            "{name}: {compression} archives are not supported; decompress it first (or pipe it to `bcd ingest -`)"
         )));
-    } else {
-        Box::new(reader)
-    })
+    }
+    Compression::sniff(prefix).decoder(reader).map_err(io_error)
 }
 
 fn read_archive(

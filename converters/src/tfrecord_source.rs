@@ -17,13 +17,14 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::detect::Compression;
 use crate::example::{self, FeatureError};
-use crate::{Origin, Record, Skipped, Source, SourceError};
+use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
 pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
@@ -87,25 +88,26 @@ pub struct TfRecordSource {
     current: Option<OpenFile>,
     options: TfRecordOptions,
     skipped: Skipped,
-    failed: bool,
 }
 
 impl TfRecordSource {
     /// A source over `paths`, read in the order given. Every file must exist.
-    pub fn new(paths: &[PathBuf], options: TfRecordOptions) -> Result<TfRecordSource, SourceError> {
+    pub fn new(
+        paths: &[PathBuf],
+        options: TfRecordOptions,
+    ) -> Result<Fused<TfRecordSource>, SourceError> {
         for path in paths {
             std::fs::metadata(path).map_err(|source| SourceError::Io {
                 path: path.clone(),
                 source,
             })?;
         }
-        Ok(TfRecordSource {
+        Ok(Fused::new(TfRecordSource {
             pending: paths.iter().cloned().collect(),
             current: None,
             options,
             skipped: Skipped::default(),
-            failed: false,
-        })
+        }))
     }
 
     fn open(path: PathBuf) -> Result<OpenFile, SourceError> {
@@ -122,12 +124,17 @@ impl TfRecordSource {
             count: compressed_read.clone(),
         };
         let mut reader = BufReader::with_capacity(GZIP_BUFFER as usize, counted);
-        let gzip = reader
-            .fill_buf()
-            .map_err(io_error)?
-            .starts_with(&[0x1f, 0x8b]);
+        // TensorFlow writes plain and GZIP files only: anything else is read as
+        // plain (a zstd magic then fails the length checksum), since the length
+        // bound below relies on deflate's largest expansion. A plain file whose
+        // first record is 0x8b1f bytes long (modulo 2^16) also starts with the
+        // gzip magic: its valid length checksum tells it apart.
+        let gzip = Compression::of_reader(&mut reader).map_err(io_error)? == Compression::Gzip
+            && !starts_with_a_frame(reader.buffer());
         let reader: Box<dyn Read + Send> = match gzip {
-            true => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(reader))),
+            true => Box::new(BufReader::new(
+                Compression::Gzip.decoder(reader).map_err(io_error)?,
+            )),
             false => Box::new(reader),
         };
         Ok(OpenFile {
@@ -266,6 +273,12 @@ impl TfRecordSource {
     }
 }
 
+/// Whether `prefix` starts with a TFRecord length and its valid masked checksum
+/// (a gzip header matches by chance once in 2^32).
+fn starts_with_a_frame(prefix: &[u8]) -> bool {
+    prefix.len() >= 12 && masked_crc32c(&prefix[..8]).to_le_bytes() == prefix[8..12]
+}
+
 /// Reads until `buf` is full or the stream ends; returns the bytes read.
 fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
@@ -284,15 +297,12 @@ impl Iterator for TfRecordSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.failed {
+        loop {
             let mut file = match self.current.take() {
                 Some(file) => file,
                 None => match Self::open(self.pending.pop_front()?) {
                     Ok(file) => file,
-                    Err(error) => {
-                        self.failed = true;
-                        return Some(Err(error));
-                    }
+                    Err(error) => return Some(Err(error)),
                 },
             };
             match Self::read_frame(&mut file) {
@@ -303,16 +313,11 @@ impl Iterator for TfRecordSource {
                     file.record += 1;
                     file.offset += frame;
                     self.current = Some(file);
-                    self.failed = record.is_err();
                     return Some(record);
                 }
-                Err(error) => {
-                    self.failed = true;
-                    return Some(Err(error));
-                }
+                Err(error) => return Some(Err(error)),
             }
         }
-        None
     }
 }
 
@@ -391,6 +396,22 @@ mod tests {
             err.contains("truncated") && err.contains("record 2"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plain_file_that_starts_with_the_gzip_magic_is_read_as_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.tfrecord");
+        // A first record of 0x8b1f bytes: its length begins 1f 8b.
+        let data = vec![7u8; 0x8b1f];
+        let bytes = frame(&data);
+        assert_eq!(bytes[..2], [0x1f, 0x8b]);
+        std::fs::write(&path, bytes).unwrap();
+        let values: Vec<Vec<u8>> = TfRecordSource::new(&[path], TfRecordOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap().value)
+            .collect();
+        assert_eq!(values, [data]);
     }
 
     #[test]

@@ -377,3 +377,25 @@ fn pax_global_headers_are_passed_over_unread_and_not_counted() {
     assert_eq!(keys, [b"a.txt".to_vec(), b"b.txt".to_vec()]);
     assert_eq!(source.skipped().total(), 0);
 }
+
+#[test]
+fn bzip2_and_xz_archives_are_refused_by_name_of_their_compression() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, bytes, compression) in [
+        ("a.tar.bz2", &b"BZh91AY&SY"[..], "bzip2"),
+        ("a.tar.xz", &b"\xfd7zXZ\x00\x00\x04"[..], "xz"),
+    ] {
+        let archive = write(dir.path(), file, bytes);
+        let error = TarSource::new(std::slice::from_ref(&archive))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&archive)
+                && error.contains(&format!("{compression} archives are not supported")),
+            "{error}"
+        );
+    }
+}

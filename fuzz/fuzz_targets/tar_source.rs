@@ -20,6 +20,7 @@
 
 use std::io::{Cursor, Write};
 
+use bcd_converters::detect::Compression;
 use bcd_converters::tar_source::{TarSource, MAX_MEMBER_SIZE, MAX_NAME_BYTES};
 use bcd_converters::{Origin, SourceError};
 use libfuzzer_sys::fuzz_target;
@@ -43,9 +44,7 @@ fuzz_target!(|data: &[u8]| {
         fix_checksums(&mut archive);
     }
     // Raw inputs with a gzip or zstd magic are decompressed too.
-    let compressed = flags & 6 != 0
-        || archive.starts_with(&[0x1f, 0x8b])
-        || archive.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
+    let compressed = flags & 6 != 0 || Compression::sniff(&archive) != Compression::None;
     if flags & 2 != 0 {
         archive = zstd::encode_all(&archive[..], 1).expect("zstd in memory");
     }

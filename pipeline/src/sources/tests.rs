@@ -248,3 +248,24 @@ fn format_names_round_trip() {
         "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord"
     );
 }
+
+#[test]
+fn an_error_in_one_directory_ends_the_sources_before_the_next_directory() {
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    for (dir, name) in [(&first, "a.txt"), (&first, "b.txt"), (&second, "z.txt")] {
+        std::fs::write(dir.path().join(name), name).unwrap();
+    }
+    let names = [first.path().to_owned(), second.path().to_owned()];
+    let mut opened = open_sources(&names, &SourceOptions::default()).unwrap();
+    assert_eq!(opened.source.next().unwrap().unwrap().key, b"a.txt");
+    // b.txt was listed with its directory; gone now, its read fails.
+    std::fs::remove_file(first.path().join("b.txt")).unwrap();
+    let error = opened.source.next().unwrap().unwrap_err();
+    assert!(error.to_string().contains("b.txt"), "{error}");
+    assert!(
+        opened.source.next().is_none(),
+        "z.txt was read after the error"
+    );
+    assert!(opened.source.next().is_none());
+}

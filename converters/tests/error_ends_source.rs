@@ -1,0 +1,187 @@
+//! Every source ends at its first error: after an `Err`, `next()` is `None`, even
+//! when more records (a next file, a next archive, a next row) could be read.
+//! Each case puts good records after the failure, so a source that went on would
+//! yield them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use bcd_converters::csv_source::{CsvOptions, CsvSource};
+use bcd_converters::dir_source::{DirOptions, DirSource};
+use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::tar_source::TarSource;
+use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
+use bcd_converters::{Chain, Source};
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(path)
+}
+
+/// Reads `source` up to its first error and checks that nothing follows it; returns
+/// the keys read before it and the error's message.
+fn read_to_error(source: &mut dyn Source) -> (Vec<String>, String) {
+    let mut keys = Vec::new();
+    let error = loop {
+        match source.next() {
+            Some(Ok(record)) => keys.push(String::from_utf8_lossy(&record.key).into_owned()),
+            Some(Err(error)) => break error.to_string(),
+            None => panic!("the source ended without an error after {keys:?}"),
+        }
+    };
+    for _ in 0..3 {
+        if let Some(item) = source.next() {
+            panic!("after the error {error:?} the source went on with {item:?}");
+        }
+    }
+    (keys, error)
+}
+
+fn tree(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in files {
+        fs::write(dir.path().join(name), name.as_bytes()).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn the_directory_source_stops_at_a_file_it_cannot_read() {
+    let dir = tree(&["a.txt", "b.txt", "c.txt"]);
+    let mut source = DirSource::new(dir.path(), &DirOptions::default()).unwrap();
+    assert_eq!(source.next().unwrap().unwrap().key, b"a.txt");
+    // The directory has been listed: b.txt is gone when its turn comes, which
+    // fails its read whoever runs the test (permission bits would not stop root).
+    fs::remove_file(dir.path().join("b.txt")).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("b.txt"), "{error}");
+}
+
+#[cfg(unix)]
+#[test]
+fn the_directory_source_stops_at_an_entry_it_cannot_walk() {
+    let dir = tree(&["a.txt", "c.txt"]);
+    std::os::unix::fs::symlink(dir.path().join("gone"), dir.path().join("b.txt")).unwrap();
+    let options = DirOptions {
+        follow_links: true,
+        ..Default::default()
+    };
+    let mut source = DirSource::new(dir.path(), &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["a.txt"]);
+    assert!(error.contains("b.txt"), "{error}");
+}
+
+#[test]
+fn a_chain_of_directories_does_not_go_on_to_the_next_one() {
+    let first = tree(&["a.txt", "b.txt"]);
+    let second = tree(&["z.txt"]);
+    let sources: Vec<Box<dyn Source>> = vec![
+        Box::new(DirSource::new(first.path(), &DirOptions::default()).unwrap()),
+        Box::new(DirSource::new(second.path(), &DirOptions::default()).unwrap()),
+    ];
+    let mut chain = Chain::new(sources);
+    assert_eq!(chain.next().unwrap().unwrap().key, b"a.txt");
+    fs::remove_file(first.path().join("b.txt")).unwrap();
+    let (keys, error) = read_to_error(&mut chain);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("b.txt"), "{error}");
+}
+
+#[test]
+fn the_tar_source_does_not_go_on_to_the_next_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = fs::read(fixture("tar/gnu.tar")).unwrap();
+    // Cut inside the header after the first regular file (dir/, dir/a.txt).
+    let cut = dir.path().join("cut.tar");
+    fs::write(&cut, &whole[..512 * 3 + 100]).unwrap();
+    let names = [
+        cut.display().to_string(),
+        fixture("tar/gnu.tar").display().to_string(),
+    ];
+    let mut source = TarSource::new(&names).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["dir/a.txt"]);
+    assert!(error.contains("cut.tar"), "{error}");
+}
+
+#[test]
+fn the_csv_source_stops_at_a_missing_file_and_a_bad_csv() {
+    let dir = tree(&["ok.txt", "later.txt"]);
+    let list = dir.path().join("list.csv");
+    fs::write(&list, "path\nok.txt\nmissing.txt\nlater.txt\n").unwrap();
+    let mut source = CsvSource::new(&[list], CsvOptions::default()).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["ok.txt"]);
+    assert!(error.contains("missing.txt"), "{error}");
+
+    // A CSV file without the path column, then a good one.
+    let bad = dir.path().join("bad.csv");
+    fs::write(&bad, "file\nok.txt\n").unwrap();
+    let good = dir.path().join("good.csv");
+    fs::write(&good, "path\nlater.txt\n").unwrap();
+    let mut source = CsvSource::new(&[bad, good], CsvOptions::default()).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("bad.csv"), "{error}");
+}
+
+#[test]
+fn the_parquet_source_does_not_go_on_to_the_next_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.parquet");
+    fs::write(&bad, b"not a parquet file at all").unwrap();
+    let options = ParquetOptions {
+        value_column: "value".into(),
+        ..Default::default()
+    };
+    let good = fixture("parquet/codec-none.parquet");
+    // The good file alone yields records: the case below is not vacuous.
+    let mut alone = ParquetSource::new(std::slice::from_ref(&good), options.clone()).unwrap();
+    assert!(alone.next().unwrap().is_ok());
+
+    let mut source = ParquetSource::new(&[bad, good], options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("bad.parquet"), "{error}");
+}
+
+#[test]
+fn the_tfrecord_source_does_not_go_on_to_the_next_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = fs::read(fixture("tfrecord/examples.tfrecord")).unwrap();
+    let cut = dir.path().join("cut.tfrecord");
+    fs::write(&cut, &whole[..whole.len() - 3]).unwrap();
+    let good = fixture("tfrecord/examples.tfrecord");
+    let mut source = TfRecordSource::new(&[cut, good], TfRecordOptions::default()).unwrap();
+    let mut records = 0;
+    let error = loop {
+        match source.next() {
+            Some(Ok(_)) => records += 1,
+            Some(Err(error)) => break error.to_string(),
+            None => panic!("no error after {records} records"),
+        }
+    };
+    assert!(records > 0 && error.contains("cut.tfrecord"), "{error}");
+    assert!(source.next().is_none());
+    assert!(source.next().is_none());
+}
+
+#[test]
+fn a_record_the_tfrecord_source_cannot_decode_ends_it_too() {
+    // Every record of the fixture lacks the feature asked for.
+    let options = TfRecordOptions {
+        feature: Some("no/such/feature".into()),
+        ..Default::default()
+    };
+    let files = [
+        fixture("tfrecord/examples.tfrecord"),
+        fixture("tfrecord/examples.tfrecord"),
+    ];
+    let mut source = TfRecordSource::new(&files, options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("no/such/feature"), "{error}");
+}
