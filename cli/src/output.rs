@@ -142,6 +142,20 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
+/// `{:#}` does. Library errors print their own message only and chain their
+/// cause, so this is where the two meet.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -200,11 +200,12 @@ pub enum SourceSetupError {
     },
     /// Detecting the format of a source needed its metadata, which could not be read
     /// (it does not exist, typically).
-    #[error("{name}: {source}")]
+    #[error("{name}")]
     Unreadable {
         /// The source, as given.
         name: String,
         /// The underlying error.
+        #[source]
         source: io::Error,
     },
     /// The sources were detected as different formats.

@@ -23,7 +23,7 @@ use pyo3::PyErr;
 /// | the dataset changed on disk, a failed extend reused, an extend inherited by a forked child, an extend committed but not loaded by this handle | `RuntimeError` |
 pub fn to_py(error: bcd::Error) -> PyErr {
     use bcd::Error as E;
-    let message = error.to_string();
+    let message = message(&error);
     match &error {
         E::Io { source, .. } | E::CommittedNotDurable { source, .. } => os_error(source, message),
         E::NotADataset { .. } | E::MissingShard { .. } => {
@@ -43,6 +43,20 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         E::Locked { .. } => PyBlockingIOError::new_err((EAGAIN, message)),
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+/// An error and its causes (its `source()` chain), joined by ": ": the core's
+/// errors print their own message only and chain their cause, and a Python
+/// exception's message carries both.
+pub fn message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
 }
 
 /// `OSError(errno, message)`: Python picks the subclass from the errno

@@ -20,7 +20,7 @@ use bcd_pipeline::{
 };
 
 use crate::dataset::shard_size_arg;
-use crate::errors::to_py;
+use crate::errors::{message, to_py};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -116,10 +116,13 @@ fn delimiter_arg(delimiter: Option<&str>) -> PyResult<Option<u8>> {
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
-        SourceSetupError::Unreadable { name, source } => match source.raw_os_error() {
-            Some(errno) => PyOSError::new_err((errno, format!("{name}: {source}"))),
-            None => PyOSError::new_err(format!("{name}: {source}")),
-        },
+        SourceSetupError::Unreadable { ref source, .. } => {
+            let message = message(&error);
+            match source.raw_os_error() {
+                Some(errno) => PyOSError::new_err((errno, message)),
+                None => PyOSError::new_err(message),
+            }
+        }
         SourceSetupError::Open(error) => source_error(error),
         SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
             "{name}: cannot tell its format from the name; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
@@ -137,12 +140,12 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         SourceSetupError::MissingValueColumn => PyValueError::new_err(
             "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
         ),
-        other => PyValueError::new_err(other.to_string()),
+        other => PyValueError::new_err(message(&other)),
     }
 }
 
 fn source_error(error: SourceError) -> PyErr {
-    let message = error.to_string();
+    let message = message(&error);
     match error {
         SourceError::Io { source, .. } => match source.raw_os_error() {
             Some(errno) => PyOSError::new_err((errno, message)),
@@ -153,7 +156,7 @@ fn source_error(error: SourceError) -> PyErr {
 }
 
 fn ingest_error(error: IngestError) -> PyErr {
-    let message = error.to_string();
+    let message = message(&error);
     match error {
         IngestError::Source(error) => source_error(error),
         IngestError::Store(error) => to_py(error),
