@@ -45,7 +45,8 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes, joined by ": " as `{:#}` does: each library
-/// error says what went wrong where, and leaves its cause to the chain.
+/// error says what went wrong where, and leaves its cause to the chain. The
+/// options the libraries name by field are spelled as this CLI's flags.
 fn message(error: &anyhow::Error) -> String {
-    output::chain(error.as_ref())
+    bcd_pipeline::spell_options(&output::chain(error.as_ref()), output::flag)
 }

@@ -142,6 +142,12 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The flag that sets the option field `field`: `value_column` is
+/// `--value-column`.
+pub fn flag(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
 /// An error and its causes (its `source()` chain), joined by ": " as anyhow's
 /// `{:#}` does. Library errors print their own message only and chain their
 /// cause, so this is where the two meet.

@@ -110,7 +110,7 @@ pub enum IngestError {
     #[error(transparent)]
     Store(#[from] bcd::Error),
     /// A key seen before, with `--on-duplicate error`.
-    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use --on-duplicate skip to keep the first)")]
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use `on_duplicate` skip to keep the first)")]
     Duplicate {
         /// The key.
         key: DisplayKey,
@@ -248,23 +248,23 @@ fn open_or_create(
     let path = dir.display();
     if dataset.keyed() && options.keyless {
         return Err(IngestError::Conflict(format!(
-            "{path} is a keyed dataset: --keyless applies only when creating one"
+            "{path} is a keyed dataset: `keyless` applies only when creating one"
         )));
     }
     if dataset.keyed() && !source_keyed {
         return Err(IngestError::Conflict(format!(
-            "{path} is a keyed dataset but the source has no keys; pass a key (e.g. --key-column) or ingest into a keyless dataset"
+            "{path} is a keyed dataset but the source has no keys; pass a key (e.g. `key_column`) or ingest into a keyless dataset"
         )));
     }
     if !dataset.keyed() && keyed {
         return Err(IngestError::Conflict(format!(
-            "{path} is a keyless dataset: pass --keyless to store the values without their keys"
+            "{path} is a keyless dataset: pass `keyless` to store the values without their keys"
         )));
     }
     if let Some(compression) = options.compression {
         if compression != dataset.compression() {
             return Err(IngestError::Conflict(format!(
-                "{path} uses compression {}; --compression applies only when creating a dataset",
+                "{path} uses compression {}; `compression` applies only when creating a dataset",
                 dataset.compression().as_manifest_str().unwrap_or("none")
             )));
         }
@@ -272,7 +272,7 @@ fn open_or_create(
     if let Some(size) = options.max_shard_size {
         if size != dataset.manifest().max_shard_size {
             return Err(IngestError::Conflict(format!(
-                "{path} has max_shard_size {}; --max-shard-size applies only when creating a dataset",
+                "{path} has max_shard_size {}; `max_shard_size` applies only when creating a dataset",
                 dataset.manifest().max_shard_size
             )));
         }

@@ -15,8 +15,8 @@ use pyo3::types::{PyDict, PyString};
 use bcd::{Compression, Lz4Mode};
 use bcd_converters::SourceError;
 use bcd_pipeline::{
-    IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat, SourceOptions,
-    SourceSetupError,
+    spell_options, IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat,
+    SourceOptions, SourceSetupError,
 };
 
 use crate::dataset::shard_size_arg;
@@ -140,12 +140,18 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         SourceSetupError::MissingValueColumn => PyValueError::new_err(
             "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
         ),
-        other => PyValueError::new_err(message(&other)),
+        other => PyValueError::new_err(python_message(&other)),
     }
 }
 
+/// The error and its causes, with the options the libraries name by field
+/// spelled as this function's keyword arguments (`value_column=`).
+fn python_message(error: &(dyn std::error::Error + 'static)) -> String {
+    spell_options(&message(error), |field| format!("{field}="))
+}
+
 fn source_error(error: SourceError) -> PyErr {
-    let message = message(&error);
+    let message = python_message(&error);
     match error {
         SourceError::Io { source, .. } => match source.raw_os_error() {
             Some(errno) => PyOSError::new_err((errno, message)),
@@ -156,7 +162,7 @@ fn source_error(error: SourceError) -> PyErr {
 }
 
 fn ingest_error(error: IngestError) -> PyErr {
-    let message = message(&error);
+    let message = python_message(&error);
     match error {
         IngestError::Source(error) => source_error(error),
         IngestError::Store(error) => to_py(error),

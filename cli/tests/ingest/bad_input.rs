@@ -221,6 +221,39 @@ fn settings_that_conflict_with_the_existing_dataset_fail_and_change_nothing() {
     assert_eq!(summary["records"], 12);
 }
 
+/// The library names these options by field; the CLI spells them as its flags.
+#[test]
+fn conflicting_settings_are_named_by_their_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = existing_dataset(dir.path(), "keyed");
+    let wds = fixture_str("webdataset.tar");
+    for (extra, says) in [
+        (
+            &["--keyless"][..],
+            "--keyless applies only when creating one",
+        ),
+        (
+            &["--compression", "none"],
+            "--compression applies only when creating a dataset",
+        ),
+        (
+            &["--max-shard-size", "64K"],
+            "--max-shard-size applies only when creating a dataset",
+        ),
+    ] {
+        let stderr = fails(&ingest_args(&[&wds], &ds, extra));
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!stderr.contains('`'), "{extra:?}: {stderr}");
+    }
+    let keyless = dir.path().join("keyless");
+    ingest(&[&wds], &keyless, &["--keyless"]);
+    let stderr = fails(&ingest_args(&[&fixture_str("gnu.tar")], &keyless, &[]));
+    assert!(
+        stderr.contains("pass --keyless to store the values without their keys"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_failed_run_into_an_empty_directory_leaves_it_empty() {
     let dir = tempfile::tempdir().unwrap();
