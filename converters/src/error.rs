@@ -73,8 +73,6 @@ pub enum SourceError {
 
 #[cfg(test)]
 mod tests {
-    use std::error::Error as _;
-
     use super::*;
     use crate::tar_export::ExportError;
 

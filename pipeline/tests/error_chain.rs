@@ -35,7 +35,7 @@ fn a_source_that_cannot_be_read_names_it_and_chains_the_cause() {
     let dir = tempfile::tempdir().unwrap();
     // No extension: detecting the format reads its metadata.
     let missing = dir.path().join("missing").to_string_lossy().into_owned();
-    let error = open_sources(&[missing.clone()], &SourceOptions::default()).unwrap_err();
+    let error = open_sources(&[&missing], &SourceOptions::default()).unwrap_err();
     assert!(
         matches!(error, SourceSetupError::Unreadable { .. }),
         "{error:?}"
@@ -48,7 +48,7 @@ fn a_source_that_cannot_be_read_names_it_and_chains_the_cause() {
         .join("missing.tar")
         .to_string_lossy()
         .into_owned();
-    let error = open_sources(&[missing_tar.clone()], &SourceOptions::default()).unwrap_err();
+    let error = open_sources(&[&missing_tar], &SourceOptions::default()).unwrap_err();
     assert!(matches!(error, SourceSetupError::Open(_)), "{error:?}");
     assert_cause_once(&error, &missing_tar);
 
