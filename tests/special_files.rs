@@ -73,7 +73,7 @@ fn a_fifo_in_place_of_a_shard_or_the_manifest_is_an_error_naming_it() {
         let path = dataset(dir.path());
         let fifo = path.join(name);
         replace_with_fifo(&fifo);
-        let error = chain(&*open(&path).expect_err(name));
+        let error = chain(&open(&path).expect_err(name));
         assert!(
             error.contains(&fifo.display().to_string()) && error.contains("not a regular file"),
             "{name}: {error}"
@@ -99,7 +99,7 @@ fn a_directory_in_place_of_a_shard_is_an_error_naming_it() {
     let shard = path.join("000001.idx");
     std::fs::remove_file(&shard).unwrap();
     std::fs::create_dir(&shard).unwrap();
-    let error = chain(&*open(&path).unwrap_err());
+    let error = chain(&open(&path).unwrap_err());
     assert!(
         error.contains(&shard.display().to_string()) && error.contains("a directory"),
         "{error}"
