@@ -198,4 +198,24 @@ mod tests {
         ));
         assert_eq!(outcome(&missing), Outcome::Exit(EXIT_FAILURE));
     }
+
+    #[test]
+    fn the_chain_says_each_cause_once_and_options_are_flags() {
+        let cause = io::Error::from_raw_os_error(2);
+        let shown = cause.to_string();
+        let missing = anyhow::Error::new(bcd_converters::SourceError::Io {
+            path: "x.tar".into(),
+            source: cause,
+        })
+        .context("ingest into d failed");
+        assert_eq!(
+            chain(missing.as_ref()),
+            format!("ingest into d failed: x.tar: {shown}")
+        );
+        let setup = bcd_pipeline::SourceSetupError::MissingValueColumn;
+        assert_eq!(
+            bcd_pipeline::spell_options(&chain(&setup), flag),
+            "parquet sources need --value-column COL (and --key-column COL for a keyed dataset)"
+        );
+    }
 }
