@@ -7,7 +7,7 @@ use pyo3::exceptions::{
     PyBlockingIOError, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError,
     PyRuntimeError, PyTypeError, PyValueError,
 };
-use pyo3::PyErr;
+use pyo3::{PyErr, Python};
 
 /// Converts a core error into a Python exception:
 ///
@@ -60,12 +60,21 @@ pub fn message(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// `OSError(errno, message)`: Python picks the subclass from the errno
-/// (`FileNotFoundError`, `PermissionError`, ...), and `str()` shows the message.
-fn os_error(source: &io::Error, message: String) -> PyErr {
-    match source.raw_os_error() {
-        Some(errno) => PyOSError::new_err((errno, message)),
-        None => PyOSError::new_err(message),
-    }
+/// (`FileNotFoundError`, `PermissionError`, ...), and `str()` shows the message
+/// (the whole chain). Its `__cause__` is the operating system's error alone.
+pub fn os_error(source: &io::Error, message: String) -> PyErr {
+    let (error, cause) = match source.raw_os_error() {
+        Some(errno) => (
+            PyOSError::new_err((errno, message)),
+            PyOSError::new_err((errno, source.to_string())),
+        ),
+        None => (
+            PyOSError::new_err(message),
+            PyOSError::new_err(source.to_string()),
+        ),
+    };
+    Python::attach(|py| error.set_cause(py, Some(cause)));
+    error
 }
 
 // The errno values that make Python pick these subclasses; ENOENT and EEXIST are the

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
@@ -20,7 +20,7 @@ use bcd_pipeline::{
 };
 
 use crate::dataset::shard_size_arg;
-use crate::errors::{message, to_py};
+use crate::errors::{message, os_error, to_py};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -116,13 +116,7 @@ fn delimiter_arg(delimiter: Option<&str>) -> PyResult<Option<u8>> {
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
-        SourceSetupError::Unreadable { ref source, .. } => {
-            let message = message(&error);
-            match source.raw_os_error() {
-                Some(errno) => PyOSError::new_err((errno, message)),
-                None => PyOSError::new_err(message),
-            }
-        }
+        SourceSetupError::Unreadable { ref source, .. } => os_error(source, message(&error)),
         SourceSetupError::Open(error) => source_error(error),
         SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
             "{name}: cannot tell its format from the name; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
@@ -153,10 +147,7 @@ fn python_message(error: &(dyn std::error::Error + 'static)) -> String {
 fn source_error(error: SourceError) -> PyErr {
     let message = python_message(&error);
     match error {
-        SourceError::Io { source, .. } => match source.raw_os_error() {
-            Some(errno) => PyOSError::new_err((errno, message)),
-            None => PyOSError::new_err(message),
-        },
+        SourceError::Io { source, .. } => os_error(&source, message),
         _ => PyValueError::new_err(message),
     }
 }

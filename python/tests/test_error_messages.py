@@ -20,6 +20,10 @@ def test_a_missing_source_names_the_path_and_the_os_error_once(tmp_path):
         assert message.count(missing) == 1, message
         assert message.count(os.strerror(errno.ENOENT)) == 1, message
         assert not (tmp_path / "d").exists()
+        # The operating system's error alone is the exception's __cause__.
+        cause = raised.value.__cause__
+        assert isinstance(cause, FileNotFoundError), repr(cause)
+        assert cause.errno == errno.ENOENT and missing not in str(cause)
 
 
 def test_options_in_messages_are_keyword_arguments(tmp_path):
