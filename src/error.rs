@@ -13,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system call on `path` failed.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}", path.display())]
     Io {
         /// What was being done ("open", "write", "fsync", ...).
         op: &'static str,
@@ -26,7 +26,7 @@ pub enum Error {
     /// The extend **was committed** (its records are visible) but the final fsync of
     /// the directory failed, so whether the commit survives a power loss is unknown.
     /// Do not retry the extend: its records are already there.
-    #[error("{}: the extend was committed and its records are visible, but making the commit durable failed ({source}); do not retry it", path.display())]
+    #[error("{}: the extend was committed and its records are visible, but making the commit durable failed; do not retry it", path.display())]
     CommittedNotDurable {
         /// The dataset directory.
         path: PathBuf,
@@ -215,5 +215,46 @@ impl fmt::Display for DisplayKey {
 impl fmt::Debug for DisplayKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Every variant that chains an operating-system error: its message names
+    /// the file and leaves the cause to `source()`, so a front end joining the
+    /// chain says the cause once.
+    #[test]
+    fn messages_leave_their_cause_to_source() {
+        let cause = || io::Error::from_raw_os_error(5);
+        let shown = cause().to_string();
+        let errors = [
+            Error::io("open", "/d/manifest.json", cause()),
+            Error::CommittedNotDurable {
+                path: "/d".into(),
+                source: cause(),
+            },
+            Error::CommittedNotLoaded {
+                path: "/d".into(),
+                source: Box::new(Error::io("open", "/d/shard-1.data", cause())),
+            },
+        ];
+        for error in errors {
+            let message = error.to_string();
+            assert!(!message.contains(&shown), "{message}");
+            assert!(message.contains("/d"), "{message}");
+            // The cause is in the chain, once.
+            let mut chain = Vec::new();
+            let mut next = error.source();
+            while let Some(cause) = next {
+                chain.push(cause.to_string());
+                next = cause.source();
+            }
+            assert_eq!(chain.last(), Some(&shown), "{message}");
+            assert_eq!(chain.iter().filter(|c| c.contains(&shown)).count(), 1);
+        }
     }
 }

@@ -43,6 +43,18 @@ fn replace_with_fifo(path: &Path) {
 }
 
 /// Opens `path` on another thread; fails the test if that blocks.
+/// The error and its causes, joined by ": " as a front end shows them: the
+/// message names the file, its cause says what it is.
+fn chain(error: &bcd::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        text.push_str(&format!(": {cause}"));
+        next = cause.source();
+    }
+    text
+}
+
 fn open(path: &Path) -> Result<Dataset, Box<bcd::Error>> {
     let (send, receive) = mpsc::channel();
     let path = path.to_owned();
@@ -61,7 +73,7 @@ fn a_fifo_in_place_of_a_shard_or_the_manifest_is_an_error_naming_it() {
         let path = dataset(dir.path());
         let fifo = path.join(name);
         replace_with_fifo(&fifo);
-        let error = open(&path).expect_err(name).to_string();
+        let error = chain(&open(&path).expect_err(name));
         assert!(
             error.contains(&fifo.display().to_string()) && error.contains("not a regular file"),
             "{name}: {error}"
@@ -87,7 +99,7 @@ fn a_directory_in_place_of_a_shard_is_an_error_naming_it() {
     let shard = path.join("000001.idx");
     std::fs::remove_file(&shard).unwrap();
     std::fs::create_dir(&shard).unwrap();
-    let error = open(&path).unwrap_err().to_string();
+    let error = chain(&open(&path).unwrap_err());
     assert!(
         error.contains(&shard.display().to_string()) && error.contains("a directory"),
         "{error}"

@@ -131,13 +131,13 @@ fn verify(path: &std::path::Path) -> Result<ExitCode> {
     let dataset = match Dataset::open(path) {
         Ok(dataset) => dataset,
         Err(error) => {
-            say!("bcd: verify failed: {error}");
+            say!("bcd: verify failed: {}", crate::output::chain(&error));
             return Ok(ExitCode::FAILURE);
         }
     };
     let problems = dataset.verify();
     for problem in problems.iter().take(VERIFY_SHOWN) {
-        say!("bcd: {problem}");
+        say!("bcd: {}", crate::output::chain(problem));
     }
     if problems.len() > VERIFY_SHOWN {
         say!("bcd: ... and {} more", problems.len() - VERIFY_SHOWN);

@@ -44,24 +44,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes, joined by ": " as `{:#}` does, leaving out a cause
-/// whose text already ends the message before it: errors such as
-/// `SourceError::Io` ("PATH: CAUSE") both show and chain their cause, which `{:#}`
-/// prints twice ("x.tar: No such file or directory (os error 2): No such file or
-/// directory (os error 2)").
+/// The error and its causes, joined by ": " as `{:#}` does: each library
+/// error says what went wrong where, and leaves its cause to the chain. The
+/// options the libraries name by field are spelled as this CLI's flags.
 fn message(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    let mut previous = String::new();
-    for cause in error.chain() {
-        let part = cause.to_string();
-        if !previous.is_empty() && previous.ends_with(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
-        previous = part;
-    }
-    text
+    bcd_pipeline::spell_options(&output::chain(error.as_ref()), output::flag)
 }

@@ -142,6 +142,26 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The flag that sets the option field `field`: `value_column` is
+/// `--value-column`.
+pub fn flag(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
+/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
+/// `{:#}` does. Library errors print their own message only and chain their
+/// cause, so this is where the two meet.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +197,25 @@ mod tests {
             },
         ));
         assert_eq!(outcome(&missing), Outcome::Exit(EXIT_FAILURE));
+    }
+
+    #[test]
+    fn the_chain_says_each_cause_once_and_options_are_flags() {
+        let cause = io::Error::from_raw_os_error(2);
+        let shown = cause.to_string();
+        let missing = anyhow::Error::new(bcd_converters::SourceError::Io {
+            path: "x.tar".into(),
+            source: cause,
+        })
+        .context("ingest into d failed");
+        assert_eq!(
+            chain(missing.as_ref()),
+            format!("ingest into d failed: x.tar: {shown}")
+        );
+        let setup = bcd_pipeline::SourceSetupError::MissingValueColumn;
+        assert_eq!(
+            bcd_pipeline::spell_options(&chain(&setup), flag),
+            "parquet sources need --value-column COL (and --key-column COL for a keyed dataset)"
+        );
     }
 }

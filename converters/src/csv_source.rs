@@ -143,7 +143,7 @@ impl CsvSource {
         let find = |name: &str| {
             headers.iter().position(|h| h == name.as_bytes()).ok_or_else(|| {
                 let names: Vec<String> = headers.iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect();
-                bad(format!("no column {name:?}; the columns are {names:?} (choose with --path-column / --key-column, --delimiter)"))
+                bad(format!("no column {name:?}; the columns are {names:?} (choose with `path_column` / `key_column`, `delimiter`)"))
             })
         };
         let path_index = find(&self.options.path_column)?;

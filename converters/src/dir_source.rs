@@ -140,7 +140,7 @@ impl DirSource {
         })?;
         if !meta.is_dir() {
             return Err(SourceError::Usage(format!(
-                "{}: not a directory (for archives use --format tar)",
+                "{}: not a directory (for archives use `format` tar)",
                 root.display()
             )));
         }

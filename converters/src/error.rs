@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum SourceError {
     /// Reading a file or directory failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -69,4 +69,33 @@ pub enum SourceError {
     /// The user's arguments cannot work (a bad glob, a bad brace range, ...).
     #[error("{0}")]
     Usage(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tar_export::ExportError;
+
+    /// Errors that chain an operating-system error name the file and leave the
+    /// cause to `source()`, so a front end joining the chain says it once.
+    #[test]
+    fn messages_leave_their_cause_to_source() {
+        let cause = || io::Error::from_raw_os_error(2);
+        let shown = cause().to_string();
+        let read = SourceError::Io {
+            path: "/in/x.tar".into(),
+            source: cause(),
+        };
+        let write = ExportError::Write {
+            path: "/out/x.tar".into(),
+            source: cause(),
+        };
+        let errors: [&dyn std::error::Error; 2] = [&read, &write];
+        for error in errors {
+            let message = error.to_string();
+            assert!(!message.contains(&shown), "{message}");
+            assert!(message.contains("x.tar"), "{message}");
+            assert_eq!(error.source().map(|s| s.to_string()), Some(shown.clone()));
+        }
+    }
 }

@@ -365,7 +365,7 @@ impl ParquetSource {
                     file: file.path.display().to_string(),
                     location: format!("row {row}"),
                     reason: format!(
-                        "column {column:?} is null (pass --skip-nulls to skip such rows)"
+                        "column {column:?} is null (pass `skip_nulls` to skip such rows)"
                     ),
                 }),
                 None => Ok(Record {

@@ -43,7 +43,7 @@ pub struct Split {
 #[non_exhaustive]
 pub enum ExportError {
     /// A key that would be a dangerous or invalid member name.
-    #[error("record {index}: key {key:?} is not a safe member name ({reason}); pass --rename-unsafe to export it under a cleaned name")]
+    #[error("record {index}: key {key:?} is not a safe member name ({reason}); pass `rename_unsafe` to export it under a cleaned name")]
     UnsafeName {
         /// Record number.
         index: u64,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -110,16 +110,47 @@ pub enum IngestError {
     #[error(transparent)]
     Store(#[from] bcd::Error),
     /// A key seen before, with `--on-duplicate error`.
-    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use --on-duplicate skip to keep the first)")]
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use `on_duplicate` skip to keep the first)")]
     Duplicate {
         /// The key.
         key: DisplayKey,
         /// Where the second occurrence came from.
         origin: Origin,
     },
-    /// Options that contradict the existing dataset or the source.
-    #[error("{0}")]
-    Conflict(String),
+    /// The `keyless` option with an existing keyed dataset.
+    #[error("{} is a keyed dataset: `keyless` applies only when creating one", path.display())]
+    KeylessForKeyedDataset {
+        /// The dataset.
+        path: PathBuf,
+    },
+    /// A source without keys for an existing keyed dataset.
+    #[error("{} is a keyed dataset but the source has no keys; pass a key (e.g. `key_column`) or ingest into a keyless dataset", path.display())]
+    NoKeysForKeyedDataset {
+        /// The dataset.
+        path: PathBuf,
+    },
+    /// A keyed ingest into an existing keyless dataset.
+    #[error("{} is a keyless dataset: pass `keyless` to store the values without their keys", path.display())]
+    KeysForKeylessDataset {
+        /// The dataset.
+        path: PathBuf,
+    },
+    /// A `compression` other than the existing dataset's.
+    #[error("{} uses compression {dataset}; `compression` applies only when creating a dataset", path.display())]
+    CompressionForExistingDataset {
+        /// The dataset.
+        path: PathBuf,
+        /// The dataset's compression, as its manifest names it.
+        dataset: &'static str,
+    },
+    /// A `max_shard_size` other than the existing dataset's.
+    #[error("{} has max_shard_size {dataset}; `max_shard_size` applies only when creating a dataset", path.display())]
+    MaxShardSizeForExistingDataset {
+        /// The dataset.
+        path: PathBuf,
+        /// The dataset's max_shard_size.
+        dataset: u64,
+    },
     /// A bug: a thread of the pipeline panicked (the dataset is still unchanged).
     #[error("internal error (this is a bug, please report it): {0}; nothing was committed")]
     Internal(&'static str),
@@ -245,36 +276,30 @@ fn open_or_create(
         ));
     }
     let dataset = Dataset::open(dir)?;
-    let path = dir.display();
+    let path = dir.to_path_buf();
     if dataset.keyed() && options.keyless {
-        return Err(IngestError::Conflict(format!(
-            "{path} is a keyed dataset: --keyless applies only when creating one"
-        )));
+        return Err(IngestError::KeylessForKeyedDataset { path });
     }
     if dataset.keyed() && !source_keyed {
-        return Err(IngestError::Conflict(format!(
-            "{path} is a keyed dataset but the source has no keys; pass a key (e.g. --key-column) or ingest into a keyless dataset"
-        )));
+        return Err(IngestError::NoKeysForKeyedDataset { path });
     }
     if !dataset.keyed() && keyed {
-        return Err(IngestError::Conflict(format!(
-            "{path} is a keyless dataset: pass --keyless to store the values without their keys"
-        )));
+        return Err(IngestError::KeysForKeylessDataset { path });
     }
     if let Some(compression) = options.compression {
         if compression != dataset.compression() {
-            return Err(IngestError::Conflict(format!(
-                "{path} uses compression {}; --compression applies only when creating a dataset",
-                dataset.compression().as_manifest_str().unwrap_or("none")
-            )));
+            return Err(IngestError::CompressionForExistingDataset {
+                path,
+                dataset: dataset.compression().as_manifest_str().unwrap_or("none"),
+            });
         }
     }
     if let Some(size) = options.max_shard_size {
         if size != dataset.manifest().max_shard_size {
-            return Err(IngestError::Conflict(format!(
-                "{path} has max_shard_size {}; --max-shard-size applies only when creating a dataset",
-                dataset.manifest().max_shard_size
-            )));
+            return Err(IngestError::MaxShardSizeForExistingDataset {
+                path,
+                dataset: dataset.manifest().max_shard_size,
+            });
         }
     }
     Ok((dataset, None))

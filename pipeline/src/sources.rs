@@ -191,7 +191,7 @@ pub enum SourceSetupError {
     /// The format of a source cannot be told from its name, and it is not a
     /// directory.
     #[error(
-        "{name}: cannot tell its format from the name; pass --format {}",
+        "{name}: cannot tell its format from the name; pass `format` {}",
         format_names("|")
     )]
     UndetectableFormat {
@@ -200,16 +200,17 @@ pub enum SourceSetupError {
     },
     /// Detecting the format of a source needed its metadata, which could not be read
     /// (it does not exist, typically).
-    #[error("{name}: {source}")]
+    #[error("{name}")]
     Unreadable {
         /// The source, as given.
         name: String,
         /// The underlying error.
+        #[source]
         source: io::Error,
     },
     /// The sources were detected as different formats.
     #[error(
-        "the sources are of different formats ({}); ingest them in separate runs or pass --format",
+        "the sources are of different formats ({}); ingest them in separate runs or pass `format`",
         join(formats)
     )]
     MixedFormats {
@@ -227,13 +228,13 @@ pub enum SourceSetupError {
         format: SourceFormat,
     },
     /// A key column for a format other than Parquet and CSV.
-    #[error("--key-column applies to parquet and csv sources only, not {format}")]
+    #[error("`key_column` applies to parquet and csv sources only, not {format}")]
     KeyColumnForOtherFormat {
         /// The sources' format.
         format: SourceFormat,
     },
     /// Parquet sources without a value column.
-    #[error("parquet sources need --value-column COL (and --key-column COL for a keyed dataset)")]
+    #[error("parquet sources need `value_column` COL (and `key_column` COL for a keyed dataset)")]
     MissingValueColumn,
     /// Opening a source failed (a missing file, a bad glob or brace pattern, an
     /// unreadable Parquet footer, ...).
@@ -253,7 +254,7 @@ fn join(formats: &[SourceFormat]) -> String {
 /// The command-line flag of a [`SourceOptions`] field: `value_column` ->
 /// `--value-column`.
 fn flag(option: &str) -> String {
-    format!("--{}", option.replace('_', "-"))
+    format!("`{option}`")
 }
 
 /// Detects the format of every source (unless `options.format` is given), refuses
@@ -269,7 +270,7 @@ fn flag(option: &str) -> String {
 ///
 /// let csv_flag_for_tar = SourceOptions { delimiter: Some(b';'), ..Default::default() };
 /// let error = open_sources(&names, &csv_flag_for_tar).unwrap_err();
-/// assert_eq!(error.to_string(), "--delimiter applies to csv sources only, not tar");
+/// assert_eq!(error.to_string(), "`delimiter` applies to csv sources only, not tar");
 /// # Ok::<(), bcd_pipeline::SourceSetupError>(())
 /// ```
 pub fn open_sources<S: AsRef<OsStr>>(

@@ -7,7 +7,7 @@ use pyo3::exceptions::{
     PyBlockingIOError, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError,
     PyRuntimeError, PyTypeError, PyValueError,
 };
-use pyo3::PyErr;
+use pyo3::{PyErr, Python};
 
 /// Converts a core error into a Python exception:
 ///
@@ -23,7 +23,7 @@ use pyo3::PyErr;
 /// | the dataset changed on disk, a failed extend reused, an extend inherited by a forked child, an extend committed but not loaded by this handle | `RuntimeError` |
 pub fn to_py(error: bcd::Error) -> PyErr {
     use bcd::Error as E;
-    let message = error.to_string();
+    let message = message(&error);
     match &error {
         E::Io { source, .. } | E::CommittedNotDurable { source, .. } => os_error(source, message),
         E::NotADataset { .. } | E::MissingShard { .. } => {
@@ -45,13 +45,36 @@ pub fn to_py(error: bcd::Error) -> PyErr {
     }
 }
 
-/// `OSError(errno, message)`: Python picks the subclass from the errno
-/// (`FileNotFoundError`, `PermissionError`, ...), and `str()` shows the message.
-fn os_error(source: &io::Error, message: String) -> PyErr {
-    match source.raw_os_error() {
-        Some(errno) => PyOSError::new_err((errno, message)),
-        None => PyOSError::new_err(message),
+/// An error and its causes (its `source()` chain), joined by ": ": the core's
+/// errors print their own message only and chain their cause, and a Python
+/// exception's message carries both.
+pub fn message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
     }
+    text
+}
+
+/// `OSError(errno, message)`: Python picks the subclass from the errno
+/// (`FileNotFoundError`, `PermissionError`, ...), and `str()` shows the message
+/// (the whole chain). Its `__cause__` is the operating system's error alone.
+pub fn os_error(source: &io::Error, message: String) -> PyErr {
+    let (error, cause) = match source.raw_os_error() {
+        Some(errno) => (
+            PyOSError::new_err((errno, message)),
+            PyOSError::new_err((errno, source.to_string())),
+        ),
+        None => (
+            PyOSError::new_err(message),
+            PyOSError::new_err(source.to_string()),
+        ),
+    };
+    Python::attach(|py| error.set_cause(py, Some(cause)));
+    error
 }
 
 // The errno values that make Python pick these subclasses; ENOENT and EEXIST are the

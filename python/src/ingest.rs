@@ -8,18 +8,18 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use bcd::Compression;
 use bcd_converters::SourceError;
 use bcd_pipeline::{
-    parse_delimiter, IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat,
-    SourceOptions, SourceSetupError,
+    parse_delimiter, spell_options, IngestError, IngestOptions, IngestSummary, OnDuplicate,
+    SourceFormat, SourceOptions, SourceSetupError,
 };
 
-use crate::errors::to_py;
+use crate::errors::{message, os_error, to_py};
 use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
@@ -83,10 +83,7 @@ fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
-        SourceSetupError::Unreadable { name, source } => match source.raw_os_error() {
-            Some(errno) => PyOSError::new_err((errno, format!("{name}: {source}"))),
-            None => PyOSError::new_err(format!("{name}: {source}")),
-        },
+        SourceSetupError::Unreadable { ref source, .. } => os_error(source, message(&error)),
         SourceSetupError::Open(error) => source_error(error),
         SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
             "{name}: cannot tell its format from the name; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
@@ -104,23 +101,26 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         SourceSetupError::MissingValueColumn => PyValueError::new_err(
             "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
         ),
-        other => PyValueError::new_err(other.to_string()),
+        other => PyValueError::new_err(python_message(&other)),
     }
 }
 
+/// The error and its causes, with the options the libraries name by field
+/// spelled as this function's keyword arguments (`value_column=`).
+fn python_message(error: &(dyn std::error::Error + 'static)) -> String {
+    spell_options(&message(error), |field| format!("{field}="))
+}
+
 fn source_error(error: SourceError) -> PyErr {
-    let message = error.to_string();
+    let message = python_message(&error);
     match error {
-        SourceError::Io { source, .. } => match source.raw_os_error() {
-            Some(errno) => PyOSError::new_err((errno, message)),
-            None => PyOSError::new_err(message),
-        },
+        SourceError::Io { source, .. } => os_error(&source, message),
         _ => PyValueError::new_err(message),
     }
 }
 
 fn ingest_error(error: IngestError) -> PyErr {
-    let message = error.to_string();
+    let message = python_message(&error);
     match error {
         IngestError::Source(error) => source_error(error),
         IngestError::Store(error) => to_py(error),

@@ -134,6 +134,25 @@ fn missing_source_file_fails_naming_it_and_changes_nothing() {
 }
 
 #[test]
+fn a_missing_source_names_the_path_and_the_os_error_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_found = std::io::Error::from_raw_os_error(2).to_string();
+    // A tar name (opening fails) and a name without an extension (detecting its
+    // format fails): each library error names the path, chains the OS error, and
+    // the CLI joins the two.
+    for name in ["missing.tar", "missing-no-extension"] {
+        let missing = s(&dir.path().join(name)).to_owned();
+        let stderr = assert_ingest_fails_cleanly(&[&missing], &[], &[&missing, &not_found]);
+        assert_eq!(stderr.matches(&missing).count(), 1, "{stderr}");
+        assert_eq!(stderr.matches(&not_found).count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("{missing}: {not_found}")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn brace_range_naming_a_missing_shard_fails_naming_it_and_changes_nothing() {
     let pattern = fixture_str("shards-{000000..000003}.tar");
     assert_ingest_fails_cleanly(&[&pattern], &[], &[&fixture_str("shards-000003.tar")]);
@@ -200,6 +219,39 @@ fn settings_that_conflict_with_the_existing_dataset_fail_and_change_nothing() {
         &["--compression", "lz4", "--max-shard-size", "1GiB"],
     );
     assert_eq!(summary["records"], 12);
+}
+
+/// The library names these options by field; the CLI spells them as its flags.
+#[test]
+fn conflicting_settings_are_named_by_their_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = existing_dataset(dir.path(), "keyed");
+    let wds = fixture_str("webdataset.tar");
+    for (extra, says) in [
+        (
+            &["--keyless"][..],
+            "--keyless applies only when creating one",
+        ),
+        (
+            &["--compression", "none"],
+            "--compression applies only when creating a dataset",
+        ),
+        (
+            &["--max-shard-size", "64K"],
+            "--max-shard-size applies only when creating a dataset",
+        ),
+    ] {
+        let stderr = fails(&ingest_args(&[&wds], &ds, extra));
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!stderr.contains('`'), "{extra:?}: {stderr}");
+    }
+    let keyless = dir.path().join("keyless");
+    ingest(&[&wds], &keyless, &["--keyless"]);
+    let stderr = fails(&ingest_args(&[&fixture_str("gnu.tar")], &keyless, &[]));
+    assert!(
+        stderr.contains("pass --keyless to store the values without their keys"),
+        "{stderr}"
+    );
 }
 
 #[test]

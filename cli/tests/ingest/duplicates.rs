@@ -34,6 +34,11 @@ fn duplicate_key_fails_naming_archive_and_key_and_commits_nothing() {
     let wds = fixture_str("webdataset.tar");
     let stderr = assert_ingest_fails_cleanly(&[&wds, &wds], &[], &[&wds, "sample000000.cls"]);
     assert!(stderr.contains("duplicate key"), "{stderr}");
+    // The library names the option by field; the CLI spells it as its flag.
+    assert!(
+        stderr.contains("(use --on-duplicate skip to keep the first)"),
+        "{stderr}"
+    );
 
     // Within one batch of a long input, with more batches queued behind it: the
     // run must stop at once rather than wait for the rest.

@@ -109,7 +109,7 @@ fn mixed_formats_are_refused_listing_them() {
     );
     assert_eq!(
         error.to_string(),
-        "the sources are of different formats (dir, tar); ingest them in separate runs or pass --format"
+        "the sources are of different formats (dir, tar); ingest them in separate runs or pass `format`"
     );
 }
 
@@ -134,7 +134,7 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 include: vec!["*.jpg".into()],
                 ..Default::default()
             },
-            "--include applies to dir sources only, not tar",
+            "`include` applies to dir sources only, not tar",
         ),
         (
             // Given explicitly, even with the default value.
@@ -142,21 +142,21 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 delimiter: Some(b','),
                 ..Default::default()
             },
-            "--delimiter applies to csv sources only, not tar",
+            "`delimiter` applies to csv sources only, not tar",
         ),
         (
             SourceOptions {
                 key_feature: Some("image/filename".into()),
                 ..Default::default()
             },
-            "--key-feature applies to tfrecord sources only, not tar",
+            "`key_feature` applies to tfrecord sources only, not tar",
         ),
         (
             SourceOptions {
                 key_column: Some("id".into()),
                 ..Default::default()
             },
-            "--key-column applies to parquet and csv sources only, not tar",
+            "`key_column` applies to parquet and csv sources only, not tar",
         ),
     ];
     for (options, message) in cases {
@@ -195,7 +195,7 @@ fn parquet_without_a_value_column_is_refused() {
         matches!(error, SourceSetupError::MissingValueColumn),
         "{error:?}"
     );
-    assert!(error.to_string().contains("--value-column COL"), "{error}");
+    assert!(error.to_string().contains("`value_column` COL"), "{error}");
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name; pass --format dir|tar|parquet|csv|tfrecord"
+            "cannot tell its format from the name; pass `format` dir|tar|parquet|csv|tfrecord"
         ),
         "{error}"
     );

@@ -1,0 +1,79 @@
+//! Options in messages. A library message names an option by its field, in
+//! backquotes (`` `value_column` ``); each front end spells it its own way with
+//! [`spell_options`] (`--value-column` in the CLI, `value_column=` in Python).
+
+/// The option fields a message of this crate or of `bcd-converters` may name:
+/// the fields of [`SourceOptions`](crate::SourceOptions),
+/// [`IngestOptions`](crate::IngestOptions) and the export options.
+pub const OPTION_FIELDS: &[&str] = &[
+    "format",
+    "include",
+    "exclude",
+    "follow_links",
+    "value_column",
+    "key_column",
+    "skip_nulls",
+    "path_column",
+    "root",
+    "delimiter",
+    "feature",
+    "key_feature",
+    "keyless",
+    "compression",
+    "max_shard_size",
+    "on_duplicate",
+    "jobs",
+    "rename_unsafe",
+];
+
+/// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
+/// `spell(field)`; other text, backquoted or not, is kept as it is.
+///
+/// ```
+/// use bcd_pipeline::spell_options;
+///
+/// let message = "`delimiter` applies to csv sources only, not tar";
+/// let flag = |field: &str| format!("--{}", field.replace('_', "-"));
+/// assert_eq!(spell_options(message, flag), "--delimiter applies to csv sources only, not tar");
+/// assert_eq!(spell_options("`bcd create`", flag), "`bcd create`");
+/// ```
+pub fn spell_options(message: &str, spell: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find('`') {
+        let after = &rest[start + 1..];
+        let named = after
+            .find('`')
+            .map(|end| &after[..end])
+            .filter(|name| OPTION_FIELDS.contains(name));
+        match named {
+            Some(name) => {
+                out.push_str(&rest[..start]);
+                out.push_str(&spell(name));
+                rest = &after[name.len() + 1..];
+            }
+            None => {
+                out.push_str(&rest[..=start]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_fields_in_backquotes_are_respelled() {
+        let python = |field: &str| format!("{field}=");
+        assert_eq!(
+            spell_options("pass `keyless` (not `key`), `max_shard_size`", python),
+            "pass keyless= (not `key`), max_shard_size="
+        );
+        assert_eq!(spell_options("a ` lone `quote", python), "a ` lone `quote");
+        assert_eq!(spell_options("keyless", python), "keyless");
+    }
+}
