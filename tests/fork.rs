@@ -8,6 +8,14 @@ use std::path::Path;
 use bcd::{CreateOptions, Dataset, Error};
 
 /// Forks; 0 in the child, which must leave through [`exit_child`].
+/// Held by each test for its whole run: a fork copies every thread's descriptors,
+/// so the tests of this binary run one at a time, and a child forked by one test
+/// never holds descriptors (pipes, locks) of another test's dataset. (Seen once
+/// under heavy load: the second writer of
+/// `a_child_does_not_keep_the_writer_lock_once_the_parent_lets_go` got `Locked`
+/// while the other test ran beside it.)
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn fork() -> libc::pid_t {
     // SAFETY: the children of these tests touch only files and their own copies
     // of the test's values (the allocator is fork-safe), then _exit.
@@ -51,6 +59,7 @@ fn small_shards() -> CreateOptions {
 
 #[test]
 fn a_forked_copy_of_an_extend_writes_commits_and_removes_nothing() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d");
     let mut dataset = Dataset::create(&path, small_shards()).unwrap();
@@ -88,6 +97,7 @@ fn a_forked_copy_of_an_extend_writes_commits_and_removes_nothing() {
 
 #[test]
 fn a_child_does_not_keep_the_writer_lock_once_the_parent_lets_go() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d");
     let mut dataset = Dataset::create(&path, small_shards()).unwrap();
