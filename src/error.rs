@@ -47,7 +47,7 @@ pub enum Error {
         source: Box<Error>,
     },
     /// The directory has no manifest.json.
-    #[error("{}: not a dataset (no manifest.json); create one with `bcd create`", path.display())]
+    #[error("{}: not a dataset (no manifest.json); check the path, or create a dataset there first", path.display())]
     NotADataset {
         /// The directory.
         path: PathBuf,
