@@ -89,9 +89,9 @@ impl Dataset {
         V: AsRef<[u8]>,
     {
         let mut extend = self.begin_extend()?;
-        let mut batch = Batch::new();
+        let mut batch = Batch::new(extend.dataset().threads);
         for record in records {
-            if batch.add(record.1.as_ref().len(), record) {
+            if batch.add(record.0.as_ref().len() + record.1.as_ref().len(), record) {
                 extend.push_batch(&batch.take())?;
             }
         }
@@ -105,7 +105,7 @@ impl Dataset {
         values: impl IntoIterator<Item = V>,
     ) -> Result<ExtendSummary> {
         let mut extend = self.begin_extend()?;
-        let mut batch = Batch::new();
+        let mut batch = Batch::new(extend.dataset().threads);
         for value in values {
             if batch.add(value.as_ref().len(), value) {
                 extend.push_value_batch(&batch.take())?;
@@ -116,21 +116,40 @@ impl Dataset {
     }
 }
 
-/// Records gathered for one parallel compression round: enough to keep every core
-/// busy, few enough to bound memory.
+/// Records per parallel compression round and thread: with
+/// [`BATCH_BYTES_PER_THREAD`], the one batching policy of [`Dataset::extend`],
+/// the ingest pipeline and the Python package (see [`batch_limits`]).
+pub const BATCH_RECORDS_PER_THREAD: usize = 256;
+/// Bytes of keys and values per parallel compression round and thread.
+pub const BATCH_BYTES_PER_THREAD: usize = 8 << 20;
+
+/// The records and bytes one parallel compression round takes with `threads`
+/// compression threads: enough to keep every thread busy, few enough to bound
+/// memory (a batch is full at either limit, or holds one larger record).
+pub fn batch_limits(threads: usize) -> (usize, usize) {
+    let threads = threads.max(1);
+    (
+        BATCH_RECORDS_PER_THREAD.saturating_mul(threads),
+        BATCH_BYTES_PER_THREAD.saturating_mul(threads),
+    )
+}
+
+/// Records gathered for one parallel compression round (see [`batch_limits`]).
 struct Batch<T> {
     items: Vec<T>,
     bytes: usize,
+    max_records: usize,
+    max_bytes: usize,
 }
 
 impl<T> Batch<T> {
-    const MAX_RECORDS: usize = 1024;
-    const MAX_BYTES: usize = 16 << 20;
-
-    fn new() -> Self {
+    fn new(threads: usize) -> Self {
+        let (max_records, max_bytes) = batch_limits(threads);
         Batch {
             items: Vec::new(),
             bytes: 0,
+            max_records,
+            max_bytes,
         }
     }
 
@@ -138,7 +157,7 @@ impl<T> Batch<T> {
     fn add(&mut self, bytes: usize, item: T) -> bool {
         self.items.push(item);
         self.bytes += bytes;
-        self.items.len() >= Self::MAX_RECORDS || self.bytes >= Self::MAX_BYTES
+        self.items.len() >= self.max_records || self.bytes >= self.max_bytes
     }
 
     fn take(&mut self) -> Vec<T> {

@@ -48,7 +48,9 @@ struct ReadmeExample;
 
 pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{DisplayKey, Error, Result};
-pub use extend::{Extend, ExtendSummary};
+pub use extend::{
+    batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
+};
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
 use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
 
-use crate::{BATCH_BYTES_PER_JOB, BATCH_RECORDS_PER_JOB, DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
+use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -363,8 +363,7 @@ fn run(
     dataset.set_threads(jobs);
     dataset.set_lz4_mode(options.lz4_mode);
     let keyed = dataset.keyed();
-    let max_records = BATCH_RECORDS_PER_JOB * jobs;
-    let max_bytes = BATCH_BYTES_PER_JOB * jobs;
+    let (max_records, max_bytes) = bcd::batch_limits(jobs);
 
     let mut extend = dataset.begin_extend()?;
     let mut state = Progress::default();

@@ -34,10 +34,11 @@ pub use spelling::{spell_options, OPTION_FIELDS};
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).
 pub const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Records per batch and job.
-pub const BATCH_RECORDS_PER_JOB: usize = 256;
-/// Bytes per batch and job.
-pub const BATCH_BYTES_PER_JOB: usize = 8 << 20;
+/// Records per batch and job: the store's one batching policy
+/// ([`bcd::batch_limits`]).
+pub const BATCH_RECORDS_PER_JOB: usize = bcd::BATCH_RECORDS_PER_THREAD;
+/// Bytes per batch and job ([`bcd::batch_limits`]).
+pub const BATCH_BYTES_PER_JOB: usize = bcd::BATCH_BYTES_PER_THREAD;
 /// High-compression level `bcd ingest` uses by default, chosen by measurement
 /// (BENCHMARKS.md, `--level` table): the lowest level that keeps at least 99% of
 /// the reference's compression ratio on text (99.4%; level 4 gives 98.8%), at about

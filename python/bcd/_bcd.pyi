@@ -113,7 +113,7 @@ class Dataset:
         datasets: tuples or lists of two buffers) as new shards, all or nothing.
 
         ``entries`` may be any iterable, including a generator, and is read
-        lazily: batches of up to 1024 records or 16 MiB are copied, then
+        lazily: batches of up to 256 records or 8 MiB per core are copied, then
         compressed on all cores and written without holding the GIL. Nothing is
         visible until the single commit at the end; on any error, including an
         exception raised by ``entries`` itself (which propagates unchanged),

@@ -16,11 +16,6 @@ use crate::errors::to_py;
 use crate::handle::Handle;
 use crate::options::{lz4_mode_arg, shard_size_arg};
 
-/// Records pulled from the Python iterable per compression round (the core's
-/// extend batches are the same size).
-const BATCH_RECORDS: usize = 1024;
-/// Bytes (keys plus values) pulled per round, at most (or one record, if larger).
-const BATCH_BYTES: usize = 16 << 20;
 /// `get_batch` prefetches batches whose values average at least this many bytes.
 const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
 /// Compressed values at least this large, decompressed, are decompressed without
@@ -199,6 +194,8 @@ impl PyDataset {
         // they are never overwritten.
         let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
 
+        // Pulled from the iterable per compression round: the store's one policy.
+        let (batch_records, batch_bytes) = bcd::batch_limits(self.threads);
         let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut values: Vec<Vec<u8>> = Vec::new();
         let outcome = (|| -> PyResult<()> {
@@ -224,7 +221,7 @@ impl PyDataset {
                             bytes += value.len();
                             values.push(value);
                         }
-                        if pairs.len() + values.len() >= BATCH_RECORDS || bytes >= BATCH_BYTES {
+                        if pairs.len() + values.len() >= batch_records || bytes >= batch_bytes {
                             exhausted = false;
                             break;
                         }

@@ -193,8 +193,9 @@ fn extend_rejected_midway_commits_nothing_and_removes_its_shards() {
     let dir = work.path();
     let mut dataset = open(dir, "open");
 
-    // Dataset::extend compresses and writes in batches of 1024 records: the first
-    // batch is in new shard files when the duplicate key in the second is met.
+    // Dataset::extend compresses and writes in batches (bcd::batch_limits: 256
+    // records per compression thread): the first batches are in new shard files
+    // when the duplicate key in the last one is met.
     let mut bulk = records("bulk", 1100, true, 9, 150, 0);
     bulk.push(bulk[3].clone());
     let err = extend(&mut dataset, &bulk).unwrap_err();
