@@ -462,18 +462,24 @@ impl PyDataset {
             .map_err(to_py)?;
         // Large values may not be in memory: ask for all of them at once, so the
         // disk sees the whole batch rather than one page fault at a time.
-        let mut stored = 0u64;
-        for &index in &resolved {
-            stored = stored.saturating_add(dataset.value_location(index).map_err(to_py)?.len);
-        }
+        // Each value located once: for the stored size here and, uncompressed, for
+        // its view below.
+        let locations = resolved
+            .iter()
+            .map(|&index| dataset.value_location(index))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(to_py)?;
+        let stored = locations
+            .iter()
+            .fold(0u64, |sum, location| sum.saturating_add(location.len));
         if stored >= PREFETCH_MIN_AVERAGE.saturating_mul(resolved.len() as u64) {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
             Compression::None => {
-                let values = resolved
-                    .iter()
-                    .map(|&index| self.value_at(py, &handle, &dataset, index))
+                let values = locations
+                    .into_iter()
+                    .map(|location| handle.views.slice(py, &dataset, location))
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, values)
             }
