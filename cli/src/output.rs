@@ -152,14 +152,7 @@ pub fn flag(field: &str) -> String {
 /// `{:#}` does. Library errors print their own message only and chain their
 /// cause, so this is where the two meet.
 pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
+    bcd_pipeline::error_chain(error)
 }
 
 #[cfg(test)]

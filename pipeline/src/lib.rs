@@ -28,7 +28,7 @@ pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
 };
-pub use spelling::{spell_options, OPTION_FIELDS};
+pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

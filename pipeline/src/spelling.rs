@@ -1,6 +1,21 @@
-//! Options in messages. A library message names an option by its field, in
-//! backquotes (`` `value_column` ``); each front end spells it its own way with
-//! [`spell_options`] (`--value-column` in the CLI, `value_column=` in Python).
+//! Messages as the front ends show them. A library message names an option by
+//! its field, in backquotes (`` `value_column` ``); each front end spells it its
+//! own way with [`spell_options`] (`--value-column` in the CLI, `value_column=` in
+//! Python). A library error prints its own message only and chains its cause;
+//! [`error_chain`] joins them.
+
+/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
+/// `{:#}` does: what the CLI prints and a Python exception's message carries.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
 
 /// The option fields a message of this crate or of `bcd-converters` may name:
 /// the fields of [`SourceOptions`](crate::SourceOptions),

@@ -49,14 +49,7 @@ pub fn to_py(error: bcd::Error) -> PyErr {
 /// errors print their own message only and chain their cause, and a Python
 /// exception's message carries both.
 pub fn message(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
+    bcd_pipeline::error_chain(error)
 }
 
 /// `OSError(errno, message)`: Python picks the subclass from the errno
