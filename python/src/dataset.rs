@@ -476,13 +476,7 @@ impl PyDataset {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
-            Compression::None => {
-                let values = locations
-                    .into_iter()
-                    .map(|location| handle.views.slice(py, &dataset, location))
-                    .collect::<PyResult<Vec<_>>>()?;
-                PyList::new(py, values)
-            }
+            Compression::None => PyList::new(py, handle.views.slices(py, &dataset, &locations)?),
             Compression::Lz4 => {
                 let values =
                     batch_read::decompress_many(py, &dataset, &resolved, stored, self.threads)?;

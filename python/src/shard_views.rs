@@ -43,6 +43,57 @@ impl ShardViews {
         self.locate(dataset, location)?.into_view(py)
     }
 
+    /// The values at `locations`, as [`ShardViews::slice`] would give them one by
+    /// one, made for a batch: a shard with several of the batch's values gets one
+    /// exporter and one view of all of it, and each of its values is a slice of
+    /// that view (one object per value instead of two).
+    pub fn slices<'py>(
+        &self,
+        py: Python<'py>,
+        dataset: &Dataset,
+        locations: &[ValueLocation],
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut shards: Vec<(u64, usize, Option<Bound<'py, PyAny>>)> = Vec::new();
+        for location in locations {
+            match shards
+                .iter_mut()
+                .find(|(shard, ..)| *shard == location.shard)
+            {
+                Some((_, count, _)) => *count += 1,
+                None => shards.push((location.shard, 1, None)),
+            }
+        }
+        let mut values = Vec::with_capacity(locations.len());
+        for &location in locations {
+            let entry = shards
+                .iter_mut()
+                .find(|(shard, ..)| *shard == location.shard)
+                .expect("counted above");
+            if entry.1 == 1 {
+                values.push(self.slice(py, dataset, location)?);
+                continue;
+            }
+            // Checks the value's range against the shard, as a single view would.
+            let value = self.locate(dataset, location)?;
+            let whole = match &entry.2 {
+                Some(whole) => whole.clone(),
+                None => {
+                    let len = value.data.len();
+                    let whole = ValueBuffer {
+                        data: value.data,
+                        start: 0,
+                        len,
+                    }
+                    .into_view(py)?;
+                    entry.2 = Some(whole.clone());
+                    whole
+                }
+            };
+            values.push(slice_view(py, &whole, value_range(location))?);
+        }
+        Ok(values)
+    }
+
     /// The value at `location`, not yet a Python object: this runs no Python
     /// code, so a caller can hold the dataset's lock for it and release the lock
     /// before [`ValueBuffer::into_view`] allocates (an allocation may start a
@@ -127,4 +178,32 @@ impl ValueBuffer {
         }
         Ok(())
     }
+}
+
+/// The byte range of a located value (checked against its shard by `locate`).
+fn value_range(location: ValueLocation) -> std::ops::Range<usize> {
+    let start = location.offset as usize;
+    start..start + location.len as usize
+}
+
+/// `view[range]`, a read-only memoryview sharing `view`'s exporter. The slice
+/// object is made here rather than with `PySlice::new`, which leaks its integer
+/// arguments in pyo3 0.30.1.
+fn slice_view<'py>(
+    py: Python<'py>,
+    view: &Bound<'py, PyAny>,
+    range: std::ops::Range<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let start = range.start.into_pyobject(py)?;
+    let stop = range.end.into_pyobject(py)?;
+    // SAFETY: PySlice_New takes borrowed references to its arguments (alive
+    // here) and returns a new reference, or NULL with an exception set, which
+    // from_owned_ptr_or_err turns into the error.
+    let slice = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PySlice_New(start.as_ptr(), stop.as_ptr(), std::ptr::null_mut()),
+        )?
+    };
+    view.get_item(slice)
 }

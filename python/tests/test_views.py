@@ -4,6 +4,7 @@ for uncompressed datasets, valid for as long as they are held."""
 from __future__ import annotations
 
 import gc
+import random
 
 import numpy as np
 import pytest
@@ -97,3 +98,23 @@ def test_a_numpy_index_works_like_an_int(tmp_path):
     dataset.extend([(b"a", b"1"), (b"b", b"2")])
     assert bytes(dataset.at(np.int64(-1))) == b"2"
     assert bytes(dataset.key_at(np.uint8(0))) == b"a"
+
+
+def test_a_batch_shares_one_view_per_shard_and_each_value_stays_its_own(tmp_path):
+    # Several values per shard (sliced from one view of the shard) and shards
+    # with a single value of the batch (a view of their own), in shuffled order.
+    values = [b"%04d" % i * (i % 5) for i in range(300)]
+    dataset = bcd.Dataset.create(tmp_path / "d", compression=None, max_shard_size=200)
+    dataset.extend(values)
+    order = list(range(300))
+    random.Random(7).shuffle(order)
+    batch = dataset.get_batch(order[:150] + [order[0], 299])
+    assert [bytes(v) for v in batch] == [values[i] for i in order[:150]] + [values[order[0]], values[299]]
+    for view in batch:
+        assert isinstance(view, memoryview) and view.readonly
+        assert type(view.obj).__name__ == "_ShardValue"
+        with pytest.raises(TypeError):
+            view[:1] = b"x"
+    del dataset
+    gc.collect()
+    assert [bytes(v) for v in batch[:150]] == [values[i] for i in order[:150]]
