@@ -7,7 +7,9 @@
 //! valid for as long as anyone holds it, even after the `Dataset` is gone, and
 //! Python code (NumPy's `frombuffer`, PyTorch's `frombuffer`) can use it without
 //! copying. The core maps each shard once and closes its descriptor, so a
-//! handle reading thousands of shards holds no descriptor for them.
+//! handle reading thousands of shards holds no descriptor for them. In a batch
+//! ([`ShardViews::slices`]), the values of a shard read several times are slices
+//! of one view of the whole shard, which share its exporter.
 //!
 //! There is no state here and so no lock: nothing can be held while Python code
 //! runs (an object's allocation or release may run a garbage collection, and
