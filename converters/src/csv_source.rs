@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::regular_file::{read_regular, ReadRegularError};
-use crate::{Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
+use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
 /// Longest row read: a row names one path (and a key), so anything longer is not
 /// a list of paths, and the CSV parser would hold all of it in memory.
@@ -250,6 +250,7 @@ impl CsvSource {
                     file: csv.path.clone(),
                     row: format!("line {line}"),
                 },
+                fields: Fields::new(),
             }));
         }
     }

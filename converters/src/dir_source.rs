@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// What a [`DirSource`] reads.
 #[derive(Clone, Debug, Default)]
@@ -248,6 +248,7 @@ impl Iterator for DirSource {
                 key,
                 value,
                 origin: Origin::File(path),
+                fields: Fields::new(),
             }),
             Err(source) => Err(SourceError::Io { path, source }),
         })

@@ -122,6 +122,7 @@ mod tests {
             key: key.into(),
             value: Vec::new(),
             origin: Origin::File(PathBuf::from(key)),
+            fields: crate::Fields::new(),
         }))
     }
 

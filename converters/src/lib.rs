@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
 pub use fused::Fused;
 
@@ -48,7 +49,7 @@ pub use fused::Fused;
 pub const MAX_VALUE_SIZE: u64 = u32::MAX as u64;
 
 /// One record read from a foreign format.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     /// The key (empty for sources without keys).
     pub key: Vec<u8>,
@@ -56,6 +57,9 @@ pub struct Record {
     pub value: Vec<u8>,
     /// Where it came from, for error messages.
     pub origin: Origin,
+    /// Structured fields stored beside the value (labels, captions, metadata);
+    /// empty when the source was not asked for any.
+    pub fields: Fields,
 }
 
 /// Where a record came from.

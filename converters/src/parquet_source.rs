@@ -36,7 +36,7 @@ use crate::parquet_columns::{
     value_bytes_column, view_schema,
 };
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
-use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
@@ -372,6 +372,7 @@ impl ParquetSource {
                     key: key.flatten().unwrap_or_default().to_vec(),
                     value: value.unwrap_or_default().to_vec(),
                     origin,
+                    fields: Fields::new(),
                 }),
             };
             self.current = Some(file);

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 
 use crate::detect::{self, Compression};
 use crate::tar_reader::{Kind, TarReader};
-use crate::{brace, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{brace, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// An archive to read: a name (a file, or `-` for stdin) or an open stream.
 enum Input {
@@ -270,6 +270,7 @@ fn read_archive(
                 member: name_text,
                 offset,
             },
+            fields: Fields::new(),
         };
         if sender.send(Message::Record(Ok(record))).is_err() {
             return Ok(()); // the consumer stopped

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crate::detect::Compression;
 use crate::example::{self, FeatureError};
-use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
 pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
@@ -269,7 +269,12 @@ impl TfRecordSource {
             Some(name) => example::bytes_feature(&data, name).map_err(bad)?,
             None => data,
         };
-        Ok(Record { key, value, origin })
+        Ok(Record {
+            key,
+            value,
+            origin,
+            fields: Fields::new(),
+        })
     }
 }
 
