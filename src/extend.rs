@@ -9,10 +9,13 @@ use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
 use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
 use crate::fork;
-use crate::format::LZ4_MAX_INPUT_SIZE;
+use crate::format::{
+    commit_file_path, is_sidecar_suffix, parse_commit_file_name, parse_sidecar_name, sidecar_path,
+    COMMIT_FILE_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
+};
 use crate::lz4_block;
 use crate::manifest::{Compression, Manifest, ManifestVersion};
-use crate::shard_writer::ShardWriter;
+use crate::shard_writer::{ShardWriter, WrittenShard};
 
 /// What a committed extend added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +48,8 @@ pub struct Extend<'d> {
     /// reading their keys back.
     new_hashes: Vec<u64>,
     scratch: Vec<u8>,
+    /// The commit file to write with the commit ([`Extend::set_commit_file`]).
+    commit_file: Option<Vec<u8>>,
     poisoned: bool,
     /// The fork generation it began in.
     generation: u64,
@@ -59,6 +64,7 @@ impl Dataset {
         let lock = WriterLock::acquire(&self.dir)?;
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
+        self.remove_stale_files()?;
         let writer = ManuallyDrop::new(ShardWriter::new(
             &self.dir,
             self.storage.clone(),
@@ -72,10 +78,35 @@ impl Dataset {
             new_keys: HashTable::new(),
             new_hashes: Vec::new(),
             scratch: Vec::new(),
+            commit_file: None,
             poisoned: false,
             generation: fork::generation(),
             _lock: lock,
         })
+    }
+
+    /// Removes what writers that did not commit left beside the shards (sidecars of
+    /// shards past the committed count, commit files of states past it, temporary
+    /// commit files), so that this extend's shards never meet a stale sidecar.
+    /// Called with the writer lock held. The shard files themselves are overwritten.
+    fn remove_stale_files(&self) -> Result<()> {
+        let shards = self.manifest.shards;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let stale = parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
+                || parse_commit_file_name(name).is_some_and(|n| n > shards)
+                || name.starts_with(COMMIT_FILE_TMP_PREFIX);
+            if stale {
+                let path = entry.path();
+                self.storage
+                    .remove(&path)
+                    .map_err(|e| Error::io("remove stale file", &path, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// Adds `(key, value)` records to a keyed dataset, all or nothing: on any error
@@ -184,6 +215,70 @@ impl Extend<'_> {
 
     fn forked(&self) -> bool {
         self.generation != fork::generation()
+    }
+
+    /// The shards finished since the last call (full ones: the shard being written
+    /// is not among them), in order, with their fingerprints: for writers of
+    /// sidecars, which write a shard's sidecars once its records are known.
+    pub fn take_finished_shards(&mut self) -> Vec<WrittenShard> {
+        self.writer.take_finished()
+    }
+
+    /// Finishes the shard being written, so the next record starts a new one, and
+    /// returns every finished shard not yet taken. Called before [`Extend::commit`]
+    /// by writers of sidecars, whose last shard's sidecars must be written before
+    /// the commit.
+    pub fn close_shard(&mut self) -> Result<Vec<WrittenShard>> {
+        self.check_process()?;
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        if let Err(e) = self.writer.close_shard() {
+            self.poison();
+            return Err(e);
+        }
+        Ok(self.writer.take_finished())
+    }
+
+    /// Writes `bytes` as shard `shard`'s sidecar with `suffix` (`{shard:06}.{suffix}`),
+    /// durably (fsynced; the commit fsyncs the directory). `shard` must be a shard
+    /// this extend wrote. The file is committed with the shards, and removed with
+    /// them if the extend is not.
+    pub fn write_sidecar(&mut self, shard: u64, suffix: &str, bytes: &[u8]) -> Result<()> {
+        self.check_process()?;
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        if !is_sidecar_suffix(suffix) {
+            return Err(Error::InvalidOption(format!(
+                "{suffix:?} cannot name a sidecar file"
+            )));
+        }
+        if shard < self.dataset.manifest.shards || shard >= self.writer.next_shard() {
+            return Err(Error::InvalidOption(format!(
+                "shard {shard} is not one this extend wrote"
+            )));
+        }
+        let path = sidecar_path(&self.dataset.dir, shard, suffix);
+        self.writer.register(path.clone());
+        if let Err(e) = write_durably(self.dataset.storage.as_ref(), &path, bytes) {
+            self.poison();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Sets the commit file to write with the commit: `commit.{shards:06}.json` of
+    /// the new state, written and fsynced before the manifest. With no record
+    /// pushed, the commit replaces the current state's commit file atomically (a
+    /// metadata-only commit). The bytes are opaque to this crate.
+    pub fn set_commit_file(&mut self, bytes: Vec<u8>) {
+        self.commit_file = Some(bytes);
+    }
+
+    fn poison(&mut self) {
+        self.poisoned = true;
+        self.writer.abort();
     }
 
     /// Records pushed so far.
@@ -426,8 +521,7 @@ impl Extend<'_> {
     fn write_hashed(&mut self, key: &[u8], stored: &[u8], hash: Option<u64>) -> Result<()> {
         ShardWriter::check_sizes(key, stored)?;
         if let Err(e) = self.writer.append(key, stored) {
-            self.poisoned = true;
-            self.writer.abort();
+            self.poison();
             return Err(e);
         }
         if self.dataset.keyed() {
@@ -454,6 +548,9 @@ impl Extend<'_> {
         }
         let first_shard = self.dataset.manifest.shards;
         if self.writer.records() == 0 {
+            if let Some(bytes) = self.commit_file.take() {
+                self.replace_commit_file(&bytes)?;
+            }
             return Ok(ExtendSummary::default());
         }
         let shards = match self.writer.finish() {
@@ -463,6 +560,14 @@ impl Extend<'_> {
                 return Err(e);
             }
         };
+        if let Some(bytes) = self.commit_file.take() {
+            let path = commit_file_path(&self.dataset.dir, shards);
+            self.writer.register(path.clone());
+            if let Err(e) = write_durably(self.dataset.storage.as_ref(), &path, &bytes) {
+                self.writer.abort();
+                return Err(e);
+            }
+        }
         let manifest = Manifest {
             shards,
             version: ManifestVersion::V0_3,
@@ -502,6 +607,48 @@ impl Extend<'_> {
             })?;
         Ok(summary)
     }
+}
+
+impl Extend<'_> {
+    /// A metadata-only commit: the current state's commit file replaced by
+    /// `bytes`, atomically (a temporary file, fsynced, renamed over it, and the
+    /// directory fsynced).
+    fn replace_commit_file(&mut self, bytes: &[u8]) -> Result<()> {
+        let dir = &self.dataset.dir;
+        let shards = self.dataset.manifest.shards;
+        let storage = self.dataset.storage.as_ref();
+        let target = commit_file_path(dir, shards);
+        let tmp = dir.join(format!("{COMMIT_FILE_TMP_PREFIX}{shards:06}.json.tmp"));
+        let replace = || -> Result<()> {
+            write_durably(storage, &tmp, bytes)?;
+            storage
+                .rename(&tmp, &target)
+                .map_err(|e| Error::io("rename", &tmp, e))
+        };
+        if let Err(e) = replace() {
+            let _ = storage.remove(&tmp);
+            return Err(e);
+        }
+        storage
+            .sync_dir(dir)
+            .map_err(|source| Error::CommittedNotDurable {
+                path: dir.clone(),
+                source,
+            })
+    }
+}
+
+/// Creates `path` holding `bytes`, fsynced.
+fn write_durably(
+    storage: &dyn crate::storage::Storage,
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> Result<()> {
+    let mut file = storage
+        .create(path)
+        .map_err(|e| Error::io("create", path, e))?;
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| Error::io("write", path, e))?;
+    file.sync().map_err(|e| Error::io("fsync", path, e))
 }
 
 impl Drop for Extend<'_> {

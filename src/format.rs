@@ -76,3 +76,108 @@ pub fn parse_shard_name(name: &str) -> Option<u64> {
     }
     stem.parse().ok()
 }
+
+/// Prefix of a commit file's name: `commit.{shards:06}.json` describes the
+/// committed state with that many shards (schema, metadata and statistics of the
+/// fields beside the records; FORMAT.md, "Fields"). The reference ignores it.
+pub const COMMIT_FILE_PREFIX: &str = "commit.";
+/// Extension of a commit file.
+pub const COMMIT_FILE_EXTENSION: &str = "json";
+/// Prefix of the temporary name a commit file is written under when it replaces
+/// an existing one (a metadata-only commit).
+pub const COMMIT_FILE_TMP_PREFIX: &str = ".commit.";
+/// Longest suffix of a sidecar file's name (`fields.arrow` in `000003.fields.arrow`).
+pub const MAX_SIDECAR_SUFFIX: usize = 32;
+
+/// Path of shard `id`'s sidecar with `suffix`: `{id:06}.{suffix}`. Sidecars are
+/// files beside a shard that this project writes and the reference ignores.
+pub fn sidecar_path(dir: &Path, id: u64, suffix: &str) -> PathBuf {
+    dir.join(format!("{id:06}.{suffix}"))
+}
+
+/// Whether `suffix` can name a sidecar: 1 to [`MAX_SIDECAR_SUFFIX`] characters of
+/// `[a-z0-9._-]`, starting with a letter, and not a shard file's own extension.
+pub fn is_sidecar_suffix(suffix: &str) -> bool {
+    (1..=MAX_SIDECAR_SUFFIX).contains(&suffix.len())
+        && suffix.as_bytes()[0].is_ascii_lowercase()
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+        && suffix != DATA_EXTENSION
+        && suffix != INDEX_EXTENSION
+}
+
+/// The shard number and suffix of a file named like a sidecar (`000042.stats.json`).
+pub fn parse_sidecar_name(name: &str) -> Option<(u64, &str)> {
+    let (stem, suffix) = name.split_once('.')?;
+    if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) || !is_sidecar_suffix(suffix) {
+        return None;
+    }
+    Some((stem.parse().ok()?, suffix))
+}
+
+/// Path of the commit file of the state with `shards` committed shards.
+pub fn commit_file_path(dir: &Path, shards: u64) -> PathBuf {
+    dir.join(format!(
+        "{COMMIT_FILE_PREFIX}{shards:06}.{COMMIT_FILE_EXTENSION}"
+    ))
+}
+
+/// The shard count of a file named like a commit file (`commit.000042.json`).
+pub fn parse_commit_file_name(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(COMMIT_FILE_PREFIX)?;
+    let stem = rest
+        .strip_suffix(COMMIT_FILE_EXTENSION)?
+        .strip_suffix('.')?;
+    if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sidecar_names() {
+        let dir = Path::new("d");
+        assert_eq!(
+            sidecar_path(dir, 3, "fields.arrow"),
+            Path::new("d/000003.fields.arrow")
+        );
+        assert_eq!(
+            parse_sidecar_name("000003.fields.arrow"),
+            Some((3, "fields.arrow"))
+        );
+        assert_eq!(
+            parse_sidecar_name("1234567.stats.json"),
+            Some((1_234_567, "stats.json"))
+        );
+        for not in [
+            "000003.bin",
+            "000003.idx",
+            "00003.stats.json",
+            "000003.",
+            "000003.Stats",
+            "x00003.a",
+            "000003.9a",
+        ] {
+            assert_eq!(parse_sidecar_name(not), None, "{not}");
+        }
+        assert_eq!(commit_file_path(dir, 7), Path::new("d/commit.000007.json"));
+        assert_eq!(parse_commit_file_name("commit.000007.json"), Some(7));
+        assert_eq!(
+            parse_commit_file_name("commit.1000000.json"),
+            Some(1_000_000)
+        );
+        for not in [
+            "commit.7.json",
+            "commit.000007.jsonx",
+            "commit.000007",
+            ".commit.000007.json",
+        ] {
+            assert_eq!(parse_commit_file_name(not), None, "{not}");
+        }
+    }
+}

@@ -27,6 +27,7 @@ mod commit;
 mod dataset;
 mod error;
 mod extend;
+mod fingerprint;
 pub mod fork;
 pub mod format;
 mod index_file;
@@ -36,7 +37,8 @@ mod manifest;
 mod mapping;
 mod reader;
 mod shard;
-mod shard_writer;
+pub(crate) mod shard_writer;
+mod sidecars;
 pub mod storage;
 mod teardown;
 mod verify;
@@ -51,6 +53,8 @@ pub use error::{DisplayKey, Error, Result};
 pub use extend::{
     batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
+pub use fingerprint::ShardFingerprint;
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
+pub use shard_writer::WrittenShard;

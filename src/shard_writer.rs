@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fingerprint::{FingerprintBuilder, ShardFingerprint};
 use crate::format::{shard_paths, MAX_FIELD_SIZE};
 use crate::storage::{Storage, StorageFile};
 
@@ -17,6 +18,17 @@ struct OpenShard {
     data_path: PathBuf,
     index_path: PathBuf,
     size: u64,
+    id: u64,
+    fingerprint: FingerprintBuilder,
+}
+
+/// A shard a writer finished: flushed and fsynced, not yet committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrittenShard {
+    /// Its number.
+    pub id: u64,
+    /// Its content's fingerprint.
+    pub fingerprint: ShardFingerprint,
 }
 
 /// Appends records to shards `first_id, first_id + 1, ...` of a directory.
@@ -31,6 +43,8 @@ pub struct ShardWriter {
     created: Vec<PathBuf>,
     records: u64,
     bytes: u64,
+    /// Shards finished and not yet taken by [`ShardWriter::take_finished`].
+    finished: Vec<WrittenShard>,
 }
 
 impl ShardWriter {
@@ -52,7 +66,13 @@ impl ShardWriter {
             created: Vec::new(),
             records: 0,
             bytes: 0,
+            finished: Vec::new(),
         }
+    }
+
+    /// The number the next new shard gets (one past the last shard written).
+    pub fn next_shard(&self) -> u64 {
+        self.next_id
     }
 
     /// Records appended so far.
@@ -109,6 +129,9 @@ impl ShardWriter {
             .index
             .write_all(entry)
             .map_err(|e| Error::io("write", &shard.index_path, e))?;
+        shard.fingerprint.data(key);
+        shard.fingerprint.data(stored);
+        shard.fingerprint.index(entry, 1);
         shard.size += record_size;
         self.records += 1;
         self.bytes += record_size;
@@ -134,6 +157,8 @@ impl ShardWriter {
             data_path,
             index_path,
             size: 0,
+            id: self.next_id,
+            fingerprint: FingerprintBuilder::default(),
         });
         self.next_id += 1;
         Ok(())
@@ -141,6 +166,10 @@ impl ShardWriter {
 
     fn finish_current(&mut self) -> Result<()> {
         if let Some(shard) = self.current.take() {
+            let written = WrittenShard {
+                id: shard.id,
+                fingerprint: shard.fingerprint.finish(),
+            };
             for (writer, path) in [
                 (shard.data, shard.data_path),
                 (shard.index, shard.index_path),
@@ -150,8 +179,24 @@ impl ShardWriter {
                     .map_err(|e| Error::io("write", &path, e.into_error()))?;
                 file.sync().map_err(|e| Error::io("fsync", &path, e))?;
             }
+            self.finished.push(written);
         }
         Ok(())
+    }
+
+    /// Closes the current shard, if any, so that the next record starts a new one.
+    pub fn close_shard(&mut self) -> Result<()> {
+        self.finish_current()
+    }
+
+    /// The shards finished (flushed and fsynced) since the last call, in order.
+    pub fn take_finished(&mut self) -> Vec<WrittenShard> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Registers a file written beside the shards, so an abort removes it too.
+    pub fn register(&mut self, path: PathBuf) {
+        self.created.push(path);
     }
 
     /// Flushes and fsyncs the last shard and returns the shard count the manifest
@@ -172,6 +217,7 @@ impl ShardWriter {
     /// uncommitted leftovers, which readers ignore and the next extend overwrites.
     pub fn abort(&mut self) {
         self.current = None;
+        self.finished.clear();
         for path in self.created.drain(..) {
             let _ = self.storage.remove(&path);
         }

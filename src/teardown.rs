@@ -17,7 +17,8 @@ impl Dataset {
     /// Takes the writer lock and re-reads the manifest first: if another writer
     /// committed records meanwhile, nothing is removed and the result is
     /// [`Error::NotEmpty`]. Removes the manifest, leftovers of interrupted writes
-    /// ([`Dataset::uncommitted_files`]), the persisted index and the lock file.
+    /// ([`Dataset::uncommitted_files`]), the persisted index, the commit file of
+    /// the empty state and the lock file.
     pub fn remove_empty(self, remove_directory: bool) -> Result<()> {
         let dir = self.dir.clone();
         let storage = self.storage.clone();
@@ -45,6 +46,7 @@ impl Dataset {
             remove(&leftover)?;
         }
         remove(&dir.join(INDEX_FILE_NAME))?;
+        remove(&crate::format::commit_file_path(&dir, 0))?;
         remove(&dir.join(LOCK_NAME))?;
         drop(lock);
         if remove_directory {

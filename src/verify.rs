@@ -9,8 +9,9 @@ use crate::manifest::Compression;
 use crate::Dataset;
 
 impl Dataset {
-    /// Files in the directory left by interrupted writes: shard files numbered at or
-    /// beyond the manifest's count and the temporary manifest. Readers ignore them and
+    /// Files in the directory left by interrupted writes: shard files and sidecars
+    /// numbered at or beyond the manifest's count, commit files of later states,
+    /// and temporary files. Readers ignore them and
     /// the next extend overwrites them; they are safe to delete while no one writes.
     pub fn uncommitted_files(&self) -> Result<Vec<PathBuf>> {
         uncommitted_files_in(&self.dir, self.shards())
@@ -59,7 +60,10 @@ pub(crate) fn uncommitted_files_in(dir: &Path, shards: u64) -> Result<Vec<PathBu
         let Some(name) = name.to_str() else { continue };
         let leftover = name == crate::format::MANIFEST_TMP_NAME
             || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
-            || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards);
+            || name.starts_with(crate::format::COMMIT_FILE_TMP_PREFIX)
+            || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards)
+            || crate::format::parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
+            || crate::format::parse_commit_file_name(name).is_some_and(|n| n > shards);
         if leftover {
             found.push(entry.path());
         }
