@@ -224,3 +224,9 @@ impl Deref for ShardData {
         &self.0
     }
 }
+
+impl AsRef<[u8]> for ShardData {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}

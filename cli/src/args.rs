@@ -82,14 +82,33 @@ pub enum Command {
         /// Write the value to FILE instead of stdout.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Print the record's fields as one JSON object instead of its value.
+        #[arg(long, conflicts_with = "output")]
+        fields: bool,
     },
     /// List keys, one per line (record indexes for keyless datasets).
     Ls {
         /// The dataset directory.
         dataset: PathBuf,
         /// End each key with a NUL byte instead of a newline (for keys containing newlines).
-        #[arg(long, short = '0')]
+        #[arg(long, short = '0', conflicts_with = "fields")]
         null: bool,
+        /// Print one JSON object per record instead: `key` (or `index` for keyless
+        /// datasets) and every field by its name (binary values base64-encoded).
+        #[arg(long)]
+        fields: bool,
+    },
+    /// Show the statistics kept at write time: sizes, and per field nulls,
+    /// min/max, distinct values and label counts (read, not computed from the records).
+    Stats {
+        /// The dataset directory.
+        dataset: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Add per-shard figures.
+        #[arg(long)]
+        shards: bool,
     },
     /// Read directory trees, tar/WebDataset archives, Parquet, CSV or TFRecord
     /// files into a dataset, in one commit.

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use bcd::{Compression, CreateOptions, Dataset};
+use bcd_pipeline::fields::DatasetFields;
 
 use crate::args::{Cli, Command};
 use crate::output::{say, stdout_error, stdout_text, UsageError};
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             index,
             hex,
             output,
+            fields,
         } => {
             // The key first: a malformed --hex KEY is a usage error, whatever the
             // dataset.
@@ -57,6 +59,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 (None, None) => unreachable!("clap requires KEY or --index"),
             };
+            if fields {
+                let line = record_fields_json(&dataset, &DatasetFields::load(&dataset)?, position)?;
+                stdout_text(&format!("{line}\n"))
+                    .map_err(stdout_error("writing the fields to stdout failed"))?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let value = dataset.at(position)?;
             match output {
                 Some(path) => fs::write(&path, &value)
@@ -71,7 +79,27 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ls { dataset, null } => {
+        Command::Ls {
+            dataset,
+            fields: true,
+            ..
+        } => ls_fields(&Dataset::open(&dataset)?),
+        Command::Stats {
+            dataset,
+            json,
+            shards,
+        } => {
+            let dataset = Dataset::open(&dataset)?;
+            let report = bcd_pipeline::fields::stats_report(&dataset, shards)?;
+            let text = if json {
+                format!("{report}\n")
+            } else {
+                crate::stats_cmd::render(&report)
+            };
+            stdout_text(&text).map_err(stdout_error("writing the statistics to stdout failed"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ls { dataset, null, .. } => {
             let dataset = Dataset::open(&dataset)?;
             let end = if null { b'\0' } else { b'\n' };
             let mut out = io::BufWriter::new(io::stdout().lock());
@@ -93,7 +121,77 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The fields of record `index` as one JSON object, with its `key` (or
+/// `index` for keyless datasets) first.
+fn record_fields_json(
+    dataset: &Dataset,
+    fields: &DatasetFields,
+    index: usize,
+) -> Result<serde_json::Value> {
+    let shard = dataset.value_location(index)?.shard;
+    let mut local = index - dataset.shard_first_record(shard) as usize;
+    let mut object = serde_json::Map::new();
+    identify(dataset, index, &mut object)?;
+    for batch in fields.shard_batches(dataset, shard, None)? {
+        if local < batch.num_rows() {
+            object.extend(bcd_fields::row_to_json(&batch, local));
+            break;
+        }
+        local -= batch.num_rows();
+    }
+    Ok(serde_json::Value::Object(object))
+}
+
+/// `"key"` (as text when UTF-8, else `"key_hex"`) or `"index"`.
+fn identify(
+    dataset: &Dataset,
+    index: usize,
+    object: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    if dataset.keyed() {
+        let key = dataset.key_at(index)?;
+        match std::str::from_utf8(key) {
+            Ok(text) => object.insert("key".into(), text.into()),
+            Err(_) => object.insert(
+                "key_hex".into(),
+                bcd::DisplayKey(key.to_vec()).to_string().into(),
+            ),
+        };
+    } else {
+        object.insert("index".into(), index.into());
+    }
+    Ok(())
+}
+
+/// `bcd ls --fields`: one JSON object per record, shard by shard.
+fn ls_fields(dataset: &Dataset) -> Result<ExitCode> {
+    let fields = DatasetFields::load(dataset)?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let failed = || stdout_error("writing the records to stdout failed");
+    let mut index = 0;
+    for shard in 0..dataset.shards() {
+        for batch in fields.shard_batches(dataset, shard, None)? {
+            for row in 0..batch.num_rows() {
+                let mut object = serde_json::Map::new();
+                identify(dataset, index, &mut object)?;
+                object.extend(bcd_fields::row_to_json(&batch, row));
+                writeln!(out, "{}", serde_json::Value::Object(object)).map_err(failed())?;
+                index += 1;
+            }
+        }
+    }
+    out.flush().map_err(failed())?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
+    let fields = DatasetFields::load(dataset)?;
+    let schema: Vec<serde_json::Value> = fields
+        .schema
+        .fields()
+        .iter()
+        .map(|f| serde_json::json!({"name": f.name(), "type": f.data_type().to_string()}))
+        .collect();
     let manifest = dataset.manifest();
     let compression = manifest.compression.as_manifest_str();
     let version = match manifest.version {
@@ -111,6 +209,8 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
             "records": dataset.len(),
             "stored_bytes": dataset.stored_bytes(),
             "manifest_version": version,
+            "schema": schema,
+            "metadata": fields.metadata,
         });
         writeln!(out, "{object}")?;
     } else {
@@ -122,6 +222,19 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
         writeln!(out, "records:        {}", dataset.len())?;
         writeln!(out, "stored bytes:   {}", dataset.stored_bytes())?;
         writeln!(out, "manifest:       bitcask-dataset {version} layout")?;
+        if !schema.is_empty() {
+            writeln!(out, "fields:")?;
+            for field in fields.schema.fields() {
+                writeln!(out, "  {}: {}", field.name(), field.data_type())?;
+            }
+        }
+        if !fields.metadata.is_empty() {
+            writeln!(
+                out,
+                "metadata:       {}",
+                serde_json::Value::Object(fields.metadata.clone())
+            )?;
+        }
     }
     stdout_text(&out).map_err(stdout_error("writing the information to stdout failed"))?;
     Ok(ExitCode::SUCCESS)

@@ -8,6 +8,7 @@ mod commands;
 mod ingest_cmd;
 mod output;
 mod signals;
+mod stats_cmd;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -12,6 +12,7 @@ use std::time::Instant;
 use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
 use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
 
+use crate::fields::{FieldsIoError, FieldsWriter};
 use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
@@ -151,6 +152,10 @@ pub enum IngestError {
         /// The dataset's max_shard_size.
         dataset: u64,
     },
+    /// Fields that cannot be stored (a type conflicting with the dataset's or
+    /// with earlier records'), or a corrupt file of fields; nothing was committed.
+    #[error(transparent)]
+    Fields(#[from] FieldsIoError),
     /// A bug: a thread of the pipeline panicked (the dataset is still unchanged).
     #[error("internal error (this is a bug, please report it): {0}; nothing was committed")]
     Internal(&'static str),
@@ -366,6 +371,8 @@ fn run(
     let (max_records, max_bytes) = bcd::batch_limits(jobs);
 
     let mut extend = dataset.begin_extend()?;
+    let mut fields = FieldsWriter::begin(extend.dataset())?;
+    fields.add_metadata(source.metadata());
     let mut state = Progress::default();
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
     let interrupt = options.interrupt.clone();
@@ -405,13 +412,28 @@ fn run(
                     origin: record.origin.clone(),
                 });
             }
+            let mut left_out = skipped.iter().peekable();
+            for (at, record) in batch.iter().enumerate() {
+                if left_out.next_if_eq(&&at).is_none() {
+                    fields.push(
+                        record.key.len(),
+                        record.value.len(),
+                        &record.fields,
+                        &record.origin,
+                    )?;
+                }
+            }
             state.skipped += skipped.len() as u64;
             state.records += (records.len() - skipped.len()) as u64;
         } else {
             let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
             extend.push_value_batch(&values)?;
+            for record in &batch {
+                fields.push(0, record.value.len(), &record.fields, &record.origin)?;
+            }
             state.records += values.len() as u64;
         }
+        fields.shards_finished(&mut extend)?;
         state.bytes_stored = extend.bytes_stored();
         progress(&state);
     }
@@ -424,6 +446,7 @@ fn run(
         return Err(IngestError::Interrupted);
     }
 
+    fields.finish(&mut extend)?;
     let committed = extend.commit()?;
     Ok(IngestSummary {
         records: committed.records,

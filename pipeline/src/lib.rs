@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod export;
+pub mod fields;
 mod ingest;
 mod options;
 mod sources;

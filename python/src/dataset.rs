@@ -6,13 +6,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
 
 use bcd::{Compression, CreateOptions, Dataset, Lz4Mode};
+use bcd_fields::Fields;
+use bcd_pipeline::fields::FieldsWriter;
 
 use crate::batch_read;
 use crate::buffers::{self, Role};
-use crate::errors::to_py;
+use crate::errors::{fields_to_py, to_py};
+use crate::field_values;
+use crate::fields_read;
 use crate::handle::Handle;
 use crate::options::{lz4_mode_arg, shard_size_arg};
 
@@ -185,6 +189,7 @@ impl PyDataset {
         handle: &Handle,
         entries: &mut Bound<'_, PyIterator>,
         mode: Lz4Mode,
+        metadata: serde_json::Map<String, serde_json::Value>,
     ) -> PyResult<()> {
         let mut guard = handle.write(py)?;
         let dataset: &mut Dataset = &mut guard;
@@ -193,6 +198,11 @@ impl PyDataset {
         // Takes the writer lock and picks up shards other handles committed, so
         // they are never overwritten.
         let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
+        let mut fields = py
+            .detach(|| FieldsWriter::begin(extend.dataset()))
+            .map_err(fields_to_py)?;
+        fields.add_metadata(metadata);
+        let mut rows: Vec<Fields> = Vec::new();
 
         // Pulled from the iterable per compression round: the store's one policy.
         let (batch_records, batch_bytes) = bcd::batch_limits(self.threads);
@@ -212,14 +222,27 @@ impl PyDataset {
                     for entry in entries.by_ref() {
                         let entry = entry?;
                         extend.check_process().map_err(to_py)?;
-                        if keyed {
+                        if let Ok(dict) = entry.cast::<PyDict>() {
+                            let (key, value, record) = field_values::dict_entry(dict, keyed)?;
+                            bytes += value.len();
+                            match key {
+                                Some(key) => {
+                                    bytes += key.len();
+                                    pairs.push((key, value));
+                                }
+                                None => values.push(value),
+                            }
+                            rows.push(record);
+                        } else if keyed {
                             let (key, value) = buffers::keyed_entry(&entry)?;
                             bytes += key.len() + value.len();
                             pairs.push((key, value));
+                            rows.push(Fields::new());
                         } else {
                             let value = buffers::keyless_entry(&entry)?;
                             bytes += value.len();
                             values.push(value);
+                            rows.push(Fields::new());
                         }
                         if pairs.len() + values.len() >= batch_records || bytes >= batch_bytes {
                             exhausted = false;
@@ -234,18 +257,35 @@ impl PyDataset {
                 }
                 // Compress on all cores and write, without the GIL.
                 let extend = &mut extend;
-                let (pairs, values) = (&mut pairs, &mut values);
-                py.detach(move || {
+                let fields = &mut fields;
+                let (pairs, values, rows) = (&mut pairs, &mut values, &mut rows);
+                py.detach(move || -> PyResult<()> {
                     let pushed = if keyed {
                         extend.push_batch(pairs)
                     } else {
                         extend.push_value_batch(values)
                     };
+                    pushed.map_err(to_py)?;
+                    let sizes = pairs
+                        .iter()
+                        .map(|(k, v)| (k.len(), v.len()))
+                        .chain(values.iter().map(|v| (0, v.len())));
+                    for ((index, (key_len, raw_len)), row) in sizes.enumerate().zip(rows.iter()) {
+                        fields
+                            .push(
+                                key_len,
+                                raw_len,
+                                row,
+                                &format_args!("record {index} of the batch"),
+                            )
+                            .map_err(fields_to_py)?;
+                    }
+                    fields.shards_finished(extend).map_err(fields_to_py)?;
                     pairs.clear();
                     values.clear();
-                    pushed
-                })
-                .map_err(to_py)?;
+                    rows.clear();
+                    Ok(())
+                })?;
                 if exhausted {
                     return Ok(());
                 }
@@ -253,7 +293,14 @@ impl PyDataset {
         })();
         match outcome {
             Ok(()) => {
-                py.detach(move || extend.commit()).map_err(to_py)?;
+                py.detach(move || -> PyResult<()> {
+                    if let Err(e) = fields.finish(&mut extend) {
+                        drop(extend);
+                        return Err(fields_to_py(e));
+                    }
+                    extend.commit().map_err(to_py)?;
+                    Ok(())
+                })?;
                 Ok(())
             }
             Err(error) => {
@@ -501,13 +548,15 @@ impl PyDataset {
     /// (or pairs), ValueError for duplicate keys, BlockingIOError if another
     /// writer holds the dataset, RuntimeError in a process forked while this
     /// extend pulled its entries (only the parent commits it).
-    #[pyo3(signature = (entries, *, level = None))]
+    #[pyo3(signature = (entries, *, level = None, metadata = None))]
     fn extend(
         &self,
         py: Python<'_>,
         entries: &Bound<'_, PyAny>,
         level: Option<&Bound<'_, PyAny>>,
+        metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let metadata = field_values::metadata_arg(metadata)?;
         // Without `level`, the reference's bytes: level 9 on every value.
         let mode = lz4_mode_arg(level, Lz4Mode::default())?;
         buffers::check_not_single_buffer(entries)?;
@@ -515,7 +564,99 @@ impl PyDataset {
         let handle = self.handle(py)?;
         // The iterator outlives the lock: dropping a generator runs its cleanup
         // code, which may use this dataset.
-        self.extend_locked(py, &handle, &mut entries, mode)
+        self.extend_locked(py, &handle, &mut entries, mode, metadata)
+    }
+
+    /// The dataset schema: a `pyarrow.Schema` of the fields stored beside the
+    /// records (empty for a dataset without fields). Imports pyarrow.
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        fields_read::schema(py, &dataset)
+    }
+
+    /// The dataset metadata (class names, description, sources, ...) as of the
+    /// state this handle reads: a dict.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle(py)?;
+        let text = {
+            let dataset = handle.read(py);
+            fields_read::metadata_json(&dataset)?
+        };
+        py.import("json")?.call_method1("loads", (text,))
+    }
+
+    /// The fields of every record, in record order, as a `pyarrow.Table` (one
+    /// row per record; `columns`: only those). Columns are read from each shard's
+    /// memory-mapped fields file without copying where their type allows; shards
+    /// without fields read as nulls. Imports pyarrow.
+    #[pyo3(signature = (columns = None))]
+    fn fields<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle(py)?;
+        let (schema, batches) = {
+            let dataset = handle.read(py);
+            let dataset: &Dataset = &dataset;
+            py.detach(|| fields_read::batches(dataset, columns.as_deref(), None))
+                .map_err(fields_to_py)?
+        };
+        fields_read::to_pyarrow(py, schema, batches)
+    }
+
+    /// Record `index` (negative counts from the end) as a dict: `"key"` (keyed
+    /// datasets), `"value"` (as `at` returns it) and every field by its name
+    /// (as pyarrow converts it to Python). Imports pyarrow.
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let index = self.index_arg(py, index)?;
+        let handle = self.handle(py)?;
+        let (index, schema, batches) = {
+            let dataset = handle.read(py);
+            let index = dataset.resolve_index(index).map_err(to_py)?;
+            let (schema, batches) =
+                fields_read::batches(&dataset, None, Some(index)).map_err(fields_to_py)?;
+            (index, schema, batches)
+        };
+        let table = fields_read::to_pyarrow(py, schema, batches)?;
+        let rows = table.call_method0("to_pylist")?;
+        let row = rows.get_item(0)?;
+        let out = PyDict::new(py);
+        {
+            let dataset = handle.read(py);
+            if self.keyed {
+                out.set_item(
+                    "key",
+                    PyBytes::new(py, dataset.key_at(index).map_err(to_py)?),
+                )?;
+            }
+            out.set_item("value", self.value_at(py, &handle, &dataset, index)?)?;
+        }
+        out.call_method1("update", (row,))?;
+        Ok(out.into_any())
+    }
+
+    /// The statistics kept at write time, as `bcd stats --json` prints them: a
+    /// dict (per-shard figures under `"per_shard"` with `shards=True`). Reads no
+    /// record of shards written by this package.
+    #[pyo3(signature = (*, shards = false))]
+    fn stats<'py>(&self, py: Python<'py>, shards: bool) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle(py)?;
+        let text = {
+            let dataset = handle.read(py);
+            let dataset: &Dataset = &dataset;
+            py.detach(|| bcd_pipeline::fields::stats_report(dataset, shards))
+                .map_err(fields_to_py)?
+                .to_string()
+        };
+        py.import("json")?.call_method1("loads", (text,))
     }
 
     /// Pickles as the path alone: worker processes reopen the dataset.

@@ -45,6 +45,16 @@ pub fn to_py(error: bcd::Error) -> PyErr {
     }
 }
 
+/// A fields error as a Python exception: the store's as [`to_py`] maps them, a
+/// refused field (a type conflict, a wrong value) or a corrupt file of fields
+/// as `ValueError`.
+pub fn fields_to_py(error: bcd_pipeline::fields::FieldsIoError) -> PyErr {
+    match error {
+        bcd_pipeline::fields::FieldsIoError::Store(e) => to_py(e),
+        other => PyValueError::new_err(message(&other)),
+    }
+}
+
 /// An error and its causes (its `source()` chain), joined by ": ": the core's
 /// errors print their own message only and chain their cause, and a Python
 /// exception's message carries both.

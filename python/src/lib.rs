@@ -8,6 +8,8 @@ mod batch_read;
 mod buffers;
 mod dataset;
 mod errors;
+mod field_values;
+mod fields_read;
 mod handle;
 mod ingest;
 mod options;

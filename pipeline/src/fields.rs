@@ -1,0 +1,409 @@
+//! Fields beside the records (FORMAT.md, "Fields"): the writer that rides along
+//! an extend (one Arrow file and one statistics file per shard, then the commit
+//! file with the dataset's schema, metadata and statistics totals), and the
+//! reader of a committed state. The encodings are `bcd-fields`'; the files and
+//! their commit are the store's.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use bcd::{Compression, Dataset, Extend, ShardFingerprint, WrittenShard};
+use bcd_fields::{
+    align, decode_shard, encode_shard, BatchBuilder, CommitFile, DatasetSchema, Fields,
+    FieldsError, Fingerprint, ShardStats,
+};
+use serde_json::{Map, Value};
+
+/// Suffix of a shard's Arrow file of fields (`000003.fields.arrow`).
+pub const FIELDS_SUFFIX: &str = "fields.arrow";
+/// Suffix of a shard's statistics file (`000003.stats.json`).
+pub const STATS_SUFFIX: &str = "stats.json";
+/// Largest commit file read.
+pub const MAX_COMMIT_FILE: u64 = 64 << 20;
+/// Largest statistics file read.
+pub const MAX_STATS_FILE: u64 = 16 << 20;
+
+/// Why fields could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FieldsIoError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] bcd::Error),
+    /// Fields were refused (a type conflict, a value of the wrong type) or a
+    /// file of fields is corrupt; the message names the field or the file.
+    #[error(transparent)]
+    Fields(#[from] FieldsError),
+}
+
+/// The fingerprint as `bcd-fields` stores it.
+pub fn fingerprint(f: &ShardFingerprint) -> Fingerprint {
+    Fingerprint {
+        records: f.records,
+        data_len: f.data_len,
+        index_xxh3: f.index_xxh3,
+        edges_xxh3: f.edges_xxh3,
+    }
+}
+
+/// One record waiting for its shard to end: what the statistics need.
+struct Pending {
+    key_len: u64,
+    raw_len: u64,
+}
+
+/// Writes the fields and statistics of the records pushed through an
+/// [`Extend`], shard by shard, and the commit file. Push each record's fields
+/// with [`FieldsWriter::push`] in the order the records were pushed to the
+/// extend (records it left out as duplicates are not pushed), call
+/// [`FieldsWriter::shards_finished`] after every push to the extend, and
+/// [`FieldsWriter::finish`] before committing it.
+pub struct FieldsWriter {
+    builder: BatchBuilder,
+    pending: VecDeque<Pending>,
+    schema: DatasetSchema,
+    metadata: Map<String, Value>,
+    totals: ShardStats,
+    shards: u64,
+    /// The last shard this writer wrote, with its fingerprint.
+    last_written: Option<(u64, ShardFingerprint)>,
+}
+
+impl FieldsWriter {
+    /// A writer for an extend of `dataset` (its committed state): starts from the
+    /// committed schema, metadata and totals, adding statistics of the shards no
+    /// commit file covers (written by the reference).
+    pub fn begin(dataset: &Dataset) -> Result<FieldsWriter, FieldsIoError> {
+        let state = DatasetFields::load(dataset)?;
+        let totals = state.totals(dataset)?;
+        Ok(FieldsWriter {
+            builder: BatchBuilder::new(),
+            pending: VecDeque::new(),
+            schema: state.schema,
+            metadata: state.metadata,
+            totals,
+            shards: dataset.shards(),
+            last_written: None,
+        })
+    }
+
+    /// Adds one record: the sizes of its key and (uncompressed) value, its fields,
+    /// and where it came from (for errors). On an error (a field whose type
+    /// conflicts with earlier records') nothing is added.
+    pub fn push(
+        &mut self,
+        key_len: usize,
+        raw_len: usize,
+        fields: &Fields,
+        origin: &dyn std::fmt::Display,
+    ) -> Result<(), FieldsIoError> {
+        if !fields.is_empty() {
+            self.builder.push(fields, &origin.to_string())?;
+        } else {
+            self.builder.push(fields, "")?;
+        }
+        self.pending.push_back(Pending {
+            key_len: key_len as u64,
+            raw_len: raw_len as u64,
+        });
+        Ok(())
+    }
+
+    /// Merges `metadata` into the dataset's (key-wise, these keys win).
+    pub fn add_metadata(&mut self, metadata: Map<String, Value>) {
+        for (key, value) in metadata {
+            self.metadata.insert(key, value);
+        }
+    }
+
+    /// The dataset schema as of the records pushed so far (of finished shards).
+    pub fn schema(&self) -> &DatasetSchema {
+        &self.schema
+    }
+
+    /// Writes the sidecars of the shards `extend` finished since the last call.
+    pub fn shards_finished(&mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
+        for shard in extend.take_finished_shards() {
+            self.write_shard(extend, shard)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the last shard's sidecars and sets the commit file; then the
+    /// extend can be committed.
+    pub fn finish(mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
+        for shard in extend.close_shard()? {
+            self.write_shard(extend, shard)?;
+        }
+        let last_shard = match self.shards {
+            0 => None,
+            n => Some(fingerprint(&self.last_fingerprint(extend, n - 1)?)),
+        };
+        let commit = CommitFile {
+            schema: self.schema,
+            metadata: self.metadata,
+            totals: self.totals,
+            last_shard,
+        };
+        extend.set_commit_file(commit.to_json_bytes()?);
+        Ok(())
+    }
+
+    fn last_fingerprint(
+        &self,
+        extend: &Extend<'_>,
+        shard: u64,
+    ) -> Result<ShardFingerprint, FieldsIoError> {
+        // The shard this extend wrote last, or the committed last one.
+        if let Some(f) = self.last_written {
+            if f.0 == shard {
+                return Ok(f.1);
+            }
+        }
+        Ok(extend.dataset().shard_fingerprint(shard)?)
+    }
+
+    fn write_shard(
+        &mut self,
+        extend: &mut Extend<'_>,
+        shard: WrittenShard,
+    ) -> Result<(), FieldsIoError> {
+        let records = shard.fingerprint.records as usize;
+        let batch = self.builder.take(records)?;
+        let mut stats = ShardStats::new();
+        let mut key_bytes = 0;
+        for record in self.pending.drain(..records.min(self.pending.len())) {
+            stats.add_record(record.key_len, record.raw_len);
+            key_bytes += record.key_len;
+        }
+        stats.set_stored_bytes(shard.fingerprint.data_len - key_bytes);
+        stats.add_fields(&batch)?;
+        let schema = self.schema.unified(batch.schema().fields())?;
+        let print = fingerprint(&shard.fingerprint);
+        if batch.num_columns() > 0 {
+            extend.write_sidecar(shard.id, FIELDS_SUFFIX, &encode_shard(&batch, &print)?)?;
+        }
+        extend.write_sidecar(shard.id, STATS_SUFFIX, &stats.to_json_bytes(Some(&print))?)?;
+        self.schema = schema;
+        self.totals.merge(&stats);
+        self.shards = shard.id + 1;
+        self.last_written = Some((shard.id, shard.fingerprint));
+        Ok(())
+    }
+}
+
+/// The fields of a committed state: its schema and metadata (from the newest
+/// commit file that matches the shards), and readers of each shard's fields and
+/// statistics.
+#[derive(Debug)]
+pub struct DatasetFields {
+    /// The dataset schema (empty for a dataset without fields).
+    pub schema: DatasetSchema,
+    /// The dataset metadata.
+    pub metadata: Map<String, Value>,
+    /// The statistics totals of the shards the commit file covers.
+    totals: Option<ShardStats>,
+    /// Shards the commit file covers (`0..covered`).
+    covered: u64,
+}
+
+impl DatasetFields {
+    /// Reads the commit file of `dataset`'s state: the newest `commit.M.json`
+    /// with `M <= shards` whose recorded last shard is shard `M - 1` (older states
+    /// are kept; one whose shard the reference rewrote after a crash is stale and
+    /// passed over). None at all: no fields, no metadata.
+    pub fn load(dataset: &Dataset) -> Result<DatasetFields, FieldsIoError> {
+        for covered in dataset.commit_files()? {
+            let path = dataset.path().join(format!("commit.{covered:06}.json"));
+            let name = path.display().to_string();
+            let Some(bytes) = dataset.read_commit_file(covered, MAX_COMMIT_FILE)? else {
+                continue;
+            };
+            let commit = CommitFile::from_json_bytes(&bytes, &name)?;
+            let current = match covered {
+                0 => None,
+                n => Some(fingerprint(&dataset.shard_fingerprint(n - 1)?)),
+            };
+            if commit.last_shard != current {
+                continue;
+            }
+            return Ok(DatasetFields {
+                schema: commit.schema,
+                metadata: commit.metadata,
+                totals: Some(commit.totals),
+                covered,
+            });
+        }
+        Ok(DatasetFields {
+            schema: DatasetSchema::new(),
+            metadata: Map::new(),
+            totals: None,
+            covered: 0,
+        })
+    }
+
+    /// Statistics of every committed shard: the commit file's totals, plus those
+    /// of the shards after it (written by the reference), from their files.
+    pub fn totals(&self, dataset: &Dataset) -> Result<ShardStats, FieldsIoError> {
+        let mut totals = self.totals.clone().unwrap_or_default();
+        for shard in self.covered..dataset.shards() {
+            totals.merge(&self.shard_stats(dataset, shard)?);
+        }
+        Ok(totals)
+    }
+
+    /// Statistics of one shard: its statistics file when it matches the shard,
+    /// else computed from the shard's records (sizes only).
+    pub fn shard_stats(&self, dataset: &Dataset, shard: u64) -> Result<ShardStats, FieldsIoError> {
+        if let Some(bytes) = dataset.map_sidecar(shard, STATS_SUFFIX)? {
+            let name = dataset
+                .sidecar_path(shard, STATS_SUFFIX)
+                .display()
+                .to_string();
+            if bytes.len() as u64 > MAX_STATS_FILE {
+                return Err(FieldsError::Invalid {
+                    name,
+                    what: format!("{} bytes, more than a statistics file holds", bytes.len()),
+                }
+                .into());
+            }
+            let (stats, print) = ShardStats::from_json_bytes(&bytes, &name)?;
+            if print.as_ref() == Some(&fingerprint(&dataset.shard_fingerprint(shard)?)) {
+                return Ok(stats);
+            }
+        }
+        stats_from_records(dataset, shard)
+    }
+
+    /// The fields of shard `shard`'s records as the dataset schema's columns
+    /// (`columns`: only those, in that order), all null where the shard has no
+    /// fields file (written by the reference, or without fields).
+    pub fn shard_batches(
+        &self,
+        dataset: &Dataset,
+        shard: u64,
+        columns: Option<&[String]>,
+    ) -> Result<Vec<RecordBatch>, FieldsIoError> {
+        let schema = self.projection(columns)?;
+        let records = dataset.shard_records(shard) as usize;
+        if let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? {
+            let name = dataset
+                .sidecar_path(shard, FIELDS_SUFFIX)
+                .display()
+                .to_string();
+            let expected = fingerprint(&dataset.shard_fingerprint(shard)?);
+            if let Some(batches) = decode_shard(Arc::new(bytes), &expected, &name)? {
+                return Ok(align(&batches, &schema)?);
+            }
+        }
+        Ok(vec![null_batch(&schema, records)?])
+    }
+
+    /// The schema of `columns` (all when `None`); an unknown name is an error.
+    pub fn projection(&self, columns: Option<&[String]>) -> Result<DatasetSchema, FieldsIoError> {
+        let Some(columns) = columns else {
+            return Ok(self.schema.clone());
+        };
+        let mut fields = Vec::with_capacity(columns.len());
+        for name in columns {
+            match self.schema.field(name) {
+                Some(field) => fields.push(field.clone()),
+                None => {
+                    return Err(FieldsError::Unsupported(format!(
+                        "no field {name:?} in the dataset (its fields: {})",
+                        self.field_names()
+                    ))
+                    .into())
+                }
+            }
+        }
+        Ok(DatasetSchema::from_fields(fields)?)
+    }
+
+    fn field_names(&self) -> String {
+        let names: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// A batch of `rows` rows, every column of `schema` null.
+fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsIoError> {
+    let arrow_schema = schema.arrow_schema();
+    let columns = arrow_schema
+        .fields()
+        .iter()
+        .map(|f| arrow_array::new_null_array(f.data_type(), rows))
+        .collect();
+    let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(arrow_schema, columns, &options).map_err(|e| {
+        FieldsError::Arrow {
+            context: "building a batch of nulls".into(),
+            source: e,
+        }
+        .into()
+    })
+}
+
+/// The size statistics of a shard, from its records: what a shard the
+/// reference wrote has (its values' uncompressed sizes from their LZ4 size
+/// prefixes).
+fn stats_from_records(dataset: &Dataset, shard: u64) -> Result<ShardStats, FieldsIoError> {
+    let mut stats = ShardStats::new();
+    let first = dataset.shard_first_record(shard) as usize;
+    let end = first + dataset.shard_records(shard) as usize;
+    let mut stored_bytes = 0;
+    for index in first..end {
+        let key_len = if dataset.keyed() {
+            dataset.key_at(index)?.len()
+        } else {
+            0
+        };
+        let stored = dataset.stored_at(index)?;
+        stored_bytes += stored.len() as u64;
+        let raw_len = match dataset.compression() {
+            Compression::None => stored.len() as u64,
+            Compression::Lz4 => bcd::lz4_block::declared_len(stored).map_or(0, |n| n as u64),
+        };
+        stats.add_record(key_len as u64, raw_len);
+    }
+    stats.set_stored_bytes(stored_bytes);
+    Ok(stats)
+}
+
+/// The statistics report every front end prints (`bcd stats --json`,
+/// `Dataset.stats()`): the totals kept at write time (shards no commit file
+/// covers, written by the reference, are summed from their records' sizes),
+/// and with `per_shard` the same figures per shard under `"per_shard"`.
+pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsIoError> {
+    let fields = DatasetFields::load(dataset)?;
+    let order: Vec<String> = fields
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let totals = fields.totals(dataset)?;
+    let mut report = totals.report(&order);
+    report["shards"] = dataset.shards().into();
+    report["path"] = dataset.path().display().to_string().into();
+    if per_shard {
+        let mut shards = Vec::new();
+        for shard in 0..dataset.shards() {
+            let mut one = fields.shard_stats(dataset, shard)?.report(&order);
+            one["shard"] = shard.into();
+            shards.push(one);
+        }
+        report["per_shard"] = Value::Array(shards);
+    }
+    Ok(report)
+}
