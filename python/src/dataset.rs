@@ -198,8 +198,9 @@ impl PyDataset {
         // Takes the writer lock and picks up shards other handles committed, so
         // they are never overwritten.
         let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
+        let committed: &Dataset = extend.dataset();
         let mut fields = py
-            .detach(|| FieldsWriter::begin(extend.dataset()))
+            .detach(|| FieldsWriter::begin(committed))
             .map_err(fields_to_py)?;
         fields.add_metadata(metadata);
         let mut rows: Vec<Fields> = Vec::new();

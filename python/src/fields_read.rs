@@ -4,8 +4,6 @@
 //! copy where the type needs no conversion); pyarrow is imported only here,
 //! when one of them is called.
 
-use std::ffi::CString;
-
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{RecordBatch, RecordBatchIterator};
 use bcd::Dataset;
@@ -74,8 +72,7 @@ pub fn to_pyarrow<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
     let stream = FFI_ArrowArrayStream::new(Box::new(reader));
-    let name = CString::new("arrow_array_stream").expect("no NUL");
-    let capsule = PyCapsule::new(py, stream, Some(name))?;
+    let capsule = PyCapsule::new_with_value(py, stream, c"arrow_array_stream")?;
     let pyarrow = py.import("pyarrow")?;
     pyarrow
         .getattr("RecordBatchReader")?
