@@ -5,9 +5,30 @@
 //!
 //! It knows nothing of the store (the pipeline writes and commits the files it
 //! encodes) nor of foreign formats (the converters produce the values).
+//!
+//! - [`BatchBuilder`]: records' fields to one Arrow [`RecordBatch`](arrow_array::RecordBatch).
+//! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them.
+//! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
+//! - [`Fingerprint`]: what ties a sidecar file to its shard.
 
 #![warn(missing_docs)]
 
+mod builder;
+mod conform;
+mod error;
+mod fingerprint;
+mod guard;
+mod ipc;
+mod json_util;
+mod schema;
+mod types;
 mod value;
 
+pub use builder::BatchBuilder;
+pub use conform::align;
+pub use error::{FieldsError, Result};
+pub use fingerprint::Fingerprint;
+pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
+pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
+pub use types::MAX_TYPE_DEPTH;
 pub use value::{FieldValue, Fields};

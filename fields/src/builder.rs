@@ -1,0 +1,685 @@
+//! Building a shard's columns from the records' fields.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int64Builder, StringBuilder,
+};
+use arrow_array::{
+    new_null_array, Array, ArrayRef, ListArray, NullArray, RecordBatch, RecordBatchOptions,
+    StructArray,
+};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{DataType, Field, Schema};
+
+use crate::conform::conform;
+use crate::error::{FieldsError, Result};
+use crate::schema::unify_types;
+use crate::types::value_type;
+use crate::value::{FieldValue, Fields};
+
+static NULL: FieldValue = FieldValue::Null;
+
+/// One column being built: its name, type so far, and a value for every row
+/// since it first appeared.
+#[derive(Debug)]
+struct Column {
+    name: Arc<str>,
+    data_type: DataType,
+    metadata: HashMap<String, String>,
+    /// The row (counted from the start of the pending rows) of its first
+    /// value; `None` while no pending record has the field.
+    first_row: Option<usize>,
+    /// Values of rows `first_row..`; a row without the field holds `Null`.
+    values: Vec<FieldValue>,
+    /// The last push that gave this field (to find a field given twice).
+    stamp: u64,
+}
+
+/// Collects records' [`Fields`] and builds them into one [`RecordBatch`]: the
+/// union of the records' fields as columns in order of first appearance, null
+/// where a record lacks a field (FORMAT.md, "Fields").
+///
+/// Typed values take the types of FORMAT.md's table; rows of Arrow arrays
+/// ([`FieldValue::Arrow`], from Parquet or JSON Lines) keep their arrays' types
+/// and are copied once per column, with `arrow_select::interleave`. A value
+/// whose type does not unify with the column's earlier values is refused with
+/// an error naming the field, both types and the record, and leaves the
+/// builder as it was.
+///
+/// ```
+/// use bcd_fields::{BatchBuilder, FieldValue, Fields};
+/// use arrow_schema::DataType;
+///
+/// let mut builder = BatchBuilder::new();
+/// let mut a = Fields::new();
+/// a.push("label", FieldValue::Int64(3));
+/// builder.push(&a, "cat/1.jpg").unwrap();
+/// let mut b = Fields::new();
+/// b.push("caption", FieldValue::String("a dog".into()));
+/// builder.push(&b, "dog/2.jpg").unwrap();
+///
+/// let mut c = Fields::new();
+/// c.push("label", FieldValue::String("three".into()));
+/// let err = builder.push(&c, "cat/3.jpg").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "field \"label\" of cat/3.jpg: type Utf8 conflicts with Int64 of earlier records"
+/// );
+///
+/// let batch = builder.finish().unwrap();
+/// assert_eq!(batch.num_rows(), 2);
+/// assert_eq!(batch.schema().field(0).data_type(), &DataType::Int64);
+/// assert_eq!(batch.schema().field(1).name(), "caption");
+/// assert_eq!(batch.column(0).null_count(), 1);
+/// ```
+#[derive(Debug, Default)]
+pub struct BatchBuilder {
+    columns: Vec<Column>,
+    by_name: HashMap<Arc<str>, usize>,
+    rows: usize,
+    /// Calls of `push`, to stamp the columns a record gives.
+    pushes: u64,
+}
+
+impl BatchBuilder {
+    /// No records yet.
+    pub fn new() -> BatchBuilder {
+        BatchBuilder::default()
+    }
+
+    /// The records pushed and not yet built.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether no records are pending.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Sets metadata on a column's field (e.g. `bcd.member_ext`), creating the
+    /// column (with no values so far) if it does not exist; kept across
+    /// [`BatchBuilder::take`].
+    pub fn set_metadata(&mut self, column: &str, key: impl Into<String>, value: impl Into<String>) {
+        let i = match self.by_name.get(column) {
+            Some(&i) => i,
+            None => self.add_column(Arc::from(column)),
+        };
+        self.columns[i].metadata.insert(key.into(), value.into());
+    }
+
+    fn add_column(&mut self, name: Arc<str>) -> usize {
+        let i = self.columns.len();
+        self.columns.push(Column {
+            name: name.clone(),
+            data_type: DataType::Null,
+            metadata: HashMap::new(),
+            first_row: None,
+            values: Vec::new(),
+            stamp: 0,
+        });
+        self.by_name.insert(name, i);
+        i
+    }
+
+    /// The column named `name`, which is often the `k`th (records of one
+    /// source give their fields in the same order).
+    fn find(&self, name: &str, k: usize) -> Option<usize> {
+        match self.columns.get(k) {
+            Some(c) if &*c.name == name => Some(k),
+            _ => self.by_name.get(name).copied(),
+        }
+    }
+
+    /// Adds one record's fields. `origin` names the record in errors (its
+    /// file, line, member). On an error nothing of the record is added.
+    pub fn push(&mut self, fields: &Fields, origin: &str) -> Result<()> {
+        // Check everything first, so a refused record changes nothing.
+        self.pushes += 1;
+        let mut new_types: Vec<(usize, DataType)> = Vec::new();
+        let mut new_names: Vec<&str> = Vec::new();
+        let mut columns: Vec<Option<usize>> = Vec::with_capacity(fields.0.len());
+        for (k, (name, value)) in fields.0.iter().enumerate() {
+            let column = self.find(name, k);
+            let twice = match column {
+                Some(i) => {
+                    std::mem::replace(&mut self.columns[i].stamp, self.pushes) == self.pushes
+                }
+                None => {
+                    new_names.contains(&&**name) || {
+                        new_names.push(name);
+                        false
+                    }
+                }
+            };
+            if twice {
+                return Err(FieldsError::DuplicateField {
+                    field: name.to_string(),
+                    origin: origin.to_owned(),
+                });
+            }
+            if let FieldValue::Arrow(array, row) = value {
+                if *row >= array.len() {
+                    return Err(FieldsError::Unsupported(format!(
+                        "field \"{name}\" of {origin}: row {row} of an array of {} rows",
+                        array.len()
+                    )));
+                }
+            }
+            let existing = match column {
+                Some(i) => &self.columns[i].data_type,
+                None => &DataType::Null,
+            };
+            if let Some(t) = widened(existing, value, name).map_err(|c| c.in_record(origin))? {
+                new_types.push((k, t));
+            }
+            columns.push(column);
+        }
+        let row = self.rows;
+        let mut new_types = new_types.into_iter().peekable();
+        for (k, ((name, value), column)) in fields.0.iter().zip(columns).enumerate() {
+            let i = match column {
+                Some(i) => i,
+                None => self.add_column(name.clone()),
+            };
+            let column = &mut self.columns[i];
+            if new_types.peek().is_some_and(|(j, _)| *j == k) {
+                column.data_type = new_types.next().map(|(_, t)| t).unwrap_or(DataType::Null);
+            }
+            let first = *column.first_row.get_or_insert(row);
+            let have = first + column.values.len();
+            column.values.extend((have..row).map(|_| FieldValue::Null));
+            column.values.push(value.clone());
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Builds all pending records into one batch and empties the builder.
+    pub fn finish(mut self) -> Result<RecordBatch> {
+        self.take(self.rows)
+    }
+
+    /// Builds the first `rows` pending records (all if fewer are pending) into
+    /// a batch and keeps the rest: what a writer does at a shard's end. The
+    /// batch's columns are those that appear in its records. On an error the
+    /// builder is unchanged.
+    pub fn take(&mut self, rows: usize) -> Result<RecordBatch> {
+        let rows = rows.min(self.rows);
+        let mut fields = Vec::new();
+        let mut arrays = Vec::new();
+        for column in &self.columns {
+            let first = match column.first_row {
+                Some(first) if first < rows => first,
+                _ => continue,
+            };
+            let upto = (rows - first).min(column.values.len());
+            let mut refs: Vec<&FieldValue> = Vec::with_capacity(rows);
+            refs.extend((0..first).map(|_| &NULL));
+            refs.extend(column.values[..upto].iter());
+            refs.extend((refs.len()..rows).map(|_| &NULL));
+            let array = build(&refs, &column.data_type, &column.name)?;
+            fields.push(
+                Field::new(column.name.as_ref(), column.data_type.clone(), true)
+                    .with_metadata(column.metadata.clone()),
+            );
+            arrays.push(array);
+        }
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| FieldsError::arrow("assembling a shard's fields", e))?;
+        // Drop the built rows.
+        for column in &mut self.columns {
+            column.first_row = match column.first_row {
+                Some(first) if first >= rows => Some(first - rows),
+                Some(first) => {
+                    let built = (rows - first).min(column.values.len());
+                    column.values.drain(..built);
+                    (!column.values.is_empty()).then_some(0)
+                }
+                None => None,
+            };
+        }
+        self.rows -= rows;
+        Ok(batch)
+    }
+}
+
+/// The column's type after `value`, if it changes.
+fn widened(
+    existing: &DataType,
+    value: &FieldValue,
+    name: &str,
+) -> std::result::Result<Option<DataType>, crate::schema::TypeConflict> {
+    // The common cases decide without building the value's type.
+    let same = match (value, existing) {
+        (FieldValue::Null, _) => true,
+        (FieldValue::Bool(_), DataType::Boolean)
+        | (FieldValue::Int64(_), DataType::Int64)
+        | (FieldValue::Float32(_), DataType::Float32)
+        | (FieldValue::Float64(_), DataType::Float64)
+        | (FieldValue::String(_), DataType::Utf8)
+        | (FieldValue::Binary(_), DataType::Binary) => true,
+        (FieldValue::Arrow(array, _), t) => array.data_type() == t,
+        _ => false,
+    };
+    if same {
+        return Ok(None);
+    }
+    let t = value_type(value, name)?;
+    let unified = unify_types(existing, &t, name)?;
+    Ok((&unified != existing).then_some(unified))
+}
+
+/// An array of type `target` holding `values` (which the schema rules typed
+/// as `target`): rows of Arrow arrays copied with `interleave`, the others
+/// built with Arrow's builders.
+fn build(values: &[&FieldValue], target: &DataType, path: &str) -> Result<ArrayRef> {
+    let mut sources: Vec<ArrayRef> = Vec::new();
+    let mut by_array: HashMap<*const (), usize> = HashMap::new();
+    let mut last: Option<(*const (), usize)> = None;
+    let mut dynamic: Vec<&FieldValue> = Vec::new();
+    let mut indices: Vec<(usize, usize)> = Vec::with_capacity(values.len());
+    for value in values {
+        match value {
+            FieldValue::Arrow(array, row) => {
+                let key = Arc::as_ptr(array) as *const ();
+                let source = match last {
+                    Some((k, s)) if k == key => s,
+                    _ => {
+                        let s = *by_array.entry(key).or_insert_with(|| {
+                            sources.push(array.clone());
+                            sources.len()
+                        });
+                        last = Some((key, s));
+                        s
+                    }
+                };
+                indices.push((source, *row));
+            }
+            other => {
+                indices.push((0, dynamic.len()));
+                dynamic.push(other);
+            }
+        }
+    }
+    let dynamic_array = build_dynamic(&dynamic, target, path)?;
+    if sources.is_empty() {
+        return Ok(dynamic_array);
+    }
+    let mut arrays = Vec::with_capacity(sources.len() + 1);
+    arrays.push(dynamic_array);
+    for source in &sources {
+        arrays.push(conform(source, target, path)?);
+    }
+    // One source read in order from its start: a slice, no copy.
+    if sources.len() == 1
+        && dynamic.is_empty()
+        && indices.iter().enumerate().all(|(k, &(_, r))| r == k)
+    {
+        return Ok(arrays[1].slice(0, indices.len()));
+    }
+    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+    arrow_select::interleave::interleave(&refs, &indices)
+        .map_err(|e| FieldsError::arrow(format!("field \"{path}\": copying its Arrow values"), e))
+}
+
+fn mismatch(path: &str, value: &FieldValue, target: &DataType) -> FieldsError {
+    FieldsError::Unsupported(format!(
+        "field \"{path}\": a value {value:?} in a column of type {target}"
+    ))
+}
+
+/// Builds the values that are not rows of Arrow arrays (their nested values
+/// may be).
+fn build_dynamic(values: &[&FieldValue], target: &DataType, path: &str) -> Result<ArrayRef> {
+    macro_rules! primitive {
+        ($builder:ty, $variant:ident, $conv:expr) => {{
+            let mut b = <$builder>::with_capacity(values.len());
+            for v in values {
+                match v {
+                    FieldValue::$variant(x) => b.append_value($conv(x)),
+                    FieldValue::Null => b.append_null(),
+                    other => return Err(mismatch(path, other, target)),
+                }
+            }
+            Ok(Arc::new(b.finish()) as ArrayRef)
+        }};
+    }
+    match target {
+        DataType::Null => {
+            if let Some(other) = values.iter().find(|v| !matches!(v, FieldValue::Null)) {
+                return Err(mismatch(path, other, target));
+            }
+            Ok(Arc::new(NullArray::new(values.len())))
+        }
+        DataType::Boolean => primitive!(BooleanBuilder, Bool, |x: &bool| *x),
+        DataType::Int64 => primitive!(Int64Builder, Int64, |x: &i64| *x),
+        DataType::Float32 => primitive!(Float32Builder, Float32, |x: &f32| *x),
+        DataType::Float64 => primitive!(Float64Builder, Float64, |x: &f64| *x),
+        DataType::Utf8 => {
+            let bytes = values
+                .iter()
+                .map(|v| {
+                    if let FieldValue::String(s) = v {
+                        s.len()
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            let mut b = StringBuilder::with_capacity(values.len(), bytes);
+            for v in values {
+                match v {
+                    FieldValue::String(s) => b.append_value(s),
+                    FieldValue::Null => b.append_null(),
+                    other => return Err(mismatch(path, other, target)),
+                }
+            }
+            Ok(Arc::new(b.finish()))
+        }
+        DataType::Binary => {
+            let bytes = values
+                .iter()
+                .map(|v| {
+                    if let FieldValue::Binary(s) = v {
+                        s.len()
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            let mut b = BinaryBuilder::with_capacity(values.len(), bytes);
+            for v in values {
+                match v {
+                    FieldValue::Binary(s) => b.append_value(s),
+                    FieldValue::Null => b.append_null(),
+                    other => return Err(mismatch(path, other, target)),
+                }
+            }
+            Ok(Arc::new(b.finish()))
+        }
+        DataType::List(item) => {
+            let mut lengths = Vec::with_capacity(values.len());
+            let mut valid = Vec::with_capacity(values.len());
+            let mut items: Vec<&FieldValue> = Vec::new();
+            for v in values {
+                match v {
+                    FieldValue::List(xs) => {
+                        lengths.push(xs.len());
+                        valid.push(true);
+                        items.extend(xs.iter());
+                    }
+                    FieldValue::Null => {
+                        lengths.push(0);
+                        valid.push(false);
+                    }
+                    other => return Err(mismatch(path, other, target)),
+                }
+            }
+            let child = build(&items, item.data_type(), &format!("{path}[]"))?;
+            let nulls = NullBuffer::from(valid);
+            let nulls = (nulls.null_count() > 0).then_some(nulls);
+            let list = ListArray::try_new(
+                item.clone(),
+                OffsetBuffer::from_lengths(lengths),
+                child,
+                nulls,
+            )
+            .map_err(|e| FieldsError::arrow(format!("field \"{path}\": building a list"), e))?;
+            Ok(Arc::new(list))
+        }
+        DataType::Struct(children) => {
+            let mut valid = Vec::with_capacity(values.len());
+            for v in values {
+                match v {
+                    FieldValue::Struct(_) => valid.push(true),
+                    FieldValue::Null => valid.push(false),
+                    other => return Err(mismatch(path, other, target)),
+                }
+            }
+            let mut columns = Vec::with_capacity(children.len());
+            for child in children.iter() {
+                let child_values: Vec<&FieldValue> = values
+                    .iter()
+                    .map(|v| match v {
+                        FieldValue::Struct(xs) => xs
+                            .iter()
+                            .find(|(n, _)| n.as_ref() == child.name())
+                            .map_or(&NULL, |(_, x)| x),
+                        _ => &NULL,
+                    })
+                    .collect();
+                columns.push(build(
+                    &child_values,
+                    child.data_type(),
+                    &format!("{path}.{}", child.name()),
+                )?);
+            }
+            let nulls = NullBuffer::from(valid);
+            let nulls = (nulls.null_count() > 0).then_some(nulls);
+            let array =
+                StructArray::try_new_with_length(children.clone(), columns, nulls, values.len())
+                    .map_err(|e| {
+                        FieldsError::arrow(format!("field \"{path}\": building a struct"), e)
+                    })?;
+            Ok(Arc::new(array))
+        }
+        _ => {
+            // Only nulls can be typed otherwise (the type came from Arrow values).
+            if let Some(other) = values.iter().find(|v| !matches!(v, FieldValue::Null)) {
+                return Err(mismatch(path, other, target));
+            }
+            Ok(new_null_array(target, values.len()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    use arrow_array::{Int32Array, Int64Array, StringArray};
+
+    fn fields(items: Vec<(&str, FieldValue)>) -> Fields {
+        let mut f = Fields::new();
+        for (n, v) in items {
+            f.push(n, v);
+        }
+        f
+    }
+
+    #[test]
+    fn no_records_make_an_empty_batch() {
+        let batch = BatchBuilder::new().finish().unwrap();
+        assert_eq!((batch.num_rows(), batch.num_columns()), (0, 0));
+        let mut b = BatchBuilder::new();
+        b.push(&Fields::new(), "r0").unwrap();
+        b.push(&Fields::new(), "r1").unwrap();
+        let batch = b.finish().unwrap();
+        assert_eq!((batch.num_rows(), batch.num_columns()), (2, 0));
+    }
+
+    #[test]
+    fn all_null_columns_have_the_null_type() {
+        let mut b = BatchBuilder::new();
+        b.push(&fields(vec![("x", FieldValue::Null)]), "r0")
+            .unwrap();
+        b.push(&Fields::new(), "r1").unwrap();
+        let batch = b.finish().unwrap();
+        assert_eq!(batch.schema().field(0).data_type(), &DataType::Null);
+        assert_eq!(batch.column(0).len(), 2);
+    }
+
+    #[test]
+    fn columns_are_in_first_appearance_order_with_nulls_where_missing() {
+        let mut b = BatchBuilder::new();
+        b.push(&fields(vec![("b", FieldValue::Int64(1))]), "r0")
+            .unwrap();
+        b.push(
+            &fields(vec![
+                ("a", FieldValue::String("x".into())),
+                ("b", FieldValue::Null),
+            ]),
+            "r1",
+        )
+        .unwrap();
+        b.push(&Fields::new(), "r2").unwrap();
+        b.push(&fields(vec![("b", FieldValue::Int64(4))]), "r3")
+            .unwrap();
+        let batch = b.finish().unwrap();
+        assert_eq!(batch.schema().field(0).name(), "b");
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![Some(1), None, None, Some(4)])
+        );
+        assert_eq!(
+            batch.column(1).as_string::<i32>(),
+            &StringArray::from(vec![None, Some("x"), None, None])
+        );
+    }
+
+    #[test]
+    fn nested_dynamic_values_build_lists_and_structs() {
+        use FieldValue::*;
+        let mut b = BatchBuilder::new();
+        b.push(
+            &fields(vec![("l", List(vec![Int64(1), Null, Int64(3)]))]),
+            "r0",
+        )
+        .unwrap();
+        b.push(&fields(vec![("l", Null)]), "r1").unwrap();
+        b.push(&fields(vec![("l", List(vec![]))]), "r2").unwrap();
+        b.push(
+            &fields(vec![("s", Struct(vec![("a".into(), Bool(true))]))]),
+            "r3",
+        )
+        .unwrap();
+        b.push(
+            &fields(vec![(
+                "s",
+                Struct(vec![("b".into(), Float64(0.5)), ("a".into(), Null)]),
+            )]),
+            "r4",
+        )
+        .unwrap();
+        let batch = b.finish().unwrap();
+        let l = batch.column(0).as_list::<i32>();
+        assert_eq!(l.len(), 5);
+        assert_eq!(
+            (0..5).map(|i| l.value_length(i)).collect::<Vec<_>>(),
+            [3, 0, 0, 0, 0]
+        );
+        assert_eq!((l.null_count(), l.is_valid(2)), (3, true));
+        assert_eq!(
+            l.values().as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![Some(1), None, Some(3)])
+        );
+        let s = batch.column(1).as_struct();
+        assert_eq!(s.column_names(), ["a", "b"]);
+        assert_eq!(s.null_count(), 3);
+        assert!(s.column(0).as_boolean().value(3));
+        assert!(s.column(0).is_null(4));
+        assert_eq!(
+            s.column(1)
+                .as_primitive::<arrow_array::types::Float64Type>()
+                .value(4),
+            0.5
+        );
+    }
+
+    #[test]
+    fn arrow_rows_are_copied_from_their_arrays_and_widened() {
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![10, 11, 12]));
+        let c: ArrayRef = Arc::new(Int64Array::from(vec![20, 21]));
+        let mut b = BatchBuilder::new();
+        for (array, row) in [(&a, 2), (&c, 0), (&a, 0)] {
+            b.push(
+                &fields(vec![("n", FieldValue::Arrow(array.clone(), row))]),
+                "r",
+            )
+            .unwrap();
+        }
+        b.push(&fields(vec![("n", FieldValue::Int64(-1))]), "r")
+            .unwrap();
+        b.push(&Fields::new(), "r").unwrap();
+        let batch = b.finish().unwrap();
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![Some(12), Some(20), Some(10), Some(-1), None])
+        );
+    }
+
+    #[test]
+    fn one_array_read_in_order_is_sliced_not_copied() {
+        let a: ArrayRef = Arc::new(Int32Array::from((0..100).collect::<Vec<i32>>()));
+        let mut b = BatchBuilder::new();
+        for row in 0..10 {
+            b.push(&fields(vec![("n", FieldValue::Arrow(a.clone(), row))]), "r")
+                .unwrap();
+        }
+        let batch = b.finish().unwrap();
+        let n = batch.column(0).as_primitive::<Int32Type>();
+        assert_eq!(
+            n.values().as_ptr(),
+            a.as_primitive::<Int32Type>().values().as_ptr()
+        );
+        assert_eq!(n.len(), 10);
+    }
+
+    #[test]
+    fn a_conflict_names_field_types_and_record_and_changes_nothing() {
+        let mut b = BatchBuilder::new();
+        b.push(&fields(vec![("x", FieldValue::Int64(1))]), "a.csv line 2")
+            .unwrap();
+        let bad = fields(vec![
+            ("y", FieldValue::Bool(true)),
+            ("x", FieldValue::Float64(1.5)),
+        ]);
+        let err = b.push(&bad, "a.csv line 3").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "field \"x\" of a.csv line 3: type Float64 conflicts with Int64 of earlier records"
+        );
+        let dup = fields(vec![
+            ("y", FieldValue::Bool(true)),
+            ("y", FieldValue::Bool(false)),
+        ]);
+        assert_eq!(
+            b.push(&dup, "r").unwrap_err().to_string(),
+            "field \"y\" of r is given twice"
+        );
+        let batch = b.finish().unwrap();
+        assert_eq!((batch.num_rows(), batch.num_columns()), (1, 1));
+    }
+
+    #[test]
+    fn take_builds_a_prefix_and_keeps_the_rest() {
+        let mut b = BatchBuilder::new();
+        b.push(&fields(vec![("a", FieldValue::Int64(0))]), "r0")
+            .unwrap();
+        b.push(&fields(vec![("a", FieldValue::Int64(1))]), "r1")
+            .unwrap();
+        b.push(&fields(vec![("b", FieldValue::Bool(true))]), "r2")
+            .unwrap();
+        b.push(&fields(vec![("a", FieldValue::Int64(3))]), "r3")
+            .unwrap();
+        let first = b.take(2).unwrap();
+        assert_eq!((first.num_rows(), first.num_columns()), (2, 1));
+        let rest = b.take(10).unwrap();
+        assert_eq!(rest.num_rows(), 2);
+        assert_eq!(rest.schema().field(0).name(), "a");
+        assert_eq!(
+            rest.column(0).as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![None, Some(3)])
+        );
+        assert!(rest.column(1).as_boolean().value(0));
+        assert!(b.is_empty());
+    }
+}
