@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{ArrayRef, Int32Array, StringArray};
-use bcd_fields::{decode_shard, encode_shard, BatchBuilder, FieldValue, Fields, Fingerprint};
+use bcd_fields::{
+    decode_shard, encode_shard, BatchBuilder, FieldValue, Fields, Fingerprint, ShardStats,
+};
 
 fn main() {
     let rows: usize = std::env::args()
@@ -60,4 +62,47 @@ fn main() {
         .unwrap()
         .unwrap();
     println!("decode: {:?}, {} batches", t.elapsed(), back.len());
+
+    // Statistics of a million records with three fields: a label of 1000
+    // classes, a caption of mostly distinct strings, a float score.
+    let n = 1_000_000usize;
+    let labels: ArrayRef = Arc::new(arrow_array::Int64Array::from_iter_values(
+        (0..n as i64).map(|i| i % 1000),
+    ));
+    let captions: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..n).map(|i| format!("a photo number {i}")),
+    ));
+    let scores: ArrayRef = Arc::new(arrow_array::Float64Array::from_iter_values(
+        (0..n).map(|i| i as f64 / 7.0),
+    ));
+    let batch = arrow_array::RecordBatch::try_from_iter([
+        ("label", labels),
+        ("caption", captions),
+        ("score", scores),
+    ])
+    .unwrap();
+    let t = Instant::now();
+    let mut stats = ShardStats::new();
+    for i in 0..n as u64 {
+        stats.add_record(12, 1000 + i % 5000, 2000 + i % 9000);
+    }
+    let records = t.elapsed();
+    stats.add_fields(&batch).unwrap();
+    let total = t.elapsed();
+    let json = stats.encode();
+    println!(
+        "stats of {n} records x 3 fields: add_record {records:?}, + add_fields {total:?}; encode {} bytes, encode+decode {:?}",
+        json.len(),
+        {
+            let t = Instant::now();
+            ShardStats::decode(&stats.encode(), "s").unwrap();
+            t.elapsed()
+        }
+    );
+    println!(
+        "  distinct: label {:?}, caption {:?}, score {:?}",
+        stats.field("label").unwrap().distinct(),
+        stats.field("caption").unwrap().distinct(),
+        stats.field("score").unwrap().distinct()
+    );
 }

@@ -9,26 +9,34 @@
 //! - [`BatchBuilder`]: records' fields to one Arrow [`RecordBatch`](arrow_array::RecordBatch).
 //! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them.
 //! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
+//! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
 
 #![warn(missing_docs)]
 
 mod builder;
+mod canonical;
 mod conform;
 mod error;
+mod field_stats;
 mod fingerprint;
 mod guard;
+mod hll;
 mod ipc;
 mod json_util;
 mod schema;
+mod stats;
 mod types;
 mod value;
 
 pub use builder::BatchBuilder;
 pub use conform::align;
 pub use error::{FieldsError, Result};
+pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING_STAT_BYTES};
 pub use fingerprint::Fingerprint;
+pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
 pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
+pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use value::{FieldValue, Fields};
