@@ -54,11 +54,19 @@ pub(crate) fn hashable(t: &DataType) -> bool {
         Boolean | Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView
         | FixedSizeBinary(_) | Float32 | Float64 | Decimal128(..) => true,
         _ if int_like(t) => true,
-        List(f) | LargeList(f) | FixedSizeList(f, _) => hashable(f.data_type()),
-        Struct(fields) => fields.iter().all(|f| hashable(f.data_type())),
+        List(f) | LargeList(f) | FixedSizeList(f, _) => hashable_nested(f.data_type()),
+        Struct(fields) => fields.iter().all(|f| hashable_nested(f.data_type())),
         Dictionary(_, v) => hashable(v),
         _ => false,
     }
+}
+
+/// Whether values of `t` have a canonical encoding inside a list or struct,
+/// where a `Null` element encodes as null (so a list of nulls hashes the same
+/// whatever type its elements are widened to). A column of the `Null` type has
+/// no values to hash and no sketch.
+fn hashable_nested(t: &DataType) -> bool {
+    t == &DataType::Null || hashable(t)
 }
 
 /// Whether `t` holds integers (min, max and hash as integers): the integer
