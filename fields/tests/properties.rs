@@ -229,8 +229,8 @@ proptest! {
         let mut schema = DatasetSchema::new();
         schema.unify(&ba.schema()).unwrap();
         schema.unify(&bb.schema()).unwrap();
-        let mut aligned = align(&[ba.clone()], &schema).unwrap();
-        aligned.extend(align(&[bb.clone()], &schema).unwrap());
+        let mut aligned = align(std::slice::from_ref(&ba), &schema).unwrap();
+        aligned.extend(align(std::slice::from_ref(&bb), &schema).unwrap());
         let whole = arrow_select::concat::concat_batches(&schema.arrow_schema(), &aligned).unwrap();
 
         let mut merged = stats_of(&ba);
