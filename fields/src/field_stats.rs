@@ -173,8 +173,12 @@ pub struct FieldStats {
 }
 
 impl FieldStats {
-    /// No values yet, of type `t`.
+    /// No values yet, of type `t` (a dictionary's: of its value type).
     pub(crate) fn new(t: &DataType) -> FieldStats {
+        let t = match t {
+            DataType::Dictionary(_, v) => v.as_ref(),
+            t => t,
+        };
         let k = kind(t);
         FieldStats {
             data_type: t.to_string(),
@@ -877,6 +881,23 @@ mod tests {
         let s = stats(Arc::new(Int64Array::from_iter_values(0..1025)));
         assert!(s.counts().is_none());
         assert_eq!(s.distinct(), Some(s.hll().unwrap().estimate()));
+    }
+
+    #[test]
+    fn dictionaries_have_the_statistics_of_their_values() {
+        let dict: arrow_array::DictionaryArray<arrow_array::types::Int8Type> =
+            vec![Some("b"), None, Some("a"), Some("b")]
+                .into_iter()
+                .collect();
+        let s = stats(Arc::new(dict));
+        let plain = stats(Arc::new(StringArray::from(vec![
+            Some("b"),
+            None,
+            Some("a"),
+            Some("b"),
+        ])));
+        assert_eq!(s, plain);
+        assert_eq!(s.data_type(), "Utf8");
     }
 
     #[test]
