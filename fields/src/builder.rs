@@ -33,6 +33,8 @@ struct Column {
     first_row: Option<usize>,
     /// Values of rows `first_row..`; a row without the field holds `Null`.
     values: Vec<FieldValue>,
+    /// The last push that gave this field (to find a field given twice).
+    stamp: u64,
 }
 
 /// Collects records' [`Fields`] and builds them into one [`RecordBatch`]: the
@@ -77,6 +79,8 @@ pub struct BatchBuilder {
     columns: Vec<Column>,
     by_name: HashMap<Arc<str>, usize>,
     rows: usize,
+    /// Calls of `push`, to stamp the columns a record gives.
+    pushes: u64,
 }
 
 impl BatchBuilder {
@@ -114,18 +118,43 @@ impl BatchBuilder {
             metadata: HashMap::new(),
             first_row: None,
             values: Vec::new(),
+            stamp: 0,
         });
         self.by_name.insert(name, i);
         i
+    }
+
+    /// The column named `name`, which is often the `k`th (records of one
+    /// source give their fields in the same order).
+    fn find(&self, name: &str, k: usize) -> Option<usize> {
+        match self.columns.get(k) {
+            Some(c) if &*c.name == name => Some(k),
+            _ => self.by_name.get(name).copied(),
+        }
     }
 
     /// Adds one record's fields. `origin` names the record in errors (its
     /// file, line, member). On an error nothing of the record is added.
     pub fn push(&mut self, fields: &Fields, origin: &str) -> Result<()> {
         // Check everything first, so a refused record changes nothing.
+        self.pushes += 1;
         let mut new_types: Vec<(usize, DataType)> = Vec::new();
+        let mut new_names: Vec<&str> = Vec::new();
+        let mut columns: Vec<Option<usize>> = Vec::with_capacity(fields.0.len());
         for (k, (name, value)) in fields.0.iter().enumerate() {
-            if fields.0[..k].iter().any(|(n, _)| n == name) {
+            let column = self.find(name, k);
+            let twice = match column {
+                Some(i) => {
+                    std::mem::replace(&mut self.columns[i].stamp, self.pushes) == self.pushes
+                }
+                None => {
+                    new_names.contains(&&**name) || {
+                        new_names.push(name);
+                        false
+                    }
+                }
+            };
+            if twice {
                 return Err(FieldsError::DuplicateField {
                     field: name.to_string(),
                     origin: origin.to_owned(),
@@ -139,23 +168,25 @@ impl BatchBuilder {
                     )));
                 }
             }
-            let existing = match self.by_name.get(name) {
-                Some(&i) => &self.columns[i].data_type,
+            let existing = match column {
+                Some(i) => &self.columns[i].data_type,
                 None => &DataType::Null,
             };
             if let Some(t) = widened(existing, value, name).map_err(|c| c.in_record(origin))? {
                 new_types.push((k, t));
             }
+            columns.push(column);
         }
         let row = self.rows;
-        for (k, (name, value)) in fields.0.iter().enumerate() {
-            let i = match self.by_name.get(name) {
-                Some(&i) => i,
+        let mut new_types = new_types.into_iter().peekable();
+        for (k, ((name, value), column)) in fields.0.iter().zip(columns).enumerate() {
+            let i = match column {
+                Some(i) => i,
                 None => self.add_column(name.clone()),
             };
             let column = &mut self.columns[i];
-            if let Some((_, t)) = new_types.iter().find(|(j, _)| *j == k) {
-                column.data_type = t.clone();
+            if new_types.peek().is_some_and(|(j, _)| *j == k) {
+                column.data_type = new_types.next().map(|(_, t)| t).unwrap_or(DataType::Null);
             }
             let first = *column.first_row.get_or_insert(row);
             let have = first + column.values.len();

@@ -9,14 +9,19 @@
 //! - [`BatchBuilder`]: records' fields to one Arrow [`RecordBatch`](arrow_array::RecordBatch).
 //! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them.
 //! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
+//! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
+//! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
+//! - [`row_to_json`] / [`member_bytes`]: a row for people, a value for WebDataset.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
 
 #![warn(missing_docs)]
 
 mod builder;
+mod canonical;
 mod commit;
 mod conform;
 mod error;
+mod field_stats;
 mod fingerprint;
 mod guard;
 mod hll;
@@ -29,14 +34,18 @@ mod types;
 mod value;
 
 pub use builder::BatchBuilder;
-pub use commit::{CommitFile, COMMIT_FORMAT};
+pub use commit::{
+    commit_file_name, fields_file_name, merge_metadata, parse_commit_file_name, stats_file_name,
+    CommitFile, COMMIT_FORMAT, MAX_COMMIT_BYTES,
+};
 pub use conform::align;
 pub use error::{FieldsError, Result};
+pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING_STAT_BYTES};
 pub use fingerprint::Fingerprint;
-pub use hll::Hll;
+pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
 pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
-pub use json_row::{row_to_json, value_to_json};
+pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
-pub use stats::{FieldStats, ShardStats, SizeHistogram, MAX_EXACT_COUNTS};
+pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use value::{FieldValue, Fields};

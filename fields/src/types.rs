@@ -64,12 +64,23 @@ pub(crate) fn check_supported(t: &DataType) -> Result<(), String> {
         }
         match t {
             DataType::Union(..) => Err(format!("type {t} is not supported (unions are not)")),
+            DataType::FixedSizeList(_, n) | DataType::FixedSizeBinary(n) if *n < 0 => {
+                Err(format!("type {t} has a negative size"))
+            }
             DataType::List(f)
             | DataType::LargeList(f)
             | DataType::ListView(f)
             | DataType::LargeListView(f)
             | DataType::FixedSizeList(f, _)
             | DataType::Map(f, _) => walk(f.data_type(), depth + 1),
+            DataType::Decimal32(p, _)
+            | DataType::Decimal64(p, _)
+            | DataType::Decimal128(p, _)
+            | DataType::Decimal256(p, _)
+                if *p == 0 =>
+            {
+                Err(format!("type {t} has no digits"))
+            }
             DataType::Struct(fields) => fields
                 .iter()
                 .try_for_each(|f| walk(f.data_type(), depth + 1)),
@@ -157,5 +168,9 @@ mod tests {
             arrow_schema::UnionMode::Sparse,
         );
         assert!(check_supported(&list(union)).is_err());
+        let negative =
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Null, true)), -1);
+        assert!(check_supported(&negative).is_err());
+        assert!(check_supported(&DataType::FixedSizeBinary(-4)).is_err());
     }
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use bcd::{Compression, Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
-    align, decode_shard, encode_shard, BatchBuilder, CommitFile, DatasetSchema, Fields,
-    FieldsError, Fingerprint, ShardStats,
+    align, decode_shard, encode_shard, BatchBuilder, CommitFile, CountKey, DatasetSchema, Fields,
+    FieldsError, Fingerprint, Scalar, ShardStats,
 };
 use serde_json::{Map, Value};
 
@@ -62,6 +62,7 @@ struct Pending {
 pub struct FieldsWriter {
     builder: BatchBuilder,
     pending: VecDeque<Pending>,
+    shards_with_stats: u64,
     schema: DatasetSchema,
     metadata: Map<String, Value>,
     totals: ShardStats,
@@ -80,6 +81,7 @@ impl FieldsWriter {
         Ok(FieldsWriter {
             builder: BatchBuilder::new(),
             pending: VecDeque::new(),
+            shards_with_stats: state.shards_with_stats,
             schema: state.schema,
             metadata: state.metadata,
             totals,
@@ -145,8 +147,9 @@ impl FieldsWriter {
             metadata: self.metadata,
             totals: self.totals,
             last_shard,
+            shards_with_stats: self.shards_with_stats,
         };
-        extend.set_commit_file(commit.to_json_bytes()?);
+        extend.set_commit_file(commit.encode()?);
         Ok(())
     }
 
@@ -174,19 +177,23 @@ impl FieldsWriter {
         let mut stats = ShardStats::new();
         let mut key_bytes = 0;
         for record in self.pending.drain(..records.min(self.pending.len())) {
-            stats.add_record(record.key_len, record.raw_len);
+            stats.add_record(record.key_len, 0, record.raw_len);
             key_bytes += record.key_len;
         }
-        stats.set_stored_bytes(shard.fingerprint.data_len - key_bytes);
+        // Stored sizes are known per shard: its data file holds keys and values.
+        stats.stored_bytes = shard.fingerprint.data_len - key_bytes;
         stats.add_fields(&batch)?;
         let schema = self.schema.unified(batch.schema().fields())?;
         let print = fingerprint(&shard.fingerprint);
         if batch.num_columns() > 0 {
             extend.write_sidecar(shard.id, FIELDS_SUFFIX, &encode_shard(&batch, &print)?)?;
         }
-        extend.write_sidecar(shard.id, STATS_SUFFIX, &stats.to_json_bytes(Some(&print))?)?;
+        stats.fingerprint = Some(print);
+        extend.write_sidecar(shard.id, STATS_SUFFIX, &stats.encode())?;
+        stats.fingerprint = None;
+        self.totals.merge(&stats)?;
+        self.shards_with_stats += 1;
         self.schema = schema;
-        self.totals.merge(&stats);
         self.shards = shard.id + 1;
         self.last_written = Some((shard.id, shard.fingerprint));
         Ok(())
@@ -204,6 +211,8 @@ pub struct DatasetFields {
     pub metadata: Map<String, Value>,
     /// The statistics totals of the shards the commit file covers.
     totals: Option<ShardStats>,
+    /// Of those, how many had a statistics file.
+    shards_with_stats: u64,
     /// Shards the commit file covers (`0..covered`).
     covered: u64,
 }
@@ -220,7 +229,7 @@ impl DatasetFields {
             let Some(bytes) = dataset.read_commit_file(covered, MAX_COMMIT_FILE)? else {
                 continue;
             };
-            let commit = CommitFile::from_json_bytes(&bytes, &name)?;
+            let commit = CommitFile::decode(&bytes, &name)?;
             let current = match covered {
                 0 => None,
                 n => Some(fingerprint(&dataset.shard_fingerprint(n - 1)?)),
@@ -232,6 +241,7 @@ impl DatasetFields {
                 schema: commit.schema,
                 metadata: commit.metadata,
                 totals: Some(commit.totals),
+                shards_with_stats: commit.shards_with_stats,
                 covered,
             });
         }
@@ -239,6 +249,7 @@ impl DatasetFields {
             schema: DatasetSchema::new(),
             metadata: Map::new(),
             totals: None,
+            shards_with_stats: 0,
             covered: 0,
         })
     }
@@ -248,7 +259,7 @@ impl DatasetFields {
     pub fn totals(&self, dataset: &Dataset) -> Result<ShardStats, FieldsIoError> {
         let mut totals = self.totals.clone().unwrap_or_default();
         for shard in self.covered..dataset.shards() {
-            totals.merge(&self.shard_stats(dataset, shard)?);
+            totals.merge(&self.shard_stats(dataset, shard)?)?;
         }
         Ok(totals)
     }
@@ -268,8 +279,9 @@ impl DatasetFields {
                 }
                 .into());
             }
-            let (stats, print) = ShardStats::from_json_bytes(&bytes, &name)?;
-            if print.as_ref() == Some(&fingerprint(&dataset.shard_fingerprint(shard)?)) {
+            let mut stats = ShardStats::decode(&bytes, &name)?;
+            if stats.fingerprint == Some(fingerprint(&dataset.shard_fingerprint(shard)?)) {
+                stats.fingerprint = None;
                 return Ok(stats);
             }
         }
@@ -361,7 +373,6 @@ fn stats_from_records(dataset: &Dataset, shard: u64) -> Result<ShardStats, Field
     let mut stats = ShardStats::new();
     let first = dataset.shard_first_record(shard) as usize;
     let end = first + dataset.shard_records(shard) as usize;
-    let mut stored_bytes = 0;
     for index in first..end {
         let key_len = if dataset.keyed() {
             dataset.key_at(index)?.len()
@@ -369,14 +380,12 @@ fn stats_from_records(dataset: &Dataset, shard: u64) -> Result<ShardStats, Field
             0
         };
         let stored = dataset.stored_at(index)?;
-        stored_bytes += stored.len() as u64;
         let raw_len = match dataset.compression() {
             Compression::None => stored.len() as u64,
             Compression::Lz4 => bcd::lz4_block::declared_len(stored).map_or(0, |n| n as u64),
         };
-        stats.add_record(key_len as u64, raw_len);
+        stats.add_record(key_len as u64, stored.len() as u64, raw_len);
     }
-    stats.set_stored_bytes(stored_bytes);
     Ok(stats)
 }
 
@@ -393,17 +402,103 @@ pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsI
         .map(|f| f.name().clone())
         .collect();
     let totals = fields.totals(dataset)?;
-    let mut report = totals.report(&order);
-    report["shards"] = dataset.shards().into();
-    report["path"] = dataset.path().display().to_string().into();
+    let mut out = report(&totals, &order);
+    out["shards"] = dataset.shards().into();
+    out["path"] = dataset.path().display().to_string().into();
     if per_shard {
         let mut shards = Vec::new();
         for shard in 0..dataset.shards() {
-            let mut one = fields.shard_stats(dataset, shard)?.report(&order);
+            let mut one = report(&fields.shard_stats(dataset, shard)?, &order);
             one["shard"] = shard.into();
             shards.push(one);
         }
-        report["per_shard"] = Value::Array(shards);
+        out["per_shard"] = Value::Array(shards);
     }
-    Ok(report)
+    Ok(out)
+}
+
+/// The report of `stats` (see [`stats_report`]): sizes with percentiles, and
+/// per field (in `order`, then any other) its type, nulls, min/max, distinct
+/// values (exact while counted) and exact counts, largest first.
+fn report(stats: &ShardStats, order: &[String]) -> Value {
+    let scalar = |s: &Scalar| match s {
+        Scalar::Int(i) => int_json(*i),
+        Scalar::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Scalar::Bool(b) => Value::Bool(*b),
+        Scalar::Utf8 { value, .. } => Value::String(value.clone()),
+    };
+    let key = |k: &CountKey| match k {
+        CountKey::Bool(b) => Value::Bool(*b),
+        CountKey::Int(i) => int_json(*i),
+        CountKey::Utf8(s) => Value::String(s.clone()),
+    };
+    let mut names: Vec<&str> = order.iter().map(String::as_str).collect();
+    names.extend(
+        stats
+            .fields()
+            .map(|(n, _)| n)
+            .filter(|n| !order.iter().any(|o| o == n)),
+    );
+    let mut fields = Map::new();
+    for name in names {
+        let Some(f) = stats.field(name) else {
+            fields.insert(
+                name.to_owned(),
+                serde_json::json!({"nulls": stats.records, "count": 0}),
+            );
+            continue;
+        };
+        let truncated = [f.min(), f.max()].iter().any(|s| {
+            matches!(
+                s,
+                Some(Scalar::Utf8 {
+                    truncated: true,
+                    ..
+                })
+            )
+        });
+        let counts = f.counts().map(|mut c| {
+            c.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            c.iter()
+                .map(|(k, n)| serde_json::json!([key(k), n]))
+                .collect::<Vec<_>>()
+        });
+        fields.insert(
+            name.to_owned(),
+            serde_json::json!({
+                "type": f.data_type(),
+                "count": f.count(),
+                "nulls": stats.nulls(name),
+                "min": f.min().map(scalar),
+                "max": f.max().map(scalar),
+                "min_max_truncated": truncated,
+                "distinct": f.distinct(),
+                "distinct_exact": counts.is_some(),
+                "counts": counts,
+            }),
+        );
+    }
+    serde_json::json!({
+        "records": stats.records,
+        "key_bytes": stats.key_bytes,
+        "stored_bytes": stats.stored_bytes,
+        "raw_bytes": stats.raw_bytes,
+        "value_size": {
+            "min": stats.min_value_size,
+            "p50": stats.value_size_percentile(0.5),
+            "p90": stats.value_size_percentile(0.9),
+            "p99": stats.value_size_percentile(0.99),
+            "max": stats.max_value_size,
+            "mean": (stats.records > 0).then(|| stats.raw_bytes as f64 / stats.records as f64),
+        },
+        "fields": fields,
+    })
+}
+
+fn int_json(v: i128) -> Value {
+    match (i64::try_from(v), u64::try_from(v)) {
+        (Ok(i), _) => i.into(),
+        (_, Ok(u)) => u.into(),
+        _ => Value::String(v.to_string()),
+    }
 }

@@ -1,0 +1,252 @@
+//! Property tests: schema unification commutes and widens, shard files round
+//! trip, and merged statistics are the statistics of the concatenation.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use bcd_fields::{
+    align, decode_shard, encode_shard, row_to_json, BatchBuilder, DatasetSchema, FieldValue,
+    Fields, Fingerprint, ShardStats,
+};
+use proptest::prelude::*;
+
+fn int_type() -> impl Strategy<Value = DataType> {
+    prop_oneof![
+        Just(DataType::Int8),
+        Just(DataType::Int16),
+        Just(DataType::Int32),
+        Just(DataType::Int64),
+        Just(DataType::UInt8),
+        Just(DataType::UInt16),
+        Just(DataType::UInt32),
+        Just(DataType::UInt64),
+    ]
+}
+
+fn data_type() -> impl Strategy<Value = DataType> {
+    let leaf = prop_oneof![
+        int_type(),
+        Just(DataType::Null),
+        Just(DataType::Utf8),
+        Just(DataType::Float64)
+    ];
+    leaf.prop_recursive(3, 16, 3, |inner| {
+        prop_oneof![
+            inner
+                .clone()
+                .prop_map(|t| DataType::List(Arc::new(Field::new("item", t, true)))),
+            proptest::collection::vec((prop_oneof![Just("a"), Just("b"), Just("c")], inner), 1..3)
+                .prop_map(|children| {
+                    let mut fields: Vec<Field> = Vec::new();
+                    for (n, t) in children {
+                        if !fields.iter().any(|f| f.name() == n) {
+                            fields.push(Field::new(n, t, true));
+                        }
+                    }
+                    DataType::Struct(fields.into())
+                }),
+        ]
+    })
+}
+
+/// `t` with struct children sorted by name (unify keeps the existing side's
+/// order, so the two orders of unification differ only there).
+fn normalized(t: &DataType) -> DataType {
+    match t {
+        DataType::List(f) => DataType::List(Arc::new(Field::new(
+            f.name(),
+            normalized(f.data_type()),
+            f.is_nullable(),
+        ))),
+        DataType::Struct(fields) => {
+            let mut v: Vec<Field> = fields
+                .iter()
+                .map(|f| Field::new(f.name(), normalized(f.data_type()), f.is_nullable()))
+                .collect();
+            v.sort_by(|a, b| a.name().cmp(b.name()));
+            DataType::Struct(v.into())
+        }
+        t => t.clone(),
+    }
+}
+
+fn unify(a: &DataType, b: &DataType) -> Option<DataType> {
+    let mut schema = DatasetSchema::new();
+    schema
+        .unify(&Schema::new(vec![Field::new("f", a.clone(), true)]))
+        .unwrap();
+    schema
+        .unify(&Schema::new(vec![Field::new("f", b.clone(), true)]))
+        .ok()?;
+    Some(schema.field("f").unwrap().data_type().clone())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn unify_commutes_and_widens(a in data_type(), b in data_type()) {
+        let ab = unify(&a, &b);
+        let ba = unify(&b, &a);
+        prop_assert_eq!(ab.as_ref().map(normalized), ba.as_ref().map(normalized));
+        if let Some(u) = ab {
+            // The result holds both: unifying either into it changes nothing.
+            prop_assert_eq!(unify(&u, &a), Some(u.clone()));
+            prop_assert_eq!(unify(&u, &b), Some(u.clone()));
+        }
+        prop_assert_eq!(unify(&a, &a), Some(a.clone()));
+    }
+
+    #[test]
+    fn integer_widening_keeps_every_value(a in int_type(), b in int_type(), values in proptest::collection::vec(any::<i64>(), 0..20)) {
+        let Some(wide) = unify(&a, &b) else { return Ok(()) };
+        // The values that fit the narrow type (a cast gives null for the others).
+        let wide64: Arc<dyn Array> = Arc::new(arrow_array::Int64Array::from(values));
+        let narrow: Arc<dyn Array> = arrow_cast::cast(&wide64, &a).unwrap();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![Field::new("f", a.clone(), true)])), vec![narrow.clone()]).unwrap();
+        let schema = DatasetSchema::from_fields([Arc::new(Field::new("f", wide.clone(), true))]).unwrap();
+        let out = align(&[batch], &schema).unwrap();
+        let back = arrow_cast::cast(out[0].column(0), &a).unwrap();
+        prop_assert_eq!(out[0].column(0).data_type(), &wide);
+        prop_assert_eq!(back.as_ref(), narrow.as_ref());
+    }
+}
+
+/// A dynamic value of one of a few shapes, so columns mostly agree.
+fn value(kind: u8) -> BoxedStrategy<FieldValue> {
+    let v = match kind % 7 {
+        0 => any::<bool>().prop_map(FieldValue::Bool).boxed(),
+        1 => (-50i64..50).prop_map(FieldValue::Int64).boxed(),
+        2 => prop_oneof![any::<f64>(), Just(f64::NAN), Just(-0.0)]
+            .prop_map(FieldValue::Float64)
+            .boxed(),
+        3 => "[a-d]{0,3}|[é中a]{0,8}"
+            .prop_map(FieldValue::String)
+            .boxed(),
+        4 => proptest::collection::vec(any::<u8>(), 0..6)
+            .prop_map(FieldValue::Binary)
+            .boxed(),
+        5 => proptest::collection::vec(
+            prop_oneof![
+                Just(FieldValue::Null),
+                (0i64..5).prop_map(FieldValue::Int64)
+            ],
+            0..4,
+        )
+        .prop_map(FieldValue::List)
+        .boxed(),
+        _ => (any::<bool>(), "[xy]{0,2}")
+            .prop_map(|(b, s)| {
+                FieldValue::Struct(vec![
+                    ("flag".into(), FieldValue::Bool(b)),
+                    ("tag".into(), FieldValue::String(s)),
+                ])
+            })
+            .boxed(),
+    };
+    prop_oneof![1 => Just(FieldValue::Null), 4 => v].boxed()
+}
+
+/// A record over up to 4 columns, column `c` of kind `kinds[c]`, each present
+/// or not.
+fn record(kinds: &[u8]) -> impl Strategy<Value = Fields> {
+    (
+        value(kinds[0]),
+        value(kinds[1]),
+        value(kinds[2]),
+        value(kinds[3]),
+        proptest::collection::vec(any::<bool>(), 4),
+    )
+        .prop_map(|(a, b, c, d, present)| {
+            let mut f = Fields::new();
+            for (i, v) in [a, b, c, d].into_iter().enumerate() {
+                if present[i] {
+                    f.push(format!("c{i}"), v);
+                }
+            }
+            f
+        })
+}
+
+/// Up to `max` records whose columns have one kind each.
+fn records(max: usize) -> impl Strategy<Value = Vec<Fields>> {
+    proptest::collection::vec(any::<u8>(), 4)
+        .prop_flat_map(move |kinds| proptest::collection::vec(record(&kinds), 0..max))
+}
+
+/// Two shards' records, with the same kinds of columns.
+fn two_shards(max: usize) -> impl Strategy<Value = (Vec<Fields>, Vec<Fields>)> {
+    proptest::collection::vec(any::<u8>(), 4).prop_flat_map(move |kinds| {
+        (
+            proptest::collection::vec(record(&kinds), 0..max),
+            proptest::collection::vec(record(&kinds), 0..max),
+        )
+    })
+}
+
+fn build(records: &[Fields]) -> RecordBatch {
+    let mut b = BatchBuilder::new();
+    for (i, r) in records.iter().enumerate() {
+        b.push(r, &format!("record {i}")).unwrap();
+    }
+    b.finish().unwrap()
+}
+
+fn stats_of(batch: &RecordBatch) -> ShardStats {
+    let mut s = ShardStats::new();
+    for i in 0..batch.num_rows() as u64 {
+        s.add_record(i % 3, i * 5 % 17, i * 131 % 1000);
+    }
+    s.add_fields(batch).unwrap();
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn shard_files_round_trip(records in records(40)) {
+        let batch = build(&records);
+        let fp = Fingerprint { records: batch.num_rows() as u64, data_len: 1, index_xxh3: 2, edges_xxh3: 3 };
+        let bytes = encode_shard(&batch, &fp).unwrap();
+        let back = decode_shard(Arc::new(bytes), &fp, "f").unwrap().unwrap();
+        let rows: usize = back.iter().map(|b| b.num_rows()).sum();
+        prop_assert_eq!(rows, batch.num_rows());
+        if let Some(first) = back.first() {
+            prop_assert_eq!(first.columns(), batch.columns());
+            let (s1, s2) = (first.schema(), batch.schema());
+            prop_assert_eq!(s1.fields(), s2.fields());
+            for row in 0..batch.num_rows() {
+                prop_assert_eq!(row_to_json(first, row), row_to_json(&batch, row));
+            }
+        }
+    }
+
+    #[test]
+    fn merged_statistics_are_those_of_the_concatenation((a, b) in two_shards(30)) {
+        let (ba, bb) = (build(&a), build(&b));
+        let mut schema = DatasetSchema::new();
+        schema.unify(&ba.schema()).unwrap();
+        schema.unify(&bb.schema()).unwrap();
+        let mut aligned = align(std::slice::from_ref(&ba), &schema).unwrap();
+        aligned.extend(align(std::slice::from_ref(&bb), &schema).unwrap());
+        let whole = arrow_select::concat::concat_batches(&schema.arrow_schema(), &aligned).unwrap();
+
+        let mut merged = stats_of(&ba);
+        let sb = stats_of(&bb);
+        merged.merge(&sb).unwrap();
+        // The concatenation's records: the same sizes in the same order.
+        let mut expected = ShardStats::new();
+        for batch in [&ba, &bb] {
+            for i in 0..batch.num_rows() as u64 {
+                expected.add_record(i % 3, i * 5 % 17, i * 131 % 1000);
+            }
+        }
+        expected.add_fields(&whole).unwrap();
+        // Columns absent from both shards' batches exist in neither.
+        prop_assert_eq!(&merged, &expected);
+        // And the JSON of each side decodes to what it encoded.
+        prop_assert_eq!(&ShardStats::decode(&merged.encode(), "m").unwrap(), &merged);
+    }
+}
