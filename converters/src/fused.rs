@@ -74,6 +74,10 @@ impl<S: Source> Source for Fused<S> {
     fn skipped(&self) -> &Skipped {
         self.inner.skipped()
     }
+
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.inner.metadata()
+    }
 }
 
 #[cfg(test)]

@@ -154,6 +154,12 @@ pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     fn keyed(&self) -> bool;
     /// What was passed over so far.
     fn skipped(&self) -> &Skipped;
+    /// Dataset-level metadata this source contributes (class names, the
+    /// Hugging Face features of a Parquet file, ...), merged key-wise into the
+    /// dataset's metadata when the ingest commits. Known once the source is opened.
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Several sources read one after another, as one.
@@ -161,17 +167,25 @@ pub struct Chain {
     sources: std::collections::VecDeque<Box<dyn Source>>,
     skipped: Skipped,
     keyed: bool,
+    metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Chain {
     /// Chains `sources` in order; keyed if all are. An error of one source ends
-    /// the chain: the sources after it are not read.
+    /// the chain: the sources after it are not read. Its metadata is that of its
+    /// sources at construction, merged key-wise in order (a later source's key
+    /// wins).
     pub fn new(sources: Vec<Box<dyn Source>>) -> Fused<Chain> {
         let keyed = sources.iter().all(|s| s.keyed());
+        let mut metadata = serde_json::Map::new();
+        for source in &sources {
+            metadata.extend(source.metadata());
+        }
         Fused::new(Chain {
             sources: sources.into(),
             skipped: Skipped::default(),
             keyed,
+            metadata,
         })
     }
 }
@@ -200,5 +214,9 @@ impl Source for Chain {
 
     fn skipped(&self) -> &Skipped {
         &self.skipped
+    }
+
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.metadata.clone()
     }
 }
