@@ -31,6 +31,7 @@ mod parquet_columns;
 mod parquet_pages;
 pub mod parquet_source;
 pub mod regular_file;
+pub mod samples;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
