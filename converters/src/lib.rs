@@ -26,6 +26,7 @@ pub mod dir_source;
 mod error;
 pub mod example;
 mod fused;
+pub mod jsonl_source;
 mod member_names;
 mod parquet_columns;
 mod parquet_pages;
