@@ -94,7 +94,7 @@ pub enum Command {
     /// Read directory trees, tar/WebDataset archives, Parquet, CSV, TFRecord or
     /// JSON Lines files into a dataset, in one commit.
     #[command(after_help = INGEST_AFTER_HELP)]
-    Ingest(IngestArgs),
+    Ingest(Box<IngestArgs>),
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
     /// Decode every record and report anything wrong (non-zero exit if so).
