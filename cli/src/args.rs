@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use bcd_pipeline::{parse_delimiter, parse_lz4_mode, parse_size};
+use bcd_pipeline::{parse_delimiter, parse_lz4_mode, parse_size, parse_value_ext};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
@@ -110,10 +110,10 @@ pub enum Command {
         #[arg(long)]
         shards: bool,
     },
-    /// Read directory trees, tar/WebDataset archives, Parquet, CSV or TFRecord
-    /// files into a dataset, in one commit.
+    /// Read directory trees, tar/WebDataset archives, Parquet, CSV, TFRecord or
+    /// JSON Lines files into a dataset, in one commit.
     #[command(after_help = INGEST_AFTER_HELP)]
-    Ingest(IngestArgs),
+    Ingest(Box<IngestArgs>),
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
     /// Decode every record and report anything wrong (non-zero exit if so).
@@ -136,6 +136,8 @@ pub enum FormatArg {
     Csv,
     /// TFRecord files, plain or GZIP-compressed.
     Tfrecord,
+    /// JSON Lines files (.jsonl, .jsonl.gz, .jsonl.zst): one record per object.
+    Jsonl,
 }
 
 impl From<FormatArg> for bcd_pipeline::SourceFormat {
@@ -146,6 +148,23 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
             FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
             FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
+            FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
+        }
+    }
+}
+
+/// `--labels` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LabelsArg {
+    /// label and label_index from each file's first folder, numbered as
+    /// torchvision's ImageFolder.
+    Folder,
+}
+
+impl From<LabelsArg> for bcd_converters::dir_source::LabelMode {
+    fn from(arg: LabelsArg) -> Self {
+        match arg {
+            LabelsArg::Folder => bcd_converters::dir_source::LabelMode::Folder,
         }
     }
 }
@@ -169,6 +188,8 @@ Sources (the format is detected from each name unless --format is given):
   csv       .csv/.tsv files listing file paths, one value per row
   tfrecord  .tfrecord files (also sharded names such as x.tfrecord-00000-of-00010),
             plain or GZIP-compressed; keyless unless --key-feature
+  jsonl     .jsonl files (also .jsonl.gz, .jsonl.zst): one record per JSON object,
+            the value its \"text\" field, the other fields stored beside it
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'
@@ -176,6 +197,9 @@ Examples:
   bcd ingest data/*.parquet --into ds --value-column image --key-column id
   bcd ingest list.csv --into ds --path-column file
   bcd ingest train.tfrecord --into ds --feature image/encoded --key-feature image/filename
+  bcd ingest images/ --into ds --labels folder
+  bcd ingest 'shards-{000000..000099}.tar' --into ds --samples --json-fields
+  bcd ingest docs.jsonl.zst --into ds --key-field id
 
 Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 130 interrupted by SIGINT, SIGTERM or SIGHUP (nothing committed).";
@@ -183,11 +207,11 @@ Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
     /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
-    /// CSV or TFRecord files, or - (a tar on stdin).
+    /// CSV, TFRecord or JSON Lines files, or - (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
     pub sources: Vec<OsString>,
     /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
-    /// .parquet parquet, .csv csv, .tfrecord tfrecord).
+    /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// The dataset: created when missing or empty, appended to otherwise.
@@ -229,6 +253,39 @@ pub struct IngestArgs {
     /// Follow symbolic links (default: skip and count them).
     #[arg(long, help_heading = "Directory sources (dir)")]
     pub follow_links: bool,
+    /// Store fields from each file's path: `folder` gives label (its first folder
+    /// under the root) and label_index (that folder's index among the sorted
+    /// folders, as torchvision's ImageFolder); files directly under the root are
+    /// skipped.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        help_heading = "Directory sources (dir)"
+    )]
+    pub labels: Option<LabelsArg>,
+    /// Group members into WebDataset samples (a/b.jpg, a/b.cls, a/b.json: one
+    /// record keyed a/b); the value is one member, the others are stored as fields.
+    #[arg(long, help_heading = "Tar sources (tar)")]
+    pub samples: bool,
+    /// With --samples: the extensions of the member stored as the value, in order
+    /// of preference [default: jpg,jpeg,png,webp,flac,wav,mp3,mp4].
+    #[arg(
+        long,
+        value_name = "EXTS",
+        value_delimiter = ',',
+        value_parser = parse_value_ext,
+        help_heading = "Tar sources (tar)"
+    )]
+    pub value_ext: Vec<String>,
+    /// With --samples: also store each top-level scalar of a JSON member as a typed
+    /// field json.KEY.
+    #[arg(long, help_heading = "Tar sources (tar)")]
+    pub json_fields: bool,
+    /// With --samples: skip (and count) bad samples (no value member, a duplicate
+    /// extension, scattered members, an undecodable field) instead of failing.
+    #[arg(long, help_heading = "Tar sources (tar)")]
+    pub skip_bad_samples: bool,
     /// The column holding the values (required).
     #[arg(long, value_name = "COL", help_heading = "Parquet sources (parquet)")]
     pub value_column: Option<String>,
@@ -263,6 +320,22 @@ pub struct IngestArgs {
         help_heading = "TFRecord sources (tfrecord)"
     )]
     pub key_feature: Option<String>,
+    /// The string field holding the value [default: text].
+    #[arg(long, value_name = "NAME", help_heading = "JSON Lines sources (jsonl)")]
+    pub value_field: Option<String>,
+    /// The value field is base64 text of the value's bytes.
+    #[arg(long, help_heading = "JSON Lines sources (jsonl)")]
+    pub value_base64: bool,
+    /// Key records by this field (a string, or an integer in decimal); keyless
+    /// without it.
+    #[arg(long, value_name = "NAME", help_heading = "JSON Lines sources (jsonl)")]
+    pub key_field: Option<String>,
+    /// The fields and their types, as a JSON file: [{"name": "label", "type":
+    /// "int64"}, ...] with types int64, float64, float32, bool, string, binary,
+    /// list<TYPE>; other fields are left out [default: inferred from the first
+    /// 1000 lines].
+    #[arg(long, value_name = "FILE", help_heading = "JSON Lines sources (jsonl)")]
+    pub schema: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

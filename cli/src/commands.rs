@@ -116,7 +116,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify { dataset: path } => verify(&path),
-        Command::Ingest(args) => crate::ingest_cmd::ingest(args),
+        Command::Ingest(args) => crate::ingest_cmd::ingest(*args),
         Command::Export(args) => crate::ingest_cmd::export(args),
     }
 }

@@ -14,20 +14,27 @@ use bcd_converters::detect::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources_into, ExportError, ExportProgress, ExportProgressFn, IngestError, IngestOptions,
-    IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions,
+    open_sources_into, read_schema, ExportError, ExportProgress, ExportProgressFn, IngestError,
+    IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat,
+    SourceOptions,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
-use crate::output::{say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
+use crate::output::{self, say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
 use crate::signals::{Interrupts, Phase};
 
 /// The source options as the library takes them; a flag the user did not give is
 /// `None` (or empty, or false), so giving one to another format is refused even
-/// with its default value.
-fn source_options(args: &IngestArgs) -> SourceOptions {
-    SourceOptions {
+/// with its default value. A `--schema` file that cannot be used is a usage error.
+fn source_options(args: &IngestArgs) -> Result<SourceOptions, UsageError> {
+    let schema = args
+        .schema
+        .as_deref()
+        .map(read_schema)
+        .transpose()
+        .map_err(|error| UsageError(format!("--schema {}", output::chain(&error))))?;
+    Ok(SourceOptions {
         format: args.format.map(Into::into),
         include: args.include.clone(),
         exclude: args.exclude.clone(),
@@ -40,14 +47,23 @@ fn source_options(args: &IngestArgs) -> SourceOptions {
         delimiter: args.delimiter,
         feature: args.feature.clone(),
         key_feature: args.key_feature.clone(),
-    }
+        labels: args.labels.map(Into::into),
+        samples: args.samples,
+        value_ext: args.value_ext.clone(),
+        json_fields: args.json_fields,
+        skip_bad_samples: args.skip_bad_samples,
+        value_field: args.value_field.clone(),
+        value_base64: args.value_base64,
+        key_field: args.key_field.clone(),
+        schema,
+    })
 }
 
 pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     // First, so that a signal while a source is being opened (which may block on
     // a pipe) ends the run too.
     let interrupts = Interrupts::install()?;
-    let source_options = source_options(&args);
+    let source_options = source_options(&args)?;
     let OpenedSource { format, source } =
         open_sources_into(&args.sources, &source_options, &args.into)?;
 

@@ -49,6 +49,19 @@ fn every_usage_error_exits_2_and_writes_nothing() {
     let tar = fixture("tar/gnu.tar");
     let tree = fixture("imagefolder");
     let csv = fixture("csv/listing.csv");
+    let jsonl = dir.path().join("lines.jsonl");
+    std::fs::write(&jsonl, "{\"text\": \"a\"}\n").unwrap();
+    let jsonl = s(&jsonl).to_owned();
+    let schema = dir.path().join("schema.json");
+    std::fs::write(&schema, r#"[{"name": "n", "type": "int64"}]"#).unwrap();
+    let schema = s(&schema).to_owned();
+    let bad_schema = dir.path().join("bad-schema.json");
+    std::fs::write(&bad_schema, r#"[{"name": "n", "type": "integer"}]"#).unwrap();
+    let bad_schema = s(&bad_schema).to_owned();
+    let bad_schema_message =
+        format!("--schema {bad_schema}: field 1: \"n\": unknown type \"integer\"");
+    let missing_schema = s(&dir.path().join("missing.json")).to_owned();
+    let missing_schema_message = format!("--schema {missing_schema}: ");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // Found by clap.
         (vec!["ingest", &tar], "--into"),
@@ -87,6 +100,75 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         (
             vec!["ingest", &csv, "--into", d, "--follow-links"],
             "--follow-links applies to dir sources only, not csv",
+        ),
+        // The field options of other formats, and sample options without --samples.
+        (
+            vec!["ingest", &tar, "--into", d, "--labels", "folder"],
+            "--labels applies to dir sources only, not tar",
+        ),
+        (
+            vec!["ingest", &tree, "--into", d, "--labels", "files"],
+            "invalid value 'files'",
+        ),
+        (
+            vec!["ingest", &tree, "--into", d, "--samples"],
+            "--samples applies to tar sources only, not dir",
+        ),
+        (
+            vec!["ingest", &tar, "--into", d, "--value-ext", "jpg,png"],
+            "--value-ext applies to tar sources read with --samples only",
+        ),
+        (
+            vec![
+                "ingest",
+                &tar,
+                "--into",
+                d,
+                "--samples",
+                "--value-ext",
+                "jpg,,png",
+            ],
+            "expected an extension",
+        ),
+        (
+            vec!["ingest", &tar, "--into", d, "--json-fields"],
+            "--json-fields applies to tar sources read with --samples only",
+        ),
+        (
+            vec!["ingest", &tar, "--into", d, "--skip-bad-samples"],
+            "--skip-bad-samples applies to tar sources read with --samples only",
+        ),
+        (
+            vec!["ingest", &csv, "--into", d, "--value-field", "text"],
+            "--value-field applies to jsonl sources only, not csv",
+        ),
+        (
+            vec!["ingest", &tar, "--into", d, "--value-base64"],
+            "--value-base64 applies to jsonl sources only, not tar",
+        ),
+        (
+            vec!["ingest", &tree, "--into", d, "--key-field", "id"],
+            "--key-field applies to jsonl sources only, not dir",
+        ),
+        (
+            vec!["ingest", &tree, "--into", d, "--schema", &schema],
+            "--schema applies to jsonl sources only, not dir",
+        ),
+        (
+            vec!["ingest", &jsonl, "--into", d, "--schema", &bad_schema],
+            &bad_schema_message,
+        ),
+        (
+            vec!["ingest", &jsonl, "--into", d, "--schema", &missing_schema],
+            &missing_schema_message,
+        ),
+        (
+            vec!["ingest", &jsonl, "--into", d, "--value-column", "text"],
+            "--value-column applies to parquet sources only, not jsonl",
+        ),
+        (
+            vec!["ingest", &jsonl, "--into", d, "--key-field", "text"],
+            "--key-field and --value-field name the same field \"text\"",
         ),
         // Splitting to stdout; a malformed --hex key.
         (
@@ -127,7 +209,7 @@ fn failures_exit_1() {
 }
 
 #[test]
-fn ingest_help_groups_flags_by_source_and_covers_all_five_formats() {
+fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
     let out = bcd(&["ingest", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
@@ -139,11 +221,13 @@ fn ingest_help_groups_flags_by_source_and_covers_all_five_formats() {
         "Parquet and CSV sources:",
         "CSV sources (csv):",
         "TFRecord sources (tfrecord):",
+        "Tar sources (tar):",
+        "JSON Lines sources (jsonl):",
         "Exit status:",
     ] {
         assert!(help.contains(heading), "no {heading:?} in:\n{help}");
     }
-    for format in ["dir ", "tar ", "parquet ", "csv ", "tfrecord "] {
+    for format in ["dir ", "tar ", "parquet ", "csv ", "tfrecord ", "jsonl "] {
         assert!(
             help.lines().any(|l| l.starts_with(&format!("  {format}"))),
             "{format:?} is not described:\n{help}"
@@ -162,7 +246,20 @@ fn ingest_help_groups_flags_by_source_and_covers_all_five_formats() {
     for (heading, flags) in [
         (
             "Directory sources (dir):",
-            &["--include", "--exclude", "--follow-links"][..],
+            &["--include", "--exclude", "--follow-links", "--labels"][..],
+        ),
+        (
+            "Tar sources (tar):",
+            &[
+                "--samples",
+                "--value-ext",
+                "--json-fields",
+                "--skip-bad-samples",
+            ],
+        ),
+        (
+            "JSON Lines sources (jsonl):",
+            &["--value-field", "--value-base64", "--key-field", "--schema"],
         ),
         (
             "Parquet sources (parquet):",
@@ -197,12 +294,13 @@ fn messages_use_format_names_not_type_names() {
         &["--value-column", "v", "--format", "tar"],
         &["--root", "."],
         &["--key-feature", "k"],
+        &["--key-field", "k"],
     ] {
         let mut args = vec!["ingest", &tar, "--into", s(&d)];
         args.extend_from_slice(flag);
         let out = bcd(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        for type_name in ["Dir", "Tar", "Csv", "Parquet", "Tfrecord"] {
+        for type_name in ["Dir", "Tar", "Csv", "Parquet", "Tfrecord", "Jsonl"] {
             assert!(
                 !stderr.contains(&format!(" {type_name} ")),
                 "{args:?}: {stderr}"

@@ -1,11 +1,47 @@
 //! Directory trees (ImageFolder and the like): every regular file is a record
 //! keyed by its path relative to the root, `/`-separated.
+//!
+//! With [`DirOptions::labels`] = [`LabelMode::Folder`], each record also gets the
+//! fields `label` (the name of its first folder under the root) and
+//! `label_index` (that folder's position among the class folders), numbered as
+//! torchvision's `ImageFolder` numbers them (`find_classes`, `class_to_idx`):
+//!
+//! - the class folders are the entries of the root that are directories,
+//!   following symbolic links (Python's `DirEntry.is_dir()`): a link to a
+//!   directory is a class, a dangling link is not; hidden folders (`.cache`)
+//!   are classes too, as for torchvision;
+//! - they are sorted as Python sorts their names: by Unicode code point, which
+//!   for UTF-8 names is their byte order (a name that is not UTF-8 is an error:
+//!   it could not be a label);
+//! - a class folder that holds no file (or none that `include`/`exclude` keep)
+//!   keeps its index, as with `ImageFolder(allow_empty=True)` (torchvision's
+//!   default refuses such a tree), so indices do not depend on the filters;
+//! - a file directly under the root is in no class: it is skipped and counted as
+//!   "not in a class folder" (torchvision passes over it too);
+//! - a directory of [`DirOptions::skip_dirs`] (the dataset being written) is not
+//!   a class.
+//!
+//! The class names, in index order, are the source's metadata `"class_names"`.
+//! A class folder's files are read as any other's: without `follow_links`, a
+//! class folder that is a symbolic link is in the list but its files are skipped
+//! (counted as "symlink").
 
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+
+/// Which fields a [`DirSource`] derives from a file's path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelMode {
+    /// `label` (Utf8) and `label_index` (Int64) from the file's first folder under
+    /// the root, numbered as torchvision's `ImageFolder` (see the module
+    /// documentation).
+    Folder,
+}
 
 /// What a [`DirSource`] reads.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +61,16 @@ pub struct DirOptions {
     /// `./` spelling is recognised; one that does not exist yet is checked again
     /// at each directory of the walk, as it may be created while the tree is read.
     pub skip_dirs: Vec<PathBuf>,
+    /// Fields derived from each file's path (default: none).
+    pub labels: Option<LabelMode>,
+}
+
+/// The class folders of a root, as torchvision's `find_classes` lists them.
+struct Classes {
+    /// Names in index order.
+    names: Vec<String>,
+    /// Index by folder name.
+    index: HashMap<OsString, i64>,
 }
 
 /// Streams the regular files under a root in a deterministic order: depth first,
@@ -36,6 +82,7 @@ pub struct DirSource {
     exclude: Patterns,
     skip_dirs: SkipDirs,
     skipped: Skipped,
+    classes: Option<Classes>,
 }
 
 /// [`DirOptions::skip_dirs`], resolved to identities as they come into existence.
@@ -152,13 +199,19 @@ impl DirSource {
             .follow_links(options.follow_links)
             .sort_by_file_name()
             .into_iter();
+        let mut skip_dirs = SkipDirs::new(&options.skip_dirs);
+        let classes = match options.labels {
+            None => None,
+            Some(LabelMode::Folder) => Some(find_classes(root, &mut skip_dirs)?),
+        };
         Ok(DirSource {
             root: root.to_owned(),
             walker,
             include,
             exclude: Patterns::new(&options.exclude)?,
-            skip_dirs: SkipDirs::new(&options.skip_dirs),
+            skip_dirs,
             skipped: Skipped::default(),
+            classes,
         })
     }
 
@@ -166,6 +219,56 @@ impl DirSource {
         self.include.as_ref().is_none_or(|p| p.matches(relative)) && !self.exclude.matches(relative)
     }
 }
+
+/// The class folders of `root` (see the module documentation), sorted by name.
+fn find_classes(root: &Path, skip_dirs: &mut SkipDirs) -> Result<Classes, SourceError> {
+    let io_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| SourceError::Io { path, source }
+    };
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(io_error(root))? {
+        let entry = entry.map_err(io_error(root))?;
+        let path = entry.path();
+        // DirEntry.is_dir() follows a symbolic link; a dangling one is no class.
+        let is_dir = match entry.file_type().map_err(io_error(&path))? {
+            t if t.is_symlink() => std::fs::metadata(&path).is_ok_and(|m| m.is_dir()),
+            t => t.is_dir(),
+        };
+        if !is_dir || skip_dirs.contains(&path) {
+            continue;
+        }
+        let name = entry.file_name();
+        let Some(text) = name.to_str() else {
+            return Err(SourceError::Invalid {
+                file: root.display().to_string(),
+                location: format!("class folder {:?}", name.to_string_lossy()),
+                reason: "the folder's name is not valid UTF-8, so it cannot be a label; rename it"
+                    .into(),
+            });
+        };
+        names.push(text.to_owned());
+    }
+    if names.is_empty() {
+        // torchvision refuses such a root too ("Couldn't find any class folder").
+        return Err(SourceError::Invalid {
+            file: root.display().to_string(),
+            location: "labels by folder".into(),
+            reason: "no class folder: files are labelled by the directory they are in under the root, and the root holds no directory".into(),
+        });
+    }
+    // Python sorts str by code point, the byte order of UTF-8.
+    names.sort_unstable();
+    let index = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (OsString::from(name), i as i64))
+        .collect();
+    Ok(Classes { names, index })
+}
+
+/// A file found by the walk: key, path, and class index when labels are asked for.
+type Found = (Vec<u8>, PathBuf, Option<usize>);
 
 /// The key of a file: its path relative to the root, components joined by `/`.
 fn key_of(relative: &Path) -> Vec<u8> {
@@ -186,14 +289,14 @@ impl DirSource {
         let mut walk = DirSource::open(root, options)?;
         let mut total = 0;
         while let Some(next) = walk.next_file() {
-            let (_, path) = next?;
+            let (_, path, _) = next?;
             total += std::fs::metadata(&path).map_or(0, |m| m.len());
         }
         Ok(total)
     }
 
-    /// The key and path of the next wanted regular file.
-    fn next_file(&mut self) -> Option<Result<(Vec<u8>, PathBuf), SourceError>> {
+    /// The next wanted regular file.
+    fn next_file(&mut self) -> Option<Result<Found, SourceError>> {
         loop {
             let entry = match self.walker.next()? {
                 Ok(entry) => entry,
@@ -225,12 +328,35 @@ impl DirSource {
                 self.skipped.add("symlink");
                 continue;
             }
+            let class = match &self.classes {
+                None => None,
+                Some(_) if entry.depth() < 2 => {
+                    self.skipped.add("not in a class folder");
+                    continue;
+                }
+                Some(classes) => {
+                    let folder = relative.components().next().expect("depth 2 or more");
+                    match classes.index.get(folder.as_os_str()) {
+                        Some(&i) => Some(i as usize),
+                        None => {
+                            return Some(Err(SourceError::Invalid {
+                                file: self.root.display().to_string(),
+                                location: relative.display().to_string(),
+                                reason: format!(
+                                    "its folder {:?} is not among the class folders found when the source was opened; the tree changed while it was read",
+                                    folder.as_os_str().to_string_lossy()
+                                ),
+                            }))
+                        }
+                    }
+                }
+            };
             if !file_type.is_file() {
                 self.skipped.add("special file");
                 continue;
             }
             let key = key_of(relative);
-            return Some(Ok((key, entry.into_path())));
+            return Some(Ok((key, entry.into_path(), class)));
         }
     }
 }
@@ -239,16 +365,21 @@ impl Iterator for DirSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (key, path) = match self.next_file()? {
+        let (key, path, class) = match self.next_file()? {
             Ok(found) => found,
             Err(error) => return Some(Err(error)),
         };
+        let mut fields = Fields::new();
+        if let (Some(class), Some(classes)) = (class, &self.classes) {
+            fields.push("label", FieldValue::String(classes.names[class].clone()));
+            fields.push("label_index", FieldValue::Int64(class as i64));
+        }
         Some(match std::fs::read(&path) {
             Ok(value) => Ok(Record {
                 key,
                 value,
                 origin: Origin::File(path),
-                fields: Fields::new(),
+                fields,
             }),
             Err(source) => Err(SourceError::Io { path, source }),
         })
@@ -262,6 +393,15 @@ impl Source for DirSource {
 
     fn skipped(&self) -> &Skipped {
         &self.skipped
+    }
+
+    /// With labels, `"class_names"`: the class folders' names in index order.
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut metadata = serde_json::Map::new();
+        if let Some(classes) = &self.classes {
+            metadata.insert("class_names".into(), classes.names.clone().into());
+        }
+        metadata
     }
 }
 

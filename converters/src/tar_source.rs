@@ -7,7 +7,9 @@
 //!
 //! Regular files become records keyed by member path (a leading `./` dropped);
 //! directories are passed over; other member types (links, devices, FIFOs, sparse
-//! files) are skipped and counted.
+//! files) are skipped and counted. With [`TarOptions::samples`], members are
+//! grouped into WebDataset samples instead, one record each, with fields
+//! (`samples.rs`).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -17,8 +19,17 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::detect::{self, Compression};
+use crate::samples::{self, Assembler, SampleOptions, Step};
 use crate::tar_reader::{Kind, TarReader};
 use crate::{brace, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+
+/// How a [`TarSource`] reads its archives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TarOptions {
+    /// Group members into WebDataset samples, one record per sample (see
+    /// `samples.rs`). Default: one record per member.
+    pub samples: Option<SampleOptions>,
+}
 
 /// An archive to read: a name (a file, or `-` for stdin) or an open stream.
 enum Input {
@@ -46,20 +57,35 @@ const READ_AHEAD: usize = 8;
 enum Message {
     Record(Result<Record, SourceError>),
     Skipped(&'static str),
+    /// A field name derived from JSON members, seen for the first time.
+    Derived(String),
 }
 
-/// Streams the regular-file members of one or more archives, reading on a
-/// background thread so decompression overlaps the consumer's work.
+/// Streams the regular-file members (or WebDataset samples) of one or more
+/// archives, reading on a background thread so decompression overlaps the
+/// consumer's work.
 pub struct TarSource {
     receiver: Receiver<Message>,
     reader: Option<JoinHandle<()>>,
     skipped: Skipped,
+    /// Whether `"derived_fields"` is part of the metadata.
+    json_fields: bool,
+    /// The derived field names received so far, in order of first appearance.
+    derived: Vec<String>,
 }
 
 impl TarSource {
     /// A source over `inputs` (paths, brace patterns, or `-` for stdin), in order.
     /// Every name is expanded and every file checked to exist before anything is read.
     pub fn new(inputs: &[String]) -> Result<Fused<TarSource>, SourceError> {
+        TarSource::with_options(inputs, &TarOptions::default())
+    }
+
+    /// [`TarSource::new`] with options.
+    pub fn with_options(
+        inputs: &[String],
+        options: &TarOptions,
+    ) -> Result<Fused<TarSource>, SourceError> {
         let mut archives = VecDeque::new();
         for input in inputs {
             for name in brace::expand(input).map_err(SourceError::Usage)? {
@@ -75,7 +101,10 @@ impl TarSource {
         if archives.iter().filter(|a| *a == "-").count() > 1 {
             return Err(SourceError::Usage("stdin (-) can be read only once".into()));
         }
-        TarSource::start(archives.into_iter().map(Input::Named).collect())
+        TarSource::start(
+            archives.into_iter().map(Input::Named).collect(),
+            options.clone(),
+        )
     }
 
     /// A source over one archive read from `reader` (plain, gzip or zstd, found by
@@ -84,14 +113,30 @@ impl TarSource {
         name: &str,
         reader: Box<dyn Read + Send>,
     ) -> Result<Fused<TarSource>, SourceError> {
-        TarSource::start(VecDeque::from([Input::Reader(name.to_owned(), reader)]))
+        TarSource::from_reader_with_options(name, reader, &TarOptions::default())
     }
 
-    fn start(archives: VecDeque<Input>) -> Result<Fused<TarSource>, SourceError> {
+    /// [`TarSource::from_reader`] with options.
+    pub fn from_reader_with_options(
+        name: &str,
+        reader: Box<dyn Read + Send>,
+        options: &TarOptions,
+    ) -> Result<Fused<TarSource>, SourceError> {
+        TarSource::start(
+            VecDeque::from([Input::Reader(name.to_owned(), reader)]),
+            options.clone(),
+        )
+    }
+
+    fn start(
+        archives: VecDeque<Input>,
+        options: TarOptions,
+    ) -> Result<Fused<TarSource>, SourceError> {
+        let json_fields = options.samples.as_ref().is_some_and(|s| s.json_fields);
         let (sender, receiver) = sync_channel(READ_AHEAD);
         let reader = std::thread::Builder::new()
             .name("tar-reader".into())
-            .spawn(move || read_archives(archives, &sender))
+            .spawn(move || read_archives(archives, options, &sender))
             .map_err(|source| SourceError::Io {
                 path: PathBuf::from("tar-reader thread"),
                 source,
@@ -100,6 +145,8 @@ impl TarSource {
             receiver,
             reader: Some(reader),
             skipped: Skipped::default(),
+            json_fields,
+            derived: Vec::new(),
         }))
     }
 }
@@ -111,6 +158,7 @@ impl Iterator for TarSource {
         loop {
             match self.receiver.recv() {
                 Ok(Message::Skipped(kind)) => self.skipped.add(kind),
+                Ok(Message::Derived(name)) => self.derived.push(name),
                 Ok(Message::Record(record)) => {
                     if record.is_err() {
                         // The reader returns right after sending its error: wait for
@@ -144,10 +192,22 @@ impl Source for TarSource {
     fn skipped(&self) -> &Skipped {
         &self.skipped
     }
+
+    /// With `json_fields`, `"derived_fields"`: the names of the fields derived
+    /// from JSON members, in order of first appearance. It grows as samples are
+    /// read, and is complete once the source is exhausted.
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut metadata = serde_json::Map::new();
+        if self.json_fields {
+            metadata.insert("derived_fields".into(), self.derived.clone().into());
+        }
+        metadata
+    }
 }
 
 /// Reads each archive in turn; stops at the first error or when the consumer is gone.
-fn read_archives(archives: VecDeque<Input>, sender: &SyncSender<Message>) {
+fn read_archives(archives: VecDeque<Input>, options: TarOptions, sender: &SyncSender<Message>) {
+    let mut assembler = options.samples.map(Assembler::new);
     for input in archives {
         let (name, raw) = match input {
             Input::Named(name) => match open_file(&name) {
@@ -159,7 +219,7 @@ fn read_archives(archives: VecDeque<Input>, sender: &SyncSender<Message>) {
             },
             Input::Reader(name, raw) => (name, raw),
         };
-        if let Err(error) = read_archive(&name, raw, sender) {
+        if let Err(error) = read_archive(&name, raw, assembler.as_mut(), sender) {
             let _ = sender.send(Message::Record(Err(error)));
             return;
         }
@@ -196,9 +256,23 @@ fn decompress(name: &str, raw: Box<dyn Read + Send>) -> Result<Box<dyn Read + Se
     Compression::sniff(prefix).decoder(reader).map_err(io_error)
 }
 
+/// Sends what the assembler produced; false when the consumer is gone.
+fn send_events(assembler: &mut Assembler, sender: &SyncSender<Message>) -> bool {
+    assembler.take_events().all(|event| {
+        let message = match event {
+            samples::Event::Record(record) => Message::Record(Ok(record)),
+            samples::Event::Skipped(kind) => Message::Skipped(kind),
+            samples::Event::Derived(name) => Message::Derived(name),
+        };
+        sender.send(message).is_ok()
+    })
+}
+
+/// Reads one archive: its members as records, or with an assembler its samples.
 fn read_archive(
     name: &str,
     raw: Box<dyn Read + Send>,
+    mut samples: Option<&mut Assembler>,
     sender: &SyncSender<Message>,
 ) -> Result<(), SourceError> {
     let corrupt = |location: String, reason: String| SourceError::Corrupt {
@@ -206,7 +280,24 @@ fn read_archive(
         location,
         reason,
     };
+    let read_data = |archive: &mut TarReader<_>, size: u64, location: &String| {
+        // Never trust the header's size for the allocation: grow as data arrives.
+        let mut data = Vec::with_capacity(size.min(INITIAL_VALUE_CAPACITY) as usize);
+        let got = archive
+            .read_member_data(&mut data)
+            .map_err(|e| corrupt(location.clone(), e.to_string()))?;
+        if got != size {
+            return Err(corrupt(
+                location.clone(),
+                format!("member data ends early ({got} of {size} bytes)"),
+            ));
+        }
+        Ok(data)
+    };
     let mut archive = TarReader::new(decompress(name, raw)?);
+    if let Some(assembler) = samples.as_deref_mut() {
+        assembler.start_archive(name);
+    }
     // The member before the next header, to point at when that header is bad.
     let mut last: Option<String> = None;
     for index in 0u64.. {
@@ -245,23 +336,28 @@ fn read_archive(
             ));
         }
         let size = member.size;
+        if let Some(assembler) = samples.as_deref_mut() {
+            let step = assembler.member(&path, &name_text, offset, size);
+            // The sample finished by this member goes first, even before its error.
+            if !send_events(assembler, sender) {
+                return Ok(()); // the consumer stopped
+            }
+            if step? == Step::Read {
+                // The assembler bounded the size (the sample's bytes together).
+                assembler.data(read_data(&mut archive, size, &location)?);
+            }
+            if !send_events(assembler, sender) {
+                return Ok(()); // the consumer stopped
+            }
+            continue;
+        }
         if size > MAX_MEMBER_SIZE {
             return Err(corrupt(
                 location,
                 format!("{size} bytes is larger than a value can be (4 GiB)"),
             ));
         }
-        // Never trust the header's size for the allocation: grow as data arrives.
-        let mut value = Vec::with_capacity(size.min(INITIAL_VALUE_CAPACITY) as usize);
-        let got = archive
-            .read_member_data(&mut value)
-            .map_err(|e| corrupt(location.clone(), e.to_string()))?;
-        if got != size {
-            return Err(corrupt(
-                location,
-                format!("member data ends early ({got} of {size} bytes)"),
-            ));
-        }
+        let value = read_data(&mut archive, size, &location)?;
         let record = Record {
             key: path,
             value,
@@ -278,7 +374,7 @@ fn read_archive(
     }
     // Read on past the end-of-archive blocks to the end of the stream, so that a
     // gzip or zstd decoder reaches its trailer and checks the data's checksum: a
-    // corrupt .tar.gz must fail, not be ingested.
+    // corrupt .tar.gz must fail, not be ingested (nor its last sample).
     let after = last.map_or_else(String::new, |m| format!(" (after member {m:?})"));
     io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(|e| {
         corrupt(
@@ -286,5 +382,10 @@ fn read_archive(
             e.to_string(),
         )
     })?;
+    if let Some(assembler) = samples {
+        let ended = assembler.end_archive();
+        send_events(assembler, sender);
+        ended?;
+    }
     Ok(())
 }

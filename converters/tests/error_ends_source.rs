@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
 use bcd_converters::dir_source::{DirOptions, DirSource};
+use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource};
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
-use bcd_converters::tar_source::TarSource;
+use bcd_converters::samples::SampleOptions;
+use bcd_converters::tar_source::{TarOptions, TarSource};
 use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
 use bcd_converters::{Chain, Source};
 
@@ -184,4 +186,64 @@ fn a_record_the_tfrecord_source_cannot_decode_ends_it_too() {
     let (keys, error) = read_to_error(&mut source);
     assert!(keys.is_empty(), "{keys:?}");
     assert!(error.contains("no/such/feature"), "{error}");
+}
+
+#[test]
+fn the_tar_source_in_samples_stops_at_a_bad_sample() {
+    // A WebDataset shard, then an archive that continues its last sample (a
+    // sample may not span archives), then the next shard.
+    let dir = tempfile::tempdir().unwrap();
+    let shard = |n: u32| {
+        fixture(&format!("tar/shards-00000{n}.tar"))
+            .display()
+            .to_string()
+    };
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_ustar();
+    header.set_size(1);
+    header.set_mode(0o644);
+    header.set_cksum();
+    builder
+        .append_data(&mut header, "sample000101.txt", &b"x"[..])
+        .unwrap();
+    let tail = dir.path().join("tail.tar");
+    fs::write(&tail, builder.into_inner().unwrap()).unwrap();
+    let names = [shard(0), tail.display().to_string(), shard(1)];
+    let options = TarOptions {
+        samples: Some(SampleOptions::default()),
+    };
+    let mut source = TarSource::with_options(&names, &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["sample000100", "sample000101"]);
+    assert!(
+        error.contains("tail.tar") && error.contains("may not span archives"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_jsonl_source_does_not_go_on_to_the_next_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    fs::write(&bad, "{\"text\": \"a\"}\n{\"text\": 1}\n").unwrap();
+    let good = dir.path().join("good.jsonl");
+    fs::write(&good, "{\"text\": \"b\"}\n").unwrap();
+    // A given schema: nothing is read before the first record is asked for.
+    let options = JsonlOptions {
+        schema: Some(std::sync::Arc::new(arrow_schema::Schema::empty())),
+        ..JsonlOptions::default()
+    };
+    let mut source = JsonlSource::new(&[bad, good], options).unwrap();
+    let mut records = 0;
+    let error = loop {
+        match source.next() {
+            Some(Ok(_)) => records += 1,
+            Some(Err(error)) => break error.to_string(),
+            None => panic!("no error after {records} records"),
+        }
+    };
+    assert!(error.contains("bad.jsonl: line 2"), "{error}");
+    for _ in 0..3 {
+        assert!(source.next().is_none());
+    }
 }

@@ -10,19 +10,24 @@
 //!   sparse maps;
 //! * bit 1: compress the archive with zstd, bit 2: with gzip (after bit 0), so the
 //!   decoders run on well-formed frames (raw inputs with their magic bytes reach
-//!   them on malformed ones).
+//!   them on malformed ones);
+//! * bit 3: group members into WebDataset samples (`samples.rs`) with JSON fields,
+//!   bit 4: and skip bad samples.
 //!
 //! What holds: every record has a non-empty key of at most `MAX_NAME_BYTES` and a
 //! value of at most `MAX_MEMBER_SIZE`, no longer than the input unless compressed;
 //! its origin names the archive; the error, if any, names the archive too; and
-//! after an error the source yields nothing more.
+//! after an error the source yields nothing more. A sample's fields end with its
+//! value's extension (the member count is bounded by `MAX_SAMPLE_MEMBERS`, which
+//! the tests check).
 #![no_main]
 
 use std::io::{Cursor, Write};
 
 use bcd_converters::detect::Compression;
-use bcd_converters::tar_source::{TarSource, MAX_MEMBER_SIZE, MAX_NAME_BYTES};
-use bcd_converters::{Origin, SourceError};
+use bcd_converters::samples::{SampleOptions, VALUE_EXT_FIELD};
+use bcd_converters::tar_source::{TarOptions, TarSource, MAX_MEMBER_SIZE, MAX_NAME_BYTES};
+use bcd_converters::{FieldValue, Origin, SourceError};
 use libfuzzer_sys::fuzz_target;
 
 const NAME: &str = "fuzz.tar";
@@ -54,8 +59,17 @@ fuzz_target!(|data: &[u8]| {
         archive = encoder.finish().expect("gzip in memory");
     }
     let input_len = archive.len();
-    let mut source = TarSource::from_reader(NAME, Box::new(Cursor::new(archive)))
-        .expect("starting the reader thread");
+    let options = TarOptions {
+        samples: (flags & 8 != 0).then(|| SampleOptions {
+            json_fields: true,
+            skip_bad_samples: flags & 16 != 0,
+            ..SampleOptions::default()
+        }),
+    };
+    let samples = options.samples.is_some();
+    let mut source =
+        TarSource::from_reader_with_options(NAME, Box::new(Cursor::new(archive)), &options)
+            .expect("starting the reader thread");
     while let Some(item) = source.next() {
         match item {
             Ok(record) => {
@@ -67,6 +81,14 @@ fuzz_target!(|data: &[u8]| {
                     Origin::Member { archive, .. } => assert_eq!(archive, NAME),
                     other => panic!("origin {other:?}"),
                 }
+                if samples {
+                    let (last, _) = record.fields.0.last().expect("the value's extension");
+                    assert_eq!(&**last, VALUE_EXT_FIELD);
+                    let extension = record.fields.get(VALUE_EXT_FIELD);
+                    assert!(matches!(extension, Some(FieldValue::String(_))));
+                } else {
+                    assert!(record.fields.is_empty());
+                }
             }
             Err(error) => {
                 let message = error.to_string();
@@ -76,7 +98,7 @@ fuzz_target!(|data: &[u8]| {
                         SourceError::Corrupt { .. }
                             | SourceError::Usage(_)
                             | SourceError::Io { .. }
-                    ),
+                    ) || (samples && matches!(error, SourceError::Invalid { .. })),
                     "{error:?}"
                 );
                 assert!(message.starts_with(NAME), "{message}");

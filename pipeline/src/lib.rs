@@ -20,12 +20,19 @@ mod export;
 pub mod fields;
 mod ingest;
 mod options;
+mod schema_file;
 mod sources;
 mod spelling;
 
 pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
-pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
+pub use options::{
+    parse_delimiter, parse_labels, parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts,
+    InvalidValue,
+};
+pub use schema_file::{
+    parse_schema, read_schema, SchemaFileError, MAX_LIST_DEPTH, MAX_SCHEMA_BYTES,
+};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
 };

@@ -7,6 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use bcd::Lz4Mode;
+use bcd_converters::dir_source::LabelMode;
 
 pub use crate::ingest::OnDuplicate;
 
@@ -61,6 +62,34 @@ pub fn parse_delimiter(text: &str) -> Result<u8, InvalidValue> {
             "the delimiter must be one ASCII character (or \\t for a tab)",
         )),
     }
+}
+
+/// Parses the `labels` mode: `folder` (the file's class folder, as torchvision's
+/// `ImageFolder`).
+pub fn parse_labels(text: &str) -> Result<LabelMode, InvalidValue> {
+    match text {
+        "folder" => Ok(LabelMode::Folder),
+        _ => Err(InvalidValue::new(text, "expected folder")),
+    }
+}
+
+/// Parses one value extension of WebDataset samples: lower-cased, a leading `.`
+/// dropped (`.JPG` is `jpg`); it may hold dots (`seg.png`) but not `/`.
+pub fn parse_value_ext(text: &str) -> Result<String, InvalidValue> {
+    let ext = text.trim().trim_start_matches('.').to_lowercase();
+    if ext.is_empty() || ext.contains('/') {
+        return Err(InvalidValue::new(
+            text,
+            "expected an extension such as jpg or seg.png",
+        ));
+    }
+    Ok(ext)
+}
+
+/// Parses a comma-separated list of value extensions (`jpg,png`), each as
+/// [`parse_value_ext`] does.
+pub fn parse_value_exts(text: &str) -> Result<Vec<String>, InvalidValue> {
+    text.split(',').map(parse_value_ext).collect()
 }
 
 impl FromStr for OnDuplicate {
@@ -191,5 +220,18 @@ mod tests {
         assert_eq!("error".parse(), Ok(OnDuplicate::Error));
         let error = "Skip".parse::<OnDuplicate>().unwrap_err();
         assert_eq!(error.to_string(), "\"Skip\": expected error or skip");
+    }
+
+    #[test]
+    fn labels_and_value_extensions() {
+        assert_eq!(parse_labels("folder"), Ok(LabelMode::Folder));
+        assert!(parse_labels("Folder").is_err());
+        assert_eq!(
+            parse_value_exts("jpg, .PNG,seg.png"),
+            Ok(vec!["jpg".into(), "png".into(), "seg.png".into()])
+        );
+        for bad in ["", "jpg,", ".", "a/b"] {
+            assert!(parse_value_exts(bad).is_err(), "{bad}");
+        }
     }
 }

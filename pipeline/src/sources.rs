@@ -10,10 +10,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use arrow_schema::SchemaRef;
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
-use bcd_converters::dir_source::{DirOptions, DirSource};
+use bcd_converters::dir_source::{DirOptions, DirSource, LabelMode};
+use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource};
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
-use bcd_converters::tar_source::TarSource;
+use bcd_converters::samples::SampleOptions;
+use bcd_converters::tar_source::{TarOptions, TarSource};
 use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
 use bcd_converters::{Chain, Source, SourceError};
 
@@ -31,16 +34,19 @@ pub enum SourceFormat {
     Csv,
     /// TFRecord files, plain or GZIP-compressed.
     Tfrecord,
+    /// JSON Lines files, plain, gzip or zstd: one record per object.
+    Jsonl,
 }
 
 impl SourceFormat {
     /// Every format, in the order the messages list them.
-    pub const ALL: [SourceFormat; 5] = [
+    pub const ALL: [SourceFormat; 6] = [
         SourceFormat::Dir,
         SourceFormat::Tar,
         SourceFormat::Parquet,
         SourceFormat::Csv,
         SourceFormat::Tfrecord,
+        SourceFormat::Jsonl,
     ];
 
     /// The lower-case name, as `--format` and [`FromStr`] take it.
@@ -51,6 +57,7 @@ impl SourceFormat {
             SourceFormat::Parquet => "parquet",
             SourceFormat::Csv => "csv",
             SourceFormat::Tfrecord => "tfrecord",
+            SourceFormat::Jsonl => "jsonl",
         }
     }
 }
@@ -85,8 +92,8 @@ impl fmt::Display for SourceFormat {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceOptions {
     /// The format of every source. Default: detected from each name (archive,
-    /// Parquet, CSV and TFRecord suffixes, `-` and brace patterns are tar,
-    /// existing directories are dir; a given `value_column` means Parquet).
+    /// JSON Lines, Parquet, CSV and TFRecord suffixes, `-` and brace patterns are
+    /// tar, existing directories are dir; a given `value_column` means Parquet).
     pub format: Option<SourceFormat>,
     /// dir: only files matching one of these globs (default: all files); see
     /// [`DirOptions::include`].
@@ -114,6 +121,30 @@ pub struct SourceOptions {
     pub feature: Option<String>,
     /// tfrecord: key records by this `bytes_list` feature (default: keyless).
     pub key_feature: Option<String>,
+    /// dir: fields derived from each file's path: `label` and `label_index` from
+    /// its class folder (see [`bcd_converters::dir_source`]).
+    pub labels: Option<LabelMode>,
+    /// tar: group members into WebDataset samples, one record each, the other
+    /// members as fields (see [`bcd_converters::samples`]).
+    pub samples: bool,
+    /// tar with `samples`: the extensions of the member stored as the value, in
+    /// order of preference (lower-cased, a leading `.` dropped). Default:
+    /// [`bcd_converters::samples::DEFAULT_VALUE_EXTS`].
+    pub value_ext: Vec<String>,
+    /// tar with `samples`: also store the top-level scalars of JSON members as
+    /// typed fields.
+    pub json_fields: bool,
+    /// tar with `samples`: skip (and count) bad samples instead of failing.
+    pub skip_bad_samples: bool,
+    /// jsonl: the string field holding the value. Default: `text`.
+    pub value_field: Option<String>,
+    /// jsonl: the value field is base64 text of the value's bytes.
+    pub value_base64: bool,
+    /// jsonl: key records by this field (a string or an integer). Default: keyless.
+    pub key_field: Option<String>,
+    /// jsonl: the fields and their types (see [`crate::read_schema`]). Default:
+    /// inferred from the first lines.
+    pub schema: Option<SchemaRef>,
 }
 
 impl SourceOptions {
@@ -125,12 +156,13 @@ impl SourceOptions {
             exclude: self.exclude.clone(),
             follow_links: self.follow_links,
             skip_dirs: Vec::new(),
+            labels: self.labels,
         }
     }
 
     /// The options that are given and belong to one format only, by field name,
     /// with the format they belong to.
-    fn given_single_format(&self) -> [(&'static str, bool, SourceFormat); 10] {
+    fn given_single_format(&self) -> [(&'static str, bool, SourceFormat); 19] {
         [
             ("include", !self.include.is_empty(), SourceFormat::Dir),
             ("exclude", !self.exclude.is_empty(), SourceFormat::Dir),
@@ -150,7 +182,47 @@ impl SourceOptions {
                 self.key_feature.is_some(),
                 SourceFormat::Tfrecord,
             ),
+            ("labels", self.labels.is_some(), SourceFormat::Dir),
+            ("samples", self.samples, SourceFormat::Tar),
+            ("value_ext", !self.value_ext.is_empty(), SourceFormat::Tar),
+            ("json_fields", self.json_fields, SourceFormat::Tar),
+            ("skip_bad_samples", self.skip_bad_samples, SourceFormat::Tar),
+            (
+                "value_field",
+                self.value_field.is_some(),
+                SourceFormat::Jsonl,
+            ),
+            ("value_base64", self.value_base64, SourceFormat::Jsonl),
+            ("key_field", self.key_field.is_some(), SourceFormat::Jsonl),
+            ("schema", self.schema.is_some(), SourceFormat::Jsonl),
         ]
+    }
+
+    /// The sample options that are given, by field name: they need `samples`.
+    fn given_sample_options(&self) -> [(&'static str, bool); 3] {
+        [
+            ("value_ext", !self.value_ext.is_empty()),
+            ("json_fields", self.json_fields),
+            ("skip_bad_samples", self.skip_bad_samples),
+        ]
+    }
+
+    /// The tar part of the options.
+    fn tar_options(&self) -> TarOptions {
+        TarOptions {
+            samples: self.samples.then(|| SampleOptions {
+                value_exts: match self.value_ext.is_empty() {
+                    true => SampleOptions::default().value_exts,
+                    false => self
+                        .value_ext
+                        .iter()
+                        .map(|ext| ext.trim_start_matches('.').to_lowercase())
+                        .collect(),
+                },
+                json_fields: self.json_fields,
+                skip_bad_samples: self.skip_bad_samples,
+            }),
+        }
     }
 }
 
@@ -236,10 +308,41 @@ pub enum SourceSetupError {
     /// Parquet sources without a value column.
     #[error("parquet sources need `value_column` COL (and `key_column` COL for a keyed dataset)")]
     MissingValueColumn,
+    /// An option of WebDataset samples without `samples`.
+    #[error("{} applies to tar sources read with `samples` only", flag(option))]
+    NeedsSamples {
+        /// The [`SourceOptions`] field.
+        option: &'static str,
+    },
+    /// Directory sources labelled by folder whose class folders differ: their
+    /// label indices would not mean the same classes.
+    #[error("`labels` folder numbers the class folders of each directory; {first} and {other} must have the same ones, but {}", describe_difference(first_classes, other_classes))]
+    DifferentClasses {
+        /// The first directory.
+        first: String,
+        /// Its class folders.
+        first_classes: Vec<String>,
+        /// A directory with other class folders.
+        other: String,
+        /// Its class folders.
+        other_classes: Vec<String>,
+    },
     /// Opening a source failed (a missing file, a bad glob or brace pattern, an
     /// unreadable Parquet footer, ...).
     #[error(transparent)]
     Open(#[from] SourceError),
+}
+
+/// The first class folder one list has and the other lacks, or where they differ
+/// in order (never, sorted as they are).
+fn describe_difference(first: &[String], other: &[String]) -> String {
+    if let Some(name) = other.iter().find(|name| !first.contains(name)) {
+        return format!("only the second has {name:?}");
+    }
+    if let Some(name) = first.iter().find(|name| !other.contains(name)) {
+        return format!("only the first has {name:?}");
+    }
+    "their class folders differ".into()
 }
 
 /// Format names as messages list them: `dir, tar`.
@@ -331,6 +434,19 @@ fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, 
     {
         return Ok(SourceFormat::Tar);
     }
+    // Before the value column's rule, so that `value_column` on a .jsonl file is
+    // refused as a Parquet option rather than read as Parquet.
+    if ends(&[
+        ".jsonl",
+        ".jsonl.gz",
+        ".jsonl.zst",
+        ".jsonl.zstd",
+        ".ndjson",
+        ".ndjson.gz",
+        ".ndjson.zst",
+    ]) {
+        return Ok(SourceFormat::Jsonl);
+    }
     if options.value_column.is_some() || ends(&[".parquet", ".pq"]) {
         return Ok(SourceFormat::Parquet);
     }
@@ -372,6 +488,15 @@ fn check_options(format: SourceFormat, options: &SourceOptions) -> Result<(), So
     if format == SourceFormat::Parquet && options.value_column.is_none() {
         return Err(SourceSetupError::MissingValueColumn);
     }
+    if !options.samples {
+        if let Some((option, _)) = options
+            .given_sample_options()
+            .into_iter()
+            .find(|(_, given)| *given)
+        {
+            return Err(SourceSetupError::NeedsSamples { option });
+        }
+    }
     Ok(())
 }
 
@@ -381,20 +506,20 @@ fn open(
     sources: &[&OsStr],
     options: &SourceOptions,
     target: Option<&Path>,
-) -> Result<Box<dyn Source>, SourceError> {
+) -> Result<Box<dyn Source>, SourceSetupError> {
     let paths: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     Ok(match format {
         SourceFormat::Dir => {
             let mut dir_options = options.dir_options();
             dir_options.skip_dirs.extend(target.map(Path::to_owned));
-            Box::new(Chain::new(
-                paths
-                    .iter()
-                    .map(
-                        |root| Ok(Box::new(DirSource::new(root, &dir_options)?) as Box<dyn Source>),
-                    )
-                    .collect::<Result<Vec<_>, SourceError>>()?,
-            ))
+            let roots = paths
+                .iter()
+                .map(|root| Ok(Box::new(DirSource::new(root, &dir_options)?) as Box<dyn Source>))
+                .collect::<Result<Vec<_>, SourceError>>()?;
+            if options.labels.is_some() {
+                same_classes(&paths, &roots)?;
+            }
+            Box::new(Chain::new(roots))
         }
         SourceFormat::Tar => {
             // Archive names go through brace expansion, which works on text.
@@ -409,7 +534,7 @@ fn open(
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            Box::new(TarSource::new(&names)?)
+            Box::new(TarSource::with_options(&names, &options.tar_options())?)
         }
         SourceFormat::Parquet => Box::new(ParquetSource::new(
             &paths,
@@ -439,7 +564,45 @@ fn open(
                 key_feature: options.key_feature.clone(),
             },
         )?),
+        SourceFormat::Jsonl => Box::new(JsonlSource::new(
+            &paths,
+            JsonlOptions {
+                value_field: options
+                    .value_field
+                    .clone()
+                    .unwrap_or_else(|| JsonlOptions::default().value_field),
+                value_base64: options.value_base64,
+                key_field: options.key_field.clone(),
+                schema: options.schema.clone(),
+            },
+        )?),
     })
+}
+
+/// Refuses directories labelled by folder whose class folders differ.
+fn same_classes(paths: &[PathBuf], roots: &[Box<dyn Source>]) -> Result<(), SourceSetupError> {
+    let classes = |root: &dyn Source| -> Vec<String> {
+        match root.metadata().get("class_names") {
+            Some(serde_json::Value::Array(names)) => names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let first = classes(roots[0].as_ref());
+    for (path, root) in paths.iter().zip(roots).skip(1) {
+        let other = classes(root.as_ref());
+        if other != first {
+            return Err(SourceSetupError::DifferentClasses {
+                first: paths[0].display().to_string(),
+                first_classes: first,
+                other: path.display().to_string(),
+                other_classes: other,
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -191,6 +191,7 @@ pub fn ingest<'py>(
             .transpose()?,
         feature,
         key_feature,
+        ..SourceOptions::default()
     };
     // One flag per call, so that concurrent ingests cannot stop each other.
     let interrupt = Arc::new(AtomicBool::new(false));

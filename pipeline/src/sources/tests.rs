@@ -37,6 +37,10 @@ fn names_tell_the_format() {
         ("a.tfrecord", SourceFormat::Tfrecord),
         ("a.tfrecords.gz", SourceFormat::Tfrecord),
         ("train.tfrecord-00000-of-00010", SourceFormat::Tfrecord),
+        ("a.jsonl", SourceFormat::Jsonl),
+        ("a.JSONL.GZ", SourceFormat::Jsonl),
+        ("a.jsonl.zst", SourceFormat::Jsonl),
+        ("a.ndjson", SourceFormat::Jsonl),
     ] {
         assert_eq!(
             detect_format(name.as_ref(), &none).unwrap(),
@@ -44,10 +48,15 @@ fn names_tell_the_format() {
             "{name}"
         );
     }
-    // A value column means Parquet whatever the name.
+    // A value column means Parquet whatever the name, but a .jsonl name stays
+    // JSON Lines (and the Parquet option is then refused).
     assert_eq!(
         detect_format("dump".as_ref(), &parquet_options()).unwrap(),
         SourceFormat::Parquet
+    );
+    assert_eq!(
+        detect_format("a.jsonl".as_ref(), &parquet_options()).unwrap(),
+        SourceFormat::Jsonl
     );
 }
 
@@ -231,7 +240,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name; pass `format` dir|tar|parquet|csv|tfrecord"
+            "cannot tell its format from the name; pass `format` dir|tar|parquet|csv|tfrecord|jsonl"
         ),
         "{error}"
     );
@@ -245,7 +254,7 @@ fn format_names_round_trip() {
     let error = "zip".parse::<SourceFormat>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord"
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord, jsonl"
     );
 }
 
@@ -268,4 +277,172 @@ fn an_error_in_one_directory_ends_the_sources_before_the_next_directory() {
         "z.txt was read after the error"
     );
     assert!(opened.source.next().is_none());
+}
+
+#[test]
+fn field_options_belong_to_their_format_and_sample_options_need_samples() {
+    let tar = fixture("tar/gnu.tar");
+    let dir = fixture("imagefolder");
+    let schema = Some(std::sync::Arc::new(arrow_schema::Schema::empty()));
+    let cases = [
+        (
+            &dir,
+            SourceOptions {
+                samples: true,
+                ..Default::default()
+            },
+            "`samples` applies to tar sources only, not dir",
+        ),
+        (
+            &tar,
+            SourceOptions {
+                labels: Some(LabelMode::Folder),
+                ..Default::default()
+            },
+            "`labels` applies to dir sources only, not tar",
+        ),
+        (
+            &dir,
+            SourceOptions {
+                value_ext: vec!["jpg".into()],
+                ..Default::default()
+            },
+            "`value_ext` applies to tar sources only, not dir",
+        ),
+        (
+            &tar,
+            SourceOptions {
+                json_fields: true,
+                ..Default::default()
+            },
+            "`json_fields` applies to tar sources read with `samples` only",
+        ),
+        (
+            &tar,
+            SourceOptions {
+                value_ext: vec!["jpg".into()],
+                skip_bad_samples: true,
+                ..Default::default()
+            },
+            "`value_ext` applies to tar sources read with `samples` only",
+        ),
+        (
+            &tar,
+            SourceOptions {
+                key_field: Some("id".into()),
+                ..Default::default()
+            },
+            "`key_field` applies to jsonl sources only, not tar",
+        ),
+        (
+            &dir,
+            SourceOptions {
+                schema: schema.clone(),
+                ..Default::default()
+            },
+            "`schema` applies to jsonl sources only, not dir",
+        ),
+        (
+            &dir,
+            SourceOptions {
+                value_base64: true,
+                ..Default::default()
+            },
+            "`value_base64` applies to jsonl sources only, not dir",
+        ),
+        (
+            &tar,
+            SourceOptions {
+                value_field: Some("text".into()),
+                ..Default::default()
+            },
+            "`value_field` applies to jsonl sources only, not tar",
+        ),
+    ];
+    for (name, options, message) in cases {
+        let error = open_one(name, &options).unwrap_err();
+        assert_eq!(error.to_string(), message);
+    }
+}
+
+#[test]
+fn the_new_options_reach_their_sources() {
+    // Directory labels: the fixture's class folders.
+    let options = SourceOptions {
+        labels: Some(LabelMode::Folder),
+        ..Default::default()
+    };
+    let mut opened = open_one(&fixture("imagefolder"), &options).unwrap();
+    let record = opened.source.next().unwrap().unwrap();
+    assert!(record.fields.get("label_index").is_some(), "{record:?}");
+    assert!(opened.source.metadata().contains_key("class_names"));
+
+    // WebDataset samples, with the value extension given in upper case.
+    let options = SourceOptions {
+        samples: true,
+        value_ext: vec![".JSON".into()],
+        json_fields: true,
+        ..Default::default()
+    };
+    let mut opened = open_one(&fixture("tar/shards-000000.tar"), &options).unwrap();
+    let record = opened.source.next().unwrap().unwrap();
+    assert_eq!(
+        record.fields.get("bcd.value_ext"),
+        Some(&bcd_converters::FieldValue::String("json".into()))
+    );
+    assert!(opened.source.metadata().contains_key("derived_fields"));
+
+    // JSON Lines, detected from the name, keyed by a field.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    std::fs::write(&path, "{\"id\": 7, \"body\": \"x\", \"n\": 1}\n").unwrap();
+    let options = SourceOptions {
+        value_field: Some("body".into()),
+        key_field: Some("id".into()),
+        ..Default::default()
+    };
+    let mut opened = open_one(path.to_str().unwrap(), &options).unwrap();
+    assert_eq!(opened.format, SourceFormat::Jsonl);
+    assert!(opened.source.keyed());
+    let record = opened.source.next().unwrap().unwrap();
+    assert_eq!((&record.key[..], &record.value[..]), (&b"7"[..], &b"x"[..]));
+    assert!(record.fields.get("n").is_some());
+}
+
+#[test]
+fn directories_labelled_by_folder_need_the_same_class_folders() {
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    for (dir, path) in [
+        (&first, "cat/1.jpg"),
+        (&first, "dog/1.jpg"),
+        (&second, "cat/2.jpg"),
+        (&second, "dog/2.jpg"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x").unwrap();
+    }
+    let options = SourceOptions {
+        labels: Some(LabelMode::Folder),
+        ..Default::default()
+    };
+    let names = [first.path().to_owned(), second.path().to_owned()];
+    let opened = open_sources(&names, &options).unwrap();
+    assert_eq!(
+        opened.source.metadata()["class_names"],
+        serde_json::json!(["cat", "dog"])
+    );
+    std::fs::create_dir(second.path().join("emu")).unwrap();
+    let error = open_sources(&names, &options).unwrap_err();
+    assert!(
+        matches!(error, SourceSetupError::DifferentClasses { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .ends_with("but only the second has \"emu\""),
+        "{error}"
+    );
 }

@@ -1,0 +1,669 @@
+//! JSON Lines files (`.jsonl`, also gzip or zstd compressed, told by their magic
+//! bytes): one JSON object per line, one record per object.
+//!
+//! The value is the string field [`JsonlOptions::value_field`] (its UTF-8 bytes,
+//! or with [`JsonlOptions::value_base64`] the bytes its base64 text encodes); the
+//! key, with [`JsonlOptions::key_field`], is that field's string or its integer
+//! in decimal. Every other field of the object is stored beside the record, typed
+//! by an Arrow schema, as arrow-json decodes it: lines are decoded in batches
+//! into Arrow record batches and each field is a row of its column
+//! ([`FieldValue::Arrow`]).
+//!
+//! The schema is [`JsonlOptions::schema`] when given (fields it does not name
+//! are then left out). Otherwise it is inferred by arrow-json's
+//! `infer_json_schema` from the first [`INFER_LINES`] lines of the source (fewer
+//! when they pass [`INFER_BYTES`]), across files in order: integers are Int64,
+//! other numbers Float64, an integer and a float in one field Float64, arrays
+//! lists, objects structs, a field that is always null Null; other mixes (a
+//! number and a string, a scalar and an object) are an error naming the first
+//! line that brings the conflict. A later line that does not fit the inferred
+//! schema fails naming its file and line: a field of another type (arrow-json's
+//! error), or a field the schema lacks (arrow-json's strict mode, since leaving
+//! it out would lose data silently; pass a schema to choose the fields).
+//! Either way the value field is a string column and the key field a string or
+//! an integer one (added when the schema lacks them).
+//!
+//! Blank lines are passed over and a UTF-8 byte-order mark at the start of a file
+//! is dropped. A line that is not one JSON object, is longer than
+//! [`MAX_LINE_BYTES`], nests more than [`MAX_DEPTH`] levels, has no value (or a
+//! null one), a value that is not a string, bad base64, or a key that is missing,
+//! null or neither string nor integer fails naming its file and line. Memory
+//! holds one batch: at most [`BATCH_ROWS`] lines, or the line that passes
+//! [`BATCH_BYTES`].
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, RecordBatch};
+use arrow_json::reader::{infer_json_schema_from_iterator, Decoder, ReaderBuilder};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use base64::Engine;
+
+use crate::detect::{self, Compression};
+use crate::regular_file::{open_regular, ReadRegularError};
+use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+
+/// Longest line accepted: 64 MiB. A longer one is an error before it is held.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+/// Deepest nesting of arrays and objects accepted in a line: 128 levels, the
+/// limit of `serde_json` (which infers the schema).
+pub const MAX_DEPTH: usize = 128;
+/// Lines read to infer the schema when none is given.
+pub const INFER_LINES: usize = 1000;
+/// Bytes of lines read at most to infer the schema (the line that passes it is
+/// the last one read).
+pub const INFER_BYTES: usize = 16 << 20;
+/// Lines decoded into one Arrow batch at most.
+pub const BATCH_ROWS: usize = 1024;
+/// Bytes of lines decoded into one batch at most (the line that passes it is
+/// the last one).
+pub const BATCH_BYTES: usize = 8 << 20;
+
+/// How a [`JsonlSource`] reads its files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonlOptions {
+    /// The string field holding the value. Default: `text`.
+    pub value_field: String,
+    /// The value field is base64 text (RFC 4648, standard alphabet, padding
+    /// optional) of the value's bytes.
+    pub value_base64: bool,
+    /// Key records by this field (a string, or an integer written in decimal).
+    /// Default: keyless.
+    pub key_field: Option<String>,
+    /// The fields and their types. Default: inferred (see the module
+    /// documentation).
+    pub schema: Option<SchemaRef>,
+}
+
+impl Default for JsonlOptions {
+    fn default() -> JsonlOptions {
+        JsonlOptions {
+            value_field: "text".into(),
+            value_base64: false,
+            key_field: None,
+            schema: None,
+        }
+    }
+}
+
+/// One line: which file, its number from 1, its bytes (without the newline).
+struct Line {
+    file: usize,
+    number: u64,
+    bytes: Vec<u8>,
+}
+
+/// The lines of one (decompressed) file, each bounded by [`MAX_LINE_BYTES`].
+struct LineReader {
+    reader: BufReader<Box<dyn Read + Send>>,
+    /// Number of the last line read.
+    number: u64,
+}
+
+/// A decoded batch and where its rows came from.
+struct Batch {
+    batch: RecordBatch,
+    lines: Vec<(usize, u64)>,
+    next: usize,
+}
+
+/// Streams the objects of JSON Lines files as records with fields.
+pub struct JsonlSource {
+    files: Vec<PathBuf>,
+    /// The file `reader` reads, and the next one to open.
+    current: usize,
+    reader: Option<LineReader>,
+    /// Lines read ahead to infer the schema, to decode first.
+    pending: VecDeque<Line>,
+    builder: ReaderBuilder,
+    decoder: Decoder,
+    schema: SchemaRef,
+    value_at: usize,
+    key_at: Option<usize>,
+    /// Field names of the columns, `None` for the value and key columns.
+    field_names: Vec<Option<Arc<str>>>,
+    value_base64: bool,
+    batch: Option<Batch>,
+    skipped: Skipped,
+}
+
+impl JsonlSource {
+    /// A source over the JSON Lines files `paths`, in order. Every file is
+    /// checked to exist, and the schema is inferred unless given, before the
+    /// source is returned.
+    pub fn new(
+        paths: &[PathBuf],
+        options: JsonlOptions,
+    ) -> Result<Fused<JsonlSource>, SourceError> {
+        for path in paths {
+            std::fs::metadata(path).map_err(|source| SourceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let mut source = JsonlSource {
+            files: paths.to_vec(),
+            current: 0,
+            reader: None,
+            pending: VecDeque::new(),
+            // Replaced below, once the schema is known.
+            builder: ReaderBuilder::new(Arc::new(Schema::empty())),
+            decoder: ReaderBuilder::new(Arc::new(Schema::empty()))
+                .build_decoder()
+                .map_err(internal)?,
+            schema: Arc::new(Schema::empty()),
+            value_at: 0,
+            key_at: None,
+            field_names: Vec::new(),
+            value_base64: options.value_base64,
+            batch: None,
+            skipped: Skipped::default(),
+        };
+        let (schema, strict) = match &options.schema {
+            Some(schema) => (schema.as_ref().clone(), false),
+            None => (source.infer()?, true),
+        };
+        let schema = Arc::new(value_and_key_columns(schema, &options)?);
+        source.value_at = schema.index_of(&options.value_field).map_err(internal)?;
+        source.key_at = match &options.key_field {
+            Some(key) => Some(schema.index_of(key).map_err(internal)?),
+            None => None,
+        };
+        source.field_names = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                (i != source.value_at && Some(i) != source.key_at)
+                    .then(|| Arc::from(field.name().as_str()))
+            })
+            .collect();
+        source.builder = ReaderBuilder::new(Arc::clone(&schema))
+            // One more than a batch holds: a batch is flushed before it fills, so a
+            // line is always decoded whole.
+            .with_batch_size(BATCH_ROWS + 1)
+            .with_strict_mode(strict);
+        source.decoder = source.builder.clone().build_decoder().map_err(internal)?;
+        source.schema = schema;
+        Ok(Fused::new(source))
+    }
+
+    /// The schema the lines are decoded with (given or inferred, with the value
+    /// and key columns).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn path(&self, file: usize) -> &Path {
+        &self.files[file]
+    }
+
+    fn error_at(&self, file: usize, line: u64, reason: impl Into<String>) -> SourceError {
+        SourceError::Invalid {
+            file: self.path(file).display().to_string(),
+            location: format!("line {line}"),
+            reason: reason.into(),
+        }
+    }
+
+    /// Reads the first lines into `pending` and infers the schema from them.
+    fn infer(&mut self) -> Result<Schema, SourceError> {
+        let mut values = Vec::new();
+        let mut bytes = 0;
+        while values.len() < INFER_LINES && bytes < INFER_BYTES {
+            let Some(line) = self.read_line()? else { break };
+            let value: serde_json::Value = serde_json::from_slice(&line.bytes)
+                .map_err(|e| self.error_at(line.file, line.number, json_error(&e)))?;
+            if !value.is_object() {
+                return Err(self.error_at(line.file, line.number, "not a JSON object"));
+            }
+            bytes += line.bytes.len();
+            values.push(value);
+            self.pending.push_back(line);
+        }
+        // arrow-json's inference turns a field that is a number in one line and
+        // a string in another into a string column, which the numbers then fail
+        // to decode into: the first k lines are good when their inferred schema
+        // decodes them all.
+        let check = |k: usize| -> Result<Schema, ArrowError> {
+            let schema = infer_json_schema_from_iterator(values[..k].iter().map(Ok))?;
+            let mut decoder = ReaderBuilder::new(Arc::new(schema.clone()))
+                .with_batch_size(k + 1)
+                .with_strict_mode(true)
+                .build_decoder()?;
+            for line in self.pending.iter().take(k) {
+                decoder.decode(&line.bytes)?;
+            }
+            decoder.flush()?;
+            Ok(schema)
+        };
+        match check(values.len()) {
+            Ok(schema) => Ok(schema),
+            Err(error) => {
+                // The line that brings the conflict: the shortest failing prefix (a
+                // conflict stays once there) ends with it.
+                let (mut good, mut bad) = (0, values.len());
+                while bad - good > 1 {
+                    let mid = (good + bad) / 2;
+                    match check(mid) {
+                        Ok(_) => good = mid,
+                        Err(_) => bad = mid,
+                    }
+                }
+                let error = check(bad).err().unwrap_or(error);
+                let line = &self.pending[bad - 1];
+                Err(self.error_at(
+                    line.file,
+                    line.number,
+                    format!(
+                        "its fields' types conflict with the lines before it ({}); pass `schema` to choose the types",
+                        arrow_message(&error)
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The next non-blank line of the files, read from disk.
+    fn read_line(&mut self) -> Result<Option<Line>, SourceError> {
+        loop {
+            if self.reader.is_none() {
+                if self.current == self.files.len() {
+                    return Ok(None);
+                }
+                self.reader = Some(open(self.path(self.current))?);
+            }
+            let reader = self.reader.as_mut().expect("opened above");
+            let file = self.current;
+            match reader.next_line(&self.files[file])? {
+                Some((number, bytes)) => {
+                    if bytes.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    return Ok(Some(Line {
+                        file,
+                        number,
+                        bytes,
+                    }));
+                }
+                None => {
+                    self.reader = None;
+                    self.current += 1;
+                }
+            }
+        }
+    }
+
+    /// The next line: read ahead for inference, else from disk.
+    fn next_line(&mut self) -> Result<Option<Line>, SourceError> {
+        match self.pending.pop_front() {
+            Some(line) => Ok(Some(line)),
+            None => self.read_line(),
+        }
+    }
+
+    /// Decodes the next batch of lines; `None` at the end of the files.
+    fn next_batch(&mut self) -> Result<Option<Batch>, SourceError> {
+        let mut lines = Vec::new();
+        let mut kept: Vec<Line> = Vec::new();
+        let mut bytes = 0;
+        while lines.len() < BATCH_ROWS && bytes < BATCH_BYTES {
+            let Some(line) = self.next_line()? else { break };
+            let path = self.files[line.file].display().to_string();
+            let at = |reason: String| SourceError::Invalid {
+                file: path.clone(),
+                location: format!("line {}", line.number),
+                reason,
+            };
+            if nesting_exceeds(&line.bytes, MAX_DEPTH) {
+                return Err(at(format!(
+                    "arrays and objects nested more than {MAX_DEPTH} levels deep"
+                )));
+            }
+            // arrow-json's decoder lets some invalid JSON through (a trailing comma):
+            // the line is checked as the inference window's lines are.
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&line.bytes) {
+                return Err(at(json_error(&e)));
+            }
+            let before = self.decoder.len();
+            let consumed = self
+                .decoder
+                .decode(&line.bytes)
+                .map_err(|e| at(format!("not valid JSON: {}", arrow_message(&e))))?;
+            if self.decoder.has_partial_record() {
+                return Err(at(
+                    "the line ends inside a JSON value: each line must hold one whole JSON object"
+                        .into(),
+                ));
+            }
+            if consumed < line.bytes.len() || self.decoder.len() != before + 1 {
+                return Err(at("more than one JSON value on the line".into()));
+            }
+            bytes += line.bytes.len();
+            lines.push((line.file, line.number));
+            kept.push(line);
+        }
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        match self.decoder.flush() {
+            Ok(Some(batch)) => Ok(Some(Batch {
+                batch,
+                lines,
+                next: 0,
+            })),
+            Ok(None) => Err(internal(ArrowError::JsonError(
+                "a batch of lines decoded to nothing".into(),
+            ))),
+            Err(error) => Err(self.locate(&kept, error)),
+        }
+    }
+
+    /// The error of the first of `lines` that fails to decode alone: a batch's
+    /// decoding error does not say which line it is about.
+    fn locate(&self, lines: &[Line], batch_error: ArrowError) -> SourceError {
+        for line in lines {
+            let mut decoder = match self.builder.clone().build_decoder() {
+                Ok(decoder) => decoder,
+                Err(error) => return internal(error),
+            };
+            let result = decoder.decode(&line.bytes).and_then(|_| decoder.flush());
+            if let Err(error) = result {
+                return self.error_at(line.file, line.number, arrow_message(&error));
+            }
+        }
+        let (first, last) = (&lines[0], &lines[lines.len() - 1]);
+        SourceError::Invalid {
+            file: self.path(first.file).display().to_string(),
+            location: format!(
+                "lines {} to {} (of this and the next files)",
+                first.number, last.number
+            ),
+            reason: arrow_message(&batch_error),
+        }
+    }
+
+    /// The record of row `row` of `batch`.
+    fn record(&self, batch: &Batch, row: usize) -> Result<Record, SourceError> {
+        let (file, line) = batch.lines[row];
+        let at = |reason: String| self.error_at(file, line, reason);
+        let columns = batch.batch.columns();
+        let value_column = columns[self.value_at].as_string::<i32>();
+        let value_name = self.schema.field(self.value_at).name();
+        if value_column.is_null(row) {
+            return Err(at(format!(
+                "no value: the field {value_name:?} is missing or null"
+            )));
+        }
+        let text = value_column.value(row);
+        let value = match self.value_base64 {
+            false => text.as_bytes().to_vec(),
+            true => BASE64
+                .decode(text)
+                .map_err(|e| at(format!("the field {value_name:?} is not valid base64: {e}")))?,
+        };
+        let key = match self.key_at {
+            None => Vec::new(),
+            Some(k) => {
+                let column = &columns[k];
+                let name = self.schema.field(k).name();
+                if column.is_null(row) {
+                    return Err(at(format!("no key: the field {name:?} is missing or null")));
+                }
+                match column.data_type() {
+                    DataType::Int64 => column
+                        .as_primitive::<Int64Type>()
+                        .value(row)
+                        .to_string()
+                        .into_bytes(),
+                    _ => column.as_string::<i32>().value(row).as_bytes().to_vec(),
+                }
+            }
+        };
+        let mut fields = Fields::new();
+        for (column, name) in columns.iter().zip(&self.field_names) {
+            if let Some(name) = name {
+                fields.push(Arc::clone(name), FieldValue::Arrow(Arc::clone(column), row));
+            }
+        }
+        Ok(Record {
+            key,
+            value,
+            origin: Origin::Row {
+                file: self.files[file].clone(),
+                row: format!("line {line}"),
+            },
+            fields,
+        })
+    }
+}
+
+/// Base64 as `value_base64` reads it: the standard alphabet, padded or not.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A JSON syntax error of one line: where in the line, and what.
+fn json_error(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let what = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(what, _)| what);
+    format!("not valid JSON at column {}: {what}", error.column())
+}
+
+/// An arrow-json error's message, without arrow's "Json error: " prefix.
+fn arrow_message(error: &ArrowError) -> String {
+    match error {
+        ArrowError::JsonError(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An arrow error that only a bug of this module can cause.
+fn internal(error: ArrowError) -> SourceError {
+    SourceError::Usage(format!("internal error in the JSON Lines source: {error}"))
+}
+
+/// `schema` with the value field a string column and the key field a string or
+/// integer one, appended when missing. A given schema that types them otherwise
+/// is refused; an inferred one is corrected (a line that does not fit fails).
+fn value_and_key_columns(schema: Schema, options: &JsonlOptions) -> Result<Schema, SourceError> {
+    let given = options.schema.is_some();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut column = |name: &str, what: &str, allowed: &[DataType]| -> Result<(), SourceError> {
+        match fields.iter_mut().find(|f| f.name() == name) {
+            None => fields.push(Field::new(name, DataType::Utf8, true)),
+            Some(field) if allowed.contains(field.data_type()) => {}
+            Some(field) if given => {
+                return Err(SourceError::Usage(format!(
+                    "the {what} field {name:?} is {} in `schema`; it must be {}",
+                    field.data_type(),
+                    if allowed.len() == 1 {
+                        "string"
+                    } else {
+                        "string or int64"
+                    }
+                )))
+            }
+            Some(field) => *field = field.clone().with_data_type(DataType::Utf8),
+        }
+        Ok(())
+    };
+    column(&options.value_field, "value", &[DataType::Utf8])?;
+    if let Some(key) = &options.key_field {
+        if key == &options.value_field {
+            return Err(SourceError::Usage(format!(
+                "`key_field` and `value_field` name the same field {key:?}"
+            )));
+        }
+        column(key, "key", &[DataType::Utf8, DataType::Int64])?;
+    }
+    Ok(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Opens a file (regular files only, without blocking on a FIFO) and undoes its
+/// gzip or zstd compression, told by its magic bytes.
+fn open(path: &Path) -> Result<LineReader, SourceError> {
+    let io_error = |source| SourceError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = match open_regular(path) {
+        Ok((file, _)) => file,
+        Err(ReadRegularError::Io(source)) => return Err(io_error(source)),
+        Err(ReadRegularError::NotRegular(kind)) => {
+            return Err(SourceError::Usage(format!(
+                "{}: it is {kind}; only regular files are read as JSON Lines",
+                path.display()
+            )))
+        }
+        Err(ReadRegularError::TooLarge(_)) => unreachable!("open_regular does not bound sizes"),
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let prefix = reader.fill_buf().map_err(io_error)?;
+    if let Some(compression) = detect::unsupported_compression(prefix) {
+        return Err(SourceError::Usage(format!(
+            "{}: {compression} files are not supported; decompress it first",
+            path.display()
+        )));
+    }
+    let decoded = Compression::sniff(prefix)
+        .decoder(reader)
+        .map_err(io_error)?;
+    Ok(LineReader {
+        reader: BufReader::with_capacity(1 << 16, decoded),
+        number: 0,
+    })
+}
+
+impl LineReader {
+    /// The next line and its number, without its `\n` (nor a `\r` before it),
+    /// the first without a byte-order mark; `None` at the end of the file.
+    fn next_line(&mut self, path: &Path) -> Result<Option<(u64, Vec<u8>)>, SourceError> {
+        let io_error = |source| SourceError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let mut line = Vec::new();
+        loop {
+            let buffer = match self.reader.fill_buf() {
+                Ok(buffer) => buffer,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error(e)),
+            };
+            if buffer.is_empty() {
+                if line.is_empty() {
+                    return Ok(None);
+                }
+                break;
+            }
+            let (take, done) = match buffer.iter().position(|&b| b == b'\n') {
+                Some(end) => (end, true),
+                None => (buffer.len(), false),
+            };
+            if line.len() + take > MAX_LINE_BYTES {
+                return Err(SourceError::TooLarge {
+                    file: path.display().to_string(),
+                    location: format!("line {}", self.number + 1),
+                    what: "a line".into(),
+                    size: (line.len() + take) as u64,
+                    limit: MAX_LINE_BYTES as u64,
+                });
+            }
+            line.extend_from_slice(&buffer[..take]);
+            self.reader.consume(take + usize::from(done));
+            if done {
+                break;
+            }
+        }
+        self.number += 1;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if self.number == 1 && line.starts_with(b"\xef\xbb\xbf") {
+            line.drain(..3);
+        }
+        Ok(Some((self.number, line)))
+    }
+}
+
+/// Whether arrays and objects nest deeper than `limit` in the JSON text `line`
+/// (brackets inside strings do not count).
+fn nesting_exceeds(line: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in line {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+impl Iterator for JsonlSource {
+    type Item = Result<Record, SourceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(batch) = &self.batch {
+                if batch.next < batch.batch.num_rows() {
+                    let record = self.record(batch, batch.next);
+                    self.batch.as_mut().expect("checked above").next += 1;
+                    return Some(record);
+                }
+                self.batch = None;
+            }
+            match self.next_batch() {
+                Ok(Some(batch)) => self.batch = Some(batch),
+                Ok(None) => return None,
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+}
+
+impl Source for JsonlSource {
+    fn keyed(&self) -> bool {
+        self.key_at.is_some()
+    }
+
+    fn skipped(&self) -> &Skipped {
+        &self.skipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_counted_outside_strings() {
+        assert!(!nesting_exceeds(br#"{"a": [[1]]}"#, 3));
+        assert!(nesting_exceeds(br#"{"a": [[[1]]]}"#, 3));
+        assert!(!nesting_exceeds(br#"{"a": "[[[[[\"[[["}"#, 1));
+        assert!(!nesting_exceeds(br#"{"a": "\\", "b": []}"#, 2));
+    }
+}
