@@ -154,6 +154,12 @@ pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     fn keyed(&self) -> bool;
     /// What was passed over so far.
     fn skipped(&self) -> &Skipped;
+    /// Dataset-level metadata this source contributes (class names, the
+    /// Hugging Face features of a Parquet file, ...), merged key-wise into the
+    /// dataset's metadata when the ingest commits. Known once the source is opened.
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Several sources read one after another, as one.
