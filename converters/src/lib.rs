@@ -20,11 +20,13 @@
 #![warn(missing_docs)]
 
 pub mod brace;
+pub mod csv_fields;
 pub mod csv_source;
 pub mod detect;
 pub mod dir_source;
 mod error;
 pub mod example;
+pub mod field_options;
 mod fused;
 mod member_names;
 mod parquet_columns;
@@ -42,6 +44,7 @@ use std::path::PathBuf;
 
 pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
+pub use field_options::{FieldSelection, FieldType};
 pub use fused::Fused;
 
 /// Largest value a source produces: the store records every size in a `u32`
