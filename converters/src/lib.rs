@@ -30,6 +30,7 @@ pub mod field_options;
 mod fused;
 mod member_names;
 mod parquet_columns;
+mod parquet_fields;
 mod parquet_pages;
 pub mod parquet_source;
 pub mod regular_file;
