@@ -37,6 +37,7 @@ pub mod regular_file;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
+pub mod tfrecord_fields;
 pub mod tfrecord_source;
 
 use std::collections::BTreeMap;
