@@ -40,6 +40,8 @@ fn source_options(args: &IngestArgs) -> SourceOptions {
         delimiter: args.delimiter,
         feature: args.feature.clone(),
         key_feature: args.key_feature.clone(),
+        fields: args.fields.clone(),
+        field_type: args.field_type.clone(),
     }
 }
 

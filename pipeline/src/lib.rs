@@ -24,7 +24,10 @@ mod spelling;
 
 pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
-pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
+pub use options::{
+    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_lz4_mode, parse_size,
+    InvalidValue,
+};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
 };

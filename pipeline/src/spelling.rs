@@ -33,6 +33,8 @@ pub const OPTION_FIELDS: &[&str] = &[
     "delimiter",
     "feature",
     "key_feature",
+    "fields",
+    "field_type",
     "keyless",
     "compression",
     "max_shard_size",
