@@ -478,6 +478,82 @@ mod tests {
         );
     }
 
+    fn varint_bytes(mut n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A Feature holding `lists` (kind number, list message bytes).
+    fn feature(lists: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        lists
+            .iter()
+            .flat_map(|(kind, list)| len_delimited(*kind, list))
+            .collect()
+    }
+
+    #[test]
+    fn numbers_packed_or_not_and_the_last_kind_wins() {
+        // int64_list: packed [1, -1], then unpacked 300 (a second list merges).
+        let mut packed = varint_bytes(1);
+        packed.extend(varint_bytes(u64::MAX)); // -1, ten bytes
+        let mut unpacked = vec![0x08];
+        unpacked.extend(varint_bytes(300));
+        let ints = feature(&[(3, len_delimited(1, &packed)), (3, unpacked)]);
+        assert_eq!(values(&ints), Ok(Values::Int64(vec![1, -1, 300])));
+        let shape_of = shape(&ints).unwrap();
+        assert_eq!((shape_of.kind, shape_of.count), (Some(Kind::Int64), 3));
+        // float_list: unpacked fixed32 and packed.
+        let mut floats = vec![0x0d];
+        floats.extend(1.5f32.to_le_bytes());
+        let mut two = Vec::new();
+        two.extend((-2.0f32).to_le_bytes());
+        two.extend(0.25f32.to_le_bytes());
+        floats.extend(len_delimited(1, &two));
+        let floats = feature(&[(2, floats)]);
+        assert_eq!(values(&floats), Ok(Values::Float(vec![1.5, -2.0, 0.25])));
+        assert_eq!(shape(&floats).unwrap().count, 3);
+        // A bytes_list after an int64_list replaces it, as protobuf's oneof does.
+        let mixed = feature(&[(3, vec![0x08, 0x05]), (1, len_delimited(1, b"\xff"))]);
+        assert_eq!(values(&mixed), Ok(Values::Bytes(vec![&b"\xff"[..]])));
+        assert_eq!(
+            shape(&mixed),
+            Ok(Shape {
+                kind: Some(Kind::Bytes),
+                count: 1,
+                utf8: false
+            })
+        );
+        assert_eq!(values(&[]), Ok(Values::Empty));
+        // Packed floats of a length that is not a multiple of 4.
+        let bad = feature(&[(2, len_delimited(1, &[0, 0, 0]))]);
+        assert!(matches!(values(&bad), Err(FeatureError::Malformed(_))));
+        assert!(matches!(shape(&bad), Err(FeatureError::Malformed(_))));
+        for cut in 0..ints.len() {
+            let _ = (values(&ints[..cut]), shape(&ints[..cut]));
+        }
+    }
+
+    #[test]
+    fn features_keep_first_appearance_order_and_the_last_value_of_a_name() {
+        let record = example(&[
+            ("b", 1, &[b"first"]),
+            ("a", 1, &[b"x"]),
+            ("b", 1, &[b"second"]),
+        ]);
+        let found = features(&record).unwrap();
+        let names: Vec<&[u8]> = found.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, [&b"b"[..], b"a"]);
+        assert_eq!(values(found[0].1), Ok(Values::Bytes(vec![&b"second"[..]])));
+    }
+
     #[test]
     fn malformed_input_is_an_error_never_a_panic() {
         let record = example(&[("x", 1, &[b"abc"])]);

@@ -7,6 +7,7 @@
 //! every record that has the feature holds exactly one value, else a list of that
 //! type (Arrow `List`, items nullable). A record without the feature has null.
 //! A feature whose kind differs between records is an error naming both places.
+//! Columns come sorted by name (chosen ones in the order chosen).
 //!
 //! The prescan reads every file once more (checksums and all) and walks each
 //! record's features without copying a value: it costs about one more read of
@@ -143,10 +144,10 @@ pub(crate) fn prescan(
                     }
                     Some(known) if known != kind => {
                         return Err(invalid(format!(
-                            "feature {:?} is a {}, but a {} in {}; a field has one type (leave it out with `fields`)",
+                            "feature {:?} is {}, but {} in {}; a field has one type (leave it out with `fields`)",
                             entry.field.name,
-                            kind.name(),
-                            known.name(),
+                            article(kind),
+                            article(known),
                             entry.first
                         )));
                     }
@@ -158,7 +159,11 @@ pub(crate) fn prescan(
             Ok(())
         })?;
     }
-    let fields: Vec<FeatureField> = seen.into_iter().map(|s| s.field).collect();
+    let mut fields: Vec<FeatureField> = seen.into_iter().map(|s| s.field).collect();
+    // An Example's features are a map, serialized in no order a writer keeps
+    // (protobuf's upb implementation changes it from run to run): by name, the
+    // same records give the same columns.
+    fields.sort_by(|a, b| a.name.cmp(&b.name));
     match selection {
         FieldSelection::Only(names) => names
             .iter()
@@ -178,6 +183,14 @@ pub(crate) fn prescan(
             })
             .collect(),
         _ => Ok(fields),
+    }
+}
+
+/// "a bytes_list", "an int64_list".
+fn article(kind: Kind) -> String {
+    match kind {
+        Kind::Int64 => format!("an {}", kind.name()),
+        _ => format!("a {}", kind.name()),
     }
 }
 
