@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use bcd_pipeline::{parse_delimiter, parse_lz4_mode, parse_size, parse_value_ext};
+use bcd_pipeline::{
+    parse_delimiter, parse_field_type, parse_fields, parse_lz4_mode, parse_size, parse_value_ext,
+};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
@@ -200,6 +202,13 @@ Examples:
   bcd ingest images/ --into ds --labels folder
   bcd ingest 'shards-{000000..000099}.tar' --into ds --samples --json-fields
   bcd ingest docs.jsonl.zst --into ds --key-field id
+  bcd ingest hf.parquet --into ds --value-column image --fields label,caption
+  bcd ingest list.csv --into ds --field-type label=int64
+
+Fields: parquet, csv and tfrecord sources store their other columns (features)
+as fields beside each record (--fields all|none|NAME,...). CSV column types are
+inferred from the first 1000 rows unless --field-type gives them. TFRecord fields
+(the default with --feature) cost a prescan: every file is read twice.
 
 Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 130 interrupted by SIGINT, SIGTERM or SIGHUP (nothing committed).";
@@ -336,6 +345,25 @@ pub struct IngestArgs {
     /// 1000 lines].
     #[arg(long, value_name = "FILE", help_heading = "JSON Lines sources (jsonl)")]
     pub schema: Option<PathBuf>,
+    /// Which other columns (parquet, csv) or features (tfrecord) become fields:
+    /// all, none, or names separated by commas [default: all; tfrecord: all with
+    /// --feature, else none].
+    #[arg(
+        long,
+        value_name = "all|none|NAME,...",
+        value_parser = parse_fields,
+        help_heading = "Fields (parquet, csv, tfrecord)"
+    )]
+    pub fields: Option<bcd_converters::FieldSelection>,
+    /// Declare a CSV field column's type instead of inferring it (repeatable);
+    /// TYPE is int64, float64, bool or string.
+    #[arg(
+        long,
+        value_name = "NAME=TYPE",
+        value_parser = parse_field_type,
+        help_heading = "Fields (parquet, csv, tfrecord)"
+    )]
+    pub field_type: Vec<(String, bcd_converters::FieldType)>,
 }
 
 #[derive(Debug, clap::Args)]

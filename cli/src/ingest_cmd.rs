@@ -56,6 +56,8 @@ fn source_options(args: &IngestArgs) -> Result<SourceOptions, UsageError> {
         value_base64: args.value_base64,
         key_field: args.key_field.clone(),
         schema,
+        fields: args.fields.clone(),
+        field_type: args.field_type.clone(),
     })
 }
 

@@ -49,6 +49,9 @@ fn every_usage_error_exits_2_and_writes_nothing() {
     let tar = fixture("tar/gnu.tar");
     let tree = fixture("imagefolder");
     let csv = fixture("csv/listing.csv");
+    let list = fixture("csv/list.csv");
+    let parquet = fixture("parquet/codec-none.parquet");
+    let tfrecord = fixture("tfrecord/examples.tfrecord");
     let jsonl = dir.path().join("lines.jsonl");
     std::fs::write(&jsonl, "{\"text\": \"a\"}\n").unwrap();
     let jsonl = s(&jsonl).to_owned();
@@ -170,6 +173,105 @@ fn every_usage_error_exits_2_and_writes_nothing() {
             vec!["ingest", &jsonl, "--into", d, "--key-field", "text"],
             "--key-field and --value-field name the same field \"text\"",
         ),
+        // Field options: malformed, for another format, or naming the value or key.
+        (
+            vec!["ingest", &list, "--into", d, "--fields", "a,,b"],
+            "invalid value 'a,,b' for '--fields",
+        ),
+        (
+            vec!["ingest", &list, "--into", d, "--fields", "a,b,a"],
+            "\"a\" is named twice",
+        ),
+        (
+            vec!["ingest", &list, "--into", d, "--field-type", "label"],
+            "invalid value 'label' for '--field-type",
+        ),
+        (
+            vec!["ingest", &list, "--into", d, "--field-type", "label=int32"],
+            "expected one of int64, float64, bool, string",
+        ),
+        (
+            vec!["ingest", &tar, "--into", d, "--fields", "none"],
+            "--fields applies to parquet, csv and tfrecord sources only, not tar",
+        ),
+        (
+            vec![
+                "ingest",
+                &parquet,
+                "--into",
+                d,
+                "--value-column",
+                "value",
+                "--field-type",
+                "key=string",
+            ],
+            "--field-type applies to csv sources only, not parquet",
+        ),
+        (
+            vec![
+                "ingest",
+                &parquet,
+                "--into",
+                d,
+                "--value-column",
+                "value",
+                "--fields",
+                "value",
+            ],
+            "--fields names \"value\", which is the value column",
+        ),
+        (
+            vec![
+                "ingest",
+                &list,
+                "--into",
+                d,
+                "--key-column",
+                "id",
+                "--fields",
+                "id,label",
+            ],
+            "--fields names \"id\", which is the key column",
+        ),
+        (
+            vec![
+                "ingest",
+                &list,
+                "--into",
+                d,
+                "--fields",
+                "label",
+                "--field-type",
+                "id=string",
+            ],
+            "--field-type declares column \"id\", which is not a field (see --fields)",
+        ),
+        (
+            vec![
+                "ingest",
+                &list,
+                "--into",
+                d,
+                "--field-type",
+                "label=int64",
+                "--field-type",
+                "label=bool",
+            ],
+            "--field-type declares column \"label\" twice",
+        ),
+        (
+            vec![
+                "ingest",
+                &tfrecord,
+                "--into",
+                d,
+                "--key-feature",
+                "image/filename",
+                "--fields",
+                "image/filename",
+            ],
+            "--fields names \"image/filename\", which is the key feature",
+        ),
         // Splitting to stdout; a malformed --hex key.
         (
             vec!["export", d, "--to", "-", "--split-size", "1M"],
@@ -221,6 +323,7 @@ fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
         "Parquet and CSV sources:",
         "CSV sources (csv):",
         "TFRecord sources (tfrecord):",
+        "Fields (parquet, csv, tfrecord):",
         "Tar sources (tar):",
         "JSON Lines sources (jsonl):",
         "Exit status:",
@@ -272,6 +375,10 @@ fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
         (
             "TFRecord sources (tfrecord):",
             &["--feature", "--key-feature"],
+        ),
+        (
+            "Fields (parquet, csv, tfrecord):",
+            &["--fields", "--field-type"],
         ),
     ] {
         let text = section(heading);

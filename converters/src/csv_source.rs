@@ -1,18 +1,21 @@
-//! CSV files listing paths: each row names a file whose bytes become a value.
-//! A header row names the columns; quoting follows RFC 4180.
+//! CSV files listing paths: each row names a file whose bytes become a value,
+//! and its other cells the record's fields (typed as [`crate::csv_fields`]
+//! says). A header row names the columns; quoting follows RFC 4180.
 //!
 //! Limits: a row (with its line break and quoting) is at most [`MAX_ROW_BYTES`];
 //! a listed path must name a regular file (or a symbolic link to one) of at most
 //! [`MAX_VALUE_SIZE`](crate::MAX_VALUE_SIZE) bytes. A FIFO, device, socket or
 //! directory is refused before it is opened for reading.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::csv_fields::{FieldColumn, Inference, INFER_BYTES, INFER_ROWS};
+use crate::field_options::{FieldSelection, FieldType};
 use crate::regular_file::{read_regular, ReadRegularError};
 use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
@@ -34,6 +37,11 @@ pub struct CsvOptions {
     pub root: Option<PathBuf>,
     /// Field delimiter. Default: `,`.
     pub delimiter: u8,
+    /// Which other columns become fields. Default: all of them.
+    pub fields: FieldSelection,
+    /// Declared types of field columns (`label` = int64), instead of the types
+    /// inferred from the first rows.
+    pub field_type: Vec<(String, FieldType)>,
 }
 
 impl Default for CsvOptions {
@@ -43,6 +51,8 @@ impl Default for CsvOptions {
             key_column: None,
             root: None,
             delimiter: b',',
+            fields: FieldSelection::All,
+            field_type: Vec::new(),
         }
     }
 }
@@ -85,6 +95,10 @@ struct OpenCsv {
     key_index: Option<usize>,
     base: PathBuf,
     row: csv::ByteRecord,
+    /// The columns that become fields, in the order records carry them.
+    fields: Vec<FieldColumn>,
+    /// Rows read ahead to infer types, to be yielded before any other.
+    buffered: VecDeque<csv::ByteRecord>,
 }
 
 /// Streams the files listed by one or more CSV files, in row order.
@@ -93,11 +107,39 @@ pub struct CsvSource {
     current: Option<OpenCsv>,
     options: CsvOptions,
     skipped: Skipped,
+    /// The type of each field column so far: declared, or inferred in the first
+    /// file that has it and kept for the files after it.
+    types: HashMap<String, (FieldType, Arc<str>)>,
 }
 
 impl CsvSource {
     /// A source over the CSV files `paths`, read in order. Every file must exist.
+    /// Options that contradict each other (a declared type for a column that is not
+    /// a field) are refused here; columns are checked as each file is reached.
     pub fn new(paths: &[PathBuf], options: CsvOptions) -> Result<Fused<CsvSource>, SourceError> {
+        let path_role = ("path column", options.path_column.as_str());
+        let mut taken = vec![(path_role.1, path_role.0)];
+        if let Some(key) = &options.key_column {
+            taken.push((key.as_str(), "key column"));
+        }
+        options.fields.refuse(&taken)?;
+        let mut types = HashMap::new();
+        for (name, field_type) in &options.field_type {
+            if !options.fields.includes(name) || taken.iter().any(|(n, _)| n == name) {
+                return Err(SourceError::Usage(format!(
+                    "`field_type` declares column {name:?}, which is not a field (see `fields`)"
+                )));
+            }
+            let declared: Arc<str> = "declared with `field_type`".into();
+            if types
+                .insert(name.clone(), (*field_type, declared))
+                .is_some()
+            {
+                return Err(SourceError::Usage(format!(
+                    "`field_type` declares column {name:?} twice"
+                )));
+            }
+        }
         for path in paths {
             std::fs::metadata(path).map_err(|source| SourceError::Io {
                 path: path.clone(),
@@ -109,10 +151,11 @@ impl CsvSource {
             current: None,
             options,
             skipped: Skipped::default(),
+            types,
         }))
     }
 
-    fn open(&self, path: PathBuf) -> Result<OpenCsv, SourceError> {
+    fn open(&mut self, path: PathBuf) -> Result<OpenCsv, SourceError> {
         let file = File::open(&path).map_err(|source| SourceError::Io {
             path: path.clone(),
             source,
@@ -148,11 +191,12 @@ impl CsvSource {
         };
         let path_index = find(&self.options.path_column)?;
         let key_index = self.options.key_column.as_deref().map(find).transpose()?;
+        let field_indexes = self.field_indexes(&headers, path_index, key_index, &bad)?;
         let base = match &self.options.root {
             Some(root) => root.clone(),
             None => path.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
-        Ok(OpenCsv {
+        let mut csv = OpenCsv {
             path,
             reader,
             allowed,
@@ -160,7 +204,128 @@ impl CsvSource {
             key_index,
             base,
             row: csv::ByteRecord::new(),
-        })
+            fields: Vec::new(),
+            buffered: VecDeque::new(),
+        };
+        let name = |i: usize| String::from_utf8_lossy(&headers[i]).into_owned();
+        let new: Vec<usize> = field_indexes
+            .iter()
+            .copied()
+            .filter(|&i| !self.types.contains_key(&name(i)))
+            .collect();
+        if !new.is_empty() {
+            // Read ahead, bounded in rows and bytes, and infer the new columns' types.
+            let mut inferences = vec![Inference::new(); new.len()];
+            let mut bytes = 0u64;
+            while csv.buffered.len() < INFER_ROWS && bytes < INFER_BYTES {
+                let mut row = csv::ByteRecord::new();
+                if !read_row(&mut csv.reader, &csv.allowed, &csv.path, &mut row)? {
+                    break;
+                }
+                for (inference, &i) in inferences.iter_mut().zip(&new) {
+                    inference.observe(row.get(i).unwrap_or_default());
+                }
+                bytes += row.as_slice().len() as u64 + row.len() as u64;
+                csv.buffered.push_back(row);
+            }
+            let why: Arc<str> = format!(
+                "inferred from the first {} rows of {}",
+                csv.buffered.len(),
+                csv.path.display()
+            )
+            .into();
+            for (inference, &i) in inferences.iter().zip(&new) {
+                self.types
+                    .insert(name(i), (inference.decide(), why.clone()));
+            }
+        }
+        csv.fields = field_indexes
+            .into_iter()
+            .map(|i| {
+                let (field_type, why) = self.types[&name(i)].clone();
+                FieldColumn {
+                    index: i,
+                    name: name(i).into(),
+                    field_type,
+                    why,
+                }
+            })
+            .collect();
+        Ok(csv)
+    }
+
+    /// The positions of the columns that become fields, in the order records carry
+    /// them: the header's for every column, the option's for chosen ones. Refuses
+    /// a header whose field columns cannot be told apart (an empty or repeated
+    /// name), a chosen or typed column it does not have.
+    fn field_indexes(
+        &self,
+        headers: &csv::ByteRecord,
+        path_index: usize,
+        key_index: Option<usize>,
+        bad: &dyn Fn(String) -> SourceError,
+    ) -> Result<Vec<usize>, SourceError> {
+        let fields = &self.options.fields;
+        if fields.is_none() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<String> = headers
+            .iter()
+            .map(|h| String::from_utf8_lossy(h).into_owned())
+            .collect();
+        let listed = || format!("the columns are {names:?}");
+        let candidates: Vec<usize> = (0..names.len())
+            .filter(|&i| i != path_index && Some(i) != key_index)
+            .collect();
+        for (declared, _) in &self.options.field_type {
+            if !names.contains(declared) {
+                return Err(bad(format!(
+                    "`field_type` declares column {declared:?}, which this file does not have; {}",
+                    listed()
+                )));
+            }
+        }
+        let chosen: Vec<usize> = match fields {
+            FieldSelection::Only(wanted) => wanted
+                .iter()
+                .map(|w| {
+                    candidates
+                        .iter()
+                        .copied()
+                        .find(|&i| &names[i] == w)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "no column {w:?} (asked for by `fields`); {}",
+                                listed()
+                            ))
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+            _ => candidates,
+        };
+        for &i in &chosen {
+            if headers[i].is_empty() {
+                return Err(bad(format!(
+                    "column {} has an empty name, so it cannot be a field; name it in the header, or choose the fields with `fields`",
+                    i + 1
+                )));
+            }
+            if std::str::from_utf8(&headers[i]).is_err() {
+                return Err(bad(format!(
+                    "column {} is named {:?}, which is not UTF-8, so it cannot be a field; rename it, or choose the fields with `fields`",
+                    i + 1,
+                    names[i]
+                )));
+            }
+            if let Some(other) = (0..names.len()).find(|&j| j != i && headers[j] == headers[i]) {
+                let (first, second) = (i.min(other) + 1, i.max(other) + 1);
+                return Err(bad(format!(
+                    "columns {first} and {second} are both named {:?}, so they cannot be fields; rename one, or choose the fields with `fields`",
+                    names[i]
+                )));
+            }
+        }
+        Ok(chosen)
     }
 
     fn next_record(&mut self) -> Option<Result<Record, SourceError>> {
@@ -173,30 +338,30 @@ impl CsvSource {
                 }
             }
             let csv = self.current.as_mut().expect("opened above");
-            let read = csv.reader.read_byte_record(&mut csv.row);
+            match csv.buffered.pop_front() {
+                Some(row) => csv.row = row,
+                None => match read_row(&mut csv.reader, &csv.allowed, &csv.path, &mut csv.row) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.current = None;
+                        continue;
+                    }
+                    Err(error) => return Some(Err(error)),
+                },
+            }
             let line = csv.row.position().map_or(0, |p| p.line());
             let corrupt = |reason: String| SourceError::Invalid {
                 file: csv.path.display().to_string(),
                 location: format!("line {line}"),
                 reason,
             };
-            match read {
-                Ok(false) => {
-                    self.current = None;
-                    continue;
+            let mut fields = Fields::new();
+            for column in &csv.fields {
+                match column.value(csv.row.get(column.index).unwrap_or_default()) {
+                    Ok(value) => fields.push(column.name.clone(), value),
+                    Err(reason) => return Some(Err(corrupt(reason))),
                 }
-                Ok(true) => {}
-                Err(e) if is_row_too_long(&e) => {
-                    // The row that did not end starts where the parser stands.
-                    let line = csv.reader.position().line();
-                    return Some(Err(row_too_long(&csv.path, format!("line {line}"))));
-                }
-                Err(e) => return Some(Err(corrupt(e.to_string()))),
             }
-            // The parser has consumed this row: allow the next one.
-            let end = csv.reader.position().byte();
-            csv.allowed
-                .store(end + MAX_ROW_BYTES + PARSER_BUFFER, Ordering::Relaxed);
             let Some(written) = csv.row.get(csv.path_index) else {
                 return Some(Err(corrupt("the row has no path field".into())));
             };
@@ -250,10 +415,40 @@ impl CsvSource {
                     file: csv.path.clone(),
                     row: format!("line {line}"),
                 },
-                fields: Fields::new(),
+                fields,
             }));
         }
     }
+}
+
+/// Reads the next row into `row`; false at the end of the file. Once the parser
+/// has consumed a row, the guard allows the next one.
+fn read_row(
+    reader: &mut csv::Reader<RowGuard>,
+    allowed: &AtomicU64,
+    path: &Path,
+    row: &mut csv::ByteRecord,
+) -> Result<bool, SourceError> {
+    match reader.read_byte_record(row) {
+        Ok(false) => return Ok(false),
+        Ok(true) => {}
+        Err(e) if is_row_too_long(&e) => {
+            // The row that did not end starts where the parser stands.
+            let line = reader.position().line();
+            return Err(row_too_long(path, format!("line {line}")));
+        }
+        Err(e) => {
+            let line = row.position().map_or(0, |p| p.line());
+            return Err(SourceError::Invalid {
+                file: path.display().to_string(),
+                location: format!("line {line}"),
+                reason: e.to_string(),
+            });
+        }
+    }
+    let end = reader.position().byte();
+    allowed.store(end + MAX_ROW_BYTES + PARSER_BUFFER, Ordering::Relaxed);
+    Ok(true)
 }
 
 fn is_row_too_long(error: &csv::Error) -> bool {

@@ -1,15 +1,22 @@
-//! Just enough protobuf to read `bytes_list` features of a `tf.train.Example`:
+//! Just enough protobuf to read the features of a `tf.train.Example`:
 //!
 //! ```text
 //! Example  { Features features = 1; }
 //! Features { map<string, Feature> feature = 1; }   // entries: { string key = 1; Feature value = 2; }
 //! Feature  { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
 //! BytesList { repeated bytes value = 1; }
+//! FloatList { repeated float value = 1 [packed = true]; }
+//! Int64List { repeated int64 value = 1 [packed = true]; }
 //! ```
 //!
 //! Every length is checked against the bytes that remain before it is used,
-//! varints are at most 10 bytes, nesting is fixed (no recursion), and nothing is
-//! allocated per field or per value: the one value returned is the only copy.
+//! varints are at most 10 bytes, and nesting is fixed (no recursion).
+//! [`bytes_feature`] allocates nothing per field or per value: the one value
+//! returned is the only copy; [`shape`] (a prescan's view of a feature) allocates
+//! nothing at all. Numbers may be packed or not, as protobuf allows; of a
+//! feature named twice the last wins, and of a Feature with two value lists the
+//! last kind wins (values of repeated lists of that kind add up), as protobuf
+//! parses them.
 
 use std::fmt;
 
@@ -51,8 +58,9 @@ impl fmt::Display for FeatureError {
 
 /// One protobuf field: number and payload.
 enum Field<'a> {
-    Varint,
-    Fixed,
+    Varint(u64),
+    Fixed32(u32),
+    Fixed64,
     Bytes(&'a [u8]),
 }
 
@@ -91,17 +99,18 @@ impl<'a> Fields<'a> {
         let tag = varint(&mut self.rest)?;
         let number = tag >> 3;
         let field = match tag & 7 {
-            0 => {
-                varint(&mut self.rest)?;
-                Field::Varint
-            }
+            0 => Field::Varint(varint(&mut self.rest)?),
             1 | 5 => {
                 let width = if tag & 7 == 1 { 8 } else { 4 };
                 if self.rest.len() < width {
                     return Err(FeatureError::Malformed("truncated fixed-width field"));
                 }
-                self.rest = &self.rest[width..];
-                Field::Fixed
+                let (bytes, tail) = self.rest.split_at(width);
+                self.rest = tail;
+                match width {
+                    4 => Field::Fixed32(u32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+                    _ => Field::Fixed64,
+                }
             }
             2 => {
                 let len = varint(&mut self.rest)?;
@@ -184,6 +193,233 @@ pub fn bytes_feature(example: &[u8], name: &str) -> Result<Vec<u8>, FeatureError
     }
 }
 
+/// The kind of a feature's value list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `bytes_list`.
+    Bytes,
+    /// `float_list`.
+    Float,
+    /// `int64_list`.
+    Int64,
+}
+
+impl Kind {
+    /// The protobuf name: `bytes_list`, `float_list`, `int64_list`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bytes => "bytes_list",
+            Kind::Float => "float_list",
+            Kind::Int64 => "int64_list",
+        }
+    }
+}
+
+/// The features of a serialized Example as (name, serialized `Feature`), in the
+/// order of first appearance; a name given again takes the later `Feature`.
+pub fn features(example: &[u8]) -> Result<Vec<(&[u8], &[u8])>, FeatureError> {
+    let mut found: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut at: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+    for field in fields(example) {
+        if let (1, Field::Bytes(features)) = field? {
+            for entry in fields(features) {
+                if let (1, Field::Bytes(entry)) = entry? {
+                    let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+                    for part in fields(entry) {
+                        match part? {
+                            (1, Field::Bytes(k)) => key = k,
+                            (2, Field::Bytes(v)) => value = v,
+                            _ => {}
+                        }
+                    }
+                    match at.get(key) {
+                        Some(&i) => found[i].1 = value,
+                        None => {
+                            at.insert(key, found.len());
+                            found.push((key, value));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The value list a serialized `Feature` holds: the kind of the last list in it
+/// (`None` for a Feature without one), and that list's bytes (the lists of that
+/// kind after the last other one, as protobuf merges them).
+fn value_lists(feature: &[u8]) -> Result<(Option<Kind>, Vec<&[u8]>), FeatureError> {
+    let mut kind = None;
+    let mut lists = Vec::new();
+    for part in fields(feature) {
+        let (this, list) = match part? {
+            (1, Field::Bytes(list)) => (Kind::Bytes, list),
+            (2, Field::Bytes(list)) => (Kind::Float, list),
+            (3, Field::Bytes(list)) => (Kind::Int64, list),
+            _ => continue,
+        };
+        if kind != Some(this) {
+            lists.clear();
+            kind = Some(this);
+        }
+        lists.push(list);
+    }
+    Ok((kind, lists))
+}
+
+/// What a prescan needs of a feature: the kind of its list, how many values it
+/// holds and, for bytes, whether every value is UTF-8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// `None`: the Feature holds no value list.
+    pub kind: Option<Kind>,
+    /// Values in the list.
+    pub count: u64,
+    /// Whether every value is valid UTF-8 (bytes lists; true otherwise).
+    pub utf8: bool,
+}
+
+/// The [`Shape`] of a serialized `Feature`, without copying or keeping a value.
+pub fn shape(feature: &[u8]) -> Result<Shape, FeatureError> {
+    let mut shape = Shape {
+        kind: None,
+        count: 0,
+        utf8: true,
+    };
+    let reset = |shape: &mut Shape, kind| {
+        if shape.kind != Some(kind) {
+            *shape = Shape {
+                kind: Some(kind),
+                count: 0,
+                utf8: true,
+            };
+        }
+    };
+    for part in fields(feature) {
+        match part? {
+            (1, Field::Bytes(list)) => {
+                reset(&mut shape, Kind::Bytes);
+                for value in fields(list) {
+                    if let (1, Field::Bytes(v)) = value? {
+                        shape.count += 1;
+                        shape.utf8 &= std::str::from_utf8(v).is_ok();
+                    }
+                }
+            }
+            (2, Field::Bytes(list)) => {
+                reset(&mut shape, Kind::Float);
+                for value in fields(list) {
+                    match value? {
+                        (1, Field::Bytes(packed)) => {
+                            if packed.len() % 4 != 0 {
+                                return Err(FeatureError::Malformed(
+                                    "packed floats whose length is not a multiple of 4",
+                                ));
+                            }
+                            shape.count += packed.len() as u64 / 4;
+                        }
+                        (1, Field::Fixed32(_)) => shape.count += 1,
+                        _ => {}
+                    }
+                }
+            }
+            (3, Field::Bytes(list)) => {
+                reset(&mut shape, Kind::Int64);
+                for value in fields(list) {
+                    match value? {
+                        (1, Field::Bytes(mut packed)) => {
+                            while !packed.is_empty() {
+                                varint(&mut packed)?;
+                                shape.count += 1;
+                            }
+                        }
+                        (1, Field::Varint(_)) => shape.count += 1,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(shape)
+}
+
+/// The values of a serialized `Feature`, decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values<'a> {
+    /// A Feature without a value list.
+    Empty,
+    /// A `bytes_list`'s values (borrowed from the record).
+    Bytes(Vec<&'a [u8]>),
+    /// A `float_list`'s values.
+    Float(Vec<f32>),
+    /// An `int64_list`'s values.
+    Int64(Vec<i64>),
+}
+
+/// Every value of a serialized `Feature`.
+pub fn values(feature: &[u8]) -> Result<Values<'_>, FeatureError> {
+    let (kind, lists) = value_lists(feature)?;
+    let Some(kind) = kind else {
+        return Ok(Values::Empty);
+    };
+    Ok(match kind {
+        Kind::Bytes => {
+            let mut out = Vec::new();
+            for list in lists {
+                for value in fields(list) {
+                    if let (1, Field::Bytes(v)) = value? {
+                        out.push(v);
+                    }
+                }
+            }
+            Values::Bytes(out)
+        }
+        Kind::Float => {
+            let mut out = Vec::new();
+            for list in lists {
+                for value in fields(list) {
+                    match value? {
+                        (1, Field::Bytes(packed)) => {
+                            if packed.len() % 4 != 0 {
+                                return Err(FeatureError::Malformed(
+                                    "packed floats whose length is not a multiple of 4",
+                                ));
+                            }
+                            out.extend(
+                                packed
+                                    .chunks_exact(4)
+                                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+                            );
+                        }
+                        (1, Field::Fixed32(bits)) => out.push(f32::from_bits(bits)),
+                        _ => {}
+                    }
+                }
+            }
+            Values::Float(out)
+        }
+        Kind::Int64 => {
+            let mut out = Vec::new();
+            for list in lists {
+                for value in fields(list) {
+                    match value? {
+                        (1, Field::Bytes(mut packed)) => {
+                            while !packed.is_empty() {
+                                out.push(varint(&mut packed)? as i64);
+                            }
+                        }
+                        (1, Field::Varint(v)) => out.push(v as i64),
+                        _ => {}
+                    }
+                }
+            }
+            Values::Int64(out)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +476,82 @@ mod tests {
             bytes_feature(&record, "nope"),
             Err(FeatureError::Missing("nope".into()))
         );
+    }
+
+    fn varint_bytes(mut n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A Feature holding `lists` (kind number, list message bytes).
+    fn feature(lists: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        lists
+            .iter()
+            .flat_map(|(kind, list)| len_delimited(*kind, list))
+            .collect()
+    }
+
+    #[test]
+    fn numbers_packed_or_not_and_the_last_kind_wins() {
+        // int64_list: packed [1, -1], then unpacked 300 (a second list merges).
+        let mut packed = varint_bytes(1);
+        packed.extend(varint_bytes(u64::MAX)); // -1, ten bytes
+        let mut unpacked = vec![0x08];
+        unpacked.extend(varint_bytes(300));
+        let ints = feature(&[(3, len_delimited(1, &packed)), (3, unpacked)]);
+        assert_eq!(values(&ints), Ok(Values::Int64(vec![1, -1, 300])));
+        let shape_of = shape(&ints).unwrap();
+        assert_eq!((shape_of.kind, shape_of.count), (Some(Kind::Int64), 3));
+        // float_list: unpacked fixed32 and packed.
+        let mut floats = vec![0x0d];
+        floats.extend(1.5f32.to_le_bytes());
+        let mut two = Vec::new();
+        two.extend((-2.0f32).to_le_bytes());
+        two.extend(0.25f32.to_le_bytes());
+        floats.extend(len_delimited(1, &two));
+        let floats = feature(&[(2, floats)]);
+        assert_eq!(values(&floats), Ok(Values::Float(vec![1.5, -2.0, 0.25])));
+        assert_eq!(shape(&floats).unwrap().count, 3);
+        // A bytes_list after an int64_list replaces it, as protobuf's oneof does.
+        let mixed = feature(&[(3, vec![0x08, 0x05]), (1, len_delimited(1, b"\xff"))]);
+        assert_eq!(values(&mixed), Ok(Values::Bytes(vec![&b"\xff"[..]])));
+        assert_eq!(
+            shape(&mixed),
+            Ok(Shape {
+                kind: Some(Kind::Bytes),
+                count: 1,
+                utf8: false
+            })
+        );
+        assert_eq!(values(&[]), Ok(Values::Empty));
+        // Packed floats of a length that is not a multiple of 4.
+        let bad = feature(&[(2, len_delimited(1, &[0, 0, 0]))]);
+        assert!(matches!(values(&bad), Err(FeatureError::Malformed(_))));
+        assert!(matches!(shape(&bad), Err(FeatureError::Malformed(_))));
+        for cut in 0..ints.len() {
+            let _ = (values(&ints[..cut]), shape(&ints[..cut]));
+        }
+    }
+
+    #[test]
+    fn features_keep_first_appearance_order_and_the_last_value_of_a_name() {
+        let record = example(&[
+            ("b", 1, &[b"first"]),
+            ("a", 1, &[b"x"]),
+            ("b", 1, &[b"second"]),
+        ]);
+        let found = features(&record).unwrap();
+        let names: Vec<&[u8]> = found.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, [&b"b"[..], b"a"]);
+        assert_eq!(values(found[0].1), Ok(Values::Bytes(vec![&b"second"[..]])));
     }
 
     #[test]

@@ -20,15 +20,18 @@
 #![warn(missing_docs)]
 
 pub mod brace;
+pub mod csv_fields;
 pub mod csv_source;
 pub mod detect;
 pub mod dir_source;
 mod error;
 pub mod example;
+pub mod field_options;
 mod fused;
 pub mod jsonl_source;
 mod member_names;
 mod parquet_columns;
+mod parquet_fields;
 mod parquet_pages;
 pub mod parquet_source;
 pub mod regular_file;
@@ -36,6 +39,7 @@ pub mod samples;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
+pub mod tfrecord_fields;
 pub mod tfrecord_source;
 
 use std::collections::BTreeMap;
@@ -44,6 +48,7 @@ use std::path::PathBuf;
 
 pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
+pub use field_options::{FieldSelection, FieldType};
 pub use fused::Fused;
 
 /// Largest value a source produces: the store records every size in a `u32`

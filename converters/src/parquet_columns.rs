@@ -53,36 +53,49 @@ pub(crate) fn view_schema(schema: &Schema, columns: &[&str]) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-/// The leaf columns to decode: the key column's, and the value column's (of a
-/// struct, only its `bytes` field, not e.g. the `path` beside it).
+/// The leaf columns to decode, as (leaf, whether it is a field's): the key
+/// column's, the value column's (of a struct, only its `bytes` field, and the
+/// `path` beside it when `value_path`, not e.g. other children), and every leaf
+/// of the `whole` columns (the fields).
 pub(crate) fn projected_leaves(
     parquet: &SchemaDescriptor,
     schema: &Schema,
     value: &str,
     key: Option<&str>,
-) -> Vec<usize> {
-    let mut value_path = vec![value.to_owned()];
+    value_path: bool,
+    whole: &[&str],
+) -> Vec<(usize, bool)> {
+    let mut value_path_parts = vec![value.to_owned()];
     let mut data_type = schema
         .field_with_name(value)
         .ok()
         .map(|f| f.data_type().clone());
     while let Some(DataType::Struct(fields)) = data_type {
-        value_path.push("bytes".into());
+        value_path_parts.push("bytes".into());
         data_type = fields
             .iter()
             .find(|f| f.name() == "bytes")
             .map(|f| f.data_type().clone());
     }
+    let path_parts = [value.to_owned(), "path".to_owned()];
     parquet
         .columns()
         .iter()
         .enumerate()
-        .filter(|(_, column)| {
+        .filter_map(|(i, column)| {
             let parts = column.path().parts();
-            parts.starts_with(&value_path)
-                || key.is_some_and(|key| parts.first().is_some_and(|p| p == key))
+            let first = parts.first().map(String::as_str);
+            if parts.starts_with(&value_path_parts)
+                || (value_path && parts == path_parts.as_slice())
+                || key.is_some_and(|key| first == Some(key))
+            {
+                Some((i, false))
+            } else if first.is_some_and(|first| whole.contains(&first)) {
+                Some((i, true))
+            } else {
+                None
+            }
         })
-        .map(|(i, _)| i)
         .collect()
 }
 
@@ -177,6 +190,35 @@ pub(crate) fn value_bytes_column(
         }
         DataType::Dictionary(_, inner) => arrow_cast::cast(array, inner).map_err(cast_error),
         _ => Ok(array.clone()),
+    }
+}
+
+/// Child `name` of a struct column, null where the struct is; `None` if the
+/// column is not a struct with that child.
+pub(crate) fn struct_child(
+    array: &ArrayRef,
+    name: &str,
+    path: &Path,
+    column: &str,
+) -> Result<Option<ArrayRef>, SourceError> {
+    let Some(parent) = array.as_struct_opt() else {
+        return Ok(None);
+    };
+    let Some(child) = parent.column_by_name(name) else {
+        return Ok(None);
+    };
+    match parent.nulls() {
+        Some(nulls) if nulls.null_count() > 0 => {
+            let data = child.to_data();
+            let combined = arrow_buffer_nulls(nulls, data.nulls());
+            let data = data
+                .into_builder()
+                .nulls(Some(combined))
+                .build()
+                .map_err(|e| type_error(path, column, array.data_type(), &e.to_string()))?;
+            Ok(Some(arrow_array::make_array(data)))
+        }
+        _ => Ok(Some(child.clone())),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Binary columns of Parquet files (pyarrow, Spark, Hugging Face `datasets`
-//! exports), streamed one record batch at a time.
+//! exports), streamed one record batch at a time, with the other columns as
+//! fields.
 //!
 //! Values come from a binary, large_binary, string, large_string (UTF-8 bytes),
 //! binary_view, string_view or fixed_size_binary column, or a struct with a `bytes`
@@ -7,6 +8,26 @@
 //! or binary column (as bytes) or an integer column (as decimal text);
 //! dictionary-encoded columns of those types work too. Every page compression of
 //! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
+//!
+//! Fields ([`ParquetOptions::fields`]): every other column (or the ones chosen),
+//! each row as [`FieldValue::Arrow`], so any Arrow type (nested, dates,
+//! dictionaries) is kept exactly; of a struct value column with `bytes` and
+//! `path` (a Hugging Face Image or Audio feature) the `path` too, as field
+//! `<column>.path`. A row whose `bytes` are null but whose `path` is set takes
+//! its value from that file, read relative to the Parquet file's directory: only
+//! a relative path without `..` (so inside that directory), naming a regular file
+//! or a link to one, of at most [`MAX_VALUE_SIZE`](crate::MAX_VALUE_SIZE) bytes.
+//! (`datasets` writes such rows for images made from local files: the path as
+//! the user gave it, which its own reader resolves against the working
+//! directory; absolute paths name files of the machine that wrote them, and a
+//! file from elsewhere must not make the ingest read files of this one.) A
+//! missing or refused file fails the run naming the file, row and column; a row
+//! whose `bytes` and `path` are both null is null. A field column's type
+//! must agree across files (integers may widen). The source's
+//! [`Source::metadata`]: `huggingface` (the parsed `huggingface` schema metadata
+//! `datasets` writes), `class_labels` (the names of each ClassLabel feature among
+//! the fields, by column; also `class_names` when there is exactly one) and
+//! `value` (`{"column": ..., "hf_struct": true|false}`).
 //!
 //! Memory: every page header of the columns read is checked before the row group
 //! is decoded (a page decodes to at most
@@ -31,12 +52,16 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::ColumnChunkMetaData;
 
+use crate::field_options::FieldSelection;
 use crate::parquet_columns::{
-    bytes_at, check_key_type, check_value_type, key_bytes_column, projected_leaves,
+    bytes_at, check_key_type, check_value_type, key_bytes_column, projected_leaves, struct_child,
     value_bytes_column, view_schema,
 };
+use crate::parquet_fields::{
+    field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
+};
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
-use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
@@ -49,21 +74,37 @@ pub struct ParquetOptions {
     pub key_column: Option<String>,
     /// Skip (and count) rows whose value or key is null instead of failing.
     pub skip_nulls: bool,
+    /// Which other columns become fields. Default: all of them.
+    pub fields: FieldSelection,
+}
+
+/// One decoded batch of the columns read.
+struct Batch {
+    /// The values as a bytes-like array (a struct's `bytes` unwrapped).
+    values: ArrayRef,
+    keys: Option<ArrayRef>,
+    /// The `path` of a struct value column, null where the struct is.
+    paths: Option<ArrayRef>,
+    /// One column per field of the file.
+    fields: Vec<ArrayRef>,
 }
 
 struct OpenFile {
     path: PathBuf,
     file: File,
     metadata: ArrowReaderMetadata,
-    /// The leaf columns read, and the same as a mask.
-    leaves: Vec<usize>,
+    /// The leaf columns read (and whether each is a field's), and the same as a mask.
+    leaves: Vec<(usize, bool)>,
     mask: ProjectionMask,
+    /// The fields, and whether the value column's `path` is read.
+    fields: Vec<FieldSpec>,
+    value_path: bool,
     /// Whether binary columns are read as views (see [`view_schema`]).
     views: bool,
     /// The next row group to read, and the reader of the current one.
     next_group: usize,
     reader: Option<ParquetRecordBatchReader>,
-    batch: Option<(ArrayRef, Option<ArrayRef>)>,
+    batch: Option<Batch>,
     /// Next row within `batch`, and rows of the file before `batch`.
     row_in_batch: usize,
     rows_before: u64,
@@ -75,6 +116,8 @@ pub struct ParquetSource {
     current: Option<OpenFile>,
     options: ParquetOptions,
     skipped: Skipped,
+    field_types: FieldTypes,
+    metadata: SourceMetadata,
 }
 
 /// Files a Parquet argument names: the file itself, a directory's `*.parquet` files
@@ -136,24 +179,57 @@ pub fn expand_inputs(input: &Path) -> Result<Vec<PathBuf>, SourceError> {
 
 impl ParquetSource {
     /// A source over `paths` (files, directories or patterns; see [`expand_inputs`]).
-    /// Each file's schema is checked when it is reached.
+    /// Each file's schema is checked when it is reached; the first file's footer is
+    /// read here for [`Source::metadata`] (a footer that cannot be read is reported
+    /// when the file is reached).
     pub fn new(
         paths: &[PathBuf],
         options: ParquetOptions,
     ) -> Result<Fused<ParquetSource>, SourceError> {
+        let mut taken = vec![(options.value_column.as_str(), "value column")];
+        if let Some(key) = &options.key_column {
+            taken.push((key.as_str(), "key column"));
+        }
+        options.fields.refuse(&taken)?;
         let mut pending = VecDeque::new();
         for path in paths {
             pending.extend(expand_inputs(path)?);
         }
-        Ok(Fused::new(ParquetSource {
+        let mut source = ParquetSource {
             pending,
             current: None,
             options,
             skipped: Skipped::default(),
-        }))
+            field_types: FieldTypes::default(),
+            metadata: SourceMetadata::default(),
+        };
+        if let Some(first) = source.pending.front().cloned() {
+            let _ = contain_panics(|| source.peek(&first));
+        }
+        Ok(Fused::new(source))
     }
 
-    fn open(&self, path: PathBuf) -> Result<OpenFile, SourceError> {
+    /// Takes the metadata of the file at `path` into [`Source::metadata`].
+    fn peek(&mut self, path: &Path) -> Result<(), SourceError> {
+        let file = File::open(path).map_err(|source| SourceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let loaded = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| SourceError::Usage(e.to_string()))?;
+        let schema = loaded.schema();
+        let fields = field_specs(
+            path,
+            schema,
+            &self.options.fields,
+            &self.options.value_column,
+            self.options.key_column.as_deref(),
+        )?;
+        self.metadata
+            .add(path, schema, &self.options.value_column, &fields)
+    }
+
+    fn open(&mut self, path: PathBuf) -> Result<OpenFile, SourceError> {
         let corrupt = |reason: String| SourceError::Corrupt {
             archive: path.display().to_string(),
             location: "file metadata".into(),
@@ -190,6 +266,28 @@ impl ParquetSource {
             check_key_type(&path, key, schema.field(index).data_type())?;
             columns.push(key);
         }
+        let value_type = schema.field(value).data_type();
+        let value_path = value_path_type(value_type).is_some();
+        let fields = field_specs(
+            &path,
+            &schema,
+            &self.options.fields,
+            &self.options.value_column,
+            self.options.key_column.as_deref(),
+        )?;
+        let mut whole = Vec::new();
+        for spec in &fields {
+            let data_type = match &spec.column {
+                FieldColumn::Column(name) => {
+                    whole.push(name.as_str());
+                    schema.field(find(name)?).data_type()
+                }
+                FieldColumn::ValuePath => value_path_type(value_type).expect("checked"),
+            };
+            self.field_types.check(&path, &spec.name, data_type)?;
+        }
+        self.metadata
+            .add(&path, &schema, &self.options.value_column, &fields)?;
         // Views when the crate accepts them (it does for every type checked above);
         // otherwise the types as written, with batches sized for copied dictionaries.
         let viewed =
@@ -204,14 +302,21 @@ impl ParquetSource {
             &schema,
             &self.options.value_column,
             self.options.key_column.as_deref(),
+            value_path,
+            &whole,
         );
-        let mask = ProjectionMask::leaves(metadata.parquet_schema(), leaves.iter().copied());
+        let mask = ProjectionMask::leaves(
+            metadata.parquet_schema(),
+            leaves.iter().map(|&(leaf, _)| leaf),
+        );
         Ok(OpenFile {
             path,
             file,
             metadata,
             leaves,
             mask,
+            fields,
+            value_path,
             views,
             next_group: 0,
             reader: None,
@@ -223,11 +328,8 @@ impl ParquetSource {
 
     /// Decodes the next batch of the current file into (values, keys) columns.
     fn load_batch(&self, file: &mut OpenFile) -> Result<bool, SourceError> {
-        let rows_so_far = file.rows_before
-            + file
-                .batch
-                .as_ref()
-                .map_or(0, |(values, _)| values.len() as u64);
+        let rows_so_far =
+            file.rows_before + file.batch.as_ref().map_or(0, |b| b.values.len() as u64);
         let batch: RecordBatch = loop {
             if file.reader.is_none() && !Self::next_row_group(file)? {
                 return Ok(false);
@@ -250,17 +352,36 @@ impl ParquetSource {
                 .cloned()
                 .expect("projected column is present")
         };
-        let values = value_bytes_column(
-            &column(&self.options.value_column),
-            &file.path,
-            &self.options.value_column,
-        )?;
+        let value_column = column(&self.options.value_column);
+        let values = value_bytes_column(&value_column, &file.path, &self.options.value_column)?;
         let keys = match &self.options.key_column {
             Some(name) => Some(key_bytes_column(&column(name), &file.path, name)?),
             None => None,
         };
+        let paths = match file.value_path {
+            true => struct_child(
+                &value_column,
+                "path",
+                &file.path,
+                &self.options.value_column,
+            )?,
+            false => None,
+        };
+        let fields = file
+            .fields
+            .iter()
+            .map(|spec| match &spec.column {
+                FieldColumn::Column(name) => column(name),
+                FieldColumn::ValuePath => paths.clone().expect("the path is read"),
+            })
+            .collect();
         file.rows_before = rows_so_far;
-        file.batch = Some((values, keys));
+        file.batch = Some(Batch {
+            values,
+            keys,
+            paths,
+            fields,
+        });
         file.row_in_batch = 0;
         Ok(true)
     }
@@ -273,12 +394,15 @@ impl ParquetSource {
             return Ok(false);
         };
         file.next_group += 1;
-        let decoding = Decoding {
-            rows: u64::try_from(row_group.num_rows()).unwrap_or(0),
-            expands_dictionary: !file.views,
-        };
+        let rows = u64::try_from(row_group.num_rows()).unwrap_or(0);
         let mut per_row = 0u64;
-        for &leaf in &file.leaves {
+        for &(leaf, is_field) in &file.leaves {
+            // Field columns keep their types: a dictionary-encoded string column is
+            // decoded as plain strings, each row a copy.
+            let decoding = Decoding {
+                rows,
+                expands_dictionary: !file.views || is_field,
+            };
             let column = row_group
                 .columns()
                 .get(leaf)
@@ -326,10 +450,10 @@ impl ParquetSource {
             let exhausted = file
                 .batch
                 .as_ref()
-                .is_none_or(|(values, _)| file.row_in_batch >= values.len());
+                .is_none_or(|b| file.row_in_batch >= b.values.len());
             if exhausted {
                 let rows =
-                    file.rows_before + file.batch.as_ref().map_or(0, |(v, _)| v.len() as u64);
+                    file.rows_before + file.batch.as_ref().map_or(0, |b| b.values.len() as u64);
                 let loaded =
                     contain_panics(|| self.load_batch(&mut file)).unwrap_or_else(|panic| {
                         Err(corrupt_file(&file.path, format!("rows from {rows}"), panic))
@@ -343,41 +467,73 @@ impl ParquetSource {
             let i = file.row_in_batch;
             file.row_in_batch += 1;
             let row = file.rows_before + i as u64;
-            let (values, keys) = file.batch.as_ref().expect("loaded above");
-            let value = bytes_at(values.as_ref(), i);
-            let key = keys.as_ref().map(|k| bytes_at(k.as_ref(), i));
-            let null = match (&value, &key) {
-                (None, _) => Some(&self.options.value_column),
-                (_, Some(None)) => self.options.key_column.as_ref(),
-                _ => None,
-            };
-            let origin = Origin::Row {
-                file: file.path.clone(),
-                row: format!("row {row}"),
-            };
-            let record = match null {
-                Some(_) if self.options.skip_nulls => {
+            let record = self.row(&file, i, row);
+            self.current = Some(file);
+            match record {
+                Some(record) => return Some(record),
+                None => {
                     self.skipped.add("row with a null");
-                    self.current = Some(file);
                     continue;
                 }
-                Some(column) => Err(SourceError::Invalid {
-                    file: file.path.display().to_string(),
-                    location: format!("row {row}"),
-                    reason: format!(
-                        "column {column:?} is null (pass `skip_nulls` to skip such rows)"
-                    ),
-                }),
-                None => Ok(Record {
-                    key: key.flatten().unwrap_or_default().to_vec(),
-                    value: value.unwrap_or_default().to_vec(),
-                    origin,
-                    fields: Fields::new(),
-                }),
-            };
-            self.current = Some(file);
-            return Some(record);
+            }
         }
+    }
+
+    /// Row `i` of the current batch (row `row` of the file) as a record; `None`
+    /// if it is to be skipped for a null.
+    fn row(&self, file: &OpenFile, i: usize, row: u64) -> Option<Result<Record, SourceError>> {
+        let batch = file.batch.as_ref().expect("loaded above");
+        let origin = Origin::Row {
+            file: file.path.clone(),
+            row: format!("row {row}"),
+        };
+        let null = |column: &str| {
+            if self.options.skip_nulls {
+                return None;
+            }
+            Some(Err(SourceError::Invalid {
+                file: file.path.display().to_string(),
+                location: format!("row {row}"),
+                reason: format!("column {column:?} is null (pass `skip_nulls` to skip such rows)"),
+            }))
+        };
+        let column = &self.options.value_column;
+        let bytes = bytes_at(batch.values.as_ref(), i);
+        // A Hugging Face Image/Audio row may name its file instead of holding it.
+        let written = match bytes {
+            Some(_) => None,
+            None => batch.paths.as_ref().and_then(|p| bytes_at(p.as_ref(), i)),
+        };
+        if bytes.is_none() && written.is_none() {
+            return null(column);
+        }
+        let key = match (&batch.keys, &self.options.key_column) {
+            (Some(keys), Some(key_column)) => match bytes_at(keys.as_ref(), i) {
+                Some(key) => key.to_vec(),
+                None => return null(key_column),
+            },
+            _ => Vec::new(),
+        };
+        let value = match (bytes, written) {
+            (Some(value), _) => value.to_vec(),
+            (None, written) => {
+                let written = String::from_utf8_lossy(written.unwrap_or_default());
+                match read_beside(&file.path, row, column, &written) {
+                    Ok(value) => value,
+                    Err(error) => return Some(Err(error)),
+                }
+            }
+        };
+        let mut fields = Fields::new();
+        for (spec, array) in file.fields.iter().zip(&batch.fields) {
+            fields.push(spec.name.clone(), FieldValue::Arrow(array.clone(), i));
+        }
+        Some(Ok(Record {
+            key,
+            value,
+            origin,
+            fields,
+        }))
     }
 }
 
@@ -499,5 +655,18 @@ impl Source for ParquetSource {
 
     fn skipped(&self) -> &Skipped {
         &self.skipped
+    }
+
+    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = self.metadata.map().clone();
+        let only = map
+            .get("class_labels")
+            .and_then(|labels| labels.as_object())
+            .filter(|labels| labels.len() == 1)
+            .and_then(|labels| labels.values().next().cloned());
+        if let Some(names) = only {
+            map.insert("class_names".into(), names);
+        }
+        map
     }
 }

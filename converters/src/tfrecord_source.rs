@@ -8,7 +8,9 @@
 //! Both checksums are verified. By default a record's value is its serialized
 //! bytes; with [`TfRecordOptions::feature`] it is one `bytes_list` feature of the
 //! `tf.train.Example` the record holds, and [`TfRecordOptions::key_feature`] keys
-//! records by another.
+//! records by another. The other features become fields
+//! ([`TfRecordOptions::fields`]), typed by a prescan of every file (see
+//! [`crate::tfrecord_fields`]).
 //!
 //! Limits: a record is at most [`MAX_RECORD_SIZE`] bytes. A declared length is
 //! checked before anything is allocated for it: in a plain file against the bytes
@@ -18,12 +20,14 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::detect::Compression;
 use crate::example::{self, FeatureError};
+use crate::field_options::FieldSelection;
+use crate::tfrecord_fields::{prescan, record_fields, FeatureField};
 use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
@@ -46,6 +50,10 @@ pub struct TfRecordOptions {
     /// Key each record by this `bytes_list` feature (e.g. `image/filename`);
     /// without it the source is keyless.
     pub key_feature: Option<String>,
+    /// Which other features become fields. Default (`None`): all of them when
+    /// `feature` is given; none when the value is the whole record, which holds
+    /// them already. Any fields cost a prescan: every file is read twice.
+    pub fields: Option<FieldSelection>,
 }
 
 /// TensorFlow's masked CRC32C.
@@ -88,14 +96,35 @@ pub struct TfRecordSource {
     current: Option<OpenFile>,
     options: TfRecordOptions,
     skipped: Skipped,
+    /// Every input, for the prescan.
+    paths: Vec<PathBuf>,
+    /// The features taken as fields.
+    selection: FieldSelection,
+    /// Their columns, once the prescan (run by the first `next`) has decided them.
+    columns: Option<Vec<FeatureField>>,
 }
 
 impl TfRecordSource {
     /// A source over `paths`, read in the order given. Every file must exist.
+    /// When fields are asked for, the first call to `next` prescans every file.
     pub fn new(
         paths: &[PathBuf],
         options: TfRecordOptions,
     ) -> Result<Fused<TfRecordSource>, SourceError> {
+        let selection = match &options.fields {
+            Some(selection) => selection.clone(),
+            None if options.feature.is_some() => FieldSelection::All,
+            None => FieldSelection::None,
+        };
+        let mut taken = Vec::new();
+        if let Some(feature) = &options.feature {
+            taken.push((feature.as_str(), "value feature"));
+        }
+        if let Some(key) = &options.key_feature {
+            taken.push((key.as_str(), "key feature"));
+        }
+        selection.refuse(&taken)?;
+        let columns = selection.is_none().then(Vec::new);
         for path in paths {
             std::fs::metadata(path).map_err(|source| SourceError::Io {
                 path: path.clone(),
@@ -107,7 +136,22 @@ impl TfRecordSource {
             current: None,
             options,
             skipped: Skipped::default(),
+            paths: paths.to_vec(),
+            selection,
+            columns,
         }))
+    }
+
+    /// Decides the field columns from every record of every file.
+    fn prescan(&self) -> Result<Vec<FeatureField>, SourceError> {
+        let skip: Vec<&str> = [&self.options.feature, &self.options.key_feature]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        prescan(&self.paths, &self.selection, &skip, |path, each| {
+            scan_file(path, each)
+        })
     }
 
     fn open(path: PathBuf) -> Result<OpenFile, SourceError> {
@@ -251,6 +295,16 @@ impl TfRecordSource {
     }
 
     fn to_record(&self, file: &OpenFile, data: Vec<u8>) -> Result<Record, SourceError> {
+        let fields = match self.columns.as_deref() {
+            Some(columns) if !columns.is_empty() => {
+                record_fields(columns, &data).map_err(|reason| SourceError::Invalid {
+                    file: file.path.display().to_string(),
+                    location: format!("record {} at byte {}", file.record, file.offset),
+                    reason,
+                })?
+            }
+            _ => Fields::new(),
+        };
         let origin = Origin::Record {
             file: file.path.clone(),
             record: file.record,
@@ -273,9 +327,24 @@ impl TfRecordSource {
             key,
             value,
             origin,
-            fields: Fields::new(),
+            fields,
         })
     }
+}
+
+/// Reads every record of the TFRecord file at `path`, calling `each` with its
+/// number, frame offset and bytes; stops at the first error.
+fn scan_file(
+    path: &Path,
+    each: &mut dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError>,
+) -> Result<(), SourceError> {
+    let mut file = TfRecordSource::open(path.to_owned())?;
+    while let Some(data) = TfRecordSource::read_frame(&mut file)? {
+        each(file.record, file.offset, &data)?;
+        file.record += 1;
+        file.offset += 16 + data.len() as u64;
+    }
+    Ok(())
 }
 
 /// Whether `prefix` starts with a TFRecord length and its valid masked checksum
@@ -302,6 +371,12 @@ impl Iterator for TfRecordSource {
     type Item = Result<Record, SourceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.columns.is_none() {
+            match self.prescan() {
+                Ok(columns) => self.columns = Some(columns),
+                Err(error) => return Some(Err(error)),
+            }
+        }
         loop {
             let mut file = match self.current.take() {
                 Some(file) => file,

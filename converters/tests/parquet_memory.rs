@@ -65,6 +65,7 @@ fn read_all(path: &Path, keyed: bool) -> Result<u64, SourceError> {
         value_column: "v".into(),
         key_column: keyed.then(|| "k".into()),
         skip_nulls: false,
+        ..Default::default()
     };
     let mut n = 0;
     for record in ParquetSource::new(&[path.to_owned()], options)? {

@@ -84,6 +84,7 @@ fuzz_target!(
                 value_column,
                 key_column,
                 skip_nulls,
+                ..Default::default()
             };
             let source = match ParquetSource::new(std::slice::from_ref(path), options) {
                 Ok(source) => source,

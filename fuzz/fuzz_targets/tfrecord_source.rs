@@ -40,6 +40,8 @@ fuzz_target!(|data: &[u8]| {
     let options = TfRecordOptions {
         feature: (flags & 2 != 0).then(|| "f".to_owned()),
         key_feature: (flags & 4 != 0).then(|| "k".to_owned()),
+        // The prescan and the decoding of every feature as a field.
+        fields: (flags & 8 != 0).then_some(bcd_converters::FieldSelection::All),
     };
     let source = TfRecordSource::new(std::slice::from_ref(path), options).unwrap();
     let mut total = 0usize;

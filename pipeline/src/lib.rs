@@ -27,8 +27,8 @@ mod spelling;
 pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use options::{
-    parse_delimiter, parse_labels, parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts,
-    InvalidValue,
+    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,
+    parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts, InvalidValue,
 };
 pub use schema_file::{
     parse_schema, read_schema, SchemaFileError, MAX_LIST_DEPTH, MAX_SCHEMA_BYTES,

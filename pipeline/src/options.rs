@@ -1,6 +1,7 @@
 //! Option values as every front end spells them, parsed once: sizes (`64M`,
 //! `1.5GiB`), LZ4 effort (`1..12`, `fast`, `reference`), the duplicate policy
-//! (`error`, `skip`) and CSV delimiters. Errors say what was given and what is
+//! (`error`, `skip`), CSV delimiters, field selections (`all`, `none`,
+//! `label,caption`) and declared field types (`label=int64`). Errors say what was given and what is
 //! accepted; each front end adds the option's own spelling (`--level`, `level=`).
 
 use std::fmt;
@@ -8,6 +9,7 @@ use std::str::FromStr;
 
 use bcd::Lz4Mode;
 use bcd_converters::dir_source::LabelMode;
+use bcd_converters::{FieldSelection, FieldType};
 
 pub use crate::ingest::OnDuplicate;
 
@@ -90,6 +92,50 @@ pub fn parse_value_ext(text: &str) -> Result<String, InvalidValue> {
 /// [`parse_value_ext`] does.
 pub fn parse_value_exts(text: &str) -> Result<Vec<String>, InvalidValue> {
     text.split(',').map(parse_value_ext).collect()
+}
+
+/// Parses a field selection: `all`, `none`, or names separated by commas
+/// (`label,caption`; each non-empty, none twice).
+pub fn parse_fields(text: &str) -> Result<FieldSelection, InvalidValue> {
+    match text {
+        "all" => Ok(FieldSelection::All),
+        "none" => Ok(FieldSelection::None),
+        _ => fields_from_names(text.split(',').map(str::to_owned).collect())
+            .map_err(|expected| InvalidValue::new(text, expected)),
+    }
+}
+
+/// A selection of exactly `names` (each non-empty, none twice); the error says
+/// what is expected.
+pub fn fields_from_names(names: Vec<String>) -> Result<FieldSelection, String> {
+    if names.is_empty() || names.iter().any(String::is_empty) {
+        return Err("expected all, none, or field names separated by commas (none empty)".into());
+    }
+    if let Some(twice) = names
+        .iter()
+        .enumerate()
+        .find(|(i, name)| names[..*i].contains(name))
+    {
+        return Err(format!("{:?} is named twice", twice.1));
+    }
+    Ok(FieldSelection::Only(names))
+}
+
+/// Parses a declared field type, `NAME=TYPE` with TYPE one of `int64`,
+/// `float64`, `bool`, `string` (the name may itself hold `=`: the last one
+/// separates).
+pub fn parse_field_type(text: &str) -> Result<(String, FieldType), InvalidValue> {
+    let expected = "expected NAME=TYPE with TYPE one of int64, float64, bool, string";
+    let Some((name, type_name)) = text.rsplit_once('=') else {
+        return Err(InvalidValue::new(text, expected));
+    };
+    if name.is_empty() {
+        return Err(InvalidValue::new(text, expected));
+    }
+    let field_type = type_name
+        .parse::<FieldType>()
+        .map_err(|e| InvalidValue::new(text, e))?;
+    Ok((name.to_owned(), field_type))
 }
 
 impl FromStr for OnDuplicate {
@@ -233,5 +279,44 @@ mod tests {
         for bad in ["", "jpg,", ".", "a/b"] {
             assert!(parse_value_exts(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn field_selections_and_types() {
+        assert_eq!(parse_fields("all"), Ok(FieldSelection::All));
+        assert_eq!(parse_fields("none"), Ok(FieldSelection::None));
+        assert_eq!(
+            parse_fields("label,image.path"),
+            Ok(FieldSelection::Only(vec![
+                "label".into(),
+                "image.path".into()
+            ]))
+        );
+        assert_eq!(
+            parse_fields("All"),
+            Ok(FieldSelection::Only(vec!["All".into()]))
+        );
+        for bad in ["", "a,", ",a", "a,,b"] {
+            assert!(parse_fields(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_fields("a,b,a").unwrap_err().to_string(),
+            "\"a,b,a\": \"a\" is named twice"
+        );
+        assert_eq!(
+            parse_field_type("label=int64"),
+            Ok(("label".into(), FieldType::Int64))
+        );
+        assert_eq!(
+            parse_field_type("a=b=bool"),
+            Ok(("a=b".into(), FieldType::Bool))
+        );
+        for bad in ["label", "=int64", "label=int", "label="] {
+            assert!(parse_field_type(bad).is_err(), "{bad}");
+        }
+        assert!(parse_field_type("x=int32")
+            .unwrap_err()
+            .to_string()
+            .contains("int64, float64, bool, string"));
     }
 }

@@ -18,7 +18,7 @@ use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
 use bcd_converters::samples::SampleOptions;
 use bcd_converters::tar_source::{TarOptions, TarSource};
 use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
-use bcd_converters::{Chain, Source, SourceError};
+use bcd_converters::{Chain, FieldSelection, FieldType, Source, SourceError};
 
 /// The format of the inputs of one ingest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,7 +145,21 @@ pub struct SourceOptions {
     /// jsonl: the fields and their types (see [`crate::read_schema`]). Default:
     /// inferred from the first lines.
     pub schema: Option<SchemaRef>,
+    /// parquet, csv, tfrecord: which other columns or features become fields.
+    /// Default: all of them (for TFRecord only when `feature` is given: the whole
+    /// record holds them already; any TFRecord fields cost a prescan, a second
+    /// read of every file).
+    pub fields: Option<FieldSelection>,
+    /// csv: declared types of field columns, instead of inferred ones.
+    pub field_type: Vec<(String, FieldType)>,
 }
+
+/// The formats [`SourceOptions::fields`] applies to.
+const FIELDS_FORMATS: [SourceFormat; 3] = [
+    SourceFormat::Parquet,
+    SourceFormat::Csv,
+    SourceFormat::Tfrecord,
+];
 
 impl SourceOptions {
     /// The directory-walk part of the options, e.g. to estimate the bytes to come
@@ -162,7 +176,7 @@ impl SourceOptions {
 
     /// The options that are given and belong to one format only, by field name,
     /// with the format they belong to.
-    fn given_single_format(&self) -> [(&'static str, bool, SourceFormat); 19] {
+    fn given_single_format(&self) -> [(&'static str, bool, SourceFormat); 20] {
         [
             ("include", !self.include.is_empty(), SourceFormat::Dir),
             ("exclude", !self.exclude.is_empty(), SourceFormat::Dir),
@@ -195,6 +209,7 @@ impl SourceOptions {
             ("value_base64", self.value_base64, SourceFormat::Jsonl),
             ("key_field", self.key_field.is_some(), SourceFormat::Jsonl),
             ("schema", self.schema.is_some(), SourceFormat::Jsonl),
+            ("field_type", !self.field_type.is_empty(), SourceFormat::Csv),
         ]
     }
 
@@ -302,6 +317,12 @@ pub enum SourceSetupError {
     /// A key column for a format other than Parquet and CSV.
     #[error("`key_column` applies to parquet and csv sources only, not {format}")]
     KeyColumnForOtherFormat {
+        /// The sources' format.
+        format: SourceFormat,
+    },
+    /// A field selection for a format whose records have no fields to choose.
+    #[error("`fields` applies to parquet, csv and tfrecord sources only, not {format}")]
+    FieldsForOtherFormat {
         /// The sources' format.
         format: SourceFormat,
     },
@@ -485,6 +506,9 @@ fn check_options(format: SourceFormat, options: &SourceOptions) -> Result<(), So
     {
         return Err(SourceSetupError::KeyColumnForOtherFormat { format });
     }
+    if options.fields.is_some() && !FIELDS_FORMATS.contains(&format) {
+        return Err(SourceSetupError::FieldsForOtherFormat { format });
+    }
     if format == SourceFormat::Parquet && options.value_column.is_none() {
         return Err(SourceSetupError::MissingValueColumn);
     }
@@ -543,6 +567,7 @@ fn open(
                 value_column: options.value_column.clone().unwrap_or_default(),
                 key_column: options.key_column.clone(),
                 skip_nulls: options.skip_nulls,
+                fields: options.fields.clone().unwrap_or_default(),
             },
         )?),
         SourceFormat::Csv => Box::new(CsvSource::new(
@@ -555,6 +580,8 @@ fn open(
                 key_column: options.key_column.clone(),
                 root: options.root.clone(),
                 delimiter: options.delimiter.unwrap_or(b','),
+                fields: options.fields.clone().unwrap_or_default(),
+                field_type: options.field_type.clone(),
             },
         )?),
         SourceFormat::Tfrecord => Box::new(TfRecordSource::new(
@@ -562,6 +589,7 @@ fn open(
             TfRecordOptions {
                 feature: options.feature.clone(),
                 key_feature: options.key_feature.clone(),
+                fields: options.fields.clone(),
             },
         )?),
         SourceFormat::Jsonl => Box::new(JsonlSource::new(

@@ -42,6 +42,8 @@ pub const OPTION_FIELDS: &[&str] = &[
     "value_base64",
     "key_field",
     "schema",
+    "fields",
+    "field_type",
     "keyless",
     "compression",
     "max_shard_size",

@@ -2,7 +2,7 @@
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
@@ -217,6 +217,10 @@ def ingest(
     delimiter: Optional[str] = None,
     feature: Optional[str] = None,
     key_feature: Optional[str] = None,
+    fields: Union[str, Iterable[str], None] = None,
+    field_type: Union[
+        Mapping[str, Literal["int64", "float64", "bool", "string"]], Iterable[str], None
+    ] = None,
 ) -> _IngestSummary:
     """Reads sources into the dataset at ``into`` in one all-or-nothing commit,
     exactly as ``bcd ingest`` does (the options are its flags in snake_case).
@@ -240,6 +244,17 @@ def ingest(
     reference's bytes); ``jobs`` defaults to the number of cores. A value an
     option does not accept is a ``ValueError`` naming it, as in
     ``level: "13": expected 1..12, fast or reference``.
+
+    Fields: Parquet, CSV and TFRecord sources store their other columns
+    (features) as structured fields beside each record. ``fields`` chooses them:
+    ``"all"`` (the default; for TFRecord only with ``feature``, since the whole
+    record already holds them), ``"none"``, ``"label,caption"`` or a list of
+    names. CSV column types are inferred from the first 1000 rows (int64, else
+    float64, else bool, else string; empty cells are null) unless
+    ``field_type`` declares them: ``{"label": "int64"}`` or
+    ``["label=int64"]``. TFRecord fields cost a prescan (every file is read
+    twice). Naming a column the source lacks, or the value or key column, is a
+    ``ValueError``.
 
     The summary has exactly the keys and values ``bcd ingest --json`` prints.
 

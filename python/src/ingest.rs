@@ -13,10 +13,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use bcd::Compression;
-use bcd_converters::SourceError;
+use bcd_converters::{FieldSelection, FieldType, SourceError};
 use bcd_pipeline::{
-    parse_delimiter, spell_options, IngestError, IngestOptions, IngestSummary, OnDuplicate,
-    SourceFormat, SourceOptions, SourceSetupError,
+    fields_from_names, parse_delimiter, parse_field_type, parse_fields, spell_options, IngestError,
+    IngestOptions, IngestSummary, OnDuplicate, SourceFormat, SourceOptions, SourceSetupError,
 };
 
 use crate::errors::{message, os_error, to_py};
@@ -80,6 +80,68 @@ fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>
     Ok(items)
 }
 
+/// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
+fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(None);
+    };
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        return parse_fields(&text)
+            .map(Some)
+            .map_err(|error| invalid("fields", error));
+    }
+    let mut names = Vec::new();
+    for item in value.try_iter().map_err(|_| {
+        PyTypeError::new_err("fields must be \"all\", \"none\", a str of names separated by commas, or a list of str")
+    })? {
+        names.push(
+            item?
+                .extract::<String>()
+                .map_err(|_| PyTypeError::new_err("fields must hold str items"))?,
+        );
+    }
+    fields_from_names(names)
+        .map(Some)
+        .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
+}
+
+/// `field_type=`: a dict of column name to type (`{"label": "int64"}`), or an
+/// iterable of `"NAME=TYPE"` strings, as `--field-type` takes them.
+fn field_type_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, FieldType)>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let mut types = Vec::new();
+    if let Ok(dict) = value.cast::<PyDict>() {
+        for (name, type_name) in dict.iter() {
+            let (name, type_name): (String, String) = (name.extract()?, type_name.extract()?);
+            let field_type = type_name
+                .parse::<FieldType>()
+                .map_err(|e| PyValueError::new_err(format!("field_type: {name:?}: {e}")))?;
+            types.push((name, field_type));
+        }
+        return Ok(types);
+    }
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        return Ok(vec![
+            parse_field_type(&text).map_err(|error| invalid("field_type", error))?
+        ]);
+    }
+    for item in value.try_iter().map_err(|_| {
+        PyTypeError::new_err(
+            "field_type must be a dict of name to type, or a list of \"NAME=TYPE\" str",
+        )
+    })? {
+        let text: String = item?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("field_type must hold \"NAME=TYPE\" str items"))?;
+        types.push(parse_field_type(&text).map_err(|error| invalid("field_type", error))?);
+    }
+    Ok(types)
+}
+
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
@@ -98,6 +160,9 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         SourceSetupError::KeyColumnForOtherFormat { .. } => {
             PyValueError::new_err("key_column= applies to parquet and csv sources only")
         }
+        SourceSetupError::FieldsForOtherFormat { format } => PyValueError::new_err(format!(
+            "fields= applies to parquet, csv and tfrecord sources only, not {format}"
+        )),
         SourceSetupError::MissingValueColumn => PyValueError::new_err(
             "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
         ),
@@ -133,8 +198,9 @@ fn ingest_error(error: IngestError) -> PyErr {
 
 /// Reads directory trees, tar / WebDataset archives, Parquet, CSV-of-paths or
 /// TFRecord files into the dataset at `into` in one all-or-nothing commit, as
-/// `bcd ingest` does; the options are its flags in snake_case. Returns the
-/// summary of `bcd ingest --json` as a dict.
+/// `bcd ingest` does; the options are its flags in snake_case (`fields` a str
+/// as `--fields` takes it or a list of names, `field_type` a dict of name to
+/// type). Returns the summary of `bcd ingest --json` as a dict.
 ///
 /// A missing or empty `into` is created (keyed unless `keyless` or the source has
 /// no keys); an existing one keeps its settings. The pipeline runs without the
@@ -146,8 +212,9 @@ fn ingest_error(error: IngestError) -> PyErr {
     compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
     jobs = None, level = None, include = None, exclude = None, follow_links = false,
     value_column = None, key_column = None, skip_nulls = false, path_column = None,
-    root = None, delimiter = None, feature = None, key_feature = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None)")]
+    root = None, delimiter = None, feature = None, key_feature = None, fields = None,
+    field_type = None,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -171,6 +238,8 @@ pub fn ingest<'py>(
     delimiter: Option<&str>,
     feature: Option<String>,
     key_feature: Option<String>,
+    fields: Option<&Bound<'py, PyAny>>,
+    field_type: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
     let format = format
@@ -191,6 +260,8 @@ pub fn ingest<'py>(
             .transpose()?,
         feature,
         key_feature,
+        fields: fields_arg(fields)?,
+        field_type: field_type_arg(field_type)?,
         ..SourceOptions::default()
     };
     // One flag per call, so that concurrent ingests cannot stop each other.

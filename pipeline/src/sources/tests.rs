@@ -167,6 +167,20 @@ fn an_option_for_another_format_is_refused_naming_it() {
             },
             "`key_column` applies to parquet and csv sources only, not tar",
         ),
+        (
+            SourceOptions {
+                fields: Some(bcd_converters::FieldSelection::None),
+                ..Default::default()
+            },
+            "`fields` applies to parquet, csv and tfrecord sources only, not tar",
+        ),
+        (
+            SourceOptions {
+                field_type: vec![("label".into(), bcd_converters::FieldType::Int64)],
+                ..Default::default()
+            },
+            "`field_type` applies to csv sources only, not tar",
+        ),
     ];
     for (options, message) in cases {
         let error = open_one(&tar, &options).unwrap_err();
@@ -191,6 +205,55 @@ fn an_option_for_another_format_is_refused_naming_it() {
         ),
         "{error:?}"
     );
+}
+
+#[test]
+fn fields_naming_the_value_or_key_are_refused_before_anything_is_read() {
+    let only = |names: &[&str]| {
+        Some(bcd_converters::FieldSelection::Only(
+            names.iter().map(|n| n.to_string()).collect(),
+        ))
+    };
+    let parquet = SourceOptions {
+        value_column: Some("value".into()),
+        key_column: Some("key".into()),
+        fields: only(&["key"]),
+        ..Default::default()
+    };
+    let csv = SourceOptions {
+        fields: only(&["label"]),
+        field_type: vec![("id".into(), bcd_converters::FieldType::String)],
+        ..Default::default()
+    };
+    let tfrecord = SourceOptions {
+        feature: Some("image/encoded".into()),
+        fields: only(&["image/encoded"]),
+        ..Default::default()
+    };
+    for (source, options, message) in [
+        (
+            "parquet/codec-none.parquet",
+            parquet,
+            "`fields` names \"key\", which is the key column: it is stored as such, not as a field",
+        ),
+        (
+            "csv/list.csv",
+            csv,
+            "`field_type` declares column \"id\", which is not a field (see `fields`)",
+        ),
+        (
+            "tfrecord/examples.tfrecord",
+            tfrecord,
+            "`fields` names \"image/encoded\", which is the value feature: it is stored as such, not as a field",
+        ),
+    ] {
+        let error = open_one(&fixture(source), &options).unwrap_err();
+        assert!(
+            matches!(error, SourceSetupError::Open(SourceError::Usage(_))),
+            "{error:?}"
+        );
+        assert_eq!(error.to_string(), message);
+    }
 }
 
 #[test]

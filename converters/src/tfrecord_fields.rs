@@ -1,0 +1,268 @@
+//! The features of `tf.train.Example` records as fields: a prescan over every
+//! input file decides each feature's type, then each record's features are
+//! decoded into it.
+//!
+//! Types: `int64_list` -> Int64, `float_list` -> Float32, `bytes_list` -> Utf8
+//! when every value of every record is valid UTF-8, else Binary; a scalar when
+//! every record that has the feature holds exactly one value, else a list of that
+//! type (Arrow `List`, items nullable). A record without the feature has null.
+//! A feature whose kind differs between records is an error naming both places.
+//! Columns come sorted by name (chosen ones in the order chosen).
+//!
+//! The prescan reads every file once more (checksums and all) and walks each
+//! record's features without copying a value: it costs about one more read of
+//! the input, and keeps one entry per feature name (at most [`MAX_FEATURES`],
+//! each name at most [`MAX_FEATURE_NAME`] bytes). It needs files it can read
+//! twice, so a pipe is refused. Decoded list values take at most 8 bytes per
+//! byte of the record (a packed varint is at least 1 byte, an Int64 8).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder};
+use arrow_array::types::{Float32Type, Int64Type};
+use arrow_array::{ArrayRef, ListArray};
+
+use crate::example::{self, FeatureError, Kind, Values};
+use crate::field_options::FieldSelection;
+use crate::{FieldValue, Fields, SourceError};
+
+/// Distinct feature names a prescan keeps, at most.
+pub const MAX_FEATURES: usize = 4096;
+/// Longest feature name taken as a field.
+pub const MAX_FEATURE_NAME: usize = 1024;
+
+/// One feature's column, as the prescan decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FeatureField {
+    pub name: Arc<str>,
+    /// `None`: no record had a value list for it (the column is all null).
+    pub kind: Option<Kind>,
+    /// Some record holds other than one value.
+    pub list: bool,
+    /// Every bytes value is UTF-8.
+    pub utf8: bool,
+}
+
+struct Seen {
+    field: FeatureField,
+    /// Where its kind was first seen, for messages.
+    first: String,
+}
+
+/// Decides the fields of the features `selection` chooses (and `skip` does not
+/// name: the value and key features) over every record of `paths`, which must be
+/// regular files. `read` reads one file, calling back with each record's number,
+/// frame offset and bytes.
+pub(crate) fn prescan(
+    paths: &[PathBuf],
+    selection: &FieldSelection,
+    skip: &[&str],
+    mut read: impl FnMut(
+        &Path,
+        &mut dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError>,
+    ) -> Result<(), SourceError>,
+) -> Result<Vec<FeatureField>, SourceError> {
+    for path in paths {
+        let regular = std::fs::metadata(path).map_err(|source| SourceError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if !regular.is_file() {
+            return Err(SourceError::Usage(format!(
+                "{}: not a regular file; taking features as fields reads every file twice (a prescan decides each feature's type), so pass the files themselves, or `fields` none",
+                path.display()
+            )));
+        }
+    }
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    // Names not chosen, for the message when a chosen one is missing.
+    let mut others: Vec<String> = Vec::new();
+    for path in paths {
+        read(path, &mut |record, offset, data| {
+            let place = || format!("{}: record {record} at byte {offset}", path.display());
+            let invalid = |reason: String| SourceError::Invalid {
+                file: path.display().to_string(),
+                location: format!("record {record} at byte {offset}"),
+                reason,
+            };
+            let bad = |e: FeatureError| invalid(e.to_string());
+            for (name, feature) in example::features(data).map_err(bad)? {
+                let i = match index.get(name) {
+                    Some(&i) => i,
+                    None => {
+                        let text = String::from_utf8_lossy(name);
+                        if skip.contains(&&*text) {
+                            continue;
+                        }
+                        if !selection.includes(&text) {
+                            if others.len() < 64 && !others.iter().any(|o| *o == text) {
+                                others.push(text.into_owned());
+                            }
+                            continue;
+                        }
+                        let Ok(text) = std::str::from_utf8(name) else {
+                            return Err(invalid(format!(
+                                "feature name {text:?} is not UTF-8, so it cannot be a field; choose the fields with `fields`"
+                            )));
+                        };
+                        if name.len() > MAX_FEATURE_NAME {
+                            return Err(invalid(format!(
+                                "a feature name of {} bytes is longer than the {MAX_FEATURE_NAME} bytes a field name may have; choose the fields with `fields`",
+                                name.len()
+                            )));
+                        }
+                        if seen.len() >= MAX_FEATURES {
+                            return Err(invalid(format!(
+                                "more than {MAX_FEATURES} distinct features; choose the fields with `fields`"
+                            )));
+                        }
+                        index.insert(name.to_vec(), seen.len());
+                        seen.push(Seen {
+                            field: FeatureField {
+                                name: text.into(),
+                                kind: None,
+                                list: false,
+                                utf8: true,
+                            },
+                            first: String::new(),
+                        });
+                        seen.len() - 1
+                    }
+                };
+                let shape = example::shape(feature).map_err(bad)?;
+                let Some(kind) = shape.kind else {
+                    continue; // no value list: null here
+                };
+                let entry = &mut seen[i];
+                match entry.field.kind {
+                    None => {
+                        entry.field.kind = Some(kind);
+                        entry.first = place();
+                    }
+                    Some(known) if known != kind => {
+                        return Err(invalid(format!(
+                            "feature {:?} is {}, but {} in {}; a field has one type (leave it out with `fields`)",
+                            entry.field.name,
+                            article(kind),
+                            article(known),
+                            entry.first
+                        )));
+                    }
+                    Some(_) => {}
+                }
+                entry.field.list |= shape.count != 1;
+                entry.field.utf8 &= shape.utf8;
+            }
+            Ok(())
+        })?;
+    }
+    let mut fields: Vec<FeatureField> = seen.into_iter().map(|s| s.field).collect();
+    // An Example's features are a map, serialized in no order a writer keeps
+    // (protobuf's upb implementation changes it from run to run): by name, the
+    // same records give the same columns.
+    fields.sort_by(|a, b| a.name.cmp(&b.name));
+    match selection {
+        FieldSelection::Only(names) => names
+            .iter()
+            .map(|wanted| {
+                fields
+                    .iter()
+                    .find(|f| &*f.name == wanted)
+                    .cloned()
+                    .ok_or_else(|| {
+                        let files: Vec<String> =
+                            paths.iter().map(|p| p.display().to_string()).collect();
+                        SourceError::Usage(format!(
+                            "{}: no Example has a feature {wanted:?} (asked for by `fields`); the other features are {others:?}",
+                            files.join(", ")
+                        ))
+                    })
+            })
+            .collect(),
+        _ => Ok(fields),
+    }
+}
+
+/// "a bytes_list", "an int64_list".
+fn article(kind: Kind) -> String {
+    match kind {
+        Kind::Int64 => format!("an {}", kind.name()),
+        _ => format!("a {}", kind.name()),
+    }
+}
+
+/// The fields of one record (a serialized Example), typed as `columns` says; an
+/// error if the record does not fit them (the file changed since the prescan).
+pub(crate) fn record_fields(columns: &[FeatureField], data: &[u8]) -> Result<Fields, String> {
+    let features: HashMap<&[u8], &[u8]> = example::features(data)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .collect();
+    let mut fields = Fields::new();
+    for column in columns {
+        let value = match features.get(column.name.as_bytes()) {
+            None => FieldValue::Null,
+            Some(feature) => {
+                let values = example::values(feature).map_err(|e| e.to_string())?;
+                decode(column, values).ok_or_else(|| {
+                    format!(
+                        "feature {:?} does not have the type the prescan of the files gave it; did a file change during the ingest?",
+                        column.name
+                    )
+                })?
+            }
+        };
+        fields.push(column.name.clone(), value);
+    }
+    Ok(fields)
+}
+
+fn decode(column: &FeatureField, values: Values<'_>) -> Option<FieldValue> {
+    let scalar = !column.list;
+    let one = |n: usize| !scalar || n == 1;
+    Some(match (column.kind, values) {
+        (_, Values::Empty) => FieldValue::Null,
+        (Some(Kind::Int64), Values::Int64(v)) if one(v.len()) => match scalar {
+            true => FieldValue::Int64(v[0]),
+            false => list(ListArray::from_iter_primitive::<Int64Type, _, _>([Some(
+                v.into_iter().map(Some),
+            )])),
+        },
+        (Some(Kind::Float), Values::Float(v)) if one(v.len()) => match scalar {
+            true => FieldValue::Float32(v[0]),
+            false => list(ListArray::from_iter_primitive::<Float32Type, _, _>([Some(
+                v.into_iter().map(Some),
+            )])),
+        },
+        (Some(Kind::Bytes), Values::Bytes(v)) if one(v.len()) => match (scalar, column.utf8) {
+            (true, true) => FieldValue::String(std::str::from_utf8(v[0]).ok()?.to_owned()),
+            (true, false) => FieldValue::Binary(v[0].to_vec()),
+            (false, true) => {
+                let mut builder = ListBuilder::new(StringBuilder::new());
+                for value in v {
+                    builder
+                        .values()
+                        .append_value(std::str::from_utf8(value).ok()?);
+                }
+                builder.append(true);
+                list(builder.finish())
+            }
+            (false, false) => {
+                let mut builder = ListBuilder::new(BinaryBuilder::new());
+                for value in v {
+                    builder.values().append_value(value);
+                }
+                builder.append(true);
+                list(builder.finish())
+            }
+        },
+        _ => return None,
+    })
+}
+
+fn list(array: ListArray) -> FieldValue {
+    FieldValue::Arrow(Arc::new(array) as ArrayRef, 0)
+}
