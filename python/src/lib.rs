@@ -11,6 +11,7 @@ mod errors;
 mod handle;
 mod ingest;
 mod options;
+mod sampling;
 mod shard_views;
 
 use pyo3::prelude::*;
@@ -20,6 +21,8 @@ use pyo3::prelude::*;
 fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<dataset::PyDataset>()?;
     module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
+    module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
+    module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add(
         "DEFAULT_MAX_SHARD_SIZE",

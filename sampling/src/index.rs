@@ -1,5 +1,7 @@
 //! The integer types an order can be written as.
 
+use crate::{Plan, PlanError};
+
 /// A record index as stored in an output array: `u32` halves the memory of an
 /// order of fewer than 2^32 records, `u64` and `i64` take any (the callers check
 /// that every index fits before choosing `u32`).
@@ -10,6 +12,11 @@ pub trait Index: Copy + Default + Send + Sync + 'static {
     fn to_u64(self) -> u64;
     /// The largest index this type holds.
     const MAX_INDEX: u64;
+    /// [`Plan::rank_into`] for this type, compiled in this crate (with its
+    /// optimisation settings) rather than in each caller's.
+    #[doc(hidden)]
+    fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [Self])
+        -> Result<(), PlanError>;
 }
 
 impl Index for u32 {
@@ -23,6 +30,9 @@ impl Index for u32 {
         u64::from(self)
     }
     const MAX_INDEX: u64 = u32::MAX as u64;
+    fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [u32]) -> Result<(), PlanError> {
+        plan.fill_rank(rank, start, out)
+    }
 }
 
 impl Index for u64 {
@@ -35,6 +45,9 @@ impl Index for u64 {
         self
     }
     const MAX_INDEX: u64 = u64::MAX;
+    fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [u64]) -> Result<(), PlanError> {
+        plan.fill_rank(rank, start, out)
+    }
 }
 
 impl Index for i64 {
@@ -48,4 +61,7 @@ impl Index for i64 {
         self as u64
     }
     const MAX_INDEX: u64 = i64::MAX as u64;
+    fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [i64]) -> Result<(), PlanError> {
+        plan.fill_rank(rank, start, out)
+    }
 }

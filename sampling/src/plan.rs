@@ -187,6 +187,17 @@ impl<'a> Plan<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
+        I::fill_rank(self, rank, start, out)
+    }
+
+    /// [`Plan::rank_into`], instantiated for each index type by
+    /// [`Index::fill_rank`] in this crate.
+    pub(crate) fn fill_rank<I: Index>(
+        &self,
+        rank: u64,
+        start: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError> {
         let per_rank = self.per_rank()?;
         if rank >= self.world_size {
             return Err(PlanError::Rank {
