@@ -1,26 +1,24 @@
-//! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
-//! are opened by `bcd_pipeline::open_sources_into`), run the pipeline, draw progress,
-//! print the summary.
+//! `bcd ingest`: turn the arguments into library options (sources are opened by
+//! `bcd_pipeline::open_sources_into`), run the pipeline, draw progress, print the
+//! summary.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use bcd_converters::detect::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
-use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources_into, ExportError, ExportProgress, ExportProgressFn, IngestError, IngestOptions,
-    IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions,
+    open_sources_into, IngestError, IngestOptions, IngestSummary, OnDuplicate, OpenedSource,
+    Progress, SourceFormat, SourceOptions,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
-use crate::output::{say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
+use crate::args::{DuplicateArg, IngestArgs};
+use crate::output::{say, stdout_error, stdout_text, EXIT_INTERRUPTED};
 use crate::signals::{Interrupts, Phase};
 
 /// The source options as the library takes them; a flag the user did not give is
@@ -196,101 +194,4 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let interrupts = Interrupts::install()?;
-    // The arguments first: a usage error is reported as such, whatever the dataset.
-    let split = Split {
-        max_bytes: args.split_size,
-        max_members: args.split_count,
-    };
-    let splitting = split.max_bytes.is_some() || split.max_members.is_some();
-    let target = match (args.to == "-", splitting) {
-        (true, true) => {
-            return Err(UsageError(
-                "--split-size/--split-count need a numbered file target, not stdout".into(),
-            )
-            .into())
-        }
-        (true, false) => Target::Stdout,
-        (false, true) => match args.to.into_string() {
-            Ok(pattern) => Target::Pattern(pattern),
-            Err(pattern) => {
-                return Err(UsageError(format!(
-                    "{}: a numbered --to pattern must be valid UTF-8",
-                    Path::new(&pattern).display()
-                ))
-                .into())
-            }
-        },
-        (false, false) => Target::File(args.to.into()),
-    };
-    let dataset = bcd::Dataset::open(&args.dataset)?;
-    let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
-        .then(|| export_progress_bar(dataset.len() as u64));
-    let progress = bar.clone().map(|bar| {
-        Arc::new(move |p: &ExportProgress| bar.set_position(p.members)) as ExportProgressFn
-    });
-    let options = bcd_pipeline::ExportOptions {
-        split,
-        rename_unsafe: args.rename_unsafe,
-        naming: Naming {
-            keyless_suffix: args.keyless_suffix,
-        },
-        // Set by a signal while the export runs: it stops and removes the archive
-        // being written.
-        interrupt: Some(interrupts.flag()),
-        progress,
-        ..bcd_pipeline::ExportOptions::new(target)
-    };
-    interrupts.enter(Phase::Running);
-    let result = bcd_pipeline::export(&dataset, &options);
-    interrupts.enter(Phase::Finished(match result {
-        Ok(_) => "the export was written",
-        Err(_) => "the archive being written was removed",
-    }));
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    // The error keeps its chain: a closed stdout pipe (`bcd export --to - | head`)
-    // is found in it and ends the run quietly, and a bad target or pattern is a
-    // usage error (see output::outcome).
-    let summary = match result {
-        Ok(summary) => summary,
-        Err(ExportError::Interrupted) => {
-            say!("bcd: interrupted; the archive being written was removed (complete archives of a split export stay)");
-            return Ok(ExitCode::from(EXIT_INTERRUPTED));
-        }
-        Err(error) => {
-            return Err(anyhow::Error::new(error)
-                .context(format!("export of {} failed", args.dataset.display())))
-        }
-    };
-    let renamed = match summary.renamed {
-        0 => String::new(),
-        n => format!(", {n} unsafe names cleaned"),
-    };
-    say!(
-        "exported {} members ({:.1} MB) to {}{renamed}",
-        summary.members,
-        summary.bytes as f64 / 1e6,
-        match summary.archives.len() {
-            0 => "stdout".to_owned(),
-            1 => summary.archives[0].display().to_string(),
-            n => format!("{n} archives"),
-        }
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A bar counting members, for exports to a file on a terminal.
-fn export_progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} members {per_sec} ETA {eta}")
-            .expect("valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }

@@ -48,6 +48,9 @@ pub struct ExportOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Called after every member (default: none).
     pub progress: Option<ExportProgressFn>,
+    /// The records to export, in this order (default: all, in order); see
+    /// [`crate::sample_records`].
+    pub records: Option<Vec<u64>>,
 }
 
 impl fmt::Debug for ExportOptions {
@@ -59,6 +62,7 @@ impl fmt::Debug for ExportOptions {
             .field("naming", &self.naming)
             .field("interrupt", &self.interrupt)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
+            .field("records", &self.records.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -76,6 +80,7 @@ impl ExportOptions {
             },
             interrupt: None,
             progress: None,
+            records: None,
         }
     }
 }
@@ -121,15 +126,25 @@ fn index_width(len: usize) -> usize {
     len.saturating_sub(1).to_string().len().max(6)
 }
 
-/// Writes every record of `dataset` to tar, in dataset order: keyed records are
-/// named by their key, keyless ones by their zero-padded index.
+/// Writes every record of `dataset` (or [`ExportOptions::records`]) to tar, in
+/// dataset order (or that order): keyed records are named by their key, keyless
+/// ones by their zero-padded index.
 pub fn export(dataset: &Dataset, options: &ExportOptions) -> Result<ExportSummary, ExportError> {
     let mut exporter =
         TarExporter::new(options.target.clone(), options.split, options.rename_unsafe)?;
+    let all: Vec<u64>;
+    let records = match &options.records {
+        Some(records) => records,
+        None => {
+            all = (0..dataset.len() as u64).collect();
+            &all
+        }
+    };
+    let at = |record: u64| usize::try_from(record).unwrap_or(usize::MAX);
     if options.rename_unsafe && dataset.keyed() {
         // Renamed keys must not take the name of any key, later ones included.
-        for index in 0..dataset.len() {
-            exporter.reserve_names([dataset.key_at(index)?]);
+        for &record in records {
+            exporter.reserve_names([dataset.key_at(at(record))?]);
         }
     }
     let interrupted = || {
@@ -142,10 +157,11 @@ pub fn export(dataset: &Dataset, options: &ExportOptions) -> Result<ExportSummar
     let mut buffer = Vec::new();
     let mut name = Vec::new();
     let mut progress = ExportProgress {
-        total_members: dataset.len() as u64,
+        total_members: records.len() as u64,
         ..ExportProgress::default()
     };
-    for index in 0..dataset.len() {
+    for &record in records {
+        let index = at(record);
         if interrupted() {
             return Err(ExportError::Interrupted);
         }
