@@ -29,6 +29,7 @@ initialised, else the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1.
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -395,8 +396,10 @@ class Sampler(torch.utils.data.Sampler):
         weights: Union[None, str, Sequence[float]] = None,
         num_samples: Optional[int] = None,
     ):
-        self._source = None if isinstance(dataset_or_len, int) else dataset_or_len
-        length = dataset_or_len if isinstance(dataset_or_len, int) else len(dataset_or_len)
+        if hasattr(dataset_or_len, "__len__"):
+            self._source, length = dataset_or_len, len(dataset_or_len)
+        else:
+            self._source, length = None, operator.index(dataset_or_len)
         self._balance_by = balance_by
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
