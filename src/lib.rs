@@ -29,6 +29,7 @@ mod error;
 mod extend;
 pub mod fork;
 pub mod format;
+mod import;
 mod index_file;
 mod key_table;
 pub mod lz4_block;
@@ -51,6 +52,7 @@ pub use error::{DisplayKey, Error, Result};
 pub use extend::{
     batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
+pub use import::Import;
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;

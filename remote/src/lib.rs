@@ -1,0 +1,37 @@
+//! Datasets in object storage: `s3://`, `gs://` and `az://` prefixes holding the
+//! same files as a local dataset directory, so a plain copy of the prefix is a
+//! dataset the reference opens.
+//!
+//! - [`uri`]: what a location argument is (a local path, a store URI, or an
+//!   unsupported scheme, which is refused).
+//! - [`Remote`]: a prefix and a client configured from the cloud's standard
+//!   environment, with retries.
+//! - [`push`] / [`pull`]: copy the files of the committed state each way, the
+//!   manifest last (a conditional put on the store, the atomic rename locally).
+//! - [`gc`]: remove what interrupted pushes left.
+//! - [`names`]: which files make up a committed state ([`committed_files`]).
+//!
+//! The API is blocking: requests run on a runtime this crate owns (one per
+//! process, rebuilt after a fork).
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod gc;
+pub mod names;
+mod objects;
+pub mod pull;
+pub mod push;
+mod store;
+pub mod transfer;
+pub mod uri;
+
+pub use error::{RemoteError, Result};
+pub use gc::{gc, GcOptions, GcSummary};
+pub use names::{committed_files, FileKind};
+pub use objects::{file_checksum, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY};
+pub use pull::pull;
+pub use push::push;
+pub use store::Remote;
+pub use transfer::{TransferOptions, TransferSummary};
+pub use uri::{Location, RemoteUri, Scheme};
