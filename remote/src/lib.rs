@@ -8,6 +8,8 @@
 //!   environment, with retries.
 //! - [`push`] / [`pull`]: copy the files of the committed state each way, the
 //!   manifest last (a conditional put on the store, the atomic rename locally).
+//! - [`RemoteDataset`]: read a remote dataset by ranged reads (info, ls, get,
+//!   verify, export) without downloading it whole.
 //! - [`gc`]: remove what interrupted pushes left.
 //! - [`names`]: which files make up a committed state ([`committed_files`]).
 //!
@@ -22,6 +24,7 @@ pub mod names;
 mod objects;
 pub mod pull;
 pub mod push;
+pub mod read;
 mod store;
 pub mod transfer;
 pub mod uri;
@@ -32,6 +35,7 @@ pub use names::{committed_files, FileKind};
 pub use objects::{file_checksum, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY};
 pub use pull::pull;
 pub use push::push;
+pub use read::{RecordSpan, RemoteDataset};
 pub use store::Remote;
 pub use transfer::{TransferOptions, TransferSummary};
 pub use uri::{Location, RemoteUri, Scheme};

@@ -131,15 +131,17 @@ async fn pull_async(
                     summary.skipped_bytes += object.size;
                     continue;
                 }
-                Some(meta) => return Err(RemoteError::Diverged {
-                    uri: dir.display().to_string(),
-                    reason: format!(
+                Some(meta) => {
+                    return Err(RemoteError::Diverged {
+                        uri: dir.display().to_string(),
+                        reason: format!(
                         "{name} is {} bytes here but {} bytes in {}: they are different datasets",
                         meta.len(),
                         object.size,
                         remote.uri()
                     ),
-                }),
+                    })
+                }
                 None if matches!(kind, FileKind::Shard(_)) => {
                     return Err(bcd::Error::MissingShard {
                         path,

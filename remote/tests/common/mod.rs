@@ -113,6 +113,8 @@ pub struct FaultStore {
     pub inner: Arc<InMemory>,
     pub plan: Mutex<Plan>,
     pub writes: AtomicUsize,
+    /// Bytes of object data served by reads.
+    pub bytes_read: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for FaultStore {
@@ -133,6 +135,7 @@ impl FaultStore {
             inner,
             plan: Mutex::new(plan),
             writes: AtomicUsize::new(0),
+            bytes_read: Default::default(),
         })
     }
 
@@ -189,7 +192,10 @@ impl ObjectStore for FaultStore {
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        let result = self.inner.get_opts(location, options).await?;
+        self.bytes_read
+            .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+        Ok(result)
     }
 
     async fn get_ranges(
@@ -197,7 +203,10 @@ impl ObjectStore for FaultStore {
         location: &ObjectPath,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
+        let read = self.inner.get_ranges(location, ranges).await?;
+        let bytes: usize = read.iter().map(Bytes::len).sum();
+        self.bytes_read.fetch_add(bytes as u64, Ordering::SeqCst);
+        Ok(read)
     }
 
     fn delete_stream(
