@@ -30,6 +30,7 @@ mod member_names;
 mod parquet_columns;
 mod parquet_pages;
 pub mod parquet_source;
+pub mod random_access;
 pub mod regular_file;
 pub mod tar_export;
 mod tar_reader;
@@ -43,6 +44,31 @@ use std::path::PathBuf;
 pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
 pub use fused::Fused;
+
+/// Opens an input stream when a source reaches it (an object in a store, say), so
+/// that a list of inputs costs nothing until each is read.
+pub type Opener = Box<dyn FnOnce() -> std::io::Result<Box<dyn std::io::Read + Send>> + Send>;
+
+/// An input opened on demand: its name (for records' origins and messages), its
+/// size when known (which bounds the lengths a record-oriented file may declare),
+/// and how to open it.
+pub struct LazyInput {
+    /// The name, as messages show it (a URI, say).
+    pub name: String,
+    /// The input's size in bytes, when known.
+    pub len: Option<u64>,
+    /// Opens it.
+    pub open: Opener,
+}
+
+impl fmt::Debug for LazyInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LazyInput")
+            .field("name", &self.name)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Largest value a source produces: the store records every size in a `u32`
 /// (FORMAT.md, section 3). A larger value is an error before it is read.

@@ -36,7 +36,9 @@ use crate::parquet_columns::{
     value_bytes_column, view_schema,
 };
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
+use crate::random_access::{FileAccess, ParquetInput};
 use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use parquet::file::reader::Length;
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
@@ -53,7 +55,7 @@ pub struct ParquetOptions {
 
 struct OpenFile {
     path: PathBuf,
-    file: File,
+    file: ParquetInput,
     metadata: ArrowReaderMetadata,
     /// The leaf columns read, and the same as a mask.
     leaves: Vec<usize>,
@@ -71,7 +73,7 @@ struct OpenFile {
 
 /// Streams rows of one or more Parquet files, in the order given, rows in order.
 pub struct ParquetSource {
-    pending: VecDeque<PathBuf>,
+    pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
     current: Option<OpenFile>,
     options: ParquetOptions,
     skipped: Skipped,
@@ -143,7 +145,7 @@ impl ParquetSource {
     ) -> Result<Fused<ParquetSource>, SourceError> {
         let mut pending = VecDeque::new();
         for path in paths {
-            pending.extend(expand_inputs(path)?);
+            pending.extend(expand_inputs(path)?.into_iter().map(|p| (p, None)));
         }
         Ok(Fused::new(ParquetSource {
             pending,
@@ -153,7 +155,21 @@ impl ParquetSource {
         }))
     }
 
-    fn open(&self, path: PathBuf) -> Result<OpenFile, SourceError> {
+    /// A source over inputs already opened for ranged reads (objects in a store),
+    /// named by the paths given (URIs, say) in records' origins and messages.
+    pub fn from_inputs(
+        inputs: Vec<(PathBuf, ParquetInput)>,
+        options: ParquetOptions,
+    ) -> Fused<ParquetSource> {
+        Fused::new(ParquetSource {
+            pending: inputs.into_iter().map(|(p, i)| (p, Some(i))).collect(),
+            current: None,
+            options,
+            skipped: Skipped::default(),
+        })
+    }
+
+    fn open(&self, path: PathBuf, input: Option<ParquetInput>) -> Result<OpenFile, SourceError> {
         let corrupt = |reason: String| SourceError::Corrupt {
             archive: path.display().to_string(),
             location: "file metadata".into(),
@@ -163,8 +179,13 @@ impl ParquetSource {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(io)?;
-        let file_len = file.metadata().map_err(io)?.len();
+        let file = match input {
+            Some(input) => input,
+            None => ParquetInput(Arc::new(
+                File::open(&path).and_then(FileAccess::new).map_err(io)?,
+            )),
+        };
+        let file_len = file.len();
         let loaded = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| corrupt(e.to_string()))?;
         check_chunks(&path, loaded.metadata(), file_len)?;
@@ -291,10 +312,7 @@ impl ParquetSource {
                 .map_err(|e| page_error(&file.path, group, column, e))?;
             per_row = per_row.saturating_add(bytes.per_row);
         }
-        let input = file.file.try_clone().map_err(|source| SourceError::Io {
-            path: file.path.clone(),
-            source,
-        })?;
+        let input = file.file.clone();
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata.clone())
                 .with_projection(file.mask.clone())
@@ -313,10 +331,11 @@ impl ParquetSource {
     fn next_record(&mut self) -> Option<Result<Record, SourceError>> {
         loop {
             if self.current.is_none() {
-                let path = self.pending.pop_front()?;
-                let opened = contain_panics(|| self.open(path.clone())).unwrap_or_else(|panic| {
-                    Err(corrupt_file(&path, "file metadata".into(), panic))
-                });
+                let (path, input) = self.pending.pop_front()?;
+                let opened =
+                    contain_panics(|| self.open(path.clone(), input)).unwrap_or_else(|panic| {
+                        Err(corrupt_file(&path, "file metadata".into(), panic))
+                    });
                 match opened {
                     Ok(file) => self.current = Some(file),
                     Err(e) => return Some(Err(e)),

@@ -18,12 +18,13 @@ use std::thread::JoinHandle;
 
 use crate::detect::{self, Compression};
 use crate::tar_reader::{Kind, TarReader};
-use crate::{brace, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{brace, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// An archive to read: a name (a file, or `-` for stdin) or an open stream.
 enum Input {
     Named(String),
     Reader(String, Box<dyn Read + Send>),
+    Lazy(LazyInput),
 }
 
 /// Largest member accepted: one value of the store is at most 4 GiB.
@@ -85,6 +86,12 @@ impl TarSource {
         reader: Box<dyn Read + Send>,
     ) -> Result<Fused<TarSource>, SourceError> {
         TarSource::start(VecDeque::from([Input::Reader(name.to_owned(), reader)]))
+    }
+
+    /// A source over archives opened one after another as they are reached (objects
+    /// in a store, streamed), in order.
+    pub fn from_inputs(inputs: Vec<LazyInput>) -> Result<Fused<TarSource>, SourceError> {
+        TarSource::start(inputs.into_iter().map(Input::Lazy).collect())
     }
 
     fn start(archives: VecDeque<Input>) -> Result<Fused<TarSource>, SourceError> {
@@ -158,6 +165,16 @@ fn read_archives(archives: VecDeque<Input>, sender: &SyncSender<Message>) {
                 }
             },
             Input::Reader(name, raw) => (name, raw),
+            Input::Lazy(input) => match (input.open)() {
+                Ok(raw) => (input.name, raw),
+                Err(source) => {
+                    let _ = sender.send(Message::Record(Err(SourceError::Io {
+                        path: PathBuf::from(input.name),
+                        source,
+                    })));
+                    return;
+                }
+            },
         };
         if let Err(error) = read_archive(&name, raw, sender) {
             let _ = sender.send(Message::Record(Err(error)));

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crate::detect::Compression;
 use crate::example::{self, FeatureError};
-use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
 pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
@@ -82,9 +82,15 @@ struct OpenFile {
     gzip: bool,
 }
 
+/// A file, or an input opened on demand.
+enum Input {
+    Path(PathBuf),
+    Lazy(LazyInput),
+}
+
 /// Streams the records of TFRecord files, in order.
 pub struct TfRecordSource {
-    pending: VecDeque<PathBuf>,
+    pending: VecDeque<Input>,
     current: Option<OpenFile>,
     options: TfRecordOptions,
     skipped: Skipped,
@@ -103,24 +109,53 @@ impl TfRecordSource {
             })?;
         }
         Ok(Fused::new(TfRecordSource {
-            pending: paths.iter().cloned().collect(),
+            pending: paths.iter().cloned().map(Input::Path).collect(),
             current: None,
             options,
             skipped: Skipped::default(),
         }))
     }
 
-    fn open(path: PathBuf) -> Result<OpenFile, SourceError> {
+    /// A source over inputs opened one after another as they are reached (objects
+    /// in a store, streamed), in order. A declared record length is checked
+    /// against each input's `len` as against a file's size.
+    pub fn from_inputs(inputs: Vec<LazyInput>, options: TfRecordOptions) -> Fused<TfRecordSource> {
+        Fused::new(TfRecordSource {
+            pending: inputs.into_iter().map(Input::Lazy).collect(),
+            current: None,
+            options,
+            skipped: Skipped::default(),
+        })
+    }
+
+    fn open(input: Input) -> Result<OpenFile, SourceError> {
+        let (path, raw, file_len): (PathBuf, Box<dyn Read + Send>, Option<u64>) = match input {
+            Input::Path(path) => {
+                let io_error = |source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                };
+                let file = File::open(&path).map_err(io_error)?;
+                let metadata = file.metadata().map_err(io_error)?;
+                let file_len = metadata.is_file().then_some(metadata.len());
+                (path, Box::new(file), file_len)
+            }
+            Input::Lazy(input) => {
+                let path = PathBuf::from(&input.name);
+                let raw = (input.open)().map_err(|source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                (path, raw, input.len)
+            }
+        };
         let io_error = |source| SourceError::Io {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(io_error)?;
-        let metadata = file.metadata().map_err(io_error)?;
-        let file_len = metadata.is_file().then_some(metadata.len());
         let compressed_read = Arc::new(AtomicU64::new(0));
         let counted = Counted {
-            inner: file,
+            inner: raw,
             count: compressed_read.clone(),
         };
         let mut reader = BufReader::with_capacity(GZIP_BUFFER as usize, counted);
