@@ -2,7 +2,6 @@
 //! in the command modules.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -46,7 +45,7 @@ pub enum Command {
     /// Create an empty dataset in a new or empty directory.
     Create {
         /// Directory of the new dataset.
-        dataset: PathBuf,
+        dataset: OsString,
         /// Records carry unique keys (default: keyless, as the reference).
         #[arg(long)]
         keyed: bool,
@@ -60,16 +59,16 @@ pub enum Command {
     },
     /// Show a dataset's settings and size.
     Info {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Write one value to stdout (or a file), by key or by index.
     Get {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// The key (its bytes as given; see --hex).
         #[arg(required_unless_present = "index", conflicts_with = "index")]
         key: Option<OsString>,
@@ -81,12 +80,12 @@ pub enum Command {
         hex: bool,
         /// Write the value to FILE instead of stdout.
         #[arg(long, short = 'o', value_name = "FILE")]
-        output: Option<PathBuf>,
+        output: Option<OsString>,
     },
     /// List keys, one per line (record indexes for keyless datasets).
     Ls {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// End each key with a NUL byte instead of a newline (for keys containing newlines).
         #[arg(long, short = '0')]
         null: bool,
@@ -94,14 +93,84 @@ pub enum Command {
     /// Read directory trees, tar/WebDataset archives, Parquet, CSV or TFRecord
     /// files into a dataset, in one commit.
     #[command(after_help = INGEST_AFTER_HELP)]
-    Ingest(IngestArgs),
+    Ingest(Box<IngestArgs>),
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
     /// Decode every record and report anything wrong (non-zero exit if so).
     Verify {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
     },
+    /// Make a dataset in object storage equal to a local one: upload what it
+    /// lacks, then commit its manifest with a conditional write.
+    Push {
+        /// The local dataset directory.
+        dataset: OsString,
+        /// Where: s3://bucket/prefix, gs://bucket/prefix or az://container/prefix.
+        uri: OsString,
+        #[command(flatten)]
+        transfer: TransferArgs,
+    },
+    /// Make a local dataset equal to one in object storage: download what it
+    /// lacks, then commit its manifest (resumable).
+    Pull {
+        /// The dataset in object storage.
+        uri: OsString,
+        /// The local dataset directory (created when missing).
+        dataset: OsString,
+        #[command(flatten)]
+        transfer: TransferArgs,
+    },
+    /// Remove what interrupted pushes left in object storage: unfinished multipart
+    /// uploads and uploaded files no manifest names.
+    Gc {
+        /// The dataset in object storage.
+        uri: OsString,
+        /// Leave objects younger than this, which may belong to a push in progress:
+        /// seconds, or a number with s, m, h or d.
+        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+        grace: std::time::Duration,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// How `push` and `pull` transfer files.
+#[derive(Debug, clap::Args)]
+pub struct TransferArgs {
+    /// Requests in flight at once.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+    /// Files larger than this go in parts (uploads) or ranges (downloads).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub multipart_threshold: u64,
+    /// Size of a part or range (at least 5 MiB for S3).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_positive_size)]
+    pub part_size: u64,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A duration: seconds, or a number with s, m, h or d.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let seconds = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(format!("unknown unit {unit:?}: use s, m, h or d")),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(n) if n >= 0.0 && n.is_finite() => Ok(std::time::Duration::from_secs_f64(n * seconds)),
+        _ => Err(format!("{text:?} is not a duration (e.g. 0, 90s, 30m, 1h)")),
+    }
 }
 
 /// Source formats of `ingest`.
@@ -171,9 +240,15 @@ pub struct IngestArgs {
     /// .parquet parquet, .csv csv, .tfrecord tfrecord).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// The dataset: created when missing or empty, appended to otherwise.
+    /// The dataset: created when missing or empty, appended to otherwise; a
+    /// directory, or an s3://, gs:// or az:// URI (staged locally, then pushed
+    /// with a conditional commit).
     #[arg(long, value_name = "DATASET", help_heading = "Dataset")]
-    pub into: PathBuf,
+    pub into: OsString,
+    /// With a URI --into: keep the local copy in DIR between runs, so a later run
+    /// pulls only what changed (default: a temporary directory, removed after).
+    #[arg(long, value_name = "DIR", help_heading = "Dataset")]
+    pub staging: Option<OsString>,
     /// Create the dataset keyless (values only).
     #[arg(long, help_heading = "Dataset")]
     pub keyless: bool,
@@ -225,7 +300,7 @@ pub struct IngestArgs {
     pub path_column: Option<String>,
     /// Resolve relative paths against DIR (default: the CSV file's directory).
     #[arg(long, value_name = "DIR", help_heading = "CSV sources (csv)")]
-    pub root: Option<PathBuf>,
+    pub root: Option<OsString>,
     /// The field delimiter (one byte; `\t` for tab) [default: ,].
     #[arg(long, value_name = "C", value_parser = parse_delimiter, help_heading = "CSV sources (csv)")]
     pub delimiter: Option<u8>,
@@ -248,8 +323,8 @@ pub struct IngestArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// The dataset directory.
-    pub dataset: PathBuf,
+    /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+    pub dataset: OsString,
     /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
     #[arg(long, value_name = "OUT")]
     pub to: OsString,
@@ -269,7 +344,7 @@ pub struct ExportArgs {
 }
 
 /// A SIZE that must not be zero.
-fn parse_positive_size(text: &str) -> Result<u64, String> {
+pub fn parse_positive_size(text: &str) -> Result<u64, String> {
     match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("must be at least one byte".into()),
         n => Ok(n),

@@ -11,9 +11,12 @@ use bcd::{Compression, CreateOptions, Dataset};
 
 use crate::args::{Cli, Command};
 use crate::output::{say, stdout_error, stdout_text, UsageError};
+use crate::remote_cmd::{local, location};
+use bcd_remote::Location;
+use std::path::PathBuf;
 
 /// Problems listed by `verify` before it only counts the rest.
-const VERIFY_SHOWN: usize = 20;
+pub(crate) const VERIFY_SHOWN: usize = 20;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
@@ -23,6 +26,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             compression,
             max_shard_size,
         } => {
+            let dataset = local(&dataset, "the dataset created")?;
             Dataset::create(
                 &dataset,
                 CreateOptions {
@@ -33,7 +37,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Info { dataset, json } => info(&Dataset::open(&dataset)?, json),
+        Command::Info { dataset, json } => match location(&dataset)? {
+            Location::Local(path) => {
+                let dataset = Dataset::open(&path)?;
+                let fields = InfoFields {
+                    path: dataset.path().display().to_string(),
+                    manifest: dataset.manifest(),
+                    records: dataset.len(),
+                    stored_bytes: dataset.stored_bytes(),
+                };
+                print_info(&fields, json)
+            }
+            Location::Remote(uri) => crate::remote_cmd::info(uri, json),
+        },
         Command::Get {
             dataset,
             key,
@@ -44,7 +60,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             // The key first: a malformed --hex KEY is a usage error, whatever the
             // dataset.
             let key = key.map(|key| key_bytes(&key, hex)).transpose()?;
-            let dataset = Dataset::open(&dataset)?;
+            let output = output.map(|o| local(&o, "the output file")).transpose()?;
+            let path = match location(&dataset)? {
+                Location::Local(path) => path,
+                Location::Remote(uri) => return crate::remote_cmd::get(uri, key, index, output),
+            };
+            let dataset = Dataset::open(&path)?;
             let position = match (key, index) {
                 (_, Some(index)) => dataset.resolve_index(index)?,
                 (Some(key), None) => match dataset.position(&key)? {
@@ -58,21 +79,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 (None, None) => unreachable!("clap requires KEY or --index"),
             };
             let value = dataset.at(position)?;
-            match output {
-                Some(path) => fs::write(&path, &value)
-                    .with_context(|| format!("writing {}", path.display()))?,
-                None => {
-                    let mut stdout = io::stdout().lock();
-                    stdout
-                        .write_all(&value)
-                        .and_then(|()| stdout.flush())
-                        .map_err(stdout_error("writing the value to stdout failed"))?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            write_value(&value, output)
         }
         Command::Ls { dataset, null } => {
-            let dataset = Dataset::open(&dataset)?;
+            let path = match location(&dataset)? {
+                Location::Local(path) => path,
+                Location::Remote(uri) => return crate::remote_cmd::ls(uri, null),
+            };
+            let dataset = Dataset::open(&path)?;
             let end = if null { b'\0' } else { b'\n' };
             let mut out = io::BufWriter::new(io::stdout().lock());
             let failed = || stdout_error("writing the keys to stdout failed");
@@ -87,14 +101,57 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             out.flush().map_err(failed())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify { dataset: path } => verify(&path),
-        Command::Ingest(args) => crate::ingest_cmd::ingest(args),
+        Command::Verify { dataset } => match location(&dataset)? {
+            Location::Local(path) => verify(&path),
+            Location::Remote(uri) => crate::remote_cmd::verify(uri),
+        },
+        Command::Ingest(args) => crate::ingest_cmd::ingest(*args),
         Command::Export(args) => crate::ingest_cmd::export(args),
+        Command::Push {
+            dataset,
+            uri,
+            transfer,
+        } => crate::remote_cmd::push(&dataset, &uri, &transfer),
+        Command::Pull {
+            uri,
+            dataset,
+            transfer,
+        } => crate::remote_cmd::pull(&uri, &dataset, &transfer),
+        Command::Gc {
+            uri,
+            grace,
+            dry_run,
+        } => crate::remote_cmd::gc(&uri, grace, dry_run),
     }
 }
 
-fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
-    let manifest = dataset.manifest();
+/// Writes a value to `output`, or to stdout.
+pub(crate) fn write_value(value: &[u8], output: Option<PathBuf>) -> Result<ExitCode> {
+    match output {
+        Some(path) => {
+            fs::write(&path, value).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            let mut stdout = io::stdout().lock();
+            stdout
+                .write_all(value)
+                .and_then(|()| stdout.flush())
+                .map_err(stdout_error("writing the value to stdout failed"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `info` shows of a dataset, local or remote.
+pub(crate) struct InfoFields<'a> {
+    pub path: String,
+    pub manifest: &'a bcd::Manifest,
+    pub records: usize,
+    pub stored_bytes: u64,
+}
+
+pub(crate) fn print_info(fields: &InfoFields<'_>, json: bool) -> Result<ExitCode> {
+    let manifest = fields.manifest;
     let compression = manifest.compression.as_manifest_str();
     let version = match manifest.version {
         bcd::ManifestVersion::V0_2 => "0.2",
@@ -103,24 +160,24 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
     let mut out = String::new();
     if json {
         let object = serde_json::json!({
-            "path": dataset.path().display().to_string(),
+            "path": fields.path,
             "keyed": manifest.keyed,
             "compression": compression,
             "max_shard_size": manifest.max_shard_size,
             "shards": manifest.shards,
-            "records": dataset.len(),
-            "stored_bytes": dataset.stored_bytes(),
+            "records": fields.records,
+            "stored_bytes": fields.stored_bytes,
             "manifest_version": version,
         });
         writeln!(out, "{object}")?;
     } else {
-        writeln!(out, "path:           {}", dataset.path().display())?;
+        writeln!(out, "path:           {}", fields.path)?;
         writeln!(out, "keyed:          {}", manifest.keyed)?;
         writeln!(out, "compression:    {}", compression.unwrap_or("none"))?;
         writeln!(out, "max shard size: {} bytes", manifest.max_shard_size)?;
         writeln!(out, "shards:         {}", manifest.shards)?;
-        writeln!(out, "records:        {}", dataset.len())?;
-        writeln!(out, "stored bytes:   {}", dataset.stored_bytes())?;
+        writeln!(out, "records:        {}", fields.records)?;
+        writeln!(out, "stored bytes:   {}", fields.stored_bytes)?;
         writeln!(out, "manifest:       bitcask-dataset {version} layout")?;
     }
     stdout_text(&out).map_err(stdout_error("writing the information to stdout failed"))?;

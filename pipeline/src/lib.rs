@@ -18,12 +18,17 @@
 
 mod export;
 mod ingest;
+mod ingest_remote;
 mod options;
+mod remote_sources;
 mod sources;
 mod spelling;
 
-pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
+pub use export::{
+    export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
+};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,

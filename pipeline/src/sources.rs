@@ -302,6 +302,47 @@ fn open_sources_impl<S: AsRef<OsStr>>(
     if sources.is_empty() {
         return Err(SourceSetupError::NoSources);
     }
+    // A `scheme://` name is a URI: one of a supported store, or refused; never a
+    // local path.
+    let remote = sources
+        .iter()
+        .map(|name| {
+            bcd_remote::Location::parse(name).map(|l| !matches!(l, bcd_remote::Location::Local(_)))
+        })
+        .collect::<Result<Vec<bool>, _>>()
+        .map_err(|e| SourceSetupError::Open(SourceError::Usage(e.to_string())))?;
+    if remote.iter().any(|&r| r) {
+        if !remote.iter().all(|&r| r) {
+            return Err(SourceSetupError::Open(SourceError::Usage(
+                "the sources mix local paths and object-store URIs; ingest them in separate runs"
+                    .into(),
+            )));
+        }
+        let names: Vec<String> = sources
+            .iter()
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        let format = match options.format {
+            Some(format) => format,
+            None => {
+                let formats = names
+                    .iter()
+                    .map(|name| {
+                        detect_by_name(OsStr::new(name), options).ok_or_else(|| {
+                            SourceSetupError::UndetectableFormat { name: name.clone() }
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if formats.iter().any(|format| *format != formats[0]) {
+                    return Err(SourceSetupError::MixedFormats { formats });
+                }
+                formats[0]
+            }
+        };
+        check_options(format, options)?;
+        let source = crate::remote_sources::open(format, &names, options)?;
+        return Ok(OpenedSource { format, source });
+    }
     let format = match options.format {
         Some(format) => format,
         None => {
@@ -320,8 +361,8 @@ fn open_sources_impl<S: AsRef<OsStr>>(
     Ok(OpenedSource { format, source })
 }
 
-/// The format of one source, from its name, or failing that from the file system.
-fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+/// The format a source's name says, if it says one.
+fn detect_by_name(name: &OsStr, options: &SourceOptions) -> Option<SourceFormat> {
     // Suffixes are ASCII: a lossy decoding of a non-UTF-8 name keeps them.
     let lower = name.to_string_lossy().to_ascii_lowercase();
     let ends = |suffixes: &[&str]| suffixes.iter().any(|suffix| lower.ends_with(suffix));
@@ -329,17 +370,25 @@ fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, 
         || lower.contains('{')
         || ends(&[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.zstd"])
     {
-        return Ok(SourceFormat::Tar);
+        return Some(SourceFormat::Tar);
     }
     if options.value_column.is_some() || ends(&[".parquet", ".pq"]) {
-        return Ok(SourceFormat::Parquet);
+        return Some(SourceFormat::Parquet);
     }
     if ends(&[".csv", ".tsv"]) {
-        return Ok(SourceFormat::Csv);
+        return Some(SourceFormat::Csv);
     }
     // Also sharded names such as train.tfrecord-00000-of-00010.
     if lower.contains(".tfrecord") {
-        return Ok(SourceFormat::Tfrecord);
+        return Some(SourceFormat::Tfrecord);
+    }
+    None
+}
+
+/// The format of one source, from its name, or failing that from the file system.
+fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+    if let Some(format) = detect_by_name(name, options) {
+        return Ok(format);
     }
     match std::fs::metadata(name) {
         Ok(meta) if meta.is_dir() => Ok(SourceFormat::Dir),

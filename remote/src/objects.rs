@@ -185,6 +185,15 @@ impl Remote {
         }))
     }
 
+    /// The state a push onto this remote would build on now: [`Base::Absent`], or
+    /// the version of its manifest (blocking).
+    pub fn base(&self) -> Result<crate::push::Base> {
+        Ok(match crate::store::block_on(self.manifest())? {
+            None => crate::push::Base::Absent,
+            Some(m) => crate::push::Base::Version(m.version),
+        })
+    }
+
     /// The checksum and time stored with object `name` (a HEAD request).
     pub async fn stamp(&self, name: &str) -> Result<Stamp> {
         let store = self.store()?;

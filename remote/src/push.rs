@@ -23,7 +23,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
@@ -158,10 +158,40 @@ fn check_compatible(
 /// Makes the dataset at `remote` equal to the local dataset at `dir`: see the
 /// module documentation.
 pub fn push(dir: &Path, remote: &Remote, options: &TransferOptions) -> Result<TransferSummary> {
+    push_onto(dir, remote, options, None)
+}
+
+/// The remote state a push may build on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// No dataset under the prefix yet.
+    Absent,
+    /// The manifest of this version (an ETag and version seen earlier).
+    Version(UpdateVersion),
+}
+
+/// [`push`] onto a remote state read earlier (`base`; `None`: whatever the push
+/// finds): if the remote is no longer at `base`, the push fails with
+/// [`RemoteError::Conflict`] before uploading anything. An ingest that pulled the
+/// remote, added records and pushes the result uses this, so that shards another
+/// writer committed meanwhile are never taken for its own.
+pub fn push_onto(
+    dir: &Path,
+    remote: &Remote,
+    options: &TransferOptions,
+    base: Option<Base>,
+) -> Result<TransferSummary> {
     let started = Instant::now();
     let (manifest_bytes, local, files) = local_state(dir)?;
     let ctx = Context::new(remote, options.clone())?;
-    let mut summary = block_on(push_async(&ctx, dir, &manifest_bytes, &local, &files))?;
+    let mut summary = block_on(push_async(
+        &ctx,
+        dir,
+        &manifest_bytes,
+        &local,
+        &files,
+        base.as_ref(),
+    ))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -172,9 +202,22 @@ async fn push_async(
     manifest_bytes: &[u8],
     local: &bcd::Manifest,
     files: &[LocalFile],
+    base: Option<&Base>,
 ) -> Result<TransferSummary> {
     let remote = ctx.remote;
     let remote_manifest = remote.manifest().await?;
+    if let Some(base) = base {
+        let found = match &remote_manifest {
+            None => Base::Absent,
+            Some(m) => Base::Version(m.version.clone()),
+        };
+        if &found != base {
+            return Err(RemoteError::Conflict {
+                uri: remote.uri().to_string(),
+                reason: "another writer committed to the dataset since it was read".into(),
+            });
+        }
+    }
     let objects = remote.list().await?;
     if let Some(theirs) = &remote_manifest {
         check_compatible(remote, theirs, local, files, &objects, dir)?;
