@@ -56,3 +56,4 @@ pub use import::Import;
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
+pub use shard::DataFiles;

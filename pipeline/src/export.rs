@@ -144,10 +144,7 @@ pub trait ExportRecords {
         f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
     ) -> Result<(), ExportError>;
     /// Calls `f(index, key, value)` with every record in order, values decoded.
-    fn for_each_record(
-        &self,
-        f: &mut RecordFn<'_>,
-    ) -> Result<(), ExportError>;
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError>;
 }
 
 impl ExportRecords for Dataset {
@@ -169,10 +166,7 @@ impl ExportRecords for Dataset {
         Ok(())
     }
 
-    fn for_each_record(
-        &self,
-        f: &mut RecordFn<'_>,
-    ) -> Result<(), ExportError> {
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
         let mut buffer = Vec::new();
         for index in 0..Dataset::len(self) {
             let key = match Dataset::keyed(self) {
@@ -213,10 +207,7 @@ impl ExportRecords for bcd_remote::RemoteDataset {
         }
     }
 
-    fn for_each_record(
-        &self,
-        f: &mut RecordFn<'_>,
-    ) -> Result<(), ExportError> {
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
         let mut failed = None;
         let read = bcd_remote::RemoteDataset::for_each_record(self, |index, key, stored| {
             let span = self.span(index);

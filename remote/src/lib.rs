@@ -10,6 +10,8 @@
 //!   manifest last (a conditional put on the store, the atomic rename locally).
 //! - [`RemoteDataset`]: read a remote dataset by ranged reads (info, ls, get,
 //!   verify, export) without downloading it whole.
+//! - [`cache`]: open a remote dataset as a [`bcd::Dataset`] whose shards are
+//!   fetched into a shared, bounded local cache on first read (training).
 //! - [`gc`]: remove what interrupted pushes left.
 //! - [`names`]: which files make up a committed state ([`committed_files`]).
 //!
@@ -18,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cache;
 mod error;
 pub mod gc;
 pub mod names;
@@ -30,6 +33,7 @@ mod store;
 pub mod transfer;
 pub mod uri;
 
+pub use cache::{CacheOptions, RemoteCache};
 pub use error::{RemoteError, Result};
 pub use gc::{gc, GcOptions, GcSummary};
 pub use names::{committed_files, FileKind};

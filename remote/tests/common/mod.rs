@@ -192,9 +192,12 @@ impl ObjectStore for FaultStore {
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        let head = options.head;
         let result = self.inner.get_opts(location, options).await?;
-        self.bytes_read
-            .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+        if !head {
+            self.bytes_read
+                .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+        }
         Ok(result)
     }
 
