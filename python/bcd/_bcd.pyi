@@ -63,15 +63,10 @@ class Dataset:
     most ``cache_limit`` bytes of shards (an int or a size such as ``"20G"``;
     default no bound). A shard is downloaded whole on its first read, once however
     many workers read it; least recently used shards are evicted. Such a dataset
-    is read-only. Any other ``scheme://`` is a ``ValueError``.
+    is read-only. Any other ``scheme://`` is a ``ValueError``. The signature is
+    ``Dataset(path, cache_dir=None, cache_limit=None)``.
     """
 
-    def __init__(
-        self,
-        path: _StrPath,
-        cache_dir: Optional[_StrPath] = None,
-        cache_limit: Union[int, str, None] = None,
-    ) -> None: ...
     def refresh(self) -> None:
         """Picks up records committed since the dataset was opened (for a dataset
         in object storage, a newer remote manifest)."""

@@ -336,7 +336,12 @@ pub fn refresh(dataset: &mut bcd::Dataset, cache: &RemoteCache) -> Result<()> {
 /// Opens `path` if it is a cached file of `len` bytes, refreshing its time (its
 /// place in the eviction order).
 fn open_cached(path: &Path, len: u64) -> io::Result<Option<File>> {
-    match OpenOptions::new().read(true).write(true).open(path) {
+    let opened = match OpenOptions::new().read(true).write(true).open(path) {
+        // A cache another user filled: read it, without refreshing its time.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(path),
+        other => other,
+    };
+    match opened {
         Ok(file) if file.metadata()?.len() == len => {
             // Best effort: an old time only makes it an earlier candidate.
             let _ = file.set_modified(SystemTime::now());
