@@ -86,6 +86,9 @@ pub const COMMIT_FILE_EXTENSION: &str = "json";
 /// Prefix of the temporary name a commit file is written under when it replaces
 /// an existing one (a metadata-only commit).
 pub const COMMIT_FILE_TMP_PREFIX: &str = ".commit.";
+/// Commit files larger than this are refused unread (one holds a schema,
+/// metadata and statistics totals: kilobytes).
+pub const MAX_COMMIT_FILE_BYTES: u64 = 64 << 20;
 /// Longest suffix of a sidecar file's name (`fields.arrow` in `000003.fields.arrow`).
 pub const MAX_SIDECAR_SUFFIX: usize = 32;
 

@@ -35,6 +35,7 @@ mod key_table;
 pub mod lz4_block;
 mod manifest;
 mod mapping;
+mod merge;
 mod reader;
 mod shard;
 pub(crate) mod shard_writer;
@@ -57,4 +58,8 @@ pub use fingerprint::ShardFingerprint;
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
+pub use merge::{
+    CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
+    MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
+};
 pub use shard_writer::WrittenShard;
