@@ -30,6 +30,7 @@ mod extend;
 mod fingerprint;
 pub mod fork;
 pub mod format;
+mod gc;
 mod index_file;
 mod key_table;
 pub mod lz4_block;
@@ -55,6 +56,7 @@ pub use extend::{
     batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
+pub use gc::{GcOptions, GcReport};
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
