@@ -451,6 +451,7 @@ impl Dataset {
             }
         }
         let mut group: Vec<Place> = Vec::new();
+        let mut reported: Option<(Place, Place)> = None;
         while let Some(Reverse((hash, part, record))) = heap.pop() {
             if let Some((next_hash, next_record)) = cursors[part].next() {
                 heap.push(Reverse((next_hash, part, next_record)));
@@ -473,8 +474,12 @@ impl Dataset {
             }
             for (second, first) in self.duplicates_in(hash, &group, parts)? {
                 match policy {
+                    // The one reported is the first in merge order, whatever the
+                    // hashes' order.
                     MergeOnDuplicate::Error => {
-                        return Err(self.duplicate_error(parts, first, second));
+                        if reported.is_none_or(|(s, _)| second < s) {
+                            reported = Some((second, first));
+                        }
                     }
                     MergeOnDuplicate::Skip => {
                         dropped[second.part.expect("a part")].push(second.record)
@@ -482,6 +487,9 @@ impl Dataset {
                 }
             }
             group.clear();
+        }
+        if let Some((second, first)) = reported {
+            return Err(self.duplicate_error(parts, first, second));
         }
         // A table that leaves a record out (a damaged index file) would let its
         // key through unchecked.

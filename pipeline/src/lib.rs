@@ -18,12 +18,14 @@
 
 mod export;
 mod ingest;
+mod merge;
 mod options;
 mod sources;
 mod spelling;
 
 pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
 pub use options::{parse_delimiter, parse_lz4_mode, parse_size, InvalidValue};
 pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
