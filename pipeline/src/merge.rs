@@ -81,8 +81,11 @@ pub fn merge(
     hooks: MergeOptions<'_>,
 ) -> bcd::Result<MergeReport> {
     let started = Instant::now();
+    // Missing: no directory, or one holding nothing but a job's staging parts.
     let missing = !into.join(bcd::format::MANIFEST_NAME).exists()
-        && std::fs::read_dir(into).map_or(true, |mut d| d.next().is_none());
+        && std::fs::read_dir(into).map_or(true, |mut d| {
+            d.all(|e| e.is_ok_and(|e| e.file_name() == bcd::format::STAGING_DIR))
+        });
     let (mut dataset, created) = if missing {
         let Some(first) = parts.first() else {
             return Err(bcd::Error::NotADataset {
