@@ -169,6 +169,8 @@ class Job:
             for directory in (target / _bcd.STAGING_DIR, target):
                 try:
                     directory.rmdir()
+                except FileNotFoundError:
+                    continue
                 except OSError:
                     break
 
