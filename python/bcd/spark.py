@@ -70,9 +70,9 @@ class BcdDataSource(DataSource):
         return path
 
     def schema(self) -> StructType:
-        fields = [StructField("value", BinaryType(), nullable=False)]
+        fields = [StructField("value", BinaryType())]
         if Dataset(self._path()).keyed:
-            fields.insert(0, StructField("key", BinaryType(), nullable=False))
+            fields.insert(0, StructField("key", BinaryType()))
         return StructType(fields)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
