@@ -20,6 +20,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import ray  # noqa: E402
 
 import bcd  # noqa: E402
+import bcd._staging  # noqa: E402
 import bcd.ray  # noqa: E402
 from helpers import read_all, reference_class  # noqa: E402
 
@@ -160,3 +161,28 @@ def test_importing_bcd_imports_no_engine():
     code = "import sys, bcd; assert not {'ray', 'pyspark', 'torch'} & set(sys.modules), sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert Path(bcd.ray.__file__).name == "ray.py"
+
+
+def test_both_shapes_of_on_write_complete_commit_the_parts_in_task_order(tmp_path):
+    """Ray before 2.41 calls on_write_complete with the list of the tasks'
+    returns, later releases with a WriteResult: both commit the same way (the
+    tasks' returns arrive in any order; the parts are merged in task order)."""
+    from ray.data.datasource.datasink import WriteResult
+
+    import pyarrow as pa
+
+    for shape in ("list", "write_result"):
+        path = tmp_path / shape
+        settings = bcd._staging.settings_for(
+            path, value_column="value", key_column=None, fields=None,
+            compression="lz4", max_shard_size=1 << 20, on_duplicate="error",
+        )
+        sink = bcd.ray.BcdDatasink(settings)
+        sink.on_write_start()
+        returns = [settings.write_part(task, pa.table({"value": [b"task %d" % task]})) for task in (2, 0, 1)]
+        if shape == "list":
+            sink.on_write_complete(returns)
+        else:
+            sink.on_write_complete(WriteResult(num_rows=3, size_bytes=0, write_returns=returns))
+        assert read_all(bcd.Dataset(path)) == [b"task 0", b"task 1", b"task 2"]
+        assert not (path / "_staging").exists()
