@@ -7,7 +7,7 @@
 
 `merge`: PARTS keyed part datasets holding RECORDS records in total, with tiny
 values (8 bytes) so that bytes cannot hide what the merge costs per key, made
-once (outside the timing) by `bcd ingest` of Parquet files; then `bcd merge
+(outside the timing) with the Python package's `extend_arrow`; then `bcd merge
 PART... --into NEW` (wall time of the process: the key check, the hard links,
 the commit, the index of the target, the removal of the parts). Run a second
 time with values 64 times larger to show the time does not follow the bytes.
@@ -48,8 +48,10 @@ def run(args: list) -> float:
 
 
 def make_parts(work: Path, parts: int, records: int, value_len: int) -> list:
+    """PARTS keyed, uncompressed part datasets, written by the Python package."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    import bcd
 
     per_part = records // parts
     made = []
@@ -57,15 +59,9 @@ def make_parts(work: Path, parts: int, records: int, value_len: int) -> list:
         first = p * per_part
         keys = pa.array([f"img/{i:09d}.jpg" for i in range(first, first + per_part)])
         values = pa.array([i.to_bytes(8, "little") * (value_len // 8) for i in range(first, first + per_part)], pa.binary())
-        source = work / f"part-{p:05d}.parquet"
-        pq.write_table(pa.table({"id": keys, "v": values}), source)
         part = work / f"part-{p:05d}"
-        subprocess.run(
-            [BCD, "ingest", source, "--into", part, "--value-column", "v", "--key-column", "id",
-             "--compression", "none", "--quiet"],
-            check=True,
-        )
-        source.unlink()
+        dataset = bcd.Dataset.create(part, keyed=True, compression=None)
+        dataset.extend_arrow(pa.table({"id": keys, "v": values}), "v", "id")
         made.append(part)
     return made
 

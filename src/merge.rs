@@ -304,6 +304,19 @@ impl Dataset {
             fingerprints.push(self.place(part, planned, options, &mut created, &mut summary)?);
         }
         let shards = self.shards() + plan.len() as u64;
+        if plan.is_empty() {
+            // Nothing to add (empty parts, or every record a duplicate): no commit,
+            // and the current state's commit file stays as it is.
+            if !options.copy {
+                for part in &mut parts {
+                    let path = part.dataset.dir.clone();
+                    if let Err(e) = consume(storage.as_ref(), part) {
+                        summary.parts_not_removed.push((path, error_chain(&e)));
+                    }
+                }
+            }
+            return Ok(summary);
+        }
         if let Some(hook) = options.commit_file {
             self.write_commit_file(hook, &parts, &plan, &fingerprints, &mut created)?;
         }

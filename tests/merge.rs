@@ -601,8 +601,22 @@ fn keyless_parts_are_appended_whole() {
         .collect();
     assert_eq!(read_all(&Dataset::open(&target).unwrap()), all);
     assert!(!a.exists() && !empty.exists());
-    // Nothing to merge is a merge of nothing.
+    // Nothing to merge is a merge of nothing, and commits nothing.
+    let manifest = fs::read(target.join("manifest.json")).unwrap();
     assert_eq!(dataset.merge(&[], &options).unwrap().records, 0);
+    let empty = tmp.path().join("empty-again");
+    Dataset::create(
+        &empty,
+        CreateOptions {
+            keyed: false,
+            ..CreateOptions::default()
+        },
+    )
+    .unwrap();
+    let summary = dataset.merge(&parts(&[&empty]), &options).unwrap();
+    assert_eq!((summary.records, summary.shards), (0, 0));
+    assert!(!empty.exists());
+    assert_eq!(fs::read(target.join("manifest.json")).unwrap(), manifest);
 }
 
 #[test]
