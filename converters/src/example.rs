@@ -215,10 +215,13 @@ impl Kind {
     }
 }
 
+/// One feature of an Example: its name and its serialized `Feature`.
+pub type NamedFeature<'a> = (&'a [u8], &'a [u8]);
+
 /// The features of a serialized Example as (name, serialized `Feature`), in the
 /// order of first appearance; a name given again takes the later `Feature`.
-pub fn features(example: &[u8]) -> Result<Vec<(&[u8], &[u8])>, FeatureError> {
-    let mut found: Vec<(&[u8], &[u8])> = Vec::new();
+pub fn features(example: &[u8]) -> Result<Vec<NamedFeature<'_>>, FeatureError> {
+    let mut found: Vec<NamedFeature<'_>> = Vec::new();
     let mut at: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
     for field in fields(example) {
         if let (1, Field::Bytes(features)) = field? {

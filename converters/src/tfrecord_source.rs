@@ -332,12 +332,12 @@ impl TfRecordSource {
     }
 }
 
+/// Called with a record's number, frame offset and bytes.
+type RecordVisitor<'a> = dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError> + 'a;
+
 /// Reads every record of the TFRecord file at `path`, calling `each` with its
 /// number, frame offset and bytes; stops at the first error.
-fn scan_file(
-    path: &Path,
-    each: &mut dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError>,
-) -> Result<(), SourceError> {
+fn scan_file(path: &Path, each: &mut RecordVisitor<'_>) -> Result<(), SourceError> {
     let mut file = TfRecordSource::open(path.to_owned())?;
     while let Some(data) = TfRecordSource::read_frame(&mut file)? {
         each(file.record, file.offset, &data)?;
