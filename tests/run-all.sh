@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target
-cargo test --workspace 2>&1 | tee target/test-output.log
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.log
 cargo_status=${PIPESTATUS[0]}
 
 # The package is built here, after the Rust tests (see tests/python/setup-env.sh).

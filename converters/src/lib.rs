@@ -163,7 +163,9 @@ pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     fn skipped(&self) -> &Skipped;
     /// Dataset-level metadata this source contributes (class names, the
     /// Hugging Face features of a Parquet file, ...), merged key-wise into the
-    /// dataset's metadata when the ingest commits. Known once the source is opened.
+    /// dataset's metadata when the ingest commits. Asked for once the source is
+    /// drained, so it may describe every record read (the derived fields of
+    /// WebDataset samples).
     fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
     }
@@ -180,19 +182,15 @@ pub struct Chain {
 impl Chain {
     /// Chains `sources` in order; keyed if all are. An error of one source ends
     /// the chain: the sources after it are not read. Its metadata is that of its
-    /// sources at construction, merged key-wise in order (a later source's key
-    /// wins).
+    /// sources, merged key-wise in order (a later source's key wins), each asked
+    /// once it is drained (or when the chain's metadata is asked for, if not yet).
     pub fn new(sources: Vec<Box<dyn Source>>) -> Fused<Chain> {
         let keyed = sources.iter().all(|s| s.keyed());
-        let mut metadata = serde_json::Map::new();
-        for source in &sources {
-            metadata.extend(source.metadata());
-        }
         Fused::new(Chain {
             sources: sources.into(),
             skipped: Skipped::default(),
             keyed,
-            metadata,
+            metadata: serde_json::Map::new(),
         })
     }
 }
@@ -207,6 +205,7 @@ impl Iterator for Chain {
                 return Some(item);
             }
             let finished = self.sources.pop_front().expect("front exists");
+            self.metadata.extend(finished.metadata());
             for (kind, n) in &finished.skipped().0 {
                 *self.skipped.0.entry(kind).or_default() += n;
             }
@@ -224,6 +223,10 @@ impl Source for Chain {
     }
 
     fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
-        self.metadata.clone()
+        let mut metadata = self.metadata.clone();
+        for source in &self.sources {
+            metadata.extend(source.metadata());
+        }
+        metadata
     }
 }

@@ -72,7 +72,9 @@ pub struct ParquetOptions {
     pub value_column: String,
     /// Column holding the keys; without it the source is keyless.
     pub key_column: Option<String>,
-    /// Skip (and count) rows whose value or key is null instead of failing.
+    /// Skip (and count) rows whose value or key is null instead of failing; a
+    /// Hugging Face row whose bytes are null and whose path names no readable file
+    /// counts as a null.
     pub skip_nulls: bool,
     /// Which other columns become fields. Default: all of them.
     pub fields: FieldSelection,
@@ -520,6 +522,8 @@ impl ParquetSource {
                 let written = String::from_utf8_lossy(written.unwrap_or_default());
                 match read_beside(&file.path, row, column, &written) {
                     Ok(value) => value,
+                    // Null bytes and a path that names no readable file: a null.
+                    Err(_) if self.options.skip_nulls => return None,
                     Err(error) => return Some(Err(error)),
                 }
             }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
 use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
+use serde_json::{Map, Value};
 
 use crate::fields::{FieldsIoError, FieldsWriter};
 use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
@@ -326,7 +327,7 @@ fn read_batches(
     interrupt: Option<Arc<AtomicBool>>,
     max_records: usize,
     max_bytes: usize,
-) -> Skipped {
+) -> (Skipped, Map<String, Value>) {
     let mut batch = Batch::new();
     let mut bytes = 0usize;
     while let Some(record) = source.next() {
@@ -335,7 +336,7 @@ fn read_batches(
             .is_some_and(|f| f.load(Ordering::Relaxed))
         {
             let _ = sender.send(Err(IngestError::Interrupted));
-            return source.skipped().clone();
+            return (source.skipped().clone(), Map::new());
         }
         match record {
             Ok(record) => {
@@ -344,18 +345,19 @@ fn read_batches(
                 if batch.len() >= max_records || bytes >= max_bytes {
                     bytes = 0;
                     if sender.send(Ok(std::mem::take(&mut batch))).is_err() {
-                        return source.skipped().clone();
+                        return (source.skipped().clone(), Map::new());
                     }
                 }
             }
             Err(error) => {
                 let _ = sender.send(Err(error.into()));
-                return source.skipped().clone();
+                return (source.skipped().clone(), Map::new());
             }
         }
     }
     let _ = sender.send(Ok(batch));
-    source.skipped().clone()
+    // Metadata can depend on every record read (the derived fields of samples).
+    (source.skipped().clone(), source.metadata())
 }
 
 fn run(
@@ -372,7 +374,6 @@ fn run(
 
     let mut extend = dataset.begin_extend()?;
     let mut fields = FieldsWriter::begin(extend.dataset())?;
-    fields.add_metadata(source.metadata());
     let mut state = Progress::default();
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
     let interrupt = options.interrupt.clone();
@@ -438,9 +439,10 @@ fn run(
         progress(&state);
     }
     // The channel is closed: the reader has returned (or panicked).
-    let skipped_members = reader
+    let (skipped_members, metadata) = reader
         .join()
         .map_err(|_| IngestError::Internal("the reader thread panicked"))?;
+    fields.add_metadata(metadata);
     // A signal before the commit still wins; once the commit starts it completes.
     if interrupted(options) {
         return Err(IngestError::Interrupted);

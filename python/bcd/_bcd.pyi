@@ -4,7 +4,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
+from typing import Any, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
 from typing_extensions import disjoint_base
 
@@ -21,7 +21,7 @@ DEFAULT_MAX_SHARD_SIZE: int
 
 _StrPath = Union[str, "os.PathLike[str]"]
 _Compression = Optional[Literal["lz4"]]
-_Entry = Union[Buffer, Tuple[Buffer, Buffer], Sequence[Buffer]]
+_Entry = Union[Buffer, Tuple[Buffer, Buffer], Sequence[Buffer], Mapping[str, Any]]
 
 @disjoint_base
 class Dataset:
@@ -108,9 +108,19 @@ class Dataset:
         entries: Iterable[_Entry],
         *,
         level: Union[int, Literal["fast", "reference"], None] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
     ) -> None:
         """Adds values (keyless datasets) or unique ``(key, value)`` pairs (keyed
         datasets: tuples or lists of two buffers) as new shards, all or nothing.
+
+        An entry may also be a record dict, ``{"key": k, "value": v, **fields}``
+        (no ``"key"`` for a keyless dataset): every other item is a field stored
+        beside the record (None, bool, int, float, str, bytes, lists and dicts of
+        them, NumPy scalars). Fields new to the dataset are null for earlier
+        records; a field whose type conflicts with the dataset's schema is a
+        ``TypeError`` naming the field and both types, and nothing is committed.
+        ``metadata`` (a dict of JSON values) is merged key-wise into the dataset
+        metadata with this commit.
 
         ``entries`` may be any iterable, including a generator, and is read
         lazily: batches of up to 256 records or 8 MiB per core are copied, then
@@ -175,6 +185,29 @@ class Dataset:
         read, as DataLoader workers are.
         """
 
+    @property
+    def schema(self) -> Any:
+        """The fields' schema, a ``pyarrow.Schema`` (empty without fields).
+        Imports pyarrow."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The dataset metadata (class names, sources, ...) of the state this
+        handle reads."""
+
+    def fields(self, columns: Optional[Iterable[str]] = None) -> Any:
+        """The fields of every record in record order, a ``pyarrow.Table``
+        (only ``columns`` when given), memory-mapped without copying where the
+        type allows; shards without fields read as nulls. Imports pyarrow."""
+
+    def sample(self, index: SupportsIndex) -> dict[str, Any]:
+        """Record ``index`` as a dict: ``"key"`` (keyed datasets), ``"value"``
+        and every field by name. Imports pyarrow."""
+
+    def stats(self, *, shards: bool = False) -> dict[str, Any]:
+        """The statistics kept at write time, as ``bcd stats --json`` prints
+        them (per-shard figures under ``"per_shard"`` with ``shards=True``)."""
+
     def __reduce__(self) -> Tuple[type, Tuple[str]]:
         """Pickles as the path alone."""
 
@@ -199,7 +232,7 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord"]] = None,
+    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord", "jsonl"]] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -221,6 +254,15 @@ def ingest(
     field_type: Union[
         Mapping[str, Literal["int64", "float64", "bool", "string"]], Iterable[str], None
     ] = None,
+    labels: Optional[Literal["folder"]] = None,
+    samples: bool = False,
+    value_ext: Union[str, Iterable[str], None] = None,
+    json_fields: bool = False,
+    skip_bad_samples: bool = False,
+    value_field: Optional[str] = None,
+    value_base64: bool = False,
+    key_field: Optional[str] = None,
+    schema: Union[_StrPath, Sequence[Mapping[str, str]], None] = None,
 ) -> _IngestSummary:
     """Reads sources into the dataset at ``into`` in one all-or-nothing commit,
     exactly as ``bcd ingest`` does (the options are its flags in snake_case).
@@ -254,7 +296,16 @@ def ingest(
     ``field_type`` declares them: ``{"label": "int64"}`` or
     ``["label=int64"]``. TFRecord fields cost a prescan (every file is read
     twice). Naming a column the source lacks, or the value or key column, is a
-    ``ValueError``.
+    ``ValueError``. Directory trees: ``labels="folder"`` adds ``label`` (each
+    file's first folder) and ``label_index`` (as torchvision's ImageFolder numbers
+    it). Tar: ``samples=True`` groups WebDataset samples into one record each (the
+    value the first member whose extension is in ``value_ext``, default
+    ``"jpg,jpeg,png,webp,flac,wav,mp3,mp4"``; every other member a field named by
+    its extension), ``json_fields`` adds the top-level scalars of JSON members as
+    typed fields, ``skip_bad_samples`` skips and counts samples that would fail.
+    JSON Lines (``format="jsonl"``): ``value_field`` (default ``"text"``),
+    ``value_base64``, ``key_field`` and ``schema`` (a schema file's path, or the
+    list ``[{"name": "label", "type": "int64"}, ...]`` itself).
 
     The summary has exactly the keys and values ``bcd ingest --json`` prints.
 

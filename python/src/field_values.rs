@@ -29,8 +29,13 @@ pub fn dict_entry(
     let mut fields = Fields::new();
     for (name, item) in dict.iter() {
         let name = name.cast::<PyString>().map_err(|_| {
+            let accepted = if keyed {
+                "(key, value) pairs or record dicts {\"key\": ..., \"value\": ..., \"<field>\": ...}"
+            } else {
+                "values or record dicts {\"value\": ..., \"<field>\": ...}"
+            };
             PyTypeError::new_err(format!(
-                "record dicts have string keys, not {}",
+                "record dicts have string keys, not {}: entries are {accepted}",
                 type_name(&name)
             ))
         })?;

@@ -15,8 +15,9 @@ use pyo3::types::{PyDict, PyString};
 use bcd::Compression;
 use bcd_converters::{FieldSelection, FieldType, SourceError};
 use bcd_pipeline::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, spell_options, IngestError,
-    IngestOptions, IngestSummary, OnDuplicate, SourceFormat, SourceOptions, SourceSetupError,
+    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels, parse_schema,
+    parse_value_ext, read_schema, spell_options, IngestError, IngestOptions, IngestSummary,
+    OnDuplicate, SourceFormat, SourceOptions, SourceSetupError,
 };
 
 use crate::errors::{message, os_error, to_py};
@@ -142,6 +143,44 @@ fn field_type_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, Fie
     Ok(types)
 }
 
+/// `value_ext=`: `"jpg,png"`, or an iterable of extensions.
+fn value_ext_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let mut exts = Vec::new();
+    for text in strings(value, "value_ext")? {
+        for ext in text.split(',') {
+            exts.push(parse_value_ext(ext).map_err(|error| invalid("value_ext", error))?);
+        }
+    }
+    Ok(exts)
+}
+
+/// `schema=`: a path to a schema file (as `--schema` takes it), or the schema
+/// itself as a list of `{"name": ..., "type": ...}` dicts.
+fn schema_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<arrow_schema::SchemaRef>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(None);
+    };
+    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
+        let path: PathBuf = value.extract()?;
+        return read_schema(&path)
+            .map(Some)
+            .map_err(|error| PyValueError::new_err(format!("schema: {}", message(&error))));
+    }
+    let text: String = value
+        .py()
+        .import("json")?
+        .call_method1("dumps", (value,))
+        .map_err(|_| {
+            PyTypeError::new_err(
+                "schema must be a path or a list of {\"name\": NAME, \"type\": TYPE} dicts",
+            )
+        })?
+        .extract()?;
+    parse_schema(&text)
+        .map(Some)
+        .map_err(|reason| PyValueError::new_err(format!("schema: {reason}")))
+}
+
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
@@ -213,8 +252,10 @@ fn ingest_error(error: IngestError) -> PyErr {
     jobs = None, level = None, include = None, exclude = None, follow_links = false,
     value_column = None, key_column = None, skip_nulls = false, path_column = None,
     root = None, delimiter = None, feature = None, key_feature = None, fields = None,
-    field_type = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None)")]
+    field_type = None, labels = None, samples = false, value_ext = None, json_fields = false,
+    skip_bad_samples = false, value_field = None, value_base64 = false, key_field = None,
+    schema = None,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -240,6 +281,15 @@ pub fn ingest<'py>(
     key_feature: Option<String>,
     fields: Option<&Bound<'py, PyAny>>,
     field_type: Option<&Bound<'py, PyAny>>,
+    labels: Option<&str>,
+    samples: bool,
+    value_ext: Option<&Bound<'py, PyAny>>,
+    json_fields: bool,
+    skip_bad_samples: bool,
+    value_field: Option<String>,
+    value_base64: bool,
+    key_field: Option<String>,
+    schema: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
     let format = format
@@ -262,7 +312,17 @@ pub fn ingest<'py>(
         key_feature,
         fields: fields_arg(fields)?,
         field_type: field_type_arg(field_type)?,
-        ..SourceOptions::default()
+        labels: labels
+            .map(|text| parse_labels(text).map_err(|error| invalid("labels", error)))
+            .transpose()?,
+        samples,
+        value_ext: value_ext_arg(value_ext)?,
+        json_fields,
+        skip_bad_samples,
+        value_field,
+        value_base64,
+        key_field,
+        schema: schema_arg(schema)?,
     };
     // One flag per call, so that concurrent ingests cannot stop each other.
     let interrupt = Arc::new(AtomicBool::new(false));

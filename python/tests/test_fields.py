@@ -89,6 +89,7 @@ def test_polars_and_duckdb_take_the_table(tmp_path):
     duckdb = pytest.importorskip("duckdb")
     ds = bcd.Dataset.create(tmp_path / "ds", keyed=True)
     ds.extend(labelled(0, 30))
-    table = ds.fields()
-    assert polars.from_arrow(table)["label"].sum() == sum(i % 3 for i in range(30))
-    assert duckdb.sql("select count(*) from table where label = 2").fetchone()[0] == 10
+    fields_table = ds.fields()
+    assert polars.from_arrow(fields_table)["label"].sum() == sum(i % 3 for i in range(30))
+    # DuckDB finds the table by its Python variable name (replacement scan).
+    assert duckdb.sql("select count(*) from fields_table where label = 2").fetchall() == [(10,)]
