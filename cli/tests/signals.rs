@@ -46,14 +46,27 @@ fn big_name(i: usize) -> Vec<u8> {
     format!("big/{i:06}.bin").into_bytes()
 }
 
-/// Writes generated members `0..members` (no end-of-archive marker).
-fn write_big_members(out: &mut impl Write, members: usize) -> io::Result<()> {
+/// The `.cls` member of sample `i` in an ingest with `--samples`: a field.
+fn big_class(i: usize) -> Vec<u8> {
+    format!("big/{i:06}.cls").into_bytes()
+}
+
+/// Writes generated members `0..members` (no end-of-archive marker), each
+/// followed by its `.cls` member (the number modulo 7) when `samples`.
+fn write_big_members(out: &mut impl Write, members: usize, samples: bool) -> io::Result<()> {
     let block = Rng::new(99).bytes(2048);
     for i in 0..members {
         write_member(out, &big_name(i), &big_value(&block, i))?;
+        if samples {
+            write_member(out, &big_class(i), (i % 7).to_string().as_bytes())?;
+        }
     }
     out.flush()
 }
+
+/// The flags that make an ingest read the generated members as WebDataset
+/// samples: the `.bin` member the value, the `.cls` member a field.
+const SAMPLES: [&str; 3] = ["--samples", "--value-ext", "bin"];
 
 /// Waits until `path` exists; fails the test if `child` exits first or after
 /// [`HANG`].
@@ -91,11 +104,12 @@ impl HeldIngest {
     fn spawn(into: &Path, members: usize, extra: &[&str]) -> HeldIngest {
         let mut args = vec!["ingest", "-", "--into", s(into), "--quiet", "--jobs", "1"];
         args.extend_from_slice(extra);
+        let samples = extra.contains(&"--samples");
         let mut child = spawn(&args, true, None);
         let mut stdin = child.stdin.take().unwrap();
         let feeder = thread::spawn(move || {
             // Fails once bcd is gone; the kill point does not depend on it.
-            let _ = write_big_members(&mut stdin, members);
+            let _ = write_big_members(&mut stdin, members, samples);
             stdin
         });
         HeldIngest {
@@ -118,44 +132,56 @@ impl HeldIngest {
 
 /// A keyed dataset at `dir/name` holding six small records, stored uncompressed in
 /// 4 MiB shards, so that an ingest of 1 MiB members into it starts a new shard
-/// every few members: the test can wait for the Nth new shard file.
-fn existing_dataset(dir: &Path, name: &str) -> PathBuf {
+/// every few members: the test can wait for the Nth new shard file. With
+/// `samples`, each record has a `cls` field.
+fn existing_dataset(dir: &Path, name: &str, samples: bool) -> PathBuf {
     let path = dir.join(name);
     let archive = dir.join(format!("{name}.tar"));
     let mut tar = Vec::new();
     for i in 0..6 {
-        write_member(&mut tar, format!("small/{i}").as_bytes(), &[b'a' + i; 100]).unwrap();
+        let value = [b'a' + i; 100];
+        if samples {
+            write_member(&mut tar, format!("small/{i}.bin").as_bytes(), &value).unwrap();
+            write_member(&mut tar, format!("small/{i}.cls").as_bytes(), b"9").unwrap();
+        } else {
+            write_member(&mut tar, format!("small/{i}").as_bytes(), &value).unwrap();
+        }
     }
     tar.extend_from_slice(&[0; 1024]);
     std::fs::write(&archive, tar).unwrap();
-    let run = finish(
-        spawn(
-            &[
-                "ingest",
-                s(&archive),
-                "--into",
-                s(&path),
-                "--quiet",
-                "--compression",
-                "none",
-                "--max-shard-size",
-                "4M",
-            ],
-            false,
-            None,
-        ),
-        "ingest (the existing dataset)",
-    );
+    let mut args = vec![
+        "ingest",
+        s(&archive),
+        "--into",
+        s(&path),
+        "--quiet",
+        "--compression",
+        "none",
+        "--max-shard-size",
+        "4M",
+    ];
+    if samples {
+        args.extend(SAMPLES);
+    }
+    let run = finish(spawn(&args, false, None), "ingest (the existing dataset)");
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(Dataset::open(&path).unwrap().shards(), 1);
     path
 }
 
 /// Whether `name` is a file an interrupted extend may leave behind in a dataset of
-/// `committed` shards (FORMAT.md section 6).
+/// `committed` shards (FORMAT.md sections 6 and 9): shards and their sidecars
+/// numbered from `committed` on, the commit file of a commit that did not happen,
+/// and temporary files.
 fn is_leftover(name: &str, committed: u64) -> bool {
-    if name == ".manifest.json.tmp" {
+    if name == ".manifest.json.tmp" || name.starts_with(bcd::format::COMMIT_FILE_TMP_PREFIX) {
         return true;
+    }
+    if let Some((shard, _)) = bcd::format::parse_sidecar_name(name) {
+        return shard >= committed;
+    }
+    if let Some(shards) = bcd::format::parse_commit_file_name(name) {
+        return shards > committed;
     }
     let Some(stem) = name
         .strip_suffix(".bin")
@@ -191,7 +217,7 @@ const SIGNALS: [(libc::c_int, &str); 2] = [(libc::SIGINT, "SIGINT"), (libc::SIGT
 #[test]
 fn sigint_or_sigterm_while_writing_shards_exits_130_and_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let existing = existing_dataset(dir.path(), "existing");
+    let existing = existing_dataset(dir.path(), "existing", false);
     let before = tree_snapshot(&existing);
     for (signal, name) in SIGNALS {
         let new = dir.path().join(format!("new-{name}"));
@@ -227,7 +253,7 @@ fn sigint_or_sigterm_while_writing_shards_exits_130_and_commits_nothing() {
 #[test]
 fn a_signal_ends_an_ingest_blocked_reading_an_empty_stdin() {
     let dir = tempfile::tempdir().unwrap();
-    let existing = existing_dataset(dir.path(), "existing");
+    let existing = existing_dataset(dir.path(), "existing", false);
     let before = tree_snapshot(&existing);
     for (signal, name) in SIGNALS {
         // Into a new dataset: once it exists, the run is past its setup.
@@ -324,13 +350,41 @@ fn open_fifo_writer(child: &mut Child, fifo: &Path) -> std::fs::File {
 /// complete re-run overwrites them and commits everything.
 #[test]
 fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_completes() {
+    sigkill_during_a_long_ingest(false);
+}
+
+/// The same with fields: WebDataset samples whose `.cls` members are stored in
+/// fields files beside each shard, statistics files and commit files. At every
+/// kill point the committed records and their fields read exactly as before.
+#[test]
+fn sigkill_during_an_ingest_with_fields_leaves_records_and_fields_as_they_were() {
+    sigkill_during_a_long_ingest(true);
+}
+
+/// `bcd ls DS --fields`: every record's key and fields, one JSON object a line.
+fn listed_fields(ds: &Path) -> Vec<Value> {
+    let run = finish(spawn(&["ls", s(ds), "--fields"], false, None), "ls --fields");
+    assert!(run.status.success(), "{}", run.stderr);
+    run.stdout
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect()
+}
+
+fn sigkill_during_a_long_ingest(samples: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let ds = existing_dataset(dir.path(), "ds");
+    let ds = existing_dataset(dir.path(), "ds", samples);
     let before = tree_snapshot(&ds).unwrap();
     let original = read_all(&Dataset::open(&ds).unwrap());
+    let original_fields = listed_fields(&ds);
+    if samples {
+        assert_eq!(original_fields[0]["cls"], 9, "{original_fields:?}");
+    }
+    let extra: &[&str] = if samples { &SAMPLES } else { &[] };
 
     for kill_point in ["000001.bin", "000004.bin"] {
-        let mut held = HeldIngest::spawn(&ds, FED_MEMBERS, &[]);
+        let mut held = HeldIngest::spawn(&ds, FED_MEMBERS, extra);
         wait_for_file(held.child(), &ds.join(kill_point));
         held.child().kill().unwrap(); // SIGKILL
         let label = format!("killed when {kill_point} appeared");
@@ -353,19 +407,18 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
             );
         }
         assert_eq!(read_all(&Dataset::open(&ds).unwrap()), original, "{label}");
+        assert_eq!(listed_fields(&ds), original_fields, "{label}");
         let verify = finish(spawn(&["verify", s(&ds)], false, None), "verify");
         assert!(verify.status.success(), "{label}: {}", verify.stderr);
     }
 
     // A complete run overwrites the leftovers and commits everything.
-    let mut child = spawn(
-        &["ingest", "-", "--into", s(&ds), "--quiet", "--json"],
-        true,
-        None,
-    );
+    let mut args = vec!["ingest", "-", "--into", s(&ds), "--quiet", "--json"];
+    args.extend(extra);
+    let mut child = spawn(&args, true, None);
     let mut stdin = child.stdin.take().unwrap();
     let writer = thread::spawn(move || {
-        write_big_members(&mut stdin, FED_MEMBERS)?;
+        write_big_members(&mut stdin, FED_MEMBERS, samples)?;
         stdin.write_all(&[0; 1024])
     });
     let rerun = finish(child, "ingest - (re-run)");
@@ -379,7 +432,12 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
     let block = Rng::new(99).bytes(2048);
     for i in [0, FED_MEMBERS / 2, FED_MEMBERS - 1] {
         let index = original.len() + i;
-        assert_eq!(dataset.key_at(index).unwrap(), big_name(i));
+        let key = if samples {
+            format!("big/{i:06}").into_bytes()
+        } else {
+            big_name(i)
+        };
+        assert_eq!(dataset.key_at(index).unwrap(), key);
         assert!(
             dataset.at(index).unwrap() == big_value(&block, i),
             "member {i}"
@@ -388,6 +446,16 @@ fn sigkill_during_a_long_ingest_leaves_the_dataset_as_it_was_and_a_rerun_complet
     for (i, (key, value)) in original.iter().enumerate() {
         assert_eq!(dataset.key_at(i).unwrap(), key);
         assert_eq!(&*dataset.at(i).unwrap(), value);
+    }
+    let fields = listed_fields(&ds);
+    assert_eq!(fields[..original.len()], original_fields[..]);
+    assert_eq!(fields.len(), original.len() + FED_MEMBERS);
+    for (i, record) in fields[original.len()..].iter().enumerate() {
+        if samples {
+            assert_eq!(record["cls"], i % 7, "{record}");
+        } else {
+            assert_eq!(record.as_object().unwrap().len(), 1, "{record}");
+        }
     }
     let verify = finish(spawn(&["verify", s(&ds)], false, None), "verify");
     assert!(verify.status.success(), "{}", verify.stderr);
