@@ -363,7 +363,10 @@ fn sigkill_during_an_ingest_with_fields_leaves_records_and_fields_as_they_were()
 
 /// `bcd ls DS --fields`: every record's key and fields, one JSON object a line.
 fn listed_fields(ds: &Path) -> Vec<Value> {
-    let run = finish(spawn(&["ls", s(ds), "--fields"], false, None), "ls --fields");
+    let run = finish(
+        spawn(&["ls", s(ds), "--fields"], false, None),
+        "ls --fields",
+    );
     assert!(run.status.success(), "{}", run.stderr);
     run.stdout
         .split(|&b| b == b'\n')
