@@ -78,7 +78,13 @@ impl WriterLock {
     /// Takes the lock, failing at once with [`Error::Locked`] if another writer
     /// (in this process or another) holds it.
     pub(crate) fn acquire(dir: &Path) -> Result<WriterLock> {
-        let path: PathBuf = dir.join(LOCK_NAME);
+        Self::acquire_file(dir, LOCK_NAME)
+    }
+
+    /// [`WriterLock::acquire`] of the lock file `name` in `dir` (a staging job's
+    /// lock, say).
+    pub(crate) fn acquire_file(dir: &Path, name: &str) -> Result<WriterLock> {
+        let path: PathBuf = dir.join(name);
         // Opened, locked and registered with no fork in between, so no child can
         // inherit an unregistered hold.
         fork::with_lock_registry(|registry| {

@@ -97,7 +97,8 @@ impl Default for OpenOptions {
 }
 
 impl Dataset {
-    /// Creates an empty dataset in `dir`, which must be missing or empty.
+    /// Creates an empty dataset in `dir`, which must be missing or empty (or hold
+    /// only the staging directory `_staging/` of a distributed job).
     pub fn create(dir: impl AsRef<Path>, options: CreateOptions) -> Result<Dataset> {
         Self::create_with_storage(dir, options, Arc::new(FileSystem))
     }
@@ -124,8 +125,16 @@ impl Dataset {
                     .map_err(|e| Error::io("fsync directory", parent, e))?;
             }
         }
+        // A distributed job stages its parts inside the dataset directory before
+        // the dataset exists (FORMAT.md, "Staging").
         let mut entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
-        if entries.next().is_some() {
+        let occupied = entries.any(|entry| {
+            entry.map_or(true, |e| {
+                e.file_name() != crate::format::STAGING_DIR
+                    || !e.file_type().is_ok_and(|t| t.is_dir())
+            })
+        });
+        if occupied {
             return Err(Error::DirectoryNotEmpty {
                 path: dir.to_owned(),
             });

@@ -177,6 +177,42 @@ pub enum Error {
     /// nothing.
     #[error("this extend was begun by the process this one was forked from; a forked child's copy of an extend in progress writes, commits and removes nothing (extend again in the child, after the parent's extend has finished)")]
     ForkedExtend,
+    /// A dataset named as a part of a merge cannot be merged into the target: its
+    /// settings differ from the target's, it is the target, or it is named twice.
+    /// Nothing was merged.
+    #[error("{}: cannot merge it into {}: {reason}; nothing was merged", part.display(), target.display())]
+    MergePart {
+        /// The part's directory.
+        part: PathBuf,
+        /// The target's directory.
+        target: PathBuf,
+        /// Why not.
+        reason: String,
+    },
+    /// A key is in two of the datasets of a merge (target or parts), and
+    /// duplicates are errors. Nothing was merged.
+    #[error("duplicate key {key}: in {} record {first_record} and again in {} record {second_record}; nothing was merged", first.display(), second.display())]
+    DuplicateKeyInMerge {
+        /// The key, escaped for display.
+        key: DisplayKey,
+        /// The shard data file of the first copy (the target's, or an earlier part's).
+        first: PathBuf,
+        /// Record number of the first copy within that shard.
+        first_record: u64,
+        /// The shard data file of the second copy (in a part).
+        second: PathBuf,
+        /// Record number of the second copy within that shard.
+        second_record: u64,
+    },
+    /// A caller's hook (rewriting a sidecar, making a commit file) failed.
+    #[error("{what}")]
+    Hook {
+        /// What the hook was doing.
+        what: String,
+        /// Its error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,

@@ -89,7 +89,7 @@ impl Dataset {
     /// shards past the committed count, commit files of states past it, temporary
     /// commit files), so that this extend's shards never meet a stale sidecar.
     /// Called with the writer lock held. The shard files themselves are overwritten.
-    fn remove_stale_files(&self) -> Result<()> {
+    pub(crate) fn remove_stale_files(&self) -> Result<()> {
         let shards = self.manifest.shards;
         let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
         for entry in entries {
@@ -639,7 +639,7 @@ impl Extend<'_> {
 }
 
 /// Creates `path` holding `bytes`, fsynced.
-fn write_durably(
+pub(crate) fn write_durably(
     storage: &dyn crate::storage::Storage,
     path: &std::path::Path,
     bytes: &[u8],

@@ -86,6 +86,18 @@ pub const COMMIT_FILE_EXTENSION: &str = "json";
 /// Prefix of the temporary name a commit file is written under when it replaces
 /// an existing one (a metadata-only commit).
 pub const COMMIT_FILE_TMP_PREFIX: &str = ".commit.";
+/// Directory inside a dataset where distributed writers stage their parts:
+/// `_staging/<job id>/<task:06>-<attempt>/` is one part, a dataset of its own,
+/// merged into the dataset when the job commits (FORMAT.md, "Staging"). The
+/// reference ignores it.
+pub const STAGING_DIR: &str = "_staging";
+/// Lock file of a staging job (`_staging/<job id>/.bcd-job.lock`), held by the
+/// job's driver from its start to its commit or abort, so that garbage
+/// collection leaves a running job alone.
+pub const JOB_LOCK_NAME: &str = ".bcd-job.lock";
+/// Commit files larger than this are refused unread (one holds a schema,
+/// metadata and statistics totals: kilobytes).
+pub const MAX_COMMIT_FILE_BYTES: u64 = 64 << 20;
 /// Longest suffix of a sidecar file's name (`fields.arrow` in `000003.fields.arrow`).
 pub const MAX_SIDECAR_SUFFIX: usize = 32;
 

@@ -30,11 +30,13 @@ mod extend;
 mod fingerprint;
 pub mod fork;
 pub mod format;
+mod gc;
 mod index_file;
 mod key_table;
 pub mod lz4_block;
 mod manifest;
 mod mapping;
+mod merge;
 mod reader;
 mod shard;
 pub(crate) mod shard_writer;
@@ -54,7 +56,12 @@ pub use extend::{
     batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
+pub use gc::{GcOptions, GcReport};
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
+pub use merge::{
+    CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
+    MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
+};
 pub use shard_writer::WrittenShard;

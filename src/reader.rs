@@ -264,6 +264,24 @@ impl Index {
         find(&self.layout, &self.tail_keys, hash, key)
     }
 
+    /// The records whose key hashes to `hash` (candidates: compare the keys).
+    pub(crate) fn candidates(&self, hash: u64) -> impl Iterator<Item = u64> + '_ {
+        let file = self
+            .layout
+            .file
+            .iter()
+            .flat_map(move |f| f.candidates(hash));
+        file.chain(self.tail_keys.candidates(hash))
+    }
+
+    /// Every `(hash, record)` of a keyed dataset, sorted by hash then record: the
+    /// index file's table merged with the tail's, without reading a key.
+    pub(crate) fn key_entries(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let file = self.layout.file.iter().flat_map(|f| f.entries()).peekable();
+        let tail = self.tail_keys.entries().iter().copied().peekable();
+        MergeSorted { a: file, b: tail }
+    }
+
     /// Indexes shards `self.shard_count()..count` of `dir`. On error the
     /// index is left exactly as it was.
     ///
@@ -541,6 +559,28 @@ impl Index {
         self.layout.tail_starts = Vec::new();
         self.tail_keys = KeyTable::default();
         Ok(())
+    }
+}
+
+/// Two sorted iterators merged into one.
+struct MergeSorted<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A, B> Iterator for MergeSorted<A, B>
+where
+    A: Iterator<Item = (u64, u64)>,
+    B: Iterator<Item = (u64, u64)>,
+{
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) if b < a => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
     }
 }
 

@@ -1,6 +1,10 @@
 //! The file-system operations a writer performs, behind a small trait so tests can
 //! inject failures at any write or fsync and simulate a crash by keeping only what
 //! was durable. Reading does not go through it: readers open and map files directly.
+//!
+//! A merge (`merge.rs`) also moves files between directories: it links or copies a
+//! part's files into the target and removes them from the part afterwards, all
+//! through this trait.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -22,6 +26,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file; a missing file is not an error.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Gives the file `from` a second name `to` (a hard link: no byte is copied),
+    /// failing if `to` exists. Fails (`ErrorKind::CrossesDevices` and others) where
+    /// the two are on different file systems or links are not supported. The new
+    /// entry is durable once `to`'s directory is fsynced.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Creates `to` (truncating any file there) with the contents of `from`, and
+    /// fsyncs it. The new entry is durable once `to`'s directory is fsynced.
+    fn copy(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes an empty directory; a missing one is not an error.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// The operating system's file system.
@@ -112,6 +126,24 @@ impl Storage for FileSystem {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         match fs::remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
+    fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // fs::copy uses copy_file_range where it can: a reflink or a server-side
+        // copy on file systems that have them, never through this process's memory.
+        fs::copy(from, to)?;
+        File::open(to)?.sync_all()
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        match fs::remove_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }

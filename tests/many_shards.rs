@@ -47,6 +47,15 @@ impl Storage for NoSync {
     fn remove(&self, path: &Path) -> io::Result<()> {
         FileSystem.remove(path)
     }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.hard_link(from, to)
+    }
+    fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.copy(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        FileSystem.remove_dir(dir)
+    }
 }
 
 /// Memory mappings of this process.
@@ -179,6 +188,15 @@ impl Storage for LoseAfterCommit {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         FileSystem.remove(path)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.hard_link(from, to)
+    }
+    fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FileSystem.copy(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        FileSystem.remove_dir(dir)
     }
 }
 

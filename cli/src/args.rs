@@ -119,6 +119,27 @@ pub enum Command {
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
     /// Decode every record and report anything wrong (non-zero exit if so).
+    /// Append whole datasets (parts) to a dataset in one commit, in the order
+    /// given: shards are moved (hard links, no byte copied) and the parts removed
+    /// once it is committed; keys are checked across all of them.
+    #[command(after_help = MERGE_AFTER_HELP)]
+    Merge(MergeArgs),
+    /// Remove what no manifest references: leftovers of killed writers, staging
+    /// parts of failed or abandoned jobs. Never committed data; never while a
+    /// writer holds the dataset.
+    Gc {
+        /// The dataset directory.
+        dataset: PathBuf,
+        /// Only list every file that would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only remove what was last modified at least this long ago (30m, 1h, 2d).
+        #[arg(long, value_name = "DURATION", value_parser = bcd_pipeline::parse_duration)]
+        older_than: Option<std::time::Duration>,
+        /// Print one JSON object (files, bytes, kept_jobs, dry_run) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     Verify {
         /// The dataset directory.
         dataset: PathBuf,
@@ -170,6 +191,36 @@ impl From<LabelsArg> for bcd_converters::dir_source::LabelMode {
         }
     }
 }
+
+/// Arguments of `bcd merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The datasets to append, in order (settings must match the target's).
+    #[arg(required = true, value_name = "PART")]
+    pub parts: Vec<PathBuf>,
+    /// The dataset to append to; created with the first part's settings if missing.
+    #[arg(long, value_name = "DATASET")]
+    pub into: PathBuf,
+    /// Copy the parts' files and leave the parts as they are.
+    #[arg(long)]
+    pub copy: bool,
+    /// What to do with a key in two datasets: fail, or keep the first copy (the
+    /// target's, then earlier parts').
+    #[arg(long, value_enum, default_value_t = DuplicateArg::Error)]
+    pub on_duplicate: DuplicateArg,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const MERGE_AFTER_HELP: &str = "\
+All or nothing: on any error (settings that differ, a duplicate key, a failed
+write, a kill) the target is as it was and every part whole. On one file system
+nothing is copied: the cost is proportional to the shards and keys, not the bytes.
+
+Examples:
+  bcd merge part-0 part-1 part-2 --into train.bcd
+  bcd merge nightly/*.bcd --into train.bcd --on-duplicate skip --copy";
 
 /// `--on-duplicate` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -116,6 +116,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify { dataset: path } => verify(&path),
+        Command::Merge(args) => merge(args),
+        Command::Gc {
+            dataset,
+            dry_run,
+            older_than,
+            json,
+        } => gc(
+            &dataset,
+            bcd::GcOptions {
+                dry_run,
+                older_than,
+            },
+            json,
+        ),
         Command::Ingest(args) => crate::ingest_cmd::ingest(*args),
         Command::Export(args) => crate::ingest_cmd::export(args),
     }
@@ -181,6 +195,66 @@ fn ls_fields(dataset: &Dataset) -> Result<ExitCode> {
         }
     }
     out.flush().map_err(failed())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn merge(args: crate::args::MergeArgs) -> Result<ExitCode> {
+    let options = bcd_pipeline::MergeRunOptions {
+        copy: args.copy,
+        on_duplicate: match args.on_duplicate {
+            crate::args::DuplicateArg::Error => bcd_pipeline::OnDuplicate::Error,
+            crate::args::DuplicateArg::Skip => bcd_pipeline::OnDuplicate::Skip,
+        },
+    };
+    let report = bcd_pipeline::merge(&args.parts, &args.into, &options, Default::default())?;
+    for (part, error) in &report.summary.parts_not_removed {
+        say!(
+            "bcd: warning: {} was merged but could not be removed ({error}); delete it, do not merge it again",
+            part.display()
+        );
+    }
+    let text = match args.json {
+        true => format!("{}\n", report.to_json()),
+        false => format!("{}\n", report.to_text()),
+    };
+    stdout_text(&text).map_err(stdout_error(format!(
+        "the merge into {} was committed; writing its summary to stdout failed",
+        args.into.display()
+    )))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gc(path: &std::path::Path, options: bcd::GcOptions, json: bool) -> Result<ExitCode> {
+    let report = Dataset::gc(path, &options)?;
+    let mut out = String::new();
+    if json {
+        writeln!(out, "{}", bcd_pipeline::gc_json(&report, &options))?;
+    } else {
+        let verb = if options.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        for file in &report.files {
+            writeln!(out, "{verb} {}", file.display())?;
+        }
+        for job in &report.kept_jobs {
+            writeln!(
+                out,
+                "kept {} (running, or newer than --older-than)",
+                job.display()
+            )?;
+        }
+        writeln!(
+            out,
+            "{verb} {} file(s), {} bytes",
+            report.files.len(),
+            report.bytes
+        )?;
+    }
+    stdout_text(&out).map_err(stdout_error(
+        "writing the garbage collection report to stdout failed",
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod arrow_batches;
 pub mod brace;
 pub mod csv_fields;
 pub mod csv_source;

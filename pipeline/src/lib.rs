@@ -19,6 +19,7 @@
 mod export;
 pub mod fields;
 mod ingest;
+mod merge;
 mod options;
 mod schema_file;
 mod sources;
@@ -26,6 +27,7 @@ mod spelling;
 
 pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
 pub use options::{
     fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,
     parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts, InvalidValue,

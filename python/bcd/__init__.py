@@ -18,10 +18,15 @@ directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
 files into a dataset in one all-or-nothing commit, for example
 ``bcd.ingest(["shards-{000000..000099}.tar"], "train.bcd")``.
 
+``bcd.merge(parts, into)`` appends whole datasets in one commit (``bcd merge``)
+and ``bcd.gc(path)`` removes what no manifest references (``bcd gc``). The
+submodules ``bcd.ray`` and ``bcd.spark`` write and read datasets from Ray Data and
+Spark; they import those engines, and only when imported themselves.
+
 Datasets written here open in the reference and datasets it writes open here;
 for the same records and settings the shard files are byte-identical.
 """
 
-from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, ingest
+from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, gc, ingest, merge
 
-__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "ingest"]
+__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge"]

@@ -4,7 +4,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
+from typing import Any, Dict, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
 from typing_extensions import disjoint_base
 
@@ -102,6 +102,38 @@ class Dataset:
     @property
     def max_shard_size(self) -> int:
         """The shard size limit in bytes (1 GiB for datasets of reference 0.2.0)."""
+
+    def shard_ranges(self) -> list[Tuple[int, int, int]]:
+        """``(first record, end record, stored bytes)`` of each committed shard, in
+        order: for readers that split a dataset by shard (``bcd.ray.read``)."""
+
+    def extend_arrow(
+        self,
+        data: Any,
+        value_column: str = "value",
+        key_column: Optional[str] = None,
+        *,
+        on_duplicate: Literal["error", "skip"] = "error",
+        level: Union[int, Literal["fast", "reference"], None] = None,
+        fields: None = None,
+    ) -> Dict[str, int]:
+        """Adds the rows of Arrow data in one commit, all or nothing.
+
+        ``data`` is anything with ``__arrow_c_stream__`` or ``__arrow_c_array__``
+        (the Arrow PyCapsule interface): a pyarrow ``Table``, ``RecordBatch`` or
+        ``RecordBatchReader`` (its batches are read as they come). Values come
+        from ``value_column`` (binary, string, fixed-size binary or a struct with
+        a ``bytes`` field, dictionary-encoded or not), keys from ``key_column``
+        (string, binary or integer as decimal text), which a keyed dataset needs
+        and a keyless one refuses. The bytes are read in place from the Arrow
+        buffers, compressed and written without the GIL; no Python object is
+        made per row. A null value or key is a ``ValueError`` naming the row.
+        ``on_duplicate="skip"`` leaves out keys seen before and counts them.
+        ``fields`` (columns stored beside the records) is not supported yet:
+        ``NotImplementedError``.
+
+        Returns ``{"records", "skipped", "shards", "bytes_stored"}``.
+        """
 
     def extend(
         self,
@@ -314,4 +346,47 @@ def ingest(
     and raises ``KeyboardInterrupt``. Raises ``FileNotFoundError`` for a missing
     source, ``ValueError`` for invalid options, corrupt sources (the message names
     the file and record) and duplicate keys, ``OSError`` for I/O errors.
+    """
+
+
+STAGING_DIR: str
+"""Directory inside a dataset where distributed writers stage their parts."""
+JOB_LOCK_NAME: str
+"""Lock file of a staging job, held by its driver while the job runs."""
+
+def merge(
+    parts: Iterable[_StrPath],
+    into: _StrPath,
+    *,
+    copy: bool = False,
+    on_duplicate: Literal["error", "skip"] = "error",
+) -> Dict[str, Any]:
+    """Appends the datasets ``parts``, in order, to the dataset ``into`` in one
+    commit: ``bcd merge PART... --into DATASET``. Returns the summary ``bcd merge
+    --json`` prints (``parts``, ``records``, ``skipped``, ``shards``,
+    ``rewritten_shards``, ``linked_files``, ``copied_files``, ``bytes_stored``,
+    ``created``, ``seconds``, ``parts_not_removed``).
+
+    Parts must have the target's ``keyed`` and ``compression`` settings; a
+    missing ``into`` is created with the first part's. Without ``copy``, shards
+    move by hard link (no byte copied on one file system) and the parts are
+    removed once the merge is committed; with it they are copied and the parts
+    left as they are. Keys are checked across the target and every part: a
+    duplicate is a ``ValueError`` naming the key and both places, or with
+    ``on_duplicate="skip"`` the first copy wins (the target's, then earlier
+    parts'). All or nothing: on any error the target is as it was and every part
+    whole. ``BlockingIOError`` if a writer holds the target or a part.
+    """
+
+def gc(
+    path: _StrPath,
+    *,
+    dry_run: bool = False,
+    older_than: Union[str, float, None] = None,
+) -> Dict[str, Any]:
+    """Removes from the dataset ``path`` what no manifest references (leftovers
+    of killed writers, staging parts of failed or abandoned jobs): ``bcd gc``.
+    ``older_than`` is a duration (``"30m"``, ``"1h"``, ``"2d"``) or seconds.
+    Returns ``{"files", "bytes", "kept_jobs", "dry_run"}``; with ``dry_run``
+    nothing is removed. ``BlockingIOError`` while a writer holds the dataset.
     """

@@ -422,6 +422,29 @@ impl PyDataset {
         self.max_shard_size
     }
 
+    /// `(first record, end record, stored bytes)` of each committed shard, in
+    /// order: for readers that split a dataset by shard (``bcd.ray.read``).
+    fn shard_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64, u64)>> {
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        (0..dataset.shards())
+            .map(|shard| {
+                let first = dataset.shard_first_record(shard);
+                let path = dataset.shard_data_path(shard);
+                let bytes = std::fs::metadata(&path)
+                    .map_err(|e| {
+                        to_py(bcd::Error::Io {
+                            op: "stat",
+                            path,
+                            source: e,
+                        })
+                    })?
+                    .len();
+                Ok((first, first + dataset.shard_records(shard), bytes))
+            })
+            .collect()
+    }
+
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.handle(py)?.read(py).len())
     }
@@ -658,6 +681,42 @@ impl PyDataset {
                 .to_string()
         };
         py.import("json")?.call_method1("loads", (text,))
+    }
+
+    /// Adds the rows of Arrow data (anything with `__arrow_c_stream__` or
+    /// `__arrow_c_array__`: a pyarrow Table, RecordBatch or RecordBatchReader) in
+    /// one commit: values from `value_column`, keys from `key_column` (required
+    /// for keyed datasets). Returns `{"records", "skipped", "shards",
+    /// "bytes_stored"}`.
+    #[pyo3(signature = (data, value_column = "value", key_column = None, *, on_duplicate = "error", level = None, fields = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn extend_arrow<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        value_column: &str,
+        key_column: Option<&str>,
+        on_duplicate: &str,
+        level: Option<&Bound<'py, PyAny>>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        if fields.is_some_and(|f| !f.is_none()) {
+            // TODO(fields, issue 10): pass field columns to a FieldsWriter.
+            return Err(pyo3::exceptions::PyNotImplementedError::new_err(
+                "fields=: storing field columns beside the records is not supported yet",
+            ));
+        }
+        let options = crate::arrow_extend::ArrowExtend {
+            value_column,
+            key_column,
+            on_duplicate: on_duplicate
+                .parse()
+                .map_err(|error| crate::options::invalid("on_duplicate", error))?,
+            mode: lz4_mode_arg(level, Lz4Mode::default())?,
+            threads: self.threads,
+        };
+        let handle = self.handle(py)?;
+        crate::arrow_extend::extend_arrow(py, &handle, data, &options)
     }
 
     /// Pickles as the path alone: worker processes reopen the dataset.

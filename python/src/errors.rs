@@ -36,6 +36,8 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         | E::CorruptValue { .. }
         | E::DuplicateKeyInDataset { .. }
         | E::DuplicateKey { .. }
+        | E::DuplicateKeyInMerge { .. }
+        | E::MergePart { .. }
         | E::TooLarge { .. }
         | E::InvalidOption(_) => PyValueError::new_err(message),
         E::IndexOutOfRange { .. } => PyIndexError::new_err(message),

@@ -4,6 +4,7 @@
 //! The Python-facing documentation is in `bcd/_bcd.pyi` and the docstrings
 //! below; `bcd/__init__.py` re-exports everything.
 
+mod arrow_extend;
 mod batch_read;
 mod buffers;
 mod dataset;
@@ -12,6 +13,7 @@ mod field_values;
 mod fields_read;
 mod handle;
 mod ingest;
+mod merge;
 mod options;
 mod shard_views;
 
@@ -22,6 +24,10 @@ use pyo3::prelude::*;
 fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<dataset::PyDataset>()?;
     module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
+    module.add_function(wrap_pyfunction!(merge::merge, module)?)?;
+    module.add_function(wrap_pyfunction!(merge::gc, module)?)?;
+    module.add("STAGING_DIR", bcd::format::STAGING_DIR)?;
+    module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add(
         "DEFAULT_MAX_SHARD_SIZE",

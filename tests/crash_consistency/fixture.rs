@@ -126,6 +126,7 @@ impl Fixture {
                 fail_removes: self.scenario.fail_removes,
                 max_write: self.scenario.max_write,
                 real_sync,
+                no_hard_links: false,
             },
         )
     }

@@ -30,13 +30,15 @@
 //! * [`power_loss`]: the machine stops, only what is durable remains;
 //! * [`child_process`]: a writer process is SIGKILLed;
 //! * [`second_writer`]: a second writer meets the lock;
-//! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`.
+//! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`;
+//! * [`merge`]: the same three kinds of failure for `Dataset::merge`.
 
 mod fixture;
 
 mod child_process;
 mod failure_at_every_operation;
 mod index_file;
+mod merge;
 mod power_loss;
 mod second_writer;
 

@@ -35,6 +35,12 @@ pub enum OpKind {
     Rename,
     /// `Storage::remove`.
     Remove,
+    /// `Storage::hard_link` (named by the new name).
+    HardLink,
+    /// `Storage::copy` (named by the copy).
+    Copy,
+    /// `Storage::remove_dir`.
+    RemoveDir,
 }
 
 /// One storage operation, as the writer asked for it.
@@ -86,6 +92,9 @@ pub struct Config {
     /// Whether file and directory syncs reach the real file system. The durability
     /// model does not need them; skipping them keeps the power-loss loop fast.
     pub real_sync: bool,
+    /// Hard links fail as across file systems (`ErrorKind::CrossesDevices`), so a
+    /// merge copies.
+    pub no_hard_links: bool,
 }
 
 impl Config {
@@ -96,6 +105,7 @@ impl Config {
             fail_removes: false,
             max_write: usize::MAX,
             real_sync: false,
+            no_hard_links: false,
         }
     }
 }
@@ -107,9 +117,10 @@ struct Inode {
     current: Vec<u8>,
 }
 
-/// A change to the directory not yet made durable by a directory fsync.
+/// A change to a directory not yet made durable by its fsync.
 #[derive(Clone, Debug)]
 enum DirChange {
+    /// A new entry: a created file, a hard link or a copy.
     Create,
     Rename {
         from: String,
@@ -119,11 +130,10 @@ enum DirChange {
     Remove(String),
 }
 
-/// The dataset directory as the operations left it, and as a crash would.
-#[derive(Debug)]
-struct Model {
-    dir: PathBuf,
-    inodes: Vec<Inode>,
+/// One watched directory's entries: as a process sees them now, as of its last
+/// fsync, and the changes since.
+#[derive(Clone, Debug, Default)]
+struct DirModel {
     /// Name -> inode, as a process sees it now.
     live: BTreeMap<String, usize>,
     /// Name -> inode as of the directory's last fsync.
@@ -132,6 +142,16 @@ struct Model {
     pending: Vec<DirChange>,
 }
 
+/// The watched directories as the operations left them, and as a crash would.
+/// Inodes are shared by all of them, so a hard link names the same contents.
+#[derive(Debug)]
+struct Model {
+    /// The first directory watched (the dataset's): operations there are named
+    /// by file name alone.
+    dir: PathBuf,
+    dirs: BTreeMap<PathBuf, DirModel>,
+    inodes: Vec<Inode>,
+}
 /// What survives a crash. File contents are durable as of the file's last fsync
 /// and directory entries as of the directory's last fsync; the power-loss variants
 /// differ in what else happens to reach the disk.
@@ -177,74 +197,135 @@ impl Survivors {
 }
 
 impl Model {
-    /// The directory as it is now, all of it taken as durable.
-    fn load(dir: &Path) -> Model {
+    fn new(dir: &Path) -> Model {
         let mut model = Model {
             dir: dir.to_owned(),
+            dirs: BTreeMap::new(),
             inodes: Vec::new(),
-            live: BTreeMap::new(),
-            durable: BTreeMap::new(),
-            pending: Vec::new(),
         };
-        for (name, bytes) in snapshot(dir) {
-            model.inodes.push(Inode {
-                synced: bytes.clone(),
-                current: bytes,
-            });
-            model.live.insert(name, model.inodes.len() - 1);
-        }
-        model.durable = model.live.clone();
+        model.watch(dir);
         model
     }
 
-    fn name(&self, path: &Path) -> String {
-        assert_eq!(
-            path.parent(),
-            Some(self.dir.as_path()),
-            "the writer touched a file outside the dataset directory"
+    /// Watches `dir` too, its files as they are now taken as durable.
+    fn watch(&mut self, dir: &Path) {
+        let mut watched = DirModel::default();
+        for (name, bytes) in snapshot(dir) {
+            self.inodes.push(Inode {
+                synced: bytes.clone(),
+                current: bytes,
+            });
+            watched.live.insert(name, self.inodes.len() - 1);
+        }
+        watched.durable = watched.live.clone();
+        self.dirs.insert(dir.to_owned(), watched);
+    }
+
+    /// The watched directory of `path` and its name there.
+    fn entry(&self, path: &Path) -> (PathBuf, String) {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        assert!(
+            self.dirs.contains_key(dir),
+            "the writer touched {}, outside the watched directories",
+            path.display()
         );
-        path.file_name().unwrap().to_str().unwrap().to_owned()
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        (dir.to_owned(), name)
+    }
+
+    /// How operations on `path` are named: the file name in the dataset
+    /// directory ("." for itself), else the path relative to the dataset
+    /// directory's parent.
+    fn op_name(&self, path: &Path) -> String {
+        if path == self.dir {
+            return ".".to_owned();
+        }
+        if path.parent() == Some(self.dir.as_path()) {
+            return path.file_name().unwrap().to_str().unwrap().to_owned();
+        }
+        let base = self.dir.parent().unwrap_or(Path::new(""));
+        path.strip_prefix(base)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn dir_mut(&mut self, dir: &Path) -> &mut DirModel {
+        self.dirs.get_mut(dir).expect("a watched directory")
     }
 
     /// Creating an existing name truncates that file; otherwise a new, empty file.
     fn create(&mut self, path: &Path) -> usize {
-        let name = self.name(path);
-        if let Some(&inode) = self.live.get(&name) {
+        let (dir, name) = self.entry(path);
+        if let Some(&inode) = self.dirs[&dir].live.get(&name) {
             self.inodes[inode].current.clear();
             return inode;
         }
         self.inodes.push(Inode::default());
         let inode = self.inodes.len() - 1;
-        self.live.insert(name, inode);
-        self.pending.push(DirChange::Create);
+        let watched = self.dir_mut(&dir);
+        watched.live.insert(name, inode);
+        watched.pending.push(DirChange::Create);
         inode
     }
 
+    /// A second name for `from`'s inode (which must be watched).
+    fn hard_link(&mut self, from: &Path, to: &Path) {
+        let (from_dir, from_name) = self.entry(from);
+        let inode = self.dirs[&from_dir].live[&from_name];
+        let (dir, name) = self.entry(to);
+        let watched = self.dir_mut(&dir);
+        assert!(!watched.live.contains_key(&name), "link over {name}");
+        watched.live.insert(name, inode);
+        watched.pending.push(DirChange::Create);
+    }
+
+    /// A new inode holding `bytes`, durably, named `to`.
+    fn copy(&mut self, bytes: Vec<u8>, to: &Path) {
+        let (dir, name) = self.entry(to);
+        self.inodes.push(Inode {
+            synced: bytes.clone(),
+            current: bytes,
+        });
+        let inode = self.inodes.len() - 1;
+        let watched = self.dir_mut(&dir);
+        watched.live.insert(name, inode);
+        watched.pending.push(DirChange::Create);
+    }
+
     fn rename(&mut self, from: &Path, to: &Path) {
-        let (from, to) = (self.name(from), self.name(to));
-        let inode = self.live.remove(&from).expect("renamed file exists");
-        self.live.insert(to.clone(), inode);
-        self.pending.push(DirChange::Rename { from, to, inode });
+        let ((dir, from), (to_dir, to)) = (self.entry(from), self.entry(to));
+        assert_eq!(dir, to_dir, "a rename across directories");
+        let watched = self.dir_mut(&dir);
+        let inode = watched.live.remove(&from).expect("renamed file exists");
+        watched.live.insert(to.clone(), inode);
+        watched.pending.push(DirChange::Rename { from, to, inode });
     }
 
     fn remove(&mut self, path: &Path) {
-        let name = self.name(path);
-        if self.live.remove(&name).is_some() {
-            self.pending.push(DirChange::Remove(name));
+        let (dir, name) = self.entry(path);
+        let watched = self.dir_mut(&dir);
+        if watched.live.remove(&name).is_some() {
+            watched.pending.push(DirChange::Remove(name));
         }
     }
 
-    fn sync_dir(&mut self) {
-        self.durable = self.live.clone();
-        self.pending.clear();
+    fn sync_dir(&mut self, dir: &Path) {
+        let watched = self.dir_mut(dir);
+        watched.durable = watched.live.clone();
+        watched.pending.clear();
     }
 
-    fn files(&self, survivors: Survivors) -> BTreeMap<String, Vec<u8>> {
+    fn files(&self, dir: &Path, survivors: Survivors) -> BTreeMap<String, Vec<u8>> {
+        let watched = self
+            .dirs
+            .get(dir)
+            .unwrap_or_else(|| panic!("{} is not watched", dir.display()));
         let entries = match survivors {
-            Survivors::ProcessCrash | Survivors::PowerLossMetadataKept => self.live.clone(),
+            Survivors::ProcessCrash | Survivors::PowerLossMetadataKept => watched.live.clone(),
             Survivors::PowerLossRenamesKept => {
-                let mut entries = self.durable.clone();
-                for change in &self.pending {
+                let mut entries = watched.durable.clone();
+                for change in &watched.pending {
                     match change {
                         DirChange::Create => {}
                         DirChange::Rename { from, to, inode } => {
@@ -258,7 +339,7 @@ impl Model {
                 }
                 entries
             }
-            _ => self.durable.clone(),
+            _ => watched.durable.clone(),
         };
         entries
             .into_iter()
@@ -296,11 +377,7 @@ struct State {
 impl State {
     /// Records an operation and decides whether it fails.
     fn begin(&mut self, kind: OpKind, path: &Path) -> io::Result<()> {
-        let name = if path == self.model.dir {
-            ".".to_owned()
-        } else {
-            self.model.name(path)
-        };
+        let name = self.model.op_name(path);
         self.ops.push(Op {
             kind,
             path: path.to_owned(),
@@ -341,7 +418,7 @@ impl SimStorage {
         SimStorage(Arc::new(Mutex::new(State {
             config,
             ops: Vec::new(),
-            model: Model::load(dir),
+            model: Model::new(dir),
         })))
     }
 
@@ -354,10 +431,22 @@ impl SimStorage {
         self.state().ops.clone()
     }
 
-    /// The directory's files, by name, as the kind of crash `survivors` would
-    /// leave them now.
+    /// The dataset directory's files, by name, as the kind of crash `survivors`
+    /// would leave them now.
     pub fn files(&self, survivors: Survivors) -> BTreeMap<String, Vec<u8>> {
-        self.state().model.files(survivors)
+        let state = self.state();
+        state.model.files(&state.model.dir, survivors)
+    }
+
+    /// Watches another directory too (a part of a merge), its files as they are
+    /// now taken as durable; before the writer touches it.
+    pub fn watch(&self, dir: &Path) {
+        self.state().model.watch(dir);
+    }
+
+    /// [`SimStorage::files`] of another watched directory.
+    pub fn files_in(&self, dir: &Path, survivors: Survivors) -> BTreeMap<String, Vec<u8>> {
+        self.state().model.files(dir, survivors)
     }
 
     /// Opens the dataset in `dir` writing through this storage, with the default
@@ -436,11 +525,10 @@ impl Storage for SimStorage {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.state();
         state.begin(OpKind::SyncDir, dir)?;
-        assert_eq!(dir, state.model.dir, "fsync of another directory");
         if state.config.real_sync {
             FileSystem.sync_dir(dir)?;
         }
-        state.model.sync_dir();
+        state.model.sync_dir(dir);
         Ok(())
     }
 
@@ -458,5 +546,40 @@ impl Storage for SimStorage {
         FileSystem.remove(path)?;
         state.model.remove(path);
         Ok(())
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state();
+        state.begin(OpKind::HardLink, to)?;
+        if state.config.no_hard_links {
+            return Err(io::Error::from(io::ErrorKind::CrossesDevices));
+        }
+        FileSystem.hard_link(from, to)?;
+        state.model.hard_link(from, to);
+        Ok(())
+    }
+
+    fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state();
+        state.begin(OpKind::Copy, to)?;
+        let bytes = std::fs::read(from)?;
+        let mut file = FileSystem.create(to)?;
+        file.write_all(&bytes)?;
+        if state.config.real_sync {
+            file.sync()?;
+        }
+        state.model.copy(bytes, to);
+        Ok(())
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = self.state();
+        state.begin(OpKind::RemoveDir, dir)?;
+        assert!(
+            state.model.dirs.get(dir).is_none_or(|d| d.live.is_empty()),
+            "removing the directory {} with files in it",
+            dir.display()
+        );
+        FileSystem.remove_dir(dir)
     }
 }

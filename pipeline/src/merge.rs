@@ -1,0 +1,187 @@
+//! `merge` and `gc` as the front ends run them: the target created from the
+//! first part's settings when missing, and the summaries both front ends print
+//! (the CLI's `--json`, Python's return values) made once, here.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bcd::{
+    CreateOptions, Dataset, GcOptions, GcReport, Manifest, MergeOnDuplicate, MergeOptions,
+    MergeSummary, PartSource,
+};
+
+use crate::OnDuplicate;
+
+/// Settings of one merge run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MergeRunOptions {
+    /// Copy the parts' files and leave the parts as they are (default: move them).
+    pub copy: bool,
+    /// What to do with a key found twice.
+    pub on_duplicate: OnDuplicate,
+}
+
+/// What a merge run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MergeReport {
+    /// The store's summary.
+    pub summary: MergeSummary,
+    /// Whether the run created the target.
+    pub created: bool,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+impl MergeReport {
+    /// The summary as one JSON object: `parts`, `records`, `skipped`, `shards`,
+    /// `rewritten_shards`, `linked_files`, `copied_files`, `bytes_stored`,
+    /// `created`, `seconds` and `parts_not_removed` (`[{"path", "error"}]`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let s = &self.summary;
+        serde_json::json!({
+            "parts": s.parts,
+            "records": s.records,
+            "skipped": s.skipped,
+            "shards": s.shards,
+            "rewritten_shards": s.rewritten_shards,
+            "linked_files": s.linked_files,
+            "copied_files": s.copied_files,
+            "bytes_stored": s.bytes_stored,
+            "created": self.created,
+            "seconds": self.seconds,
+            "parts_not_removed": s.parts_not_removed.iter().map(|(path, error)| {
+                serde_json::json!({"path": path.display().to_string(), "error": error})
+            }).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The summary as one line of text.
+    pub fn to_text(&self) -> String {
+        let s = &self.summary;
+        let how = match (s.linked_files, s.copied_files) {
+            (_, 0) => "moved".to_owned(),
+            (0, _) => "copied".to_owned(),
+            (l, c) => format!("{l} files linked, {c} copied"),
+        };
+        format!(
+            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s",
+            s.parts, s.records, s.shards, s.skipped, s.rewritten_shards, self.seconds
+        )
+    }
+}
+
+/// Merges the datasets `parts`, in order, into `into` in one commit (see
+/// [`Dataset::merge`]). A missing or empty `into` is created with the first
+/// part's settings (keyed, compression, max_shard_size), and removed again if
+/// the merge fails.
+pub fn merge(
+    parts: &[PathBuf],
+    into: &Path,
+    options: &MergeRunOptions,
+    hooks: MergeOptions<'_>,
+) -> bcd::Result<MergeReport> {
+    let started = Instant::now();
+    // Missing: no directory, or one holding nothing but a job's staging parts.
+    let missing = !into.join(bcd::format::MANIFEST_NAME).exists()
+        && std::fs::read_dir(into).map_or(true, |mut d| {
+            d.all(|e| e.is_ok_and(|e| e.file_name() == bcd::format::STAGING_DIR))
+        });
+    let (mut dataset, created) = if missing {
+        let Some(first) = parts.first() else {
+            return Err(bcd::Error::NotADataset {
+                path: into.to_owned(),
+            });
+        };
+        let settings = Manifest::read(first)?;
+        let create = CreateOptions {
+            keyed: settings.keyed,
+            compression: settings.compression,
+            max_shard_size: settings.max_shard_size,
+        };
+        (Dataset::create(into, create)?, true)
+    } else {
+        (Dataset::open(into)?, false)
+    };
+    let sources: Vec<PartSource> = parts.iter().map(PartSource::new).collect();
+    let merge_options = MergeOptions {
+        copy: options.copy,
+        on_duplicate: match options.on_duplicate {
+            OnDuplicate::Error => MergeOnDuplicate::Error,
+            OnDuplicate::Skip => MergeOnDuplicate::Skip,
+        },
+        ..hooks
+    };
+    match dataset.merge(&sources, &merge_options) {
+        Ok(summary) => Ok(MergeReport {
+            summary,
+            created,
+            seconds: started.elapsed().as_secs_f64(),
+        }),
+        Err(e) => {
+            if created {
+                let _ = dataset.remove_empty(true);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The report of [`Dataset::gc`] as one JSON object: `files` (paths),
+/// `bytes`, `kept_jobs` (paths) and `dry_run`.
+pub fn gc_json(report: &GcReport, options: &GcOptions) -> serde_json::Value {
+    let paths = |list: &[PathBuf]| -> Vec<String> {
+        list.iter().map(|p| p.display().to_string()).collect()
+    };
+    serde_json::json!({
+        "files": paths(&report.files),
+        "bytes": report.bytes,
+        "kept_jobs": paths(&report.kept_jobs),
+        "dry_run": options.dry_run,
+    })
+}
+
+/// Parses a duration like `30m`, `1h`, `2d`, `90s` or `1.5h` (a number and one
+/// of the units s, m, h, d).
+pub fn parse_duration(text: &str) -> Result<Duration, crate::InvalidValue> {
+    let invalid = || crate::InvalidValue {
+        value: text.to_owned(),
+        expected: "expected a number and a unit s, m, h or d (30m, 1h, 2d)".to_owned(),
+    };
+    let text_trimmed = text.trim();
+    let split = text_trimmed
+        .char_indices()
+        .last()
+        .map(|(i, _)| i)
+        .ok_or_else(invalid)?;
+    let (number, unit) = text_trimmed.split_at(split);
+    let seconds_per = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(invalid()),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| invalid())?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(invalid());
+    }
+    Duration::try_from_secs_f64(value * seconds_per).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        for bad in ["", "h", "1", "1w", "-1h", "nanh", "1 x", "1e400d"] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.to_string().contains("30m"), "{bad}: {err:?}");
+        }
+    }
+}

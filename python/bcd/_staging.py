@@ -1,0 +1,185 @@
+"""The part/commit protocol that the Ray and Spark writers share (FORMAT.md,
+"Staging"), free of either engine.
+
+A job writes into ``PATH/_staging/<job id>/``. Its driver holds the job's lock
+file (``.bcd-job.lock``, an ``flock``) from the start to the commit or abort, so
+``bcd gc`` leaves a running job alone. Each task attempt writes one part, a
+dataset of its own, in ``<task index:06>-<attempt uuid>/``, with the Rust core
+(``Dataset.extend_arrow``), and returns a small description. The driver merges
+the parts of the successful attempts, in task order, into ``PATH`` in one commit
+(``bcd.merge``) and removes the job's directory; parts of failed or retried
+attempts are never merged. A job that fails removes its directory and commits
+nothing; what a killed driver leaves, ``bcd gc`` removes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional
+
+from . import _bcd
+from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset
+
+ON_DUPLICATE = ("error", "skip")
+
+
+class WriteSettings:
+    """What every task of a job needs to write its part (picklable)."""
+
+    def __init__(
+        self,
+        path: str,
+        job: str,
+        *,
+        value_column: str,
+        key_column: Optional[str],
+        compression: Optional[str],
+        max_shard_size: int,
+        on_duplicate: str,
+        keyed: bool,
+    ) -> None:
+        self.path = path
+        self.job = job
+        self.value_column = value_column
+        self.key_column = key_column
+        self.compression = compression
+        self.max_shard_size = max_shard_size
+        self.on_duplicate = on_duplicate
+        self.keyed = keyed
+        # Whether the job made the target's directory (set by Job.start), so
+        # that an abort removes it again.
+        self.created_dir = False
+
+    @property
+    def job_dir(self) -> Path:
+        return Path(self.path) / _bcd.STAGING_DIR / self.job
+
+    def write_part(self, task: int, data: Any) -> Dict[str, Any]:
+        """Writes ``data`` (Arrow data: a table, batch or reader) as this task
+        attempt's part; returns its description."""
+        part = self.job_dir / f"{task:06d}-{uuid.uuid4().hex}"
+        dataset = Dataset.create(
+            part,
+            keyed=self.keyed,
+            compression=self.compression,
+            max_shard_size=self.max_shard_size,
+        )
+        added = dataset.extend_arrow(
+            data,
+            self.value_column,
+            self.key_column,
+            on_duplicate=self.on_duplicate,
+            level=5,
+        )
+        return {"task": task, "path": str(part), **added}
+
+
+def settings_for(
+    path: Any,
+    *,
+    value_column: str,
+    key_column: Optional[str],
+    fields: Any,
+    compression: Optional[str],
+    max_shard_size: Optional[int],
+    on_duplicate: str,
+) -> WriteSettings:
+    """Checks a job's options against the target (if it exists) and names the
+    job."""
+    if fields is not None:
+        # TODO(fields, issue 10): field columns go beside the records.
+        raise NotImplementedError("fields=: storing field columns is not supported yet")
+    if on_duplicate not in ON_DUPLICATE:
+        raise ValueError(f"on_duplicate: {on_duplicate!r}: expected 'error' or 'skip'")
+    if compression not in ("lz4", None, "none"):
+        raise ValueError(f"compression: {compression!r}: expected 'lz4' or None")
+    compression = None if compression == "none" else compression
+    path = os.fspath(path)
+    keyed = key_column is not None
+    if (Path(path) / "manifest.json").exists():
+        existing = Dataset(path)
+        if existing.keyed != keyed:
+            raise ValueError(
+                f"{path} is {'keyed' if existing.keyed else 'keyless'}: "
+                + ("pass key_column" if existing.keyed else "pass no key_column")
+            )
+        # The parts take the dataset's own settings.
+        compression = existing.compression
+        max_shard_size = existing.max_shard_size
+    return WriteSettings(
+        path,
+        uuid.uuid4().hex,
+        value_column=value_column,
+        key_column=key_column,
+        compression=compression,
+        max_shard_size=max_shard_size or DEFAULT_MAX_SHARD_SIZE,
+        on_duplicate=on_duplicate,
+        keyed=keyed,
+    )
+
+
+class Job:
+    """The driver's side of one job: its staging directory and lock."""
+
+    def __init__(self, settings: WriteSettings) -> None:
+        self.settings = settings
+        self._lock: Optional[int] = None
+
+    def start(self, *, lock: bool = True) -> None:
+        """Makes the job's directory and, with ``lock``, takes its lock until the
+        commit or abort (a driver whose process lives that long)."""
+        target = Path(self.settings.path)
+        self.settings.created_dir = not target.exists()
+        job_dir = self.settings.job_dir
+        job_dir.mkdir(parents=True, exist_ok=True)
+        if not lock:
+            return
+        fd = os.open(job_dir / _bcd.JOB_LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        self._lock = fd
+
+    def commit(self, descriptions: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
+        """Merges the parts, in task order, into the target in one commit."""
+        by_task: Dict[int, Dict[str, Any]] = {}
+        for description in descriptions:
+            by_task.setdefault(description["task"], description)
+        parts: List[str] = [by_task[task]["path"] for task in sorted(by_task)]
+        try:
+            summary = _bcd.merge(parts, self.settings.path, on_duplicate=self.settings.on_duplicate)
+        except BaseException:
+            self.abort()
+            raise
+        self._finish()
+        return summary
+
+    def abort(self) -> None:
+        """Removes the job's parts; the target is left as it was."""
+        self._finish()
+        target = Path(self.settings.path)
+        if self.settings.created_dir and not (target / "manifest.json").exists():
+            # Only what this job made: the directory and an empty _staging.
+            for directory in (target / _bcd.STAGING_DIR, target):
+                try:
+                    directory.rmdir()
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    break
+
+    def _finish(self) -> None:
+        shutil.rmtree(self.settings.job_dir, ignore_errors=True)
+        try:
+            (Path(self.settings.path) / _bcd.STAGING_DIR).rmdir()
+        except OSError:
+            pass  # other jobs' parts, or already gone
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
