@@ -30,6 +30,15 @@ pub(crate) fn write_manifest(
     dir: &Path,
     manifest: &Manifest,
 ) -> Result<(), ManifestWriteError> {
+    write_manifest_bytes(storage, dir, &manifest.to_bytes())
+}
+
+/// [`write_manifest`] of bytes already checked to parse as a manifest.
+pub(crate) fn write_manifest_bytes(
+    storage: &dyn Storage,
+    dir: &Path,
+    bytes: &[u8],
+) -> Result<(), ManifestWriteError> {
     use ManifestWriteError::*;
     let tmp = dir.join(MANIFEST_TMP_NAME);
     let target = dir.join(MANIFEST_NAME);
@@ -37,7 +46,7 @@ pub(crate) fn write_manifest(
         let mut file = storage
             .create(&tmp)
             .map_err(|e| Error::io("create", &tmp, e))?;
-        file.write_all(&manifest.to_bytes())
+        file.write_all(bytes)
             .map_err(|e| Error::io("write", &tmp, e))?;
         file.sync().map_err(|e| Error::io("fsync", &tmp, e))?;
         drop(file);

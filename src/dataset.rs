@@ -13,6 +13,7 @@ use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
 use crate::mapping::ShardData;
 use crate::reader::{Index, Location};
+use crate::shard::DataFiles;
 use crate::storage::{FileSystem, Storage};
 
 /// Settings of a new dataset.
@@ -59,6 +60,8 @@ pub struct Dataset {
     pub(crate) manifest: Manifest,
     pub(crate) index: Index,
     pub(crate) storage: Arc<dyn Storage>,
+    /// Where data files come from, for a mirror of a remote dataset.
+    pub(crate) data_files: Option<Arc<dyn DataFiles>>,
     pub(crate) lz4_mode: Lz4Mode,
     pub(crate) threads: usize,
     options: OpenOptions,
@@ -170,14 +173,41 @@ impl Dataset {
         options: OpenOptions,
         storage: Arc<dyn Storage>,
     ) -> Result<Dataset> {
-        let dir = dir.as_ref().to_owned();
+        Self::open_inner(dir.as_ref(), options, storage, None)
+    }
+
+    /// Opens the dataset whose manifest and `.idx` files are in `dir` and whose data
+    /// files come from `data_files`, on first read of each shard (a local cache of
+    /// a dataset in object storage). Such a handle is for reading: `dir` is a
+    /// mirror, not the dataset, so extending it is refused.
+    pub fn open_with_data_files(
+        dir: impl AsRef<Path>,
+        options: OpenOptions,
+        data_files: Arc<dyn DataFiles>,
+    ) -> Result<Dataset> {
+        Self::open_inner(
+            dir.as_ref(),
+            options,
+            Arc::new(FileSystem),
+            Some(data_files),
+        )
+    }
+
+    fn open_inner(
+        dir: &Path,
+        options: OpenOptions,
+        storage: Arc<dyn Storage>,
+        data_files: Option<Arc<dyn DataFiles>>,
+    ) -> Result<Dataset> {
+        let dir = dir.to_owned();
         let manifest = Manifest::read(&dir)?;
-        let index = Index::open(&dir, manifest.keyed, manifest.shards)?;
+        let index = Index::open(&dir, manifest.keyed, manifest.shards, data_files.clone())?;
         let mut dataset = Dataset {
             dir,
             manifest,
             index,
             storage,
+            data_files,
             lz4_mode: Lz4Mode::default(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             options,

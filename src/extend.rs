@@ -61,6 +61,12 @@ impl Dataset {
     /// shards another handle committed, so they are never overwritten), and
     /// prepares to write the next shard number.
     pub fn begin_extend(&mut self) -> Result<Extend<'_>> {
+        if self.data_files.is_some() {
+            return Err(Error::InvalidOption(format!(
+                "{} is a read-only mirror of a dataset elsewhere (object storage): extend the dataset itself",
+                self.dir.display()
+            )));
+        }
         let lock = WriterLock::acquire(&self.dir)?;
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;

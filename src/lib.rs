@@ -31,6 +31,7 @@ mod fingerprint;
 pub mod fork;
 pub mod format;
 mod gc;
+mod import;
 mod index_file;
 mod key_table;
 pub mod lz4_block;
@@ -57,6 +58,7 @@ pub use extend::{
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};
+pub use import::Import;
 pub use lz4_block::Lz4Mode;
 pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
@@ -64,4 +66,5 @@ pub use merge::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
     MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
 };
+pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;

@@ -11,7 +11,7 @@
 //! mapping nor a descriptor.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
@@ -26,6 +26,8 @@ use crate::storage::Storage;
 #[derive(Debug)]
 struct Layout {
     keyed: bool,
+    /// Where data files come from when not from the directory.
+    data_files: Option<std::sync::Arc<dyn crate::shard::DataFiles>>,
     shards: Vec<Shard>,
     len: usize,
     /// Covers records `0..file.records()` and shards `0..file.shards()`.
@@ -151,6 +153,7 @@ impl Index {
         Index {
             layout: Layout {
                 keyed,
+                data_files: None,
                 shards: Vec::new(),
                 len: 0,
                 file: None,
@@ -162,36 +165,70 @@ impl Index {
 
     /// Indexes shards `0..count` of `dir`, through its index file where that is
     /// usable.
-    pub(crate) fn open(dir: &Path, keyed: bool, count: u64) -> Result<Index> {
+    pub(crate) fn open(
+        dir: &Path,
+        keyed: bool,
+        count: u64,
+        data_files: Option<std::sync::Arc<dyn crate::shard::DataFiles>>,
+    ) -> Result<Index> {
         if let Some(file) = IndexFile::open(dir, keyed, count) {
             let mut index = Index::new(keyed);
+            index.layout.data_files = data_files.clone();
             if index.adopt(dir, file).is_ok() {
                 index.add_shards(dir, count, None)?;
                 return Ok(index);
             }
         }
         let mut index = Index::new(keyed);
+        index.layout.data_files = data_files;
         index.add_shards(dir, count, None)?;
         Ok(index)
+    }
+
+    /// The shard `id` whose files are `data_path` (and a stamp taken), with the
+    /// dataset's source of data files.
+    fn shard(
+        &self,
+        id: u64,
+        data_path: PathBuf,
+        first: u64,
+        stamp: ShardStamp,
+        sizes: Option<Mapping>,
+    ) -> Shard {
+        let mut shard = Shard::new(data_path, first, stamp, sizes);
+        shard.source = self.layout.data_files.clone().map(|files| (id, files));
+        shard
+    }
+
+    /// The stamp of shard `id`: the data file's from the source of data files when
+    /// there is one, else from the directory.
+    fn stamp(
+        &self,
+        id: u64,
+        data_path: &Path,
+        index: &std::fs::Metadata,
+        shards: u64,
+    ) -> Result<ShardStamp> {
+        match &self.layout.data_files {
+            Some(files) => crate::shard::stamp_from(files.as_ref(), id, data_path, index, shards),
+            None => Ok(ShardStamp::of(&stat_shard(data_path, shards)?, index)),
+        }
     }
 
     /// Adds the shards `file` covers, if they are the files it describes.
     fn adopt(&mut self, dir: &Path, file: IndexFile) -> Result<()> {
         for id in 0..file.shards() {
             let (data_path, index_path) = shard_paths(dir, id);
-            let stamp = ShardStamp::of(
-                &stat_shard(&data_path, file.shards())?,
-                &stat_shard(&index_path, file.shards())?,
-            );
+            let index_meta = stat_shard(&index_path, file.shards())?;
+            let stamp = self.stamp(id, &data_path, &index_meta, file.shards())?;
             if file.stamp(id) != Some(stamp) {
                 return Err(Error::ChangedOnDisk {
                     path: IndexFile::path(dir),
                     reason: format!("shard {id} is not the one it describes"),
                 });
             }
-            self.layout
-                .shards
-                .push(Shard::new(data_path, file.first(id), stamp, None));
+            let shard = self.shard(id, data_path, file.first(id), stamp, None);
+            self.layout.shards.push(shard);
         }
         self.layout.len = file.records() as usize;
         self.layout.file = Some(file);
@@ -354,8 +391,7 @@ impl Index {
                 });
             }
             // The data file is loaded when first read (or its keys are).
-            let data_meta = stat_shard(&data_path, count)?;
-            let stamp = ShardStamp::of(&data_meta, &sizes_meta);
+            let stamp = self.stamp(id, &data_path, &sizes_meta, count)?;
             let data_len = stamp.data_len;
             let first = self.len() as u64;
             let records = sizes.len() / entry_size;
@@ -387,9 +423,8 @@ impl Index {
                     ),
                 });
             }
-            self.layout
-                .shards
-                .push(Shard::new(data_path, first, stamp, Some(sizes)));
+            let shard = self.shard(id, data_path, first, stamp, Some(sizes));
+            self.layout.shards.push(shard);
             self.layout.len += records;
             if keyed {
                 let range = first as usize - base..self.len() - base;

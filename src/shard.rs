@@ -12,11 +12,27 @@ use crate::format::{index_fields, INDEX_FIELD_SIZE};
 use crate::index_file::ShardStamp;
 use crate::mapping::{open_regular, Mapping};
 
+/// Where the data files (`NNNNNN.bin`) of a dataset come from when they are not
+/// (all) in its directory: a cache that fetches each from object storage on
+/// first use, say. The directory still holds the manifest and the `.idx` files.
+pub trait DataFiles: Send + Sync + std::fmt::Debug {
+    /// The length of shard `id`'s data file, and its modification time in
+    /// nanoseconds since the epoch (0 when unknown), without fetching it. These
+    /// are what a persisted index records; a `NotFound` error is a missing shard.
+    fn stat(&self, id: u64) -> io::Result<(u64, u64)>;
+    /// Opens shard `id`'s data file: a local regular file holding exactly its
+    /// committed bytes (fetched first if needed).
+    fn open(&self, id: u64) -> io::Result<std::fs::File>;
+}
+
 /// One committed shard; its files are loaded on first use.
 #[derive(Debug)]
 pub(crate) struct Shard {
     /// The data file.
     pub(crate) path: PathBuf,
+    /// The shard's number and, when it is not read from `path`, where its data
+    /// file comes from.
+    pub(crate) source: Option<(u64, std::sync::Arc<dyn DataFiles>)>,
     data: OnceLock<Arc<Mapping>>,
     /// The `.idx` file: `u32` sizes per record.
     sizes: OnceLock<Mapping>,
@@ -55,6 +71,7 @@ impl Shard {
     ) -> Shard {
         Shard {
             path,
+            source: None,
             data: OnceLock::new(),
             sizes: sizes.map_or_else(OnceLock::new, OnceLock::from),
             first,
@@ -68,7 +85,15 @@ impl Shard {
         if let Some(data) = self.data.get() {
             return Ok(data);
         }
-        let loaded = Arc::new(load(&self.path, self.stamp.data_len)?);
+        let loaded = Arc::new(match &self.source {
+            None => load(&self.path, self.stamp.data_len)?,
+            Some((id, files)) => {
+                let file = files
+                    .open(*id)
+                    .map_err(|e| Error::io("fetch", &self.path, e))?;
+                load_file(&self.path, file, self.stamp.data_len)?
+            }
+        });
         // Two threads may load it at once: the first to finish is kept.
         Ok(self.data.get_or_init(|| loaded))
     }
@@ -91,7 +116,20 @@ impl Shard {
 /// Loads the shard file at `path`, which was `len` bytes long when the dataset
 /// was opened.
 fn load(path: &Path, len: u64) -> Result<Mapping> {
-    let (file, metadata) = open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    let (file, _) = open_regular(path).map_err(|e| Error::io("open", path, e))?;
+    load_file(path, file, len)
+}
+
+/// Loads the open shard file `file` (called `path`), checking its length.
+fn load_file(path: &Path, file: std::fs::File, len: u64) -> Result<Mapping> {
+    let metadata = file.metadata().map_err(|e| Error::io("open", path, e))?;
+    if !metadata.is_file() {
+        return Err(Error::io(
+            "open",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+        ));
+    }
     if metadata.len() != len {
         return Err(Error::CorruptShard {
             path: path.to_owned(),
@@ -102,6 +140,24 @@ fn load(path: &Path, len: u64) -> Result<Mapping> {
         });
     }
     Mapping::load(file, len).map_err(|e| Error::io("read", path, e))
+}
+
+/// The stamp of shard `id` whose data file comes from `files` and whose `.idx`
+/// has `index` metadata.
+pub(crate) fn stamp_from(
+    files: &dyn DataFiles,
+    id: u64,
+    data_path: &Path,
+    index: &Metadata,
+    shards: u64,
+) -> Result<ShardStamp> {
+    let (data_len, data_mtime_ns) = files
+        .stat(id)
+        .map_err(|e| open_error(data_path, shards, e))?;
+    let mut stamp = ShardStamp::of(index, index);
+    stamp.data_len = data_len;
+    stamp.data_mtime_ns = data_mtime_ns;
+    Ok(stamp)
 }
 
 /// The metadata of a committed shard file, which must be a regular file.

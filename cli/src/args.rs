@@ -48,7 +48,7 @@ pub enum Command {
     /// Create an empty dataset in a new or empty directory.
     Create {
         /// Directory of the new dataset.
-        dataset: PathBuf,
+        dataset: OsString,
         /// Records carry unique keys (default: keyless, as the reference).
         #[arg(long)]
         keyed: bool,
@@ -62,16 +62,16 @@ pub enum Command {
     },
     /// Show a dataset's settings and size.
     Info {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Write one value to stdout (or a file), by key or by index.
     Get {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// The key (its bytes as given; see --hex).
         #[arg(required_unless_present = "index", conflicts_with = "index")]
         key: Option<OsString>,
@@ -83,15 +83,15 @@ pub enum Command {
         hex: bool,
         /// Write the value to FILE instead of stdout.
         #[arg(long, short = 'o', value_name = "FILE")]
-        output: Option<PathBuf>,
+        output: Option<OsString>,
         /// Print the record's fields as one JSON object instead of its value.
         #[arg(long, conflicts_with = "output")]
         fields: bool,
     },
     /// List keys, one per line (record indexes for keyless datasets).
     Ls {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// End each key with a NUL byte instead of a newline (for keys containing newlines).
         #[arg(long, short = '0', conflicts_with = "fields")]
         null: bool,
@@ -104,7 +104,7 @@ pub enum Command {
     /// min/max, distinct values and label counts (read, not computed from the records).
     Stats {
         /// The dataset directory.
-        dataset: PathBuf,
+        dataset: OsString,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -118,32 +118,72 @@ pub enum Command {
     Ingest(Box<IngestArgs>),
     /// Write a dataset's records to tar, in order (member name = key, or index).
     Export(ExportArgs),
-    /// Decode every record and report anything wrong (non-zero exit if so).
     /// Append whole datasets (parts) to a dataset in one commit, in the order
     /// given: shards are moved (hard links, no byte copied) and the parts removed
     /// once it is committed; keys are checked across all of them.
     #[command(after_help = MERGE_AFTER_HELP)]
     Merge(MergeArgs),
     /// Remove what no manifest references: leftovers of killed writers, staging
-    /// parts of failed or abandoned jobs. Never committed data; never while a
-    /// writer holds the dataset.
+    /// parts of failed or abandoned jobs; in object storage, unfinished multipart
+    /// uploads and uploaded files of interrupted pushes. Never committed data;
+    /// never while a writer holds a local dataset.
     Gc {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
         /// Only list every file that would be removed.
         #[arg(long)]
         dry_run: bool,
-        /// Only remove what was last modified at least this long ago (30m, 1h, 2d).
+        /// Only remove what was last modified at least this long ago (30m, 1h,
+        /// 2d) [default: no limit for a directory, 1h for a URI, whose newer
+        /// objects may belong to a push in progress].
         #[arg(long, value_name = "DURATION", value_parser = bcd_pipeline::parse_duration)]
         older_than: Option<std::time::Duration>,
         /// Print one JSON object (files, bytes, kept_jobs, dry_run) instead of text.
         #[arg(long)]
         json: bool,
     },
+    /// Decode every record and report anything wrong (non-zero exit if so).
     Verify {
-        /// The dataset directory.
-        dataset: PathBuf,
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
     },
+    /// Make a dataset in object storage equal to a local one: upload what it
+    /// lacks, then commit its manifest with a conditional write.
+    Push {
+        /// The local dataset directory.
+        dataset: OsString,
+        /// Where: s3://bucket/prefix, gs://bucket/prefix or az://container/prefix.
+        uri: OsString,
+        #[command(flatten)]
+        transfer: TransferArgs,
+    },
+    /// Make a local dataset equal to one in object storage: download what it
+    /// lacks, then commit its manifest (resumable).
+    Pull {
+        /// The dataset in object storage.
+        uri: OsString,
+        /// The local dataset directory (created when missing).
+        dataset: OsString,
+        #[command(flatten)]
+        transfer: TransferArgs,
+    },
+}
+
+/// How `push` and `pull` transfer files.
+#[derive(Debug, clap::Args)]
+pub struct TransferArgs {
+    /// Requests in flight at once.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+    /// Files larger than this go in parts (uploads) or ranges (downloads).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub multipart_threshold: u64,
+    /// Size of a part or range (at least 5 MiB for S3).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_positive_size)]
+    pub part_size: u64,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Source formats of `ingest`.
@@ -274,9 +314,15 @@ pub struct IngestArgs {
     /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// The dataset: created when missing or empty, appended to otherwise.
+    /// The dataset: created when missing or empty, appended to otherwise; a
+    /// directory, or an s3://, gs:// or az:// URI (staged locally, then pushed
+    /// with a conditional commit).
     #[arg(long, value_name = "DATASET", help_heading = "Dataset")]
-    pub into: PathBuf,
+    pub into: OsString,
+    /// With a URI --into: keep the local copy in DIR between runs, so a later run
+    /// pulls only what changed (default: a temporary directory, removed after).
+    #[arg(long, value_name = "DIR", help_heading = "Dataset")]
+    pub staging: Option<OsString>,
     /// Create the dataset keyless (values only).
     #[arg(long, help_heading = "Dataset")]
     pub keyless: bool,
@@ -361,7 +407,7 @@ pub struct IngestArgs {
     pub path_column: Option<String>,
     /// Resolve relative paths against DIR (default: the CSV file's directory).
     #[arg(long, value_name = "DIR", help_heading = "CSV sources (csv)")]
-    pub root: Option<PathBuf>,
+    pub root: Option<OsString>,
     /// The field delimiter (one byte; `\t` for tab) [default: ,].
     #[arg(long, value_name = "C", value_parser = parse_delimiter, help_heading = "CSV sources (csv)")]
     pub delimiter: Option<u8>,
@@ -419,8 +465,8 @@ pub struct IngestArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// The dataset directory.
-    pub dataset: PathBuf,
+    /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+    pub dataset: OsString,
     /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
     #[arg(long, value_name = "OUT")]
     pub to: OsString,
@@ -440,7 +486,7 @@ pub struct ExportArgs {
 }
 
 /// A SIZE that must not be zero.
-fn parse_positive_size(text: &str) -> Result<u64, String> {
+pub fn parse_positive_size(text: &str) -> Result<u64, String> {
     match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("must be at least one byte".into()),
         n => Ok(n),

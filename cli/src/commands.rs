@@ -12,9 +12,12 @@ use bcd_pipeline::fields::DatasetFields;
 
 use crate::args::{Cli, Command};
 use crate::output::{say, stdout_error, stdout_text, UsageError};
+use crate::remote_cmd::{local, location};
+use bcd_remote::Location;
+use std::path::PathBuf;
 
 /// Problems listed by `verify` before it only counts the rest.
-const VERIFY_SHOWN: usize = 20;
+pub(crate) const VERIFY_SHOWN: usize = 20;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
@@ -24,6 +27,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             compression,
             max_shard_size,
         } => {
+            let dataset = local(&dataset, "the dataset created")?;
             Dataset::create(
                 &dataset,
                 CreateOptions {
@@ -34,7 +38,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Info { dataset, json } => info(&Dataset::open(&dataset)?, json),
+        Command::Info { dataset, json } => match location(&dataset)? {
+            Location::Local(path) => {
+                let dataset = Dataset::open(&path)?;
+                let fields = DatasetFields::load(&dataset)?;
+                let info = InfoFields {
+                    path: dataset.path().display().to_string(),
+                    manifest: dataset.manifest(),
+                    records: dataset.len(),
+                    stored_bytes: dataset.stored_bytes(),
+                    fields: Some(&fields),
+                };
+                print_info(&info, json)
+            }
+            Location::Remote(uri) => crate::remote_cmd::info(uri, json),
+        },
         Command::Get {
             dataset,
             key,
@@ -46,7 +64,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             // The key first: a malformed --hex KEY is a usage error, whatever the
             // dataset.
             let key = key.map(|key| key_bytes(&key, hex)).transpose()?;
-            let dataset = Dataset::open(&dataset)?;
+            let output = output.map(|o| local(&o, "the output file")).transpose()?;
+            let path = match location(&dataset)? {
+                Location::Local(path) => path,
+                Location::Remote(uri) if fields => {
+                    return Err(UsageError(format!(
+                        "--fields reads a local dataset; `bcd pull {uri} DIR` first"
+                    ))
+                    .into())
+                }
+                Location::Remote(uri) => return crate::remote_cmd::get(uri, key, index, output),
+            };
+            let dataset = Dataset::open(&path)?;
             let position = match (key, index) {
                 (_, Some(index)) => dataset.resolve_index(index)?,
                 (Some(key), None) => match dataset.position(&key)? {
@@ -66,30 +95,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let value = dataset.at(position)?;
-            match output {
-                Some(path) => fs::write(&path, &value)
-                    .with_context(|| format!("writing {}", path.display()))?,
-                None => {
-                    let mut stdout = io::stdout().lock();
-                    stdout
-                        .write_all(&value)
-                        .and_then(|()| stdout.flush())
-                        .map_err(stdout_error("writing the value to stdout failed"))?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            write_value(&value, output)
         }
         Command::Ls {
             dataset,
             fields: true,
             ..
-        } => ls_fields(&Dataset::open(&dataset)?),
+        } => ls_fields(&Dataset::open(&local(&dataset, "the dataset")?)?),
         Command::Stats {
             dataset,
             json,
             shards,
         } => {
-            let dataset = Dataset::open(&dataset)?;
+            let dataset = Dataset::open(&local(&dataset, "the dataset")?)?;
             let report = bcd_pipeline::fields::stats_report(&dataset, shards)?;
             let text = if json {
                 format!("{report}\n")
@@ -100,7 +118,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ls { dataset, null, .. } => {
-            let dataset = Dataset::open(&dataset)?;
+            let path = match location(&dataset)? {
+                Location::Local(path) => path,
+                Location::Remote(uri) => return crate::remote_cmd::ls(uri, null),
+            };
+            let dataset = Dataset::open(&path)?;
             let end = if null { b'\0' } else { b'\n' };
             let mut out = io::BufWriter::new(io::stdout().lock());
             let failed = || stdout_error("writing the keys to stdout failed");
@@ -115,24 +137,62 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             out.flush().map_err(failed())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify { dataset: path } => verify(&path),
+        Command::Verify { dataset } => match location(&dataset)? {
+            Location::Local(path) => verify(&path),
+            Location::Remote(uri) => crate::remote_cmd::verify(uri),
+        },
         Command::Merge(args) => merge(args),
         Command::Gc {
             dataset,
             dry_run,
             older_than,
             json,
-        } => gc(
-            &dataset,
-            bcd::GcOptions {
+        } => match location(&dataset)? {
+            Location::Local(path) => gc(
+                &path,
+                bcd::GcOptions {
+                    dry_run,
+                    older_than,
+                },
+                json,
+            ),
+            Location::Remote(uri) => crate::remote_cmd::gc(
+                uri,
+                older_than.unwrap_or(crate::remote_cmd::DEFAULT_GRACE),
                 dry_run,
-                older_than,
-            },
-            json,
-        ),
+                json,
+            ),
+        },
         Command::Ingest(args) => crate::ingest_cmd::ingest(*args),
         Command::Export(args) => crate::ingest_cmd::export(args),
+        Command::Push {
+            dataset,
+            uri,
+            transfer,
+        } => crate::remote_cmd::push(&dataset, &uri, &transfer),
+        Command::Pull {
+            uri,
+            dataset,
+            transfer,
+        } => crate::remote_cmd::pull(&uri, &dataset, &transfer),
     }
+}
+
+/// Writes a value to `output`, or to stdout.
+pub(crate) fn write_value(value: &[u8], output: Option<PathBuf>) -> Result<ExitCode> {
+    match output {
+        Some(path) => {
+            fs::write(&path, value).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            let mut stdout = io::stdout().lock();
+            stdout
+                .write_all(value)
+                .and_then(|()| stdout.flush())
+                .map_err(stdout_error("writing the value to stdout failed"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The fields of record `index` as one JSON object, with its `key` (or
@@ -206,7 +266,12 @@ fn merge(args: crate::args::MergeArgs) -> Result<ExitCode> {
             crate::args::DuplicateArg::Skip => bcd_pipeline::OnDuplicate::Skip,
         },
     };
-    let report = bcd_pipeline::merge(&args.parts, &args.into, &options, Default::default())?;
+    // A URI would otherwise name a local folder `s3:/...`.
+    let into = local(args.into.as_os_str(), "the dataset merged into")?;
+    let parts = (args.parts.iter())
+        .map(|part| local(part.as_os_str(), "a merged part"))
+        .collect::<Result<Vec<_>>>()?;
+    let report = bcd_pipeline::merge(&parts, &into, &options, Default::default())?;
     for (part, error) in &report.summary.parts_not_removed {
         say!(
             "bcd: warning: {} was merged but could not be removed ({error}); delete it, do not merge it again",
@@ -258,15 +323,25 @@ fn gc(path: &std::path::Path, options: bcd::GcOptions, json: bool) -> Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
-    let fields = DatasetFields::load(dataset)?;
-    let schema: Vec<serde_json::Value> = fields
-        .schema
-        .fields()
-        .iter()
-        .map(|f| serde_json::json!({"name": f.name(), "type": f.data_type().to_string()}))
-        .collect();
-    let manifest = dataset.manifest();
+/// What `info` shows of a dataset, local or remote.
+pub(crate) struct InfoFields<'a> {
+    pub path: String,
+    pub manifest: &'a bcd::Manifest,
+    pub records: usize,
+    pub stored_bytes: u64,
+    /// The schema and metadata, where they were read.
+    pub fields: Option<&'a DatasetFields>,
+}
+
+pub(crate) fn print_info(info: &InfoFields<'_>, json: bool) -> Result<ExitCode> {
+    let manifest = info.manifest;
+    let (schema, metadata) = match info.fields {
+        Some(fields) => (
+            fields.schema.fields().iter().collect::<Vec<_>>(),
+            fields.metadata.clone(),
+        ),
+        None => (Vec::new(), serde_json::Map::new()),
+    };
     let compression = manifest.compression.as_manifest_str();
     let version = match manifest.version {
         bcd::ManifestVersion::V0_2 => "0.2",
@@ -275,38 +350,41 @@ fn info(dataset: &Dataset, json: bool) -> Result<ExitCode> {
     let mut out = String::new();
     if json {
         let object = serde_json::json!({
-            "path": dataset.path().display().to_string(),
+            "path": info.path,
             "keyed": manifest.keyed,
             "compression": compression,
             "max_shard_size": manifest.max_shard_size,
             "shards": manifest.shards,
-            "records": dataset.len(),
-            "stored_bytes": dataset.stored_bytes(),
+            "records": info.records,
+            "stored_bytes": info.stored_bytes,
             "manifest_version": version,
-            "schema": schema,
-            "metadata": fields.metadata,
+            "schema": schema
+                .iter()
+                .map(|f| serde_json::json!({"name": f.name(), "type": f.data_type().to_string()}))
+                .collect::<Vec<_>>(),
+            "metadata": metadata,
         });
         writeln!(out, "{object}")?;
     } else {
-        writeln!(out, "path:           {}", dataset.path().display())?;
+        writeln!(out, "path:           {}", info.path)?;
         writeln!(out, "keyed:          {}", manifest.keyed)?;
         writeln!(out, "compression:    {}", compression.unwrap_or("none"))?;
         writeln!(out, "max shard size: {} bytes", manifest.max_shard_size)?;
         writeln!(out, "shards:         {}", manifest.shards)?;
-        writeln!(out, "records:        {}", dataset.len())?;
-        writeln!(out, "stored bytes:   {}", dataset.stored_bytes())?;
+        writeln!(out, "records:        {}", info.records)?;
+        writeln!(out, "stored bytes:   {}", info.stored_bytes)?;
         writeln!(out, "manifest:       bitcask-dataset {version} layout")?;
         if !schema.is_empty() {
             writeln!(out, "fields:")?;
-            for field in fields.schema.fields() {
+            for field in &schema {
                 writeln!(out, "  {}: {}", field.name(), field.data_type())?;
             }
         }
-        if !fields.metadata.is_empty() {
+        if !metadata.is_empty() {
             writeln!(
                 out,
                 "metadata:       {}",
-                serde_json::Value::Object(fields.metadata.clone())
+                serde_json::Value::Object(metadata)
             )?;
         }
     }

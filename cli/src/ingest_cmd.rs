@@ -14,20 +14,23 @@ use bcd_converters::detect::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources_into, read_schema, ExportError, ExportProgress, ExportProgressFn, IngestError,
-    IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource, Progress, SourceFormat,
-    SourceOptions,
+    open_sources, open_sources_into, read_schema, ExportError, ExportProgress, ExportProgressFn,
+    IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource, Progress,
+    SourceFormat, SourceOptions, Staging,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
 use crate::output::{self, say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
+use crate::remote_cmd::{local, location};
 use crate::signals::{Interrupts, Phase};
+use bcd_remote::Location;
+use std::path::PathBuf;
 
 /// The source options as the library takes them; a flag the user did not give is
 /// `None` (or empty, or false), so giving one to another format is refused even
 /// with its default value. A `--schema` file that cannot be used is a usage error.
-fn source_options(args: &IngestArgs) -> Result<SourceOptions, UsageError> {
+fn source_options(args: &IngestArgs, root: Option<PathBuf>) -> Result<SourceOptions, UsageError> {
     let schema = args
         .schema
         .as_deref()
@@ -43,7 +46,7 @@ fn source_options(args: &IngestArgs) -> Result<SourceOptions, UsageError> {
         key_column: args.key_column.clone(),
         skip_nulls: args.skip_nulls,
         path_column: args.path_column.clone(),
-        root: args.root.clone(),
+        root,
         delimiter: args.delimiter,
         feature: args.feature.clone(),
         key_feature: args.key_feature.clone(),
@@ -65,16 +68,35 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     // First, so that a signal while a source is being opened (which may block on
     // a pipe) ends the run too.
     let interrupts = Interrupts::install()?;
-    let source_options = source_options(&args)?;
-    let OpenedSource { format, source } =
-        open_sources_into(&args.sources, &source_options, &args.into)?;
+    let into = location(&args.into)?;
+    let root = args
+        .root
+        .as_deref()
+        .map(|r| local(r, "--root"))
+        .transpose()?;
+    let staging = args
+        .staging
+        .as_deref()
+        .map(|s| local(s, "--staging"))
+        .transpose()?;
+    if staging.is_some() && matches!(into, Location::Local(_)) {
+        return Err(UsageError("--staging applies only to an --into URI".into()).into());
+    }
+    let into_name = into.to_string();
+    let source_options = source_options(&args, root)?;
+    let OpenedSource { format, source } = match &into {
+        Location::Local(path) => open_sources_into(&args.sources, &source_options, path)?,
+        Location::Remote(_) => open_sources(&args.sources, &source_options)?,
+    };
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
             SourceFormat::Dir => {
                 let mut dir_options = source_options.dir_options();
-                dir_options.skip_dirs.push(args.into.clone());
+                if let Location::Local(path) = &into {
+                    dir_options.skip_dirs.push(path.clone());
+                }
                 args.sources
                     .iter()
                     .map(|root| DirSource::total_bytes(Path::new(root), &dir_options).unwrap_or(0))
@@ -108,7 +130,21 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
         }
     };
     interrupts.enter(Phase::Running);
-    let result = bcd_pipeline::ingest(source, &args.into, &options, &mut on_progress);
+    let result = match &into {
+        Location::Local(path) => bcd_pipeline::ingest(source, path, &options, &mut on_progress),
+        Location::Remote(uri) => {
+            let remote = crate::remote_cmd::remote(uri.clone())?;
+            bcd_pipeline::ingest_into_remote(
+                source,
+                &remote,
+                &Staging { dir: staging },
+                &options,
+                &bcd_remote::TransferOptions::default(),
+                &mut on_progress,
+            )
+            .map(|summary| summary.ingest)
+        }
+    };
     interrupts.enter(Phase::Finished(match result {
         Ok(_) => "the ingest was committed",
         Err(_) => "nothing was committed",
@@ -118,23 +154,19 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     }
     match result {
         Ok(summary) => {
-            print_summary(&summary, &args)?;
+            print_summary(&summary, &args, &into_name)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(IngestError::Interrupted) => {
-            say!(
-                "bcd: interrupted; nothing was committed, {} is as it was",
-                args.into.display()
-            );
+            say!("bcd: interrupted; nothing was committed, {into_name} is as it was");
             Ok(ExitCode::from(EXIT_INTERRUPTED))
         }
         // The store's message says the records are there and not to retry.
         Err(error @ IngestError::Store(bcd::Error::CommittedNotDurable { .. })) => {
-            Err(anyhow::Error::new(error).context(format!("ingest into {}", args.into.display())))
+            Err(anyhow::Error::new(error).context(format!("ingest into {into_name}")))
         }
         Err(error) => Err(anyhow::Error::new(error).context(format!(
-            "ingest into {} failed; the dataset is unchanged",
-            args.into.display()
+            "ingest into {into_name} failed; the dataset is unchanged"
         ))),
     }
 }
@@ -183,12 +215,11 @@ fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
-fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
+fn print_summary(summary: &IngestSummary, args: &IngestArgs, into: &str) -> Result<()> {
     if args.json {
-        let object = summary.to_json(&args.into);
+        let object = summary.to_json(Path::new(into));
         stdout_text(&format!("{object}\n")).map_err(stdout_error(format!(
-            "the ingest into {} was committed; writing its summary to stdout failed",
-            args.into.display()
+            "the ingest into {into} was committed; writing its summary to stdout failed"
         )))?;
     } else {
         let passed_over: Vec<String> = summary
@@ -204,7 +235,7 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs) -> Result<()> {
             "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
             if summary.created { "created, wrote" } else { "wrote" },
             summary.records,
-            args.into.display(),
+            into,
             summary.skipped,
             summary.bytes_in as f64 / 1e6,
             summary.bytes_stored as f64 / 1e6,
@@ -224,6 +255,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         max_members: args.split_count,
     };
     let splitting = split.max_bytes.is_some() || split.max_members.is_some();
+    if args.to != "-" {
+        local(&args.to, "the export target")?;
+    }
     let target = match (args.to == "-", splitting) {
         (true, true) => {
             return Err(UsageError(
@@ -242,9 +276,15 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
                 .into())
             }
         },
-        (false, false) => Target::File(args.to.into()),
+        (false, false) => Target::File(local(&args.to, "the export target")?),
     };
-    let dataset = bcd::Dataset::open(&args.dataset)?;
+    let dataset_name = location(&args.dataset)?.to_string();
+    let dataset: Box<dyn bcd_pipeline::ExportRecords> = match location(&args.dataset)? {
+        Location::Local(path) => Box::new(bcd::Dataset::open(&path)?),
+        Location::Remote(uri) => Box::new(bcd_remote::RemoteDataset::open(
+            crate::remote_cmd::remote(uri)?,
+        )?),
+    };
     let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
         .then(|| export_progress_bar(dataset.len() as u64));
     let progress = bar.clone().map(|bar| {
@@ -263,7 +303,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         ..bcd_pipeline::ExportOptions::new(target)
     };
     interrupts.enter(Phase::Running);
-    let result = bcd_pipeline::export(&dataset, &options);
+    let result = bcd_pipeline::export(dataset.as_ref(), &options);
     interrupts.enter(Phase::Finished(match result {
         Ok(_) => "the export was written",
         Err(_) => "the archive being written was removed",
@@ -281,8 +321,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         Err(error) => {
-            return Err(anyhow::Error::new(error)
-                .context(format!("export of {} failed", args.dataset.display())))
+            return Err(
+                anyhow::Error::new(error).context(format!("export of {dataset_name} failed"))
+            )
         }
     };
     let renamed = match summary.renamed {

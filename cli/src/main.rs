@@ -7,6 +7,7 @@ mod args;
 mod commands;
 mod ingest_cmd;
 mod output;
+mod remote_cmd;
 mod signals;
 mod stats_cmd;
 

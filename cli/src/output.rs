@@ -123,6 +123,14 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     if cause.is::<UsageError>() {
         return true;
     }
+    if let Some(error) = cause.downcast_ref::<bcd_remote::RemoteError>() {
+        return matches!(
+            error,
+            bcd_remote::RemoteError::UnsupportedScheme { .. }
+                | bcd_remote::RemoteError::InvalidUri { .. }
+                | bcd_remote::RemoteError::RemoteNotSupported { .. }
+        );
+    }
     if let Some(error) = cause.downcast_ref::<SourceSetupError>() {
         // Unreadable is a missing or unreadable source: a failure. Open is
         // transparent (the SourceError it wraps is not in the chain): a usage

@@ -45,7 +45,7 @@ use base64::Engine;
 
 use crate::detect::{self, Compression};
 use crate::regular_file::{open_regular, ReadRegularError};
-use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{FieldValue, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// Longest line accepted: 64 MiB. A longer one is an error before it is held.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -114,6 +114,9 @@ struct Batch {
 /// Streams the objects of JSON Lines files as records with fields.
 pub struct JsonlSource {
     files: Vec<PathBuf>,
+    /// For each file, how to open it when it is not a local path (an object in a
+    /// store, streamed).
+    inputs: Vec<Option<LazyInput>>,
     /// The file `reader` reads, and the next one to open.
     current: usize,
     reader: Option<LineReader>,
@@ -145,8 +148,33 @@ impl JsonlSource {
                 source,
             })?;
         }
+        Self::start(paths.iter().map(|p| (p.clone(), None)).collect(), options)
+    }
+
+    /// A source over inputs opened one after another as they are reached (objects
+    /// in a store, streamed), in order, named in records' origins and messages
+    /// by their names (URIs, say).
+    pub fn from_inputs(
+        inputs: Vec<LazyInput>,
+        options: JsonlOptions,
+    ) -> Result<Fused<JsonlSource>, SourceError> {
+        Self::start(
+            inputs
+                .into_iter()
+                .map(|input| (PathBuf::from(&input.name), Some(input)))
+                .collect(),
+            options,
+        )
+    }
+
+    fn start(
+        files: Vec<(PathBuf, Option<LazyInput>)>,
+        options: JsonlOptions,
+    ) -> Result<Fused<JsonlSource>, SourceError> {
+        let (files, inputs) = files.into_iter().unzip();
         let mut source = JsonlSource {
-            files: paths.to_vec(),
+            files,
+            inputs,
             current: 0,
             reader: None,
             pending: VecDeque::new(),
@@ -275,7 +303,16 @@ impl JsonlSource {
                 if self.current == self.files.len() {
                     return Ok(None);
                 }
-                self.reader = Some(open(self.path(self.current))?);
+                self.reader = Some(match &self.inputs[self.current] {
+                    Some(input) => {
+                        let raw = (input.open)().map_err(|source| SourceError::Io {
+                            path: self.files[self.current].clone(),
+                            source,
+                        })?;
+                        decode(self.path(self.current), raw)?
+                    }
+                    None => open(self.path(self.current))?,
+                });
             }
             let reader = self.reader.as_mut().expect("opened above");
             let file = self.current;
@@ -526,7 +563,16 @@ fn open(path: &Path) -> Result<LineReader, SourceError> {
         }
         Err(ReadRegularError::TooLarge(_)) => unreachable!("open_regular does not bound sizes"),
     };
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    decode(path, Box::new(file))
+}
+
+/// Undoes the gzip or zstd compression of an input, told by its magic bytes.
+fn decode(path: &Path, raw: Box<dyn Read + Send>) -> Result<LineReader, SourceError> {
+    let io_error = |source| SourceError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, raw);
     let prefix = reader.fill_buf().map_err(io_error)?;
     if let Some(compression) = detect::unsupported_compression(prefix) {
         return Err(SourceError::Usage(format!(

@@ -35,6 +35,7 @@ mod parquet_columns;
 mod parquet_fields;
 mod parquet_pages;
 pub mod parquet_source;
+pub mod random_access;
 pub mod regular_file;
 pub mod samples;
 pub mod tar_export;
@@ -51,6 +52,34 @@ pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
 pub use field_options::{FieldSelection, FieldType};
 pub use fused::Fused;
+
+/// Opens an input stream when a source reaches it (an object in a store, say), so
+/// that a list of inputs costs nothing until each is read.
+/// It may be called more than once (a TFRecord prescan reads every input twice).
+pub type Opener =
+    std::sync::Arc<dyn Fn() -> std::io::Result<Box<dyn std::io::Read + Send>> + Send + Sync>;
+
+/// An input opened on demand: its name (for records' origins and messages), its
+/// size when known (which bounds the lengths a record-oriented file may declare),
+/// and how to open it.
+#[derive(Clone)]
+pub struct LazyInput {
+    /// The name, as messages show it (a URI, say).
+    pub name: String,
+    /// The input's size in bytes, when known.
+    pub len: Option<u64>,
+    /// Opens it.
+    pub open: Opener,
+}
+
+impl fmt::Debug for LazyInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LazyInput")
+            .field("name", &self.name)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Largest value a source produces: the store records every size in a `u32`
 /// (FORMAT.md, section 3). A larger value is an error before it is read.

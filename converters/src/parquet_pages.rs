@@ -10,8 +10,9 @@
 //! hold. The walk reads only headers (a minimal Thrift compact-protocol reader,
 //! every length bounded by the chunk), never page data.
 
-use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read};
+
+use crate::random_access::{ParquetInput, SequentialReader};
 
 use parquet::basic::{Compression, Type as PhysicalType};
 use parquet::file::metadata::ColumnChunkMetaData;
@@ -105,7 +106,7 @@ fn fixed_width(physical: PhysicalType, type_length: i32) -> Option<u64> {
 
 /// Walks the page headers of `column` (a chunk of `file`) and checks each page.
 pub fn check_chunk(
-    file: &File,
+    file: &ParquetInput,
     column: &ColumnChunkMetaData,
     decoding: Decoding,
 ) -> Result<ChunkBytes, PageError> {
@@ -232,17 +233,15 @@ enum ReadError {
 
 /// Sequential reads of header bytes within `pos..end` of a file.
 struct Input {
-    reader: BufReader<File>,
+    reader: BufReader<SequentialReader>,
     pos: u64,
     end: u64,
 }
 
 impl Input {
-    fn new(file: &File, start: u64, end: u64) -> io::Result<Input> {
-        let mut clone = file.try_clone()?;
-        clone.seek(SeekFrom::Start(start))?;
+    fn new(file: &ParquetInput, start: u64, end: u64) -> io::Result<Input> {
         Ok(Input {
-            reader: BufReader::with_capacity(8 << 10, clone),
+            reader: BufReader::with_capacity(8 << 10, file.reader_at(start)),
             pos: start,
             end,
         })

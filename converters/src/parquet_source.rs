@@ -61,7 +61,9 @@ use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
+use crate::random_access::{FileAccess, ParquetInput};
 use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use parquet::file::reader::Length;
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 
@@ -93,7 +95,7 @@ struct Batch {
 
 struct OpenFile {
     path: PathBuf,
-    file: File,
+    file: ParquetInput,
     metadata: ArrowReaderMetadata,
     /// The leaf columns read (and whether each is a field's), and the same as a mask.
     leaves: Vec<(usize, bool)>,
@@ -114,7 +116,7 @@ struct OpenFile {
 
 /// Streams rows of one or more Parquet files, in the order given, rows in order.
 pub struct ParquetSource {
-    pending: VecDeque<PathBuf>,
+    pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
     current: Option<OpenFile>,
     options: ParquetOptions,
     skipped: Skipped,
@@ -188,15 +190,22 @@ impl ParquetSource {
         paths: &[PathBuf],
         options: ParquetOptions,
     ) -> Result<Fused<ParquetSource>, SourceError> {
+        let mut pending = VecDeque::new();
+        for path in paths {
+            pending.extend(expand_inputs(path)?.into_iter().map(|p| (p, None)));
+        }
+        Self::start(pending, options)
+    }
+
+    fn start(
+        pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
+        options: ParquetOptions,
+    ) -> Result<Fused<ParquetSource>, SourceError> {
         let mut taken = vec![(options.value_column.as_str(), "value column")];
         if let Some(key) = &options.key_column {
             taken.push((key.as_str(), "key column"));
         }
         options.fields.refuse(&taken)?;
-        let mut pending = VecDeque::new();
-        for path in paths {
-            pending.extend(expand_inputs(path)?);
-        }
         let mut source = ParquetSource {
             pending,
             current: None,
@@ -205,18 +214,25 @@ impl ParquetSource {
             field_types: FieldTypes::default(),
             metadata: SourceMetadata::default(),
         };
-        if let Some(first) = source.pending.front().cloned() {
-            let _ = contain_panics(|| source.peek(&first));
+        if let Some((path, input)) = source.pending.front().cloned() {
+            let _ = contain_panics(|| source.peek(&path, input));
         }
         Ok(Fused::new(source))
     }
 
     /// Takes the metadata of the file at `path` into [`Source::metadata`].
-    fn peek(&mut self, path: &Path) -> Result<(), SourceError> {
-        let file = File::open(path).map_err(|source| SourceError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+    fn peek(&mut self, path: &Path, input: Option<ParquetInput>) -> Result<(), SourceError> {
+        let file = match input {
+            Some(input) => input,
+            None => ParquetInput(Arc::new(
+                File::open(path)
+                    .and_then(FileAccess::new)
+                    .map_err(|source| SourceError::Io {
+                        path: path.to_owned(),
+                        source,
+                    })?,
+            )),
+        };
         let loaded = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| SourceError::Usage(e.to_string()))?;
         let schema = loaded.schema();
@@ -231,7 +247,23 @@ impl ParquetSource {
             .add(path, schema, &self.options.value_column, &fields)
     }
 
-    fn open(&mut self, path: PathBuf) -> Result<OpenFile, SourceError> {
+    /// A source over inputs already opened for ranged reads (objects in a store),
+    /// named by the paths given (URIs, say) in records' origins and messages.
+    pub fn from_inputs(
+        inputs: Vec<(PathBuf, ParquetInput)>,
+        options: ParquetOptions,
+    ) -> Result<Fused<ParquetSource>, SourceError> {
+        Self::start(
+            inputs.into_iter().map(|(p, i)| (p, Some(i))).collect(),
+            options,
+        )
+    }
+
+    fn open(
+        &mut self,
+        path: PathBuf,
+        input: Option<ParquetInput>,
+    ) -> Result<OpenFile, SourceError> {
         let corrupt = |reason: String| SourceError::Corrupt {
             archive: path.display().to_string(),
             location: "file metadata".into(),
@@ -241,8 +273,13 @@ impl ParquetSource {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(io)?;
-        let file_len = file.metadata().map_err(io)?.len();
+        let file = match input {
+            Some(input) => input,
+            None => ParquetInput(Arc::new(
+                File::open(&path).and_then(FileAccess::new).map_err(io)?,
+            )),
+        };
+        let file_len = file.len();
         let loaded = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| corrupt(e.to_string()))?;
         check_chunks(&path, loaded.metadata(), file_len)?;
@@ -417,10 +454,7 @@ impl ParquetSource {
                 .map_err(|e| page_error(&file.path, group, column, e))?;
             per_row = per_row.saturating_add(bytes.per_row);
         }
-        let input = file.file.try_clone().map_err(|source| SourceError::Io {
-            path: file.path.clone(),
-            source,
-        })?;
+        let input = file.file.clone();
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata.clone())
                 .with_projection(file.mask.clone())
@@ -439,10 +473,11 @@ impl ParquetSource {
     fn next_record(&mut self) -> Option<Result<Record, SourceError>> {
         loop {
             if self.current.is_none() {
-                let path = self.pending.pop_front()?;
-                let opened = contain_panics(|| self.open(path.clone())).unwrap_or_else(|panic| {
-                    Err(corrupt_file(&path, "file metadata".into(), panic))
-                });
+                let (path, input) = self.pending.pop_front()?;
+                let opened =
+                    contain_panics(|| self.open(path.clone(), input)).unwrap_or_else(|panic| {
+                        Err(corrupt_file(&path, "file metadata".into(), panic))
+                    });
                 match opened {
                     Ok(file) => self.current = Some(file),
                     Err(e) => return Some(Err(e)),

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use crate::detect::{self, Compression};
 use crate::samples::{self, Assembler, SampleOptions, Step};
 use crate::tar_reader::{Kind, TarReader};
-use crate::{brace, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{brace, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// How a [`TarSource`] reads its archives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,6 +35,7 @@ pub struct TarOptions {
 enum Input {
     Named(String),
     Reader(String, Box<dyn Read + Send>),
+    Lazy(LazyInput),
 }
 
 /// Largest member accepted: one value of the store is at most 4 GiB.
@@ -124,6 +125,18 @@ impl TarSource {
     ) -> Result<Fused<TarSource>, SourceError> {
         TarSource::start(
             VecDeque::from([Input::Reader(name.to_owned(), reader)]),
+            options.clone(),
+        )
+    }
+
+    /// A source over archives opened one after another as they are reached (objects
+    /// in a store, streamed), in order.
+    pub fn from_inputs(
+        inputs: Vec<LazyInput>,
+        options: &TarOptions,
+    ) -> Result<Fused<TarSource>, SourceError> {
+        TarSource::start(
+            inputs.into_iter().map(Input::Lazy).collect(),
             options.clone(),
         )
     }
@@ -218,6 +231,16 @@ fn read_archives(archives: VecDeque<Input>, options: TarOptions, sender: &SyncSe
                 }
             },
             Input::Reader(name, raw) => (name, raw),
+            Input::Lazy(input) => match (input.open)() {
+                Ok(raw) => (input.name, raw),
+                Err(source) => {
+                    let _ = sender.send(Message::Record(Err(SourceError::Io {
+                        path: PathBuf::from(input.name),
+                        source,
+                    })));
+                    return;
+                }
+            },
         };
         if let Err(error) = read_archive(&name, raw, assembler.as_mut(), sender) {
             let _ = sender.send(Message::Record(Err(error)));

@@ -17,7 +17,7 @@
 //! byte of the record (a packed varint is at least 1 byte, an Int64 8).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder};
@@ -52,36 +52,24 @@ struct Seen {
 }
 
 /// Decides the fields of the features `selection` chooses (and `skip` does not
-/// name: the value and key features) over every record of `paths`, which must be
-/// regular files. `read` reads one file, calling back with each record's number,
-/// frame offset and bytes.
+/// name: the value and key features) over every record of the inputs named
+/// `paths`. `read(i, ..)` reads input `i` once more, calling back with each
+/// record's number, frame offset and bytes.
 pub(crate) fn prescan(
     paths: &[PathBuf],
     selection: &FieldSelection,
     skip: &[&str],
     mut read: impl FnMut(
-        &Path,
+        usize,
         &mut dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError>,
     ) -> Result<(), SourceError>,
 ) -> Result<Vec<FeatureField>, SourceError> {
-    for path in paths {
-        let regular = std::fs::metadata(path).map_err(|source| SourceError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        if !regular.is_file() {
-            return Err(SourceError::Usage(format!(
-                "{}: not a regular file; taking features as fields reads every file twice (a prescan decides each feature's type), so pass the files themselves, or `fields` none",
-                path.display()
-            )));
-        }
-    }
     let mut seen: Vec<Seen> = Vec::new();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     // Names not chosen, for the message when a chosen one is missing.
     let mut others: Vec<String> = Vec::new();
-    for path in paths {
-        read(path, &mut |record, offset, data| {
+    for (at, path) in paths.iter().enumerate() {
+        read(at, &mut |record, offset, data| {
             let place = || format!("{}: record {record} at byte {offset}", path.display());
             let invalid = |reason: String| SourceError::Invalid {
                 file: path.display().to_string(),

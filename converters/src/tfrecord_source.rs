@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ use crate::detect::Compression;
 use crate::example::{self, FeatureError};
 use crate::field_options::FieldSelection;
 use crate::tfrecord_fields::{prescan, record_fields, FeatureField};
-use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
 pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
@@ -90,14 +90,31 @@ struct OpenFile {
     gzip: bool,
 }
 
+/// A file, or an input opened on demand.
+#[derive(Clone)]
+enum Input {
+    Path(PathBuf),
+    Lazy(LazyInput),
+}
+
+impl Input {
+    /// The name records' origins and messages show.
+    fn name(&self) -> PathBuf {
+        match self {
+            Input::Path(path) => path.clone(),
+            Input::Lazy(input) => PathBuf::from(&input.name),
+        }
+    }
+}
+
 /// Streams the records of TFRecord files, in order.
 pub struct TfRecordSource {
-    pending: VecDeque<PathBuf>,
+    pending: VecDeque<Input>,
     current: Option<OpenFile>,
     options: TfRecordOptions,
     skipped: Skipped,
     /// Every input, for the prescan.
-    paths: Vec<PathBuf>,
+    inputs: Vec<Input>,
     /// The features taken as fields.
     selection: FieldSelection,
     /// Their columns, once the prescan (run by the first `next`) has decided them.
@@ -111,6 +128,49 @@ impl TfRecordSource {
         paths: &[PathBuf],
         options: TfRecordOptions,
     ) -> Result<Fused<TfRecordSource>, SourceError> {
+        let (selection, columns) = Self::selection(&options)?;
+        for path in paths {
+            std::fs::metadata(path).map_err(|source| SourceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(Fused::new(TfRecordSource {
+            pending: paths.iter().cloned().map(Input::Path).collect(),
+            current: None,
+            options,
+            skipped: Skipped::default(),
+            inputs: paths.iter().cloned().map(Input::Path).collect(),
+            selection,
+            columns,
+        }))
+    }
+
+    /// A source over inputs opened one after another as they are reached (objects
+    /// in a store, streamed), in order. A declared record length is checked
+    /// against each input's `len` as against a file's size. Fields, when asked
+    /// for, cost a prescan that opens every input once more.
+    pub fn from_inputs(
+        inputs: Vec<LazyInput>,
+        options: TfRecordOptions,
+    ) -> Result<Fused<TfRecordSource>, SourceError> {
+        let (selection, columns) = Self::selection(&options)?;
+        let inputs: Vec<Input> = inputs.into_iter().map(Input::Lazy).collect();
+        Ok(Fused::new(TfRecordSource {
+            pending: inputs.iter().cloned().collect(),
+            current: None,
+            options,
+            skipped: Skipped::default(),
+            inputs,
+            selection,
+            columns,
+        }))
+    }
+
+    /// The features taken as fields, and their columns when that is none.
+    fn selection(
+        options: &TfRecordOptions,
+    ) -> Result<(FieldSelection, Option<Vec<FeatureField>>), SourceError> {
         let selection = match &options.fields {
             Some(selection) => selection.clone(),
             None if options.feature.is_some() => FieldSelection::All,
@@ -125,46 +185,64 @@ impl TfRecordSource {
         }
         selection.refuse(&taken)?;
         let columns = selection.is_none().then(Vec::new);
-        for path in paths {
-            std::fs::metadata(path).map_err(|source| SourceError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        Ok(Fused::new(TfRecordSource {
-            pending: paths.iter().cloned().collect(),
-            current: None,
-            options,
-            skipped: Skipped::default(),
-            paths: paths.to_vec(),
-            selection,
-            columns,
-        }))
+        Ok((selection, columns))
     }
 
-    /// Decides the field columns from every record of every file.
+    /// Decides the field columns from every record of every input.
     fn prescan(&self) -> Result<Vec<FeatureField>, SourceError> {
         let skip: Vec<&str> = [&self.options.feature, &self.options.key_feature]
             .into_iter()
             .flatten()
             .map(String::as_str)
             .collect();
-        prescan(&self.paths, &self.selection, &skip, |path, each| {
-            scan_file(path, each)
+        for input in &self.inputs {
+            if let Input::Path(path) = input {
+                let regular = std::fs::metadata(path).map_err(|source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                if !regular.is_file() {
+                    return Err(SourceError::Usage(format!(
+                        "{}: not a regular file; taking features as fields reads every file twice (a prescan decides each feature's type), so pass the files themselves, or `fields` none",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        let names: Vec<PathBuf> = self.inputs.iter().map(Input::name).collect();
+        prescan(&names, &self.selection, &skip, |at, each| {
+            scan_input(self.inputs[at].clone(), each)
         })
     }
 
-    fn open(path: PathBuf) -> Result<OpenFile, SourceError> {
+    fn open(input: Input) -> Result<OpenFile, SourceError> {
+        let (path, raw, file_len): (PathBuf, Box<dyn Read + Send>, Option<u64>) = match input {
+            Input::Path(path) => {
+                let io_error = |source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                };
+                let file = File::open(&path).map_err(io_error)?;
+                let metadata = file.metadata().map_err(io_error)?;
+                let file_len = metadata.is_file().then_some(metadata.len());
+                (path, Box::new(file), file_len)
+            }
+            Input::Lazy(input) => {
+                let path = PathBuf::from(&input.name);
+                let raw = (input.open)().map_err(|source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                (path, raw, input.len)
+            }
+        };
         let io_error = |source| SourceError::Io {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(io_error)?;
-        let metadata = file.metadata().map_err(io_error)?;
-        let file_len = metadata.is_file().then_some(metadata.len());
         let compressed_read = Arc::new(AtomicU64::new(0));
         let counted = Counted {
-            inner: file,
+            inner: raw,
             count: compressed_read.clone(),
         };
         let mut reader = BufReader::with_capacity(GZIP_BUFFER as usize, counted);
@@ -335,10 +413,10 @@ impl TfRecordSource {
 /// Called with a record's number, frame offset and bytes.
 type RecordVisitor<'a> = dyn FnMut(u64, u64, &[u8]) -> Result<(), SourceError> + 'a;
 
-/// Reads every record of the TFRecord file at `path`, calling `each` with its
-/// number, frame offset and bytes; stops at the first error.
-fn scan_file(path: &Path, each: &mut RecordVisitor<'_>) -> Result<(), SourceError> {
-    let mut file = TfRecordSource::open(path.to_owned())?;
+/// Reads every record of a TFRecord input, calling `each` with its number,
+/// frame offset and bytes; stops at the first error.
+fn scan_input(input: Input, each: &mut RecordVisitor<'_>) -> Result<(), SourceError> {
+    let mut file = TfRecordSource::open(input)?;
     while let Some(data) = TfRecordSource::read_frame(&mut file)? {
         each(file.record, file.offset, &data)?;
         file.record += 1;

@@ -93,6 +93,9 @@ pub enum ExportError {
     /// Reading the dataset failed.
     #[error(transparent)]
     Store(#[from] bcd::Error),
+    /// Reading a dataset in object storage failed.
+    #[error(transparent)]
+    Remote(#[from] bcd_remote::RemoteError),
     /// Stopped through [`ExportOptions::interrupt`].
     #[error("interrupted; the archive being written was removed")]
     Interrupted,
@@ -121,16 +124,121 @@ fn index_width(len: usize) -> usize {
     len.saturating_sub(1).to_string().len().max(6)
 }
 
+/// What [`ExportRecords::for_each_record`] calls: `(index, key, value)`.
+pub type RecordFn<'a> = dyn FnMut(usize, &[u8], &[u8]) -> Result<(), ExportError> + 'a;
+
+/// A dataset an export reads: a local [`Dataset`] or a
+/// [`bcd_remote::RemoteDataset`] (streamed shard by shard).
+pub trait ExportRecords {
+    /// Number of records.
+    fn len(&self) -> usize;
+    /// Whether there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether records carry keys.
+    fn keyed(&self) -> bool;
+    /// Calls `f` with every key, in order (keyed datasets only).
+    fn for_each_key(
+        &self,
+        f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError>;
+    /// Calls `f(index, key, value)` with every record in order, values decoded.
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError>;
+}
+
+impl ExportRecords for Dataset {
+    fn len(&self) -> usize {
+        Dataset::len(self)
+    }
+
+    fn keyed(&self) -> bool {
+        Dataset::keyed(self)
+    }
+
+    fn for_each_key(
+        &self,
+        f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError> {
+        for index in 0..Dataset::len(self) {
+            f(self.key_at(index)?)?;
+        }
+        Ok(())
+    }
+
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
+        let mut buffer = Vec::new();
+        for index in 0..Dataset::len(self) {
+            let key = match Dataset::keyed(self) {
+                true => self.key_at(index)?,
+                false => &[],
+            };
+            let value = self.at_with_buffer(index, &mut buffer)?;
+            f(index, key, value)?;
+        }
+        Ok(())
+    }
+}
+
+impl ExportRecords for bcd_remote::RemoteDataset {
+    fn len(&self) -> usize {
+        bcd_remote::RemoteDataset::len(self)
+    }
+
+    fn keyed(&self) -> bool {
+        bcd_remote::RemoteDataset::keyed(self)
+    }
+
+    fn for_each_key(
+        &self,
+        f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError> {
+        let mut failed = None;
+        let read = bcd_remote::RemoteDataset::for_each_key(self, |_, key| match f(key) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                failed = Some(e);
+                Ok(false)
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(read?),
+        }
+    }
+
+    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
+        let mut failed = None;
+        let read = bcd_remote::RemoteDataset::for_each_record(self, |index, key, stored| {
+            let span = self.span(index);
+            let value = self.decode(index, &span, stored)?;
+            f(index, key, &value).map_err(|e| {
+                failed = Some(e);
+                // Stops the stream; the export's own error is returned below.
+                bcd_remote::RemoteError::Interrupted
+            })
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(read?),
+        }
+    }
+}
+
 /// Writes every record of `dataset` to tar, in dataset order: keyed records are
 /// named by their key, keyless ones by their zero-padded index.
-pub fn export(dataset: &Dataset, options: &ExportOptions) -> Result<ExportSummary, ExportError> {
+pub fn export(
+    dataset: &dyn ExportRecords,
+    options: &ExportOptions,
+) -> Result<ExportSummary, ExportError> {
     let mut exporter =
         TarExporter::new(options.target.clone(), options.split, options.rename_unsafe)?;
     if options.rename_unsafe && dataset.keyed() {
         // Renamed keys must not take the name of any key, later ones included.
-        for index in 0..dataset.len() {
-            exporter.reserve_names([dataset.key_at(index)?]);
-        }
+        dataset.for_each_key(&mut |key| {
+            exporter.reserve_names([key]);
+            Ok(())
+        })?;
     }
     let interrupted = || {
         options
@@ -139,32 +247,32 @@ pub fn export(dataset: &Dataset, options: &ExportOptions) -> Result<ExportSummar
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
     };
     let width = index_width(dataset.len());
-    let mut buffer = Vec::new();
+    let keyed = dataset.keyed();
     let mut name = Vec::new();
     let mut progress = ExportProgress {
         total_members: dataset.len() as u64,
         ..ExportProgress::default()
     };
-    for index in 0..dataset.len() {
+    dataset.for_each_record(&mut |index, key, value| {
         if interrupted() {
             return Err(ExportError::Interrupted);
         }
         name.clear();
-        if dataset.keyed() {
-            name.extend_from_slice(dataset.key_at(index)?);
+        if keyed {
+            name.extend_from_slice(key);
         } else {
             name.extend_from_slice(
                 format!("{index:0width$}{}", options.naming.keyless_suffix).as_bytes(),
             );
         }
-        let value = dataset.at_with_buffer(index, &mut buffer)?;
         exporter.add(index as u64, &name, value)?;
         progress.members += 1;
         progress.bytes += value.len() as u64;
         if let Some(report) = &options.progress {
             report(&progress);
         }
-    }
+        Ok(())
+    })?;
     if interrupted() {
         return Err(ExportError::Interrupted);
     }

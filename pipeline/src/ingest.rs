@@ -111,6 +111,10 @@ pub enum IngestError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] bcd::Error),
+    /// Object storage refused or failed (pulling the destination, or pushing the
+    /// result: the remote is unchanged).
+    #[error(transparent)]
+    Remote(bcd_remote::RemoteError),
     /// A key seen before, with `--on-duplicate error`.
     #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this run; nothing was committed (use `on_duplicate` skip to keep the first)")]
     Duplicate {

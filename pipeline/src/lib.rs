@@ -19,14 +19,19 @@
 mod export;
 pub mod fields;
 mod ingest;
+mod ingest_remote;
 mod merge;
 mod options;
+mod remote_sources;
 mod schema_file;
 mod sources;
 mod spelling;
 
-pub use export::{export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, Naming};
+pub use export::{
+    export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
+};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
+pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
 pub use options::{
     fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,

@@ -222,8 +222,41 @@ impl SourceOptions {
         ]
     }
 
+    /// The Parquet part of the options (checked: a value column is given).
+    pub(crate) fn parquet_options(&self) -> ParquetOptions {
+        ParquetOptions {
+            // check_options refused Parquet without a value column.
+            value_column: self.value_column.clone().unwrap_or_default(),
+            key_column: self.key_column.clone(),
+            skip_nulls: self.skip_nulls,
+            fields: self.fields.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The TFRecord part of the options.
+    pub(crate) fn tfrecord_options(&self) -> TfRecordOptions {
+        TfRecordOptions {
+            feature: self.feature.clone(),
+            key_feature: self.key_feature.clone(),
+            fields: self.fields.clone(),
+        }
+    }
+
+    /// The JSON Lines part of the options.
+    pub(crate) fn jsonl_options(&self) -> JsonlOptions {
+        JsonlOptions {
+            value_field: self
+                .value_field
+                .clone()
+                .unwrap_or_else(|| JsonlOptions::default().value_field),
+            value_base64: self.value_base64,
+            key_field: self.key_field.clone(),
+            schema: self.schema.clone(),
+        }
+    }
+
     /// The tar part of the options.
-    fn tar_options(&self) -> TarOptions {
+    pub(crate) fn tar_options(&self) -> TarOptions {
         TarOptions {
             samples: self.samples.then(|| SampleOptions {
                 value_exts: match self.value_ext.is_empty() {
@@ -426,6 +459,47 @@ fn open_sources_impl<S: AsRef<OsStr>>(
     if sources.is_empty() {
         return Err(SourceSetupError::NoSources);
     }
+    // A `scheme://` name is a URI: one of a supported store, or refused; never a
+    // local path.
+    let remote = sources
+        .iter()
+        .map(|name| {
+            bcd_remote::Location::parse(name).map(|l| !matches!(l, bcd_remote::Location::Local(_)))
+        })
+        .collect::<Result<Vec<bool>, _>>()
+        .map_err(|e| SourceSetupError::Open(SourceError::Usage(e.to_string())))?;
+    if remote.iter().any(|&r| r) {
+        if !remote.iter().all(|&r| r) {
+            return Err(SourceSetupError::Open(SourceError::Usage(
+                "the sources mix local paths and object-store URIs; ingest them in separate runs"
+                    .into(),
+            )));
+        }
+        let names: Vec<String> = sources
+            .iter()
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        let format = match options.format {
+            Some(format) => format,
+            None => {
+                let formats = names
+                    .iter()
+                    .map(|name| {
+                        detect_by_name(OsStr::new(name), options).ok_or_else(|| {
+                            SourceSetupError::UndetectableFormat { name: name.clone() }
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if formats.iter().any(|format| *format != formats[0]) {
+                    return Err(SourceSetupError::MixedFormats { formats });
+                }
+                formats[0]
+            }
+        };
+        check_options(format, options)?;
+        let source = crate::remote_sources::open(format, &names, options)?;
+        return Ok(OpenedSource { format, source });
+    }
     let format = match options.format {
         Some(format) => format,
         None => {
@@ -444,8 +518,8 @@ fn open_sources_impl<S: AsRef<OsStr>>(
     Ok(OpenedSource { format, source })
 }
 
-/// The format of one source, from its name, or failing that from the file system.
-fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+/// The format a source's name says, if it says one.
+fn detect_by_name(name: &OsStr, options: &SourceOptions) -> Option<SourceFormat> {
     // Suffixes are ASCII: a lossy decoding of a non-UTF-8 name keeps them.
     let lower = name.to_string_lossy().to_ascii_lowercase();
     let ends = |suffixes: &[&str]| suffixes.iter().any(|suffix| lower.ends_with(suffix));
@@ -453,7 +527,7 @@ fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, 
         || lower.contains('{')
         || ends(&[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.zstd"])
     {
-        return Ok(SourceFormat::Tar);
+        return Some(SourceFormat::Tar);
     }
     // Before the value column's rule, so that `value_column` on a .jsonl file is
     // refused as a Parquet option rather than read as Parquet.
@@ -466,17 +540,25 @@ fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, 
         ".ndjson.gz",
         ".ndjson.zst",
     ]) {
-        return Ok(SourceFormat::Jsonl);
+        return Some(SourceFormat::Jsonl);
     }
     if options.value_column.is_some() || ends(&[".parquet", ".pq"]) {
-        return Ok(SourceFormat::Parquet);
+        return Some(SourceFormat::Parquet);
     }
     if ends(&[".csv", ".tsv"]) {
-        return Ok(SourceFormat::Csv);
+        return Some(SourceFormat::Csv);
     }
     // Also sharded names such as train.tfrecord-00000-of-00010.
     if lower.contains(".tfrecord") {
-        return Ok(SourceFormat::Tfrecord);
+        return Some(SourceFormat::Tfrecord);
+    }
+    None
+}
+
+/// The format of one source, from its name, or failing that from the file system.
+fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+    if let Some(format) = detect_by_name(name, options) {
+        return Ok(format);
     }
     match std::fs::metadata(name) {
         Ok(meta) if meta.is_dir() => Ok(SourceFormat::Dir),
@@ -560,16 +642,7 @@ fn open(
                 .collect::<Result<Vec<_>, _>>()?;
             Box::new(TarSource::with_options(&names, &options.tar_options())?)
         }
-        SourceFormat::Parquet => Box::new(ParquetSource::new(
-            &paths,
-            ParquetOptions {
-                // check_options refused Parquet without a value column.
-                value_column: options.value_column.clone().unwrap_or_default(),
-                key_column: options.key_column.clone(),
-                skip_nulls: options.skip_nulls,
-                fields: options.fields.clone().unwrap_or_default(),
-            },
-        )?),
+        SourceFormat::Parquet => Box::new(ParquetSource::new(&paths, options.parquet_options())?),
         SourceFormat::Csv => Box::new(CsvSource::new(
             &paths,
             CsvOptions {
@@ -584,26 +657,10 @@ fn open(
                 field_type: options.field_type.clone(),
             },
         )?),
-        SourceFormat::Tfrecord => Box::new(TfRecordSource::new(
-            &paths,
-            TfRecordOptions {
-                feature: options.feature.clone(),
-                key_feature: options.key_feature.clone(),
-                fields: options.fields.clone(),
-            },
-        )?),
-        SourceFormat::Jsonl => Box::new(JsonlSource::new(
-            &paths,
-            JsonlOptions {
-                value_field: options
-                    .value_field
-                    .clone()
-                    .unwrap_or_else(|| JsonlOptions::default().value_field),
-                value_base64: options.value_base64,
-                key_field: options.key_field.clone(),
-                schema: options.schema.clone(),
-            },
-        )?),
+        SourceFormat::Tfrecord => {
+            Box::new(TfRecordSource::new(&paths, options.tfrecord_options())?)
+        }
+        SourceFormat::Jsonl => Box::new(JsonlSource::new(&paths, options.jsonl_options())?),
     })
 }
 

@@ -56,7 +56,20 @@ class Dataset:
     ``ValueError`` (an invalid manifest, corrupt shards or values, with the file
     and record in the message), ``OSError`` (I/O), ``BlockingIOError`` (another
     writer holds the dataset's lock).
+
+    ``path`` may be an ``s3://``, ``gs://`` or ``az://`` URI: the dataset is then
+    read through a local shard cache in ``cache_dir`` (default
+    ``$BCD_CACHE_DIR``, else ``~/.cache/bcd``) shared by every process, holding at
+    most ``cache_limit`` bytes of shards (an int or a size such as ``"20G"``;
+    default no bound). A shard is downloaded whole on its first read, once however
+    many workers read it; least recently used shards are evicted. Such a dataset
+    is read-only. Any other ``scheme://`` is a ``ValueError``. The signature is
+    ``Dataset(path, cache_dir=None, cache_limit=None)``.
     """
+
+    def refresh(self) -> None:
+        """Picks up records committed since the dataset was opened (for a dataset
+        in object storage, a newer remote manifest)."""
 
     @classmethod
     def create(
@@ -88,8 +101,9 @@ class Dataset:
         """
 
     @property
-    def path(self) -> Path:
-        """The dataset's directory, as given."""
+    def path(self) -> Union[Path, str]:
+        """The dataset's directory, as given; the URI (a str) for a dataset in
+        object storage."""
 
     @property
     def keyed(self) -> bool:

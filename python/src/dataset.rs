@@ -14,11 +14,13 @@ use bcd_pipeline::fields::FieldsWriter;
 
 use crate::batch_read;
 use crate::buffers::{self, Role};
-use crate::errors::{fields_to_py, to_py};
+use crate::errors::{fields_to_py, remote_to_py, to_py};
 use crate::field_values;
 use crate::fields_read;
 use crate::handle::Handle;
-use crate::options::{lz4_mode_arg, shard_size_arg};
+use crate::options::{lz4_mode_arg, shard_size_arg, size_arg};
+use bcd_remote::cache::{CacheOptions, RemoteCache};
+use bcd_remote::{Location, RemoteUri};
 
 /// `get_batch` prefetches batches whose values average at least this many bytes.
 const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
@@ -54,6 +56,36 @@ pub struct PyDataset {
     /// across a call into Python or a wait), so never held at a fork.
     current: Mutex<Arc<Handle>>,
     threads: usize,
+    /// For a dataset in object storage: where it is and its local cache.
+    remote: Option<RemoteSource>,
+}
+
+/// A dataset in object storage, read through a local shard cache.
+struct RemoteSource {
+    uri: RemoteUri,
+    options: CacheOptions,
+    /// This process's cache client (a forked child makes its own).
+    cache: Mutex<(u32, Arc<RemoteCache>)>,
+}
+
+impl RemoteSource {
+    /// This process's cache of the dataset; a forked child builds its own client.
+    fn cache(&self) -> Result<Arc<RemoteCache>, bcd_remote::RemoteError> {
+        let mut slot = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let pid = std::process::id();
+        if slot.0 != pid {
+            *slot = (
+                pid,
+                Arc::new(RemoteCache::new(self.uri.clone(), &self.options)?),
+            );
+        }
+        Ok(Arc::clone(&slot.1))
+    }
+
+    /// Opens the dataset again through the cache (syncing its mirror).
+    fn open(&self) -> Result<Dataset, bcd_remote::RemoteError> {
+        bcd_remote::cache::open_cache(self.cache()?).map(|(dataset, _)| dataset)
+    }
 }
 
 /// `compression=`: `"lz4"` or `None`.
@@ -89,20 +121,109 @@ fn in_range(index: i64, len: usize) -> bool {
     }
 }
 
+/// A path argument as the OS names it (`os.fspath`): a str, bytes or path-like.
+pub fn fspath(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<std::ffi::OsString> {
+    let text = py.import("os")?.getattr("fspath")?.call1((path,))?;
+    if let Ok(bytes) = text.cast::<PyBytes>() {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            return Ok(std::ffi::OsStr::from_bytes(bytes.as_bytes()).to_owned());
+        }
+        #[cfg(not(unix))]
+        return Ok(String::from_utf8_lossy(bytes.as_bytes())
+            .into_owned()
+            .into());
+    }
+    text.extract()
+}
+
+/// Where a path argument points: a local path, or a URI of a store; an
+/// unsupported `scheme://` is a ValueError, never a local path.
+pub fn location(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Location> {
+    Location::parse(&fspath(py, path)?).map_err(remote_to_py)
+}
+
 impl PyDataset {
-    fn open(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
-        let path = py.import("pathlib")?.getattr("Path")?.call1((path,))?;
-        let dir: PathBuf = path.extract()?;
-        let store = py.detach(|| Dataset::open(&dir)).map_err(to_py)?;
-        Ok(PyDataset {
-            path: path.unbind(),
-            dir: std::path::absolute(&dir).unwrap_or(dir),
+    fn open(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        cache_dir: Option<&Bound<'_, PyAny>>,
+        cache_limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyDataset> {
+        let cache_dir = cache_dir.filter(|d| !d.is_none());
+        let cache_limit = cache_limit.filter(|l| !l.is_none());
+        let uri = match location(py, path)? {
+            Location::Remote(uri) => uri,
+            Location::Local(_) => {
+                if cache_dir.is_some() || cache_limit.is_some() {
+                    return Err(PyValueError::new_err(
+                        "cache_dir and cache_limit apply only to datasets in object storage (s3://, gs://, az://)",
+                    ));
+                }
+                let path = py.import("pathlib")?.getattr("Path")?.call1((path,))?;
+                let dir: PathBuf = path.extract()?;
+                let store = py.detach(|| Dataset::open(&dir)).map_err(to_py)?;
+                return Ok(PyDataset::with_store(
+                    path.unbind(),
+                    std::path::absolute(&dir).unwrap_or(dir),
+                    store,
+                    None,
+                ));
+            }
+        };
+        let options = CacheOptions {
+            dir: match cache_dir {
+                Some(dir) => PathBuf::from(fspath(py, dir)?),
+                None => CacheOptions::default_dir(),
+            },
+            limit: cache_limit
+                .map(|limit| size_arg(limit, "cache_limit"))
+                .transpose()?,
+        };
+        let cache = py
+            .detach(|| RemoteCache::new(uri.clone(), &options))
+            .map_err(remote_to_py)?;
+        let source = RemoteSource {
+            uri: uri.clone(),
+            options,
+            cache: Mutex::new((std::process::id(), Arc::new(cache))),
+        };
+        let store = py.detach(|| source.open()).map_err(remote_to_py)?;
+        let dir = store.path().to_owned();
+        let text = pyo3::types::PyString::new(py, &uri.to_string()).into_any();
+        Ok(PyDataset::with_store(
+            text.unbind(),
+            dir,
+            store,
+            Some(source),
+        ))
+    }
+
+    fn with_store(
+        path: Py<PyAny>,
+        dir: PathBuf,
+        store: Dataset,
+        remote: Option<RemoteSource>,
+    ) -> PyDataset {
+        PyDataset {
+            path,
+            dir,
             keyed: store.keyed(),
             compression: store.compression(),
             max_shard_size: store.manifest().max_shard_size,
             current: Mutex::new(Arc::new(Handle::new(store))),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        })
+            remote,
+        }
+    }
+
+    /// Opens the dataset again (in a forked child): by path, or through the cache.
+    fn reopen(&self, py: Python<'_>) -> PyResult<Dataset> {
+        match &self.remote {
+            None => py.detach(|| Dataset::open(&self.dir)).map_err(to_py),
+            Some(remote) => py.detach(|| remote.open()).map_err(remote_to_py),
+        }
     }
 
     /// This process's handle. In a child forked while some thread used the
@@ -115,7 +236,7 @@ impl PyDataset {
         if current.is_current(generation) || current.adopt(generation) {
             return Ok(current);
         }
-        let dataset = py.detach(|| Dataset::open(&self.dir)).map_err(to_py)?;
+        let dataset = self.reopen(py)?;
         let fresh = Arc::new(Handle::new(dataset));
         let mut slot = self.lock_current();
         if !slot.is_current(generation) {
@@ -354,9 +475,39 @@ fn read_only_view<'py>(bytes: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny
 impl PyDataset {
     /// Opens an existing dataset, checking every committed shard. Raises
     /// FileNotFoundError if there is none at `path`, ValueError if it is invalid.
+    ///
+    /// `path` may be an `s3://`, `gs://` or `az://` URI: the dataset is then read
+    /// through a local cache in `cache_dir` (default `$BCD_CACHE_DIR`, else
+    /// `~/.cache/bcd`) shared by every process on the machine, holding at most
+    /// `cache_limit` bytes of shards (an int or a size such as "20G"; default no
+    /// bound): a shard is downloaded whole on its first read, once however many
+    /// workers read it, and the least recently used ones are evicted.
     #[new]
-    fn new(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
-        PyDataset::open(py, path)
+    #[pyo3(signature = (path, cache_dir = None, cache_limit = None))]
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        cache_dir: Option<&Bound<'_, PyAny>>,
+        cache_limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyDataset> {
+        PyDataset::open(py, path, cache_dir, cache_limit)
+    }
+
+    /// Picks up records committed since the dataset was opened (for a dataset in
+    /// object storage: a newer remote manifest). On error nothing changes.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        let handle = self.handle(py)?;
+        let mut guard = handle.write(py)?;
+        let dataset: &mut Dataset = &mut guard;
+        match &self.remote {
+            None => py.detach(|| dataset.refresh()).map_err(to_py),
+            Some(remote) => py
+                .detach(|| {
+                    let cache = remote.cache()?;
+                    bcd_remote::cache::refresh(dataset, &cache)
+                })
+                .map_err(remote_to_py),
+        }
     }
 
     /// Creates an empty dataset in a new or empty directory and opens it.
@@ -378,6 +529,11 @@ impl PyDataset {
         max_shard_size: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = cls.py();
+        if let Location::Remote(uri) = location(py, path)? {
+            return Err(PyValueError::new_err(format!(
+                "{uri}: create a dataset locally and `bcd push` it to object storage"
+            )));
+        }
         let max_shard_size = match max_shard_size {
             Some(size) => shard_size_arg(size)?,
             None => bcd::format::DEFAULT_MAX_SHARD_SIZE,
@@ -719,16 +875,23 @@ impl PyDataset {
         crate::arrow_extend::extend_arrow(py, &handle, data, &options)
     }
 
-    /// Pickles as the path alone: worker processes reopen the dataset.
+    /// Pickles as the path alone (with the cache settings, for a dataset in object
+    /// storage): worker processes reopen the dataset.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let path = slf.get().path.bind(slf.py()).str()?;
-        PyTuple::new(
-            slf.py(),
-            [
-                slf.get_type().into_any(),
-                PyTuple::new(slf.py(), [path])?.into_any(),
-            ],
-        )
+        let py = slf.py();
+        let path = slf.get().path.bind(py).str()?;
+        let arguments = match &slf.get().remote {
+            None => PyTuple::new(py, [path.into_any()])?,
+            Some(remote) => PyTuple::new(
+                py,
+                [
+                    path.into_any(),
+                    remote.options.dir.clone().into_pyobject(py)?.into_any(),
+                    remote.options.limit.into_pyobject(py)?.into_any(),
+                ],
+            )?,
+        };
+        PyTuple::new(py, [slf.get_type().into_any(), arguments.into_any()])
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

@@ -57,6 +57,27 @@ pub fn fields_to_py(error: bcd_pipeline::fields::FieldsIoError) -> PyErr {
     }
 }
 
+/// Converts an object-storage error into a Python exception: a URI that cannot be
+/// used is a `ValueError`, a prefix without a dataset a `FileNotFoundError`, a
+/// concurrent writer's commit or a dataset that differs a `RuntimeError`, a
+/// failed request an `OSError`, and the local store's errors as [`to_py`] says.
+pub fn remote_to_py(error: bcd_remote::RemoteError) -> PyErr {
+    use bcd_remote::RemoteError as E;
+    let text = message(&error);
+    match error {
+        E::Local(error) => to_py(error),
+        E::UnsupportedScheme { .. } | E::InvalidUri { .. } | E::RemoteNotSupported { .. } => {
+            PyValueError::new_err(text)
+        }
+        E::NotADataset { .. } => PyFileNotFoundError::new_err((ENOENT, text)),
+        E::Corrupt { .. } => PyValueError::new_err(text),
+        E::Io { ref source, .. } => os_error(source, text),
+        E::Interrupted => PyRuntimeError::new_err(text),
+        E::Conflict { .. } | E::Diverged { .. } => PyRuntimeError::new_err(text),
+        _ => PyOSError::new_err(text),
+    }
+}
+
 /// An error and its causes (its `source()` chain), joined by ": ": the core's
 /// errors print their own message only and chain their cause, and a Python
 /// exception's message carries both.

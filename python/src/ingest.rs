@@ -228,6 +228,7 @@ fn ingest_error(error: IngestError) -> PyErr {
     match error {
         IngestError::Source(error) => source_error(error),
         IngestError::Store(error) => to_py(error),
+        IngestError::Remote(error) => crate::errors::remote_to_py(error),
         IngestError::Interrupted => PyKeyboardInterrupt::new_err(message),
         IngestError::Internal(_) => PyRuntimeError::new_err(message),
         // Duplicates, and options that contradict the dataset or the source.
@@ -260,7 +261,7 @@ fn ingest_error(error: IngestError) -> PyErr {
 pub fn ingest<'py>(
     py: Python<'py>,
     sources: &Bound<'py, PyAny>,
-    into: PathBuf,
+    into: &Bound<'py, PyAny>,
     format: Option<&str>,
     keyless: bool,
     compression: CompressionChoice,
@@ -275,7 +276,7 @@ pub fn ingest<'py>(
     key_column: Option<String>,
     skip_nulls: bool,
     path_column: Option<String>,
-    root: Option<PathBuf>,
+    root: Option<&Bound<'py, PyAny>>,
     delimiter: Option<&str>,
     feature: Option<String>,
     key_feature: Option<String>,
@@ -292,6 +293,18 @@ pub fn ingest<'py>(
     schema: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
+    let into = crate::dataset::location(py, into)?;
+    let root = match root.filter(|r| !r.is_none()) {
+        Some(root) => match crate::dataset::location(py, root)? {
+            bcd_remote::Location::Local(path) => Some(path),
+            bcd_remote::Location::Remote(uri) => {
+                return Err(PyValueError::new_err(format!(
+                    "root: {uri}: CSV roots must be local directories"
+                )))
+            }
+        },
+        None => None,
+    };
     let format = format
         .map(|name| name.parse::<SourceFormat>().map_err(setup_error))
         .transpose()?;
@@ -351,17 +364,54 @@ pub fn ingest<'py>(
         interrupt: Some(Arc::clone(&interrupt)),
     };
 
-    let opened = py
-        .detach(|| bcd_pipeline::open_sources_into(&sources, &source_options, &into))
-        .map_err(setup_error)?;
-    let summary = run_interruptibly(
-        py,
-        |into, options| bcd_pipeline::ingest(opened.source, into, options, &mut |_| {}),
-        &into,
-        &options,
-        &interrupt,
-    )?;
-    summary_dict(py, &into, &summary)
+    let (opened, into) = match into {
+        bcd_remote::Location::Local(into) => (
+            py.detach(|| bcd_pipeline::open_sources_into(&sources, &source_options, &into))
+                .map_err(setup_error)?,
+            Ok(into),
+        ),
+        bcd_remote::Location::Remote(uri) => (
+            py.detach(|| bcd_pipeline::open_sources(&sources, &source_options))
+                .map_err(setup_error)?,
+            Err(uri),
+        ),
+    };
+    match into {
+        Ok(into) => {
+            let summary = run_interruptibly(
+                py,
+                |into, options| bcd_pipeline::ingest(opened.source, into, options, &mut |_| {}),
+                &into,
+                &options,
+                &interrupt,
+            )?;
+            summary_dict(py, &into, &summary)
+        }
+        Err(uri) => {
+            // Staged in a temporary directory, then pushed onto the state pulled.
+            let remote =
+                bcd_remote::Remote::new(uri.clone()).map_err(crate::errors::remote_to_py)?;
+            let name = PathBuf::from(uri.to_string());
+            let summary = run_interruptibly(
+                py,
+                |_, options| {
+                    bcd_pipeline::ingest_into_remote(
+                        opened.source,
+                        &remote,
+                        &bcd_pipeline::Staging::default(),
+                        options,
+                        &bcd_remote::TransferOptions::default(),
+                        &mut |_| {},
+                    )
+                    .map(|summary| summary.ingest)
+                },
+                &name,
+                &options,
+                &interrupt,
+            )?;
+            summary_dict(py, &name, &summary)
+        }
+    }
 }
 
 /// Runs the pipeline on another thread while this one, attached to Python, checks

@@ -42,6 +42,24 @@ pub fn lz4_mode_arg(level: Option<&Bound<'_, PyAny>>, default: Lz4Mode) -> PyRes
     parse_lz4_mode(&option_text(level, "level")?).map_err(|error| invalid("level", error))
 }
 
+/// A size keyword other than `max_shard_size` (`cache_limit=`): a non-negative
+/// int, or a size string such as `"20G"`, as `bcd ingest --max-shard-size` reads.
+pub fn size_arg(value: &Bound<'_, PyAny>, keyword: &str) -> PyResult<u64> {
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        parse_size(&text).map_err(|error| invalid(keyword, error))
+    } else if value.is_instance_of::<PyInt>() {
+        value
+            .extract::<u64>()
+            .map_err(|_| PyValueError::new_err(format!("{keyword} must be in 0..2**64")))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{keyword} must be an int or a size string such as \"20G\", not {}",
+            value.get_type().name()?
+        )))
+    }
+}
+
 /// `max_shard_size=`: a positive int below 2**64, or a size string such as
 /// `"64M"` or `"1.5GiB"` (K/M/G/T and KiB.. are powers of 1024, KB.. of 1000).
 pub fn shard_size_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {

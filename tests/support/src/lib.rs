@@ -4,7 +4,8 @@
 //! whole dataset back ([`read_all`]), open options for the persisted index
 //! ([`INDEX_FILE_ALWAYS`], [`INDEX_FILE_NEVER`]) and the Python test environment
 //! with the reference releases ([`venv_python`], [`reference_batch`]), and a
-//! simulated storage for fault injection and crash images ([`sim_storage`]).
+//! simulated storage for fault injection and crash images ([`sim_storage`]), and
+//! a local S3 server with a fault-injecting proxy ([`s3::S3Server`]).
 //!
 //! Everything here panics on failure: it runs inside tests, where a panic with a
 //! clear message is the failure report.
@@ -14,6 +15,7 @@ mod files;
 mod index_file;
 mod python;
 mod rng;
+pub mod s3;
 pub mod sim_storage;
 
 pub use bytes::{hex, unhex, unhex_json};

@@ -1,0 +1,232 @@
+"""Object-storage benchmark: `bcd push` / `bcd pull` against boto3's transfer
+manager (what `aws s3 sync` uses) with the same concurrency, and shuffled reads of
+a dataset in object storage through the local cache against the same reads of a
+local copy; all on a loopback moto S3 server.
+
+    make python-env && .venv/bin/python -m pip install -r bench/requirements.txt
+    cargo build --release -p bcd-cli
+    (cd python && ../.venv/bin/maturin develop --release)
+    .venv/bin/python bench/remote_bench.py [--repeats 3] [--scale 1.0] [--concurrency 8]
+
+The dataset is the ImageFolder corpus of bench/ingest_bench.py (distinct JPEGs of
+~100 KB made with Pillow), ingested with `bcd ingest` (lz4, the default level) in
+shards of --shard-size (default 32 MiB), so that both small and multipart-sized
+files travel.
+
+Methods, each repeated in a rotating order:
+
+- push: `bcd push DS s3://bench/push-N -j C` (a new prefix each time) against
+  boto3's `TransferManager(max_concurrency=C)` uploading the same files
+  (multipart above 64 MiB in 16 MiB parts, as bcd), both timed as wall time;
+- pull: `bcd pull s3://bench/ds DIR -j C` into an empty directory against the
+  transfer manager downloading the same objects;
+- epoch: one pass over every record in a shuffled order, `get_batch` of 64
+  indices at a time, from the local dataset; from `s3://` with a warm cache (the
+  shards already in `cache_dir`); from `s3://` with a cold cache (every shard
+  downloaded on first touch); and "download first": `bcd pull` then the local
+  epoch.
+
+moto keeps objects in memory in another process; its request handling (Python)
+is the bottleneck of every transfer here, for both clients alike.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BCD = ROOT / "target" / "release" / "bcd"
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def start_moto():
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "python" / "s3_server.py"), "bench"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    ports = json.loads(server.stdout.readline())
+    return server, ports["moto"]
+
+
+def environment(port):
+    return {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def make_dataset(workdir, scale, shard_size):
+    import ingest_bench
+
+    tree = workdir / "jpeg"
+    if not tree.exists():
+        ingest_bench.make_jpeg_tree(tree, int(ingest_bench.JPEG_MB * 1e6 * scale))
+    dataset = workdir / "ds"
+    if not dataset.exists():
+        subprocess.run(
+            [str(BCD), "ingest", str(tree), "--into", str(dataset), "--quiet",
+             "--max-shard-size", shard_size],
+            check=True,
+        )
+    return dataset
+
+
+def boto_client(port):
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+        config=Config(max_pool_connections=64),
+    )
+
+
+def transfer_config(concurrency):
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(
+        max_concurrency=concurrency,
+        multipart_threshold=64 << 20,
+        multipart_chunksize=16 << 20,
+    )
+
+
+def boto_upload(client, dataset, prefix, concurrency):
+    from s3transfer.manager import TransferManager
+
+    config = transfer_config(concurrency)
+    with TransferManager(client, config) as manager:
+        futures = [
+            manager.upload(str(path), "bench", f"{prefix}/{path.name}")
+            for path in sorted(dataset.iterdir())
+            if path.is_file() and not path.name.startswith(".bcd.lock")
+        ]
+        for future in futures:
+            future.result()
+
+
+def boto_download(client, prefix, target, concurrency):
+    from s3transfer.manager import TransferManager
+
+    target.mkdir(parents=True)
+    listed = client.list_objects_v2(Bucket="bench", Prefix=prefix + "/")["Contents"]
+    config = transfer_config(concurrency)
+    with TransferManager(client, config) as manager:
+        futures = [
+            manager.download("bench", item["Key"], str(target / item["Key"].rsplit("/", 1)[1]))
+            for item in listed
+        ]
+        for future in futures:
+            future.result()
+
+
+def timed(function):
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def epoch(dataset, order, batch=64):
+    total = 0
+    for start in range(0, len(order), batch):
+        for value in dataset.get_batch(order[start:start + batch]):
+            total += len(value)
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--shard-size", default="32MiB")
+    parser.add_argument("--workdir", type=Path)
+    args = parser.parse_args()
+
+    import bcd
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bcd-remote-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    server, port = start_moto()
+    os.environ.update(environment(port))
+    env = {**os.environ, **environment(port)}
+    try:
+        dataset = make_dataset(workdir, args.scale, args.shard_size)
+        size = sum(p.stat().st_size for p in dataset.iterdir() if p.is_file())
+        files = sum(1 for p in dataset.iterdir() if p.is_file())
+        client = boto_client(port)
+        c = str(args.concurrency)
+        subprocess.run([str(BCD), "push", str(dataset), "s3://bench/ds", "-j", c],
+                       check=True, env=env, capture_output=True)
+        results = {name: [] for name in
+                   ["bcd push", "boto3 upload", "bcd pull", "boto3 download",
+                    "epoch local", "epoch s3 warm", "epoch s3 cold", "pull then local"]}
+        local = bcd.Dataset(dataset)
+        order = list(range(len(local)))
+        random.Random(0).shuffle(order)
+        for repeat in range(args.repeats):
+            runs = [
+                ("bcd push", lambda: subprocess.run(
+                    [str(BCD), "push", str(dataset), f"s3://bench/push-{repeat}", "-j", c],
+                    check=True, env=env, capture_output=True)),
+                ("boto3 upload", lambda: boto_upload(client, dataset, f"boto-{repeat}", args.concurrency)),
+                ("bcd pull", lambda: subprocess.run(
+                    [str(BCD), "pull", "s3://bench/ds", str(workdir / f"pull-{repeat}"), "-j", c],
+                    check=True, env=env, capture_output=True)),
+                ("boto3 download", lambda: boto_download(client, "ds", workdir / f"boto-{repeat}", args.concurrency)),
+            ]
+            shift = repeat % len(runs)
+            for name, run in runs[shift:] + runs[:shift]:
+                results[name].append(timed(run))
+            for leftover in [workdir / f"pull-{repeat}", workdir / f"boto-{repeat}"]:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+            cache = workdir / f"cache-{repeat}"
+            results["epoch s3 cold"].append(timed(lambda: epoch(
+                bcd.Dataset("s3://bench/ds", cache_dir=cache), order)))
+            results["epoch s3 warm"].append(timed(lambda: epoch(
+                bcd.Dataset("s3://bench/ds", cache_dir=cache), order)))
+            results["epoch local"].append(timed(lambda: epoch(bcd.Dataset(dataset), order)))
+            copy = workdir / f"copy-{repeat}"
+
+            def pull_then_local():
+                subprocess.run([str(BCD), "pull", "s3://bench/ds", str(copy), "-j", c],
+                               check=True, env=env, capture_output=True)
+                epoch(bcd.Dataset(copy), order)
+
+            results["pull then local"].append(timed(pull_then_local))
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
+
+        print(f"dataset: {len(local)} records, {files} files, {size / 1e6:.1f} MB; "
+              f"concurrency {args.concurrency}; {args.repeats} repeats (median)")
+        print("| method | seconds | MB/s |")
+        print("| --- | ---: | ---: |")
+        for name, times in results.items():
+            median = statistics.median(times)
+            print(f"| {name} | {median:.2f} | {size / 1e6 / median:.0f} |")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

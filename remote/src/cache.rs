@@ -1,0 +1,406 @@
+//! A local cache of a dataset in object storage, for training from it: the
+//! dataset opens as a [`bcd::Dataset`] whose shards are fetched on first read and
+//! then memory-mapped like local ones.
+//!
+//! The cache of one remote dataset is a directory `CACHE/<key>/` holding a mirror
+//! of its manifest and `.idx` files (and its `.bcd-index`, or one the first reader
+//! builds), kept current by [`RemoteCache::sync`], and `data/`, the shards' data
+//! files, each fetched whole on first read:
+//!
+//! - several processes share it: a shard is fetched under an exclusive `flock` of
+//!   `data/NNNNNN.bin.lock`, into a temporary name renamed when complete, so each
+//!   shard is downloaded once however many DataLoader workers read it, and no
+//!   reader sees a partial file;
+//! - it is bounded: after each fetch, the least recently used data files (by
+//!   modification time, which every read of a cached file refreshes) are removed
+//!   until the cache holds at most `limit` bytes of them. A process that has an
+//!   evicted shard mapped keeps reading it (the pages stay until it lets go); a
+//!   later read in another process fetches it again.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
+
+use crate::error::{RemoteError, Result};
+use crate::names::FileKind;
+use crate::objects::Stamp;
+use crate::store::{block_on, Remote};
+use crate::transfer::{download, Context, TransferOptions};
+use crate::uri::RemoteUri;
+
+/// Where a cache lives and how large it may grow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheOptions {
+    /// The cache directory (shared by every dataset cached there).
+    pub dir: PathBuf,
+    /// At most this many bytes of shard data files are kept (`None`: no bound).
+    /// A shard larger than the limit is still fetched, and evicted by the next.
+    pub limit: Option<u64>,
+}
+
+impl CacheOptions {
+    /// The default cache directory: `$BCD_CACHE_DIR`, else `$XDG_CACHE_HOME/bcd`,
+    /// else `~/.cache/bcd`.
+    pub fn default_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("BCD_CACHE_DIR") {
+            return PathBuf::from(dir);
+        }
+        if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+            return PathBuf::from(dir).join("bcd");
+        }
+        match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".cache").join("bcd"),
+            None => std::env::temp_dir().join("bcd-cache"),
+        }
+    }
+}
+
+/// Sizes and times of the remote data files, as the mirror records them.
+#[derive(Debug, Default)]
+struct Shards {
+    /// Shard -> (length, modification time in ns or 0).
+    stamps: BTreeMap<u64, (u64, u64)>,
+}
+
+/// The cache of one remote dataset; the source of its data files.
+#[derive(Debug)]
+pub struct RemoteCache {
+    remote: Remote,
+    /// The mirror: manifest, `.idx` files, persisted index.
+    mirror: PathBuf,
+    /// The fetched data files.
+    data: PathBuf,
+    limit: Option<u64>,
+    shards: Mutex<Shards>,
+}
+
+/// The record of the data files' stamps in the mirror.
+const STAMPS_NAME: &str = ".bcd-remote-stamps.json";
+
+impl RemoteCache {
+    /// The cache of `uri` under `options.dir` (created when missing). Nothing is
+    /// fetched until [`RemoteCache::sync`].
+    pub fn new(uri: RemoteUri, options: &CacheOptions) -> Result<RemoteCache> {
+        RemoteCache::with_remote(Remote::new(uri)?, options)
+    }
+
+    /// [`RemoteCache::new`] on a given client.
+    pub fn with_remote(remote: Remote, options: &CacheOptions) -> Result<RemoteCache> {
+        let uri = remote.uri();
+        let key = format!(
+            "{:016x}-{}",
+            xxhash_rust::xxh3::xxh3_64(uri.to_string().as_bytes()),
+            sanitize(uri.prefix.rsplit('/').next().unwrap_or_default())
+        );
+        let mirror = options.dir.join(key);
+        let data = mirror.join("data");
+        fs::create_dir_all(&data).map_err(|e| RemoteError::io(&data, "create directory", e))?;
+        Ok(RemoteCache {
+            remote,
+            mirror,
+            data,
+            limit: options.limit,
+            shards: Mutex::new(Shards::default()),
+        })
+    }
+
+    /// The mirror directory (what [`bcd::Dataset::open_with_data_files`] opens).
+    pub fn mirror(&self) -> &Path {
+        &self.mirror
+    }
+
+    /// The remote.
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    /// Brings the mirror up to the remote's current manifest: fetches the `.idx`
+    /// files of new shards (and the persisted index when the mirror has none),
+    /// records the data files' sizes, then replaces the mirror's manifest. Under
+    /// an exclusive lock, so processes syncing at once do it once.
+    pub fn sync(&self) -> Result<()> {
+        let _lock = lock(&self.mirror.join(".bcd-sync.lock"))?;
+        block_on(self.sync_async())
+    }
+
+    async fn sync_async(&self) -> Result<()> {
+        let remote = &self.remote;
+        let Some(manifest) = remote.manifest().await? else {
+            return Err(RemoteError::NotADataset {
+                uri: remote.uri().to_string(),
+            });
+        };
+        let shards = manifest.manifest.shards;
+        let objects = remote.list().await?;
+        let ctx = Context::new(remote, TransferOptions::default())?;
+        let mut recorded = read_stamps(&self.mirror.join(STAMPS_NAME));
+        let with_index = objects.contains_key(INDEX_FILE_NAME);
+        for id in 0..shards {
+            let (data, index) = shard_names(id);
+            let missing = |name: &str| {
+                RemoteError::Local(bcd::Error::MissingShard {
+                    path: PathBuf::from(remote.object_uri(name)),
+                    shards,
+                })
+            };
+            let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
+            let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
+            let local = self.mirror.join(&index);
+            if fs::metadata(&local).map_or(true, |m| m.len() != index_object.size) {
+                let stamp = remote.stamp(&index).await?;
+                let tmp = self
+                    .mirror
+                    .join(format!(".{index}.tmp-{}", std::process::id()));
+                download(&ctx, &index, index_object.size, stamp, &tmp).await?;
+                fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+            }
+            match recorded.get(&id) {
+                Some(&(len, _)) if len == data_object.size => {}
+                _ => {
+                    // The time the persisted index records, when there is one to use.
+                    let mtime = match with_index {
+                        true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
+                        false => 0,
+                    };
+                    recorded.insert(id, (data_object.size, mtime));
+                }
+            }
+        }
+        write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
+        if with_index && !self.mirror.join(INDEX_FILE_NAME).exists() {
+            let size = objects[INDEX_FILE_NAME].size;
+            let stamp = remote.stamp(INDEX_FILE_NAME).await?;
+            let tmp = self
+                .mirror
+                .join(format!("{INDEX_FILE_NAME}.tmp-sync-{}", std::process::id()));
+            download(&ctx, INDEX_FILE_NAME, size, stamp, &tmp).await?;
+            fs::rename(&tmp, self.mirror.join(INDEX_FILE_NAME))
+                .map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        }
+        self.shards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stamps = recorded;
+        // Last: the mirror's manifest names only shards whose files are here.
+        let tmp = self.mirror.join(".manifest.json.tmp-sync");
+        fs::write(&tmp, &manifest.bytes).map_err(|e| RemoteError::io(&tmp, "write", e))?;
+        fs::rename(&tmp, self.mirror.join(MANIFEST_NAME))
+            .map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        Ok(())
+    }
+
+    /// The cached data file of shard `id`, fetched first when missing.
+    fn fetch(&self, id: u64) -> io::Result<File> {
+        let (name, _) = shard_names(id);
+        let path = self.data.join(&name);
+        let expected = self.stamp(id)?.0;
+        for _ in 0..3 {
+            if let Some(file) = open_cached(&path, expected)? {
+                return Ok(file);
+            }
+            let _lock = lock(&self.data.join(format!("{name}.lock"))).map_err(io::Error::other)?;
+            if let Some(file) = open_cached(&path, expected)? {
+                return Ok(file);
+            }
+            let tmp = self
+                .data
+                .join(format!(".{name}.tmp-{}", std::process::id()));
+            let fetched = block_on(async {
+                let ctx = Context::new(&self.remote, TransferOptions::default())?;
+                // Checked against its size and stored checksum; the time is the
+                // cache's own (least recently used), not the recorded one.
+                let stamp = Stamp {
+                    mtime_ns: None,
+                    ..self.remote.stamp(&name).await?
+                };
+                download(&ctx, &name, expected, stamp, &tmp).await
+            });
+            if let Err(e) = fetched {
+                let _ = fs::remove_file(&tmp);
+                return Err(io::Error::other(e));
+            }
+            fs::rename(&tmp, &path)?;
+            self.evict(&name);
+        }
+        Err(io::Error::other(format!(
+            "{}: evicted again as soon as it was fetched; is the cache limit far too small for the readers sharing it?",
+            path.display()
+        )))
+    }
+
+    fn stamp(&self, id: u64) -> io::Result<(u64, u64)> {
+        let shards = self.shards.lock().unwrap_or_else(PoisonError::into_inner);
+        shards.stamps.get(&id).copied().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("shard {id} is not in the synced manifest"),
+            )
+        })
+    }
+
+    /// Removes the least recently used data files, other than `keep`, until the
+    /// cache holds at most its limit.
+    fn evict(&self, keep: &str) {
+        let Some(limit) = self.limit else { return };
+        let Ok(entries) = fs::read_dir(&self.data) else {
+            return;
+        };
+        let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let name = entry.file_name();
+                let name = name.to_str()?;
+                if !matches!(FileKind::of(name), FileKind::Shard(_)) {
+                    return None;
+                }
+                let meta = entry.metadata().ok()?;
+                Some((meta.modified().ok()?, meta.len(), entry.path()))
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= limit {
+                break;
+            }
+            if path.file_name().is_some_and(|n| n == keep) {
+                continue;
+            }
+            // Another process may have removed it already.
+            let _ = fs::remove_file(&path);
+            total -= len;
+        }
+    }
+
+    /// Bytes of data files now in the cache.
+    pub fn cached_bytes(&self) -> u64 {
+        fs::read_dir(&self.data)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| {
+                        e.file_name()
+                            .to_str()
+                            .is_some_and(|n| matches!(FileKind::of(n), FileKind::Shard(_)))
+                    })
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl bcd::DataFiles for RemoteCache {
+    fn stat(&self, id: u64) -> io::Result<(u64, u64)> {
+        self.stamp(id)
+    }
+
+    fn open(&self, id: u64) -> io::Result<File> {
+        self.fetch(id)
+    }
+}
+
+/// Opens the dataset at `uri` through the cache described by `options`: syncs the
+/// mirror, then opens it with shards fetched on first read. Returns the cache too,
+/// for [`refresh`].
+pub fn open(uri: RemoteUri, options: &CacheOptions) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
+    open_cache(Arc::new(RemoteCache::new(uri, options)?))
+}
+
+/// [`open`] through a cache made already.
+pub fn open_cache(cache: Arc<RemoteCache>) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
+    cache.sync()?;
+    // The first reader writes the persisted index into the mirror, so later opens
+    // (every DataLoader worker) read no keys from the shards.
+    let options = bcd::OpenOptions {
+        index_file_min_records: Some(0),
+        ..bcd::OpenOptions::default()
+    };
+    let dataset = bcd::Dataset::open_with_data_files(cache.mirror(), options, cache.clone())?;
+    Ok((dataset, cache))
+}
+
+/// Picks up a newer remote manifest: syncs the mirror, then refreshes `dataset`.
+pub fn refresh(dataset: &mut bcd::Dataset, cache: &RemoteCache) -> Result<()> {
+    cache.sync()?;
+    dataset.refresh()?;
+    Ok(())
+}
+
+/// Opens `path` if it is a cached file of `len` bytes, refreshing its time (its
+/// place in the eviction order).
+fn open_cached(path: &Path, len: u64) -> io::Result<Option<File>> {
+    let opened = match OpenOptions::new().read(true).write(true).open(path) {
+        // A cache another user filled: read it, without refreshing its time.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(path),
+        other => other,
+    };
+    match opened {
+        Ok(file) if file.metadata()?.len() == len => {
+            // Best effort: an old time only makes it an earlier candidate.
+            let _ = file.set_modified(SystemTime::now());
+            Ok(Some(file))
+        }
+        // A file of another length is not one this cache wrote: fetch it again.
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// An exclusive `flock` on `path` (created when missing), released when dropped.
+fn lock(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| RemoteError::io(path, "open lock file", e))?;
+    file.lock().map_err(|e| RemoteError::io(path, "lock", e))?;
+    Ok(file)
+}
+
+fn shard_names(id: u64) -> (String, String) {
+    (format!("{id:06}.bin"), format!("{id:06}.idx"))
+}
+
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                true => c,
+                false => '_',
+            },
+        )
+        .take(64)
+        .collect()
+}
+
+fn read_stamps(path: &Path) -> BTreeMap<u64, (u64, u64)> {
+    let Ok(text) = fs::read(path) else {
+        return BTreeMap::new();
+    };
+    serde_json::from_slice::<BTreeMap<String, (u64, u64)>>(&text)
+        .map(|map| {
+            map.into_iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_stamps(path: &Path, stamps: &BTreeMap<u64, (u64, u64)>) -> Result<()> {
+    let map: BTreeMap<String, (u64, u64)> =
+        stamps.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    fs::write(&tmp, serde_json::to_vec(&map).expect("serializable"))
+        .map_err(|e| RemoteError::io(&tmp, "write", e))?;
+    fs::rename(&tmp, path).map_err(|e| RemoteError::io(&tmp, "rename", e))
+}

@@ -1,0 +1,203 @@
+//! Which files make up a committed state of a dataset, by name: the one rule push,
+//! pull and gc share.
+//!
+//! The files of the state a manifest with `shards = S` commits are `manifest.json`,
+//! the shards `NNNNNN.bin` / `NNNNNN.idx` for `n < S`, every per-shard sidecar
+//! `NNNNNN.<suffix>` with `n < S` (`000003.fields.arrow`, `000003.stats.json`),
+//! every per-commit file `commit.M.json` with `M <= S`, and the persisted index
+//! `.bcd-index`. Sidecars are recognised by the pattern, whatever their suffix, so
+//! files a later version adds beside the shards travel without a change here.
+
+use bcd::format::{DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME};
+
+/// What a file name in a dataset's directory (or under its prefix) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `manifest.json`: the commit.
+    Manifest,
+    /// `NNNNNN.bin` or `NNNNNN.idx` of shard `n`.
+    Shard(u64),
+    /// `NNNNNN.<suffix>` other than `.bin`/`.idx`: a file beside shard `n`.
+    Sidecar(u64),
+    /// `commit.M.json`: written by the commit that made the shard count `M`.
+    Commit(u64),
+    /// `.bcd-index`, the persisted index (a cache, rewritten in place).
+    IndexFile,
+    /// Anything else (temporary files, the lock, foreign files).
+    Other,
+}
+
+impl FileKind {
+    /// The kind of the file called `name`.
+    pub fn of(name: &str) -> FileKind {
+        if name == MANIFEST_NAME {
+            return FileKind::Manifest;
+        }
+        if name == INDEX_FILE_NAME {
+            return FileKind::IndexFile;
+        }
+        if let Some(number) = name
+            .strip_prefix("commit.")
+            .and_then(|rest| rest.strip_suffix(".json"))
+        {
+            return match shard_number(number) {
+                Some(m) => FileKind::Commit(m),
+                None => FileKind::Other,
+            };
+        }
+        let Some((stem, suffix)) = name.split_once('.') else {
+            return FileKind::Other;
+        };
+        match shard_number(stem) {
+            Some(_) if suffix.is_empty() || suffix.ends_with('.') => FileKind::Other,
+            Some(n) if suffix == DATA_EXTENSION || suffix == INDEX_EXTENSION => FileKind::Shard(n),
+            // Temporary names of writers in progress are not sidecars.
+            Some(_) if suffix.contains("tmp") => FileKind::Other,
+            Some(n) => FileKind::Sidecar(n),
+            None => FileKind::Other,
+        }
+    }
+
+    /// Whether a file of this kind belongs to the state a manifest with `shards`
+    /// commits (the manifest itself included).
+    pub fn committed(self, shards: u64) -> bool {
+        match self {
+            FileKind::Manifest | FileKind::IndexFile => true,
+            FileKind::Shard(n) | FileKind::Sidecar(n) => n < shards,
+            FileKind::Commit(m) => m <= shards,
+            FileKind::Other => false,
+        }
+    }
+
+    /// Whether the file never changes once committed (everything but the manifest
+    /// and the persisted index, which are replaced whole).
+    pub fn immutable(self) -> bool {
+        matches!(
+            self,
+            FileKind::Shard(_) | FileKind::Sidecar(_) | FileKind::Commit(_)
+        )
+    }
+
+    /// Whether a file of this kind could become part of a later commit: shards,
+    /// sidecars and commit files numbered past `shards` (leftovers of an
+    /// interrupted write, or a write in progress).
+    pub fn pending(self, shards: u64) -> bool {
+        match self {
+            FileKind::Shard(n) | FileKind::Sidecar(n) => n >= shards,
+            FileKind::Commit(m) => m > shards,
+            _ => false,
+        }
+    }
+}
+
+/// A decimal shard number of at least six digits, as shard files are named.
+fn shard_number(text: &str) -> Option<u64> {
+    (text.len() >= 6 && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// The files of `listing` (names in one directory or under one prefix) that belong
+/// to the state a manifest with `num_shards` commits, without the manifest itself,
+/// sorted by name. The manifest is written last by every copy, so it is left out
+/// here.
+pub fn committed_files<S: AsRef<str>>(listing: &[S], num_shards: u64) -> Vec<String> {
+    let mut files: Vec<String> = listing
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|name| {
+            let kind = FileKind::of(name);
+            kind != FileKind::Manifest && kind.committed(num_shards)
+        })
+        .map(str::to_owned)
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The shard files a manifest with `num_shards` requires: `NNNNNN.bin` and
+/// `NNNNNN.idx` for every `n < num_shards`.
+pub fn required_shard_files(num_shards: u64) -> impl Iterator<Item = String> {
+    (0..num_shards).flat_map(|n| {
+        [
+            format!("{n:06}.{DATA_EXTENSION}"),
+            format!("{n:06}.{INDEX_EXTENSION}"),
+        ]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_classified_by_pattern() {
+        assert_eq!(FileKind::of("manifest.json"), FileKind::Manifest);
+        assert_eq!(FileKind::of("000003.bin"), FileKind::Shard(3));
+        assert_eq!(FileKind::of("1000000.idx"), FileKind::Shard(1_000_000));
+        assert_eq!(FileKind::of("000003.fields.arrow"), FileKind::Sidecar(3));
+        assert_eq!(FileKind::of("000003.stats.json"), FileKind::Sidecar(3));
+        assert_eq!(FileKind::of("commit.000004.json"), FileKind::Commit(4));
+        assert_eq!(FileKind::of(".bcd-index"), FileKind::IndexFile);
+        for other in [
+            ".bcd.lock",
+            ".manifest.json.tmp",
+            ".bcd-index.tmp-1-2",
+            "00003.bin",
+            "000003",
+            "000003.",
+            "000003.bin.tmp",
+            "commit.4.json",
+            "commit.000004.json.tmp",
+            "x000003.bin",
+            "README",
+        ] {
+            assert_eq!(FileKind::of(other), FileKind::Other, "{other}");
+        }
+    }
+
+    #[test]
+    fn committed_files_follow_the_manifest_count() {
+        let listing = [
+            "manifest.json",
+            "000000.bin",
+            "000000.idx",
+            "000000.fields.arrow",
+            "000001.bin",
+            "000001.idx",
+            "000001.stats.json",
+            "000002.bin",
+            "000002.idx",
+            "000002.fields.arrow",
+            "commit.000001.json",
+            "commit.000002.json",
+            "commit.000003.json",
+            ".bcd-index",
+            ".bcd.lock",
+            ".manifest.json.tmp",
+        ];
+        assert_eq!(
+            committed_files(&listing, 2),
+            [
+                ".bcd-index",
+                "000000.bin",
+                "000000.fields.arrow",
+                "000000.idx",
+                "000001.bin",
+                "000001.idx",
+                "000001.stats.json",
+                "commit.000001.json",
+                "commit.000002.json",
+            ]
+        );
+        assert_eq!(committed_files(&listing, 0), [".bcd-index"]);
+        assert!(FileKind::of("000002.bin").pending(2));
+        assert!(FileKind::of("commit.000003.json").pending(2));
+        assert!(!FileKind::of("commit.000002.json").pending(2));
+        assert_eq!(
+            required_shard_files(2).collect::<Vec<_>>(),
+            ["000000.bin", "000000.idx", "000001.bin", "000001.idx"]
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! The objects under a prefix: listing, the manifest with its version, the
+//! checksum stored with each object, and local file checksums.
+//!
+//! Every object this crate uploads carries two user-metadata fields (S3
+//! `x-amz-meta-*`, GCS `x-goog-meta-*`, Azure `x-ms-meta-*`):
+//!
+//! - `bcd-xxh3`: the xxh3-64 of the object's bytes, 16 lower-case hex digits. A
+//!   push skips a file the remote has with the same size and checksum, and a pull
+//!   a local file with the same size and checksum. ETags are not compared: a
+//!   multipart upload's ETag is not the MD5 of the bytes, and it depends on the
+//!   part size.
+//! - `bcd-mtime-ns`: the local file's modification time in nanoseconds, which a
+//!   pull gives the file back, so a pulled persisted index (`.bcd-index`, which
+//!   records its shards' times) stays usable.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use object_store::{
+    Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, UpdateVersion,
+};
+
+use crate::error::{RemoteError, Result};
+use crate::store::Remote;
+
+/// User-metadata key of the checksum.
+pub const CHECKSUM_KEY: &str = "bcd-xxh3";
+/// User-metadata key of the modification time.
+pub const MTIME_KEY: &str = "bcd-mtime-ns";
+/// The manifest is refused above this size, as locally.
+const MAX_MANIFEST_BYTES: u64 = bcd::format::MAX_MANIFEST_BYTES;
+
+/// One object directly under the prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteObject {
+    /// Its name relative to the prefix.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its ETag, when the store gives one.
+    pub e_tag: Option<String>,
+    /// When it was last written (the store's clock).
+    pub last_modified: DateTime<Utc>,
+}
+
+/// The checksum and time stored with an object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// xxh3-64 of the bytes, if recorded.
+    pub xxh3: Option<u64>,
+    /// Modification time (ns since the epoch) of the file it was uploaded from.
+    pub mtime_ns: Option<u64>,
+}
+
+impl Stamp {
+    /// The metadata attributes of an upload of a file with this checksum and time.
+    pub(crate) fn attributes(xxh3: u64, mtime_ns: Option<u64>) -> Attributes {
+        let mut attributes = Attributes::new();
+        attributes.insert(
+            Attribute::Metadata(CHECKSUM_KEY.into()),
+            AttributeValue::from(format!("{xxh3:016x}")),
+        );
+        if let Some(mtime) = mtime_ns {
+            attributes.insert(
+                Attribute::Metadata(MTIME_KEY.into()),
+                AttributeValue::from(mtime.to_string()),
+            );
+        }
+        attributes
+    }
+
+    fn from_attributes(attributes: &Attributes) -> Stamp {
+        let field = |key: &'static str| {
+            attributes
+                .get(&Attribute::Metadata(key.into()))
+                .map(|v| v.as_ref().to_owned())
+        };
+        Stamp {
+            xxh3: field(CHECKSUM_KEY).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()),
+            mtime_ns: field(MTIME_KEY).and_then(|v| v.trim().parse().ok()),
+        }
+    }
+}
+
+/// The manifest of a remote dataset, with the version a conditional put compares.
+#[derive(Clone, Debug)]
+pub struct RemoteManifest {
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Parsed.
+    pub manifest: bcd::Manifest,
+    /// What the commit compares against (ETag and version).
+    pub version: UpdateVersion,
+}
+
+impl Remote {
+    /// The objects directly under the prefix, by name.
+    pub async fn list(&self) -> Result<BTreeMap<String, RemoteObject>> {
+        let store = self.store()?;
+        let listing = store
+            .list_with_delimiter(self.prefix_path().as_ref())
+            .await
+            .map_err(|e| RemoteError::store(self.uri().to_string(), "list", e))?;
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|meta| {
+                let name = self.name_of(&meta.location)?;
+                Some((
+                    name.clone(),
+                    RemoteObject {
+                        name,
+                        size: meta.size,
+                        e_tag: meta.e_tag,
+                        last_modified: meta.last_modified,
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    /// The objects under `sub/` below the prefix (one level), by name.
+    pub(crate) async fn list_sub(&self, sub: &str) -> Result<Vec<RemoteObject>> {
+        let store = self.store()?;
+        let path = self.path(sub);
+        let listing = store
+            .list_with_delimiter(Some(&path))
+            .await
+            .map_err(|e| RemoteError::store(self.uri().join(sub).to_string(), "list", e))?;
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|meta| {
+                let name = meta.location.filename()?.to_owned();
+                Some(RemoteObject {
+                    name,
+                    size: meta.size,
+                    e_tag: meta.e_tag,
+                    last_modified: meta.last_modified,
+                })
+            })
+            .collect())
+    }
+
+    /// The manifest, or `None` when there is none under the prefix.
+    pub async fn manifest(&self) -> Result<Option<RemoteManifest>> {
+        let uri = self.object_uri(bcd::format::MANIFEST_NAME);
+        let store = self.store()?;
+        let result = match store
+            .get_opts(
+                &self.path(bcd::format::MANIFEST_NAME),
+                GetOptions::default(),
+            )
+            .await
+        {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(RemoteError::store(uri, "read", e)),
+        };
+        if result.meta.size > MAX_MANIFEST_BYTES {
+            return Err(RemoteError::Corrupt {
+                uri,
+                reason: format!("invalid manifest: larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
+        let version = UpdateVersion {
+            e_tag: result.meta.e_tag.clone(),
+            version: result.meta.version.clone(),
+        };
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| RemoteError::store(uri.clone(), "read", e))?
+            .to_vec();
+        let manifest = bcd::Manifest::parse(&bytes, Path::new(&uri))?;
+        Ok(Some(RemoteManifest {
+            bytes,
+            manifest,
+            version,
+        }))
+    }
+
+    /// The state a push onto this remote would build on now: [`Base::Absent`], or
+    /// the version of its manifest (blocking).
+    pub fn base(&self) -> Result<crate::push::Base> {
+        Ok(match crate::store::block_on(self.manifest())? {
+            None => crate::push::Base::Absent,
+            Some(m) => crate::push::Base::Version(m.version),
+        })
+    }
+
+    /// The checksum and time stored with object `name` (a HEAD request).
+    pub async fn stamp(&self, name: &str) -> Result<Stamp> {
+        let store = self.store()?;
+        let options = GetOptions {
+            head: true,
+            ..GetOptions::default()
+        };
+        let result = store
+            .get_opts(&self.path(name), options)
+            .await
+            .map_err(|e| RemoteError::store(self.object_uri(name), "read metadata", e))?;
+        Ok(Stamp::from_attributes(&result.attributes))
+    }
+
+    /// Object `name`'s bytes in `range`.
+    pub async fn read_range(&self, name: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let store = self.store()?;
+        store
+            .get_range(&self.path(name), range)
+            .await
+            .map_err(|e| RemoteError::store(self.object_uri(name), "read", e))
+    }
+
+    /// Object `name` whole.
+    pub async fn read_all(&self, name: &str) -> Result<Bytes> {
+        let store = self.store()?;
+        let result = store
+            .get_opts(&self.path(name), GetOptions::default())
+            .await
+            .map_err(|e| RemoteError::store(self.object_uri(name), "read", e))?;
+        result
+            .bytes()
+            .await
+            .map_err(|e| RemoteError::store(self.object_uri(name), "read", e))
+    }
+}
+
+/// xxh3-64 of a local file's bytes, and its length.
+pub fn file_checksum(path: &Path) -> Result<(u64, u64)> {
+    let mut file = File::open(path).map_err(|e| RemoteError::io(path, "open", e))?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|e| RemoteError::io(path, "read", e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        len += n as u64;
+    }
+    Ok((hasher.digest(), len))
+}
+
+/// Modification time of `metadata` in nanoseconds since the epoch.
+pub fn mtime_ns(metadata: &std::fs::Metadata) -> Option<u64> {
+    metadata
+        .modified()
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
+}
+
+/// The time `mtime_ns` nanoseconds after the epoch.
+pub fn time_of(mtime_ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(mtime_ns)
+}
+
+/// Whether `error` says a conditional request's condition did not hold (the object
+/// exists, or it changed).
+pub(crate) fn is_conflict(error: &object_store::Error) -> bool {
+    matches!(
+        error,
+        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }
+    )
+}

@@ -1,0 +1,260 @@
+//! `pull`: make a local dataset equal to a remote one, with the local commit
+//! protocol: under the writer lock, the files the remote manifest names are
+//! downloaded (in parallel, large ones by ranges) and fsynced, each checked
+//! against its size and stored checksum, the new shards' `.idx` files checked
+//! against their `.bin` sizes, and the manifest written last by an atomic rename.
+//!
+//! Files are written under names local readers ignore until the commit: shard
+//! files and sidecars numbered at or past the local count, and the persisted index
+//! under a temporary name renamed just before the manifest. An interrupted pull
+//! leaves the local dataset as it was; running it again skips what it already
+//! downloaded (same size and checksum) and completes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::{RemoteError, Result};
+use crate::names::{committed_files, required_shard_files, FileKind};
+use crate::objects::{file_checksum, RemoteObject, Stamp};
+use crate::store::{block_on, Remote};
+use crate::transfer::{download, Context, TransferOptions, TransferSummary};
+
+/// Makes the local dataset at `dir` (created when missing) equal to the dataset at
+/// `remote`: see the module documentation.
+pub fn pull(remote: &Remote, dir: &Path, options: &TransferOptions) -> Result<TransferSummary> {
+    let started = Instant::now();
+    let import = bcd::Import::begin(dir)?;
+    let local = import.manifest()?;
+    if local.is_none() {
+        check_resumable(dir)?;
+    }
+    let ctx = Context::new(remote, options.clone())?;
+    let (manifest_bytes, shards, mut summary) = block_on(pull_async(&ctx, dir, local.as_ref()))?;
+    ctx.check_interrupt()?;
+    if local.is_some_and(|l| {
+        fs::read(dir.join(bcd::format::MANIFEST_NAME)).is_ok_and(|b| b == manifest_bytes)
+            && l.shards == shards
+    }) {
+        summary.seconds = started.elapsed().as_secs_f64();
+        return Ok(summary);
+    }
+    import.commit(&manifest_bytes)?;
+    summary.committed = true;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// A directory without a manifest may be pulled into when it is empty or holds
+/// only what an interrupted pull leaves: dataset files and the lock.
+fn check_resumable(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| RemoteError::io(dir, "list", e))? {
+        let entry = entry.map_err(|e| RemoteError::io(dir, "list", e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = FileKind::of(&name) != FileKind::Other
+            || name == bcd::format::LOCK_NAME
+            || name.starts_with(bcd::format::INDEX_FILE_TMP_PREFIX);
+        if !ours {
+            return Err(RemoteError::Local(bcd::Error::DirectoryNotEmpty {
+                path: dir.to_owned(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+async fn pull_async(
+    ctx: &Context<'_>,
+    dir: &Path,
+    local: Option<&bcd::Manifest>,
+) -> Result<(Vec<u8>, u64, TransferSummary)> {
+    let remote = ctx.remote;
+    let Some(theirs) = remote.manifest().await? else {
+        return Err(RemoteError::NotADataset {
+            uri: remote.uri().to_string(),
+        });
+    };
+    let objects = remote.list().await?;
+    let shards = theirs.manifest.shards;
+    for required in required_shard_files(shards) {
+        if !objects.contains_key(&required) {
+            return Err(RemoteError::Corrupt {
+                uri: remote.object_uri(&required),
+                reason: format!("missing, though the remote manifest counts {shards} shards"),
+            });
+        }
+    }
+    let local_shards = local.map_or(0, |l| l.shards);
+    if let Some(local) = local {
+        let diverged = |reason: String| RemoteError::Diverged {
+            uri: dir.display().to_string(),
+            reason,
+        };
+        let mine = (local.keyed, local.compression, local.max_shard_size);
+        let m = &theirs.manifest;
+        if mine != (m.keyed, m.compression, m.max_shard_size) {
+            return Err(diverged(format!(
+                "its settings differ from those of {}; pull into a new directory",
+                remote.uri()
+            )));
+        }
+        if local.shards > shards {
+            return Err(diverged(format!(
+                "it has {} shards, {} only {}: push it instead, or pull into a new directory",
+                local.shards,
+                remote.uri(),
+                shards
+            )));
+        }
+    }
+    let names: Vec<&String> = objects.keys().collect();
+    let wanted = committed_files(&names, shards);
+    let mut summary = TransferSummary {
+        shards,
+        ..TransferSummary::default()
+    };
+    let mut downloads: Vec<&RemoteObject> = Vec::new();
+    for name in &wanted {
+        let object = &objects[name];
+        let kind = FileKind::of(name);
+        let path = dir.join(name);
+        let existing = fs::metadata(&path).ok().filter(fs::Metadata::is_file);
+        if kind.immutable() && kind.committed(local_shards) {
+            // Committed locally: never rewritten.
+            match existing {
+                Some(meta) if meta.len() == object.size => {
+                    summary.skipped += 1;
+                    summary.skipped_bytes += object.size;
+                    continue;
+                }
+                Some(meta) => {
+                    return Err(RemoteError::Diverged {
+                        uri: dir.display().to_string(),
+                        reason: format!(
+                        "{name} is {} bytes here but {} bytes in {}: they are different datasets",
+                        meta.len(),
+                        object.size,
+                        remote.uri()
+                    ),
+                    })
+                }
+                None if matches!(kind, FileKind::Shard(_)) => {
+                    return Err(bcd::Error::MissingShard {
+                        path,
+                        shards: local_shards,
+                    }
+                    .into())
+                }
+                None => {}
+            }
+        }
+        downloads.push(object);
+    }
+    // Files a previous pull completed: same size and checksum.
+    let present: BTreeMap<String, Stamp> = futures::stream::iter(downloads.iter().filter(|o| {
+        fs::metadata(dir.join(&o.name)).is_ok_and(|m| m.is_file() && m.len() == o.size)
+    }))
+    .map(|object| async move {
+        Ok::<_, RemoteError>((object.name.clone(), remote.stamp(&object.name).await?))
+    })
+    .buffer_unordered(ctx.options.concurrency.max(1))
+    .try_collect()
+    .await?;
+    let mut stamps: BTreeMap<String, Stamp> = BTreeMap::new();
+    let mut to_fetch = Vec::new();
+    for object in downloads {
+        if let Some(stamp) = present.get(&object.name) {
+            let target = dir.join(&object.name);
+            let same = match stamp.xxh3 {
+                Some(expected) => {
+                    let path = target.clone();
+                    tokio::task::spawn_blocking(move || file_checksum(&path))
+                        .await
+                        .expect("the checksum task does not panic")?
+                        .0
+                        == expected
+                }
+                None => false,
+            };
+            // The persisted index is replaced through a temporary name, so only
+            // immutable files are taken as they are.
+            if same && FileKind::of(&object.name).immutable() {
+                summary.skipped += 1;
+                summary.skipped_bytes += object.size;
+                continue;
+            }
+            stamps.insert(object.name.clone(), *stamp);
+        }
+        to_fetch.push(object);
+    }
+    let fetched = futures::stream::iter(&to_fetch)
+        .map(|object| {
+            let stamps = &stamps;
+            async move {
+                let stamp = match stamps.get(&object.name) {
+                    Some(stamp) => *stamp,
+                    None => remote.stamp(&object.name).await?,
+                };
+                let kind = FileKind::of(&object.name);
+                let target = dir.join(&object.name);
+                if kind.immutable() {
+                    download(ctx, &object.name, object.size, stamp, &target).await?;
+                } else {
+                    let tmp = dir.join(format!(
+                        "{}pull-{}",
+                        bcd::format::INDEX_FILE_TMP_PREFIX,
+                        std::process::id()
+                    ));
+                    let result = download(ctx, &object.name, object.size, stamp, &tmp).await;
+                    if let Err(e) = result {
+                        let _ = fs::remove_file(&tmp);
+                        return Err(e);
+                    }
+                    // Not used until the manifest is: an index covering more shards
+                    // than the committed count is ignored by readers.
+                    fs::rename(&tmp, &target).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+                }
+                Ok::<_, RemoteError>(object.size)
+            }
+        })
+        .buffer_unordered(ctx.options.concurrency.max(1))
+        .try_collect::<Vec<u64>>()
+        .await?;
+    summary.files = fetched.len() as u64;
+    summary.bytes = fetched.iter().sum();
+    check_new_shards(dir, &theirs.manifest, local_shards)?;
+    Ok((theirs.bytes, shards, summary))
+}
+
+/// Checks each new shard's `.idx` against its `.bin` (a whole number of entries
+/// whose sizes add up to the data file's length), as opening the dataset would,
+/// before the commit makes them visible.
+fn check_new_shards(dir: &Path, manifest: &bcd::Manifest, from: u64) -> Result<()> {
+    let entry = bcd::format::INDEX_FIELD_SIZE * bcd::format::index_fields(manifest.keyed);
+    for shard in from..manifest.shards {
+        let (data, index) = bcd::format::shard_paths(dir, shard);
+        let sizes = fs::read(&index).map_err(|e| RemoteError::io(&index, "read", e))?;
+        let data_len = fs::metadata(&data)
+            .map_err(|e| RemoteError::io(&data, "stat", e))?
+            .len();
+        let sum: u64 = sizes
+            .chunks_exact(bcd::format::INDEX_FIELD_SIZE)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+            .sum();
+        if sizes.len() % entry != 0 || sum != data_len {
+            return Err(bcd::Error::CorruptShard {
+                path: index,
+                reason: format!(
+                    "{} bytes of sizes adding up to {sum}, for a {data_len}-byte data file; nothing was committed",
+                    sizes.len()
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}

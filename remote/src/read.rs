@@ -1,0 +1,444 @@
+//! [`RemoteDataset`]: a dataset under a prefix, read without downloading it whole.
+//!
+//! Opening reads the manifest, lists the prefix and fetches every `.idx` file
+//! (4 or 8 bytes per record), checking each against its `.bin` size as a local
+//! open does. Then:
+//!
+//! - one value is one ranged read (`get --index`);
+//! - keys are ranged reads of the key bytes only, coalesced where they lie close
+//!   together, a bounded window of a shard at a time (`ls`, `get KEY`);
+//! - reading every record (`verify`, `export`) streams each `.bin` once, in
+//!   order, holding one record at a time.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use bytes::BytesMut;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use bcd::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
+use bcd::{Compression, DisplayKey, Manifest};
+
+use crate::error::{RemoteError, Result};
+use crate::store::{block_on, Remote};
+
+/// Key reads cover at most this many bytes of a shard per request batch, so
+/// memory stays bounded when keys lie close together (small records).
+const KEY_WINDOW: u64 = 64 << 20;
+
+/// One shard's layout.
+#[derive(Debug)]
+struct ShardLayout {
+    /// Dataset index of its first record.
+    first: u64,
+    /// Its `.idx` bytes.
+    sizes: Vec<u8>,
+    /// Byte offset of each record in the `.bin`.
+    starts: Vec<u64>,
+    /// The `.bin` length.
+    data_len: u64,
+}
+
+impl ShardLayout {
+    fn records(&self) -> usize {
+        self.starts.len()
+    }
+}
+
+/// A record's place in its shard's data file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// The shard.
+    pub shard: u64,
+    /// Record number in the shard.
+    pub record: u64,
+    /// Where its key starts.
+    pub start: u64,
+    /// Key size (0 when keyless).
+    pub key_len: u64,
+    /// Stored value size.
+    pub value_len: u64,
+}
+
+impl RecordSpan {
+    fn key(&self) -> Range<u64> {
+        self.start..self.start + self.key_len
+    }
+
+    fn value(&self) -> Range<u64> {
+        let at = self.start + self.key_len;
+        at..at + self.value_len
+    }
+}
+
+/// A dataset in object storage, its record layout loaded.
+#[derive(Debug)]
+pub struct RemoteDataset {
+    remote: Remote,
+    manifest: Manifest,
+    shards: Vec<ShardLayout>,
+    len: u64,
+}
+
+impl RemoteDataset {
+    /// Reads the manifest and every shard's `.idx`, checking them as a local open
+    /// does (every committed shard present, sizes adding up to the data files).
+    pub fn open(remote: Remote) -> Result<RemoteDataset> {
+        block_on(async {
+            let Some(manifest) = remote.manifest().await? else {
+                return Err(RemoteError::NotADataset {
+                    uri: remote.uri().to_string(),
+                });
+            };
+            let manifest = manifest.manifest;
+            let objects = remote.list().await?;
+            let keyed = manifest.keyed;
+            let entry = INDEX_FIELD_SIZE * index_fields(keyed);
+            let store = remote.store()?;
+            let loaded: Vec<(Vec<u8>, u64)> = futures::stream::iter(0..manifest.shards)
+                .map(|id| {
+                    let store = store.clone();
+                    let remote = &remote;
+                    let objects = &objects;
+                    async move {
+                        let (data, index) = names(id);
+                        let missing = |name: &str| {
+                            RemoteError::Local(bcd::Error::MissingShard {
+                                path: PathBuf::from(remote.object_uri(name)),
+                                shards: manifest.shards,
+                            })
+                        };
+                        let data_len = objects.get(&data).ok_or_else(|| missing(&data))?.size;
+                        if !objects.contains_key(&index) {
+                            return Err(missing(&index));
+                        }
+                        let sizes = store
+                            .get(&remote.path(&index))
+                            .await
+                            .map_err(|e| RemoteError::store(remote.object_uri(&index), "read", e))?
+                            .bytes()
+                            .await
+                            .map_err(|e| {
+                                RemoteError::store(remote.object_uri(&index), "read", e)
+                            })?;
+                        Ok::<_, RemoteError>((sizes.to_vec(), data_len))
+                    }
+                })
+                .buffered(16)
+                .try_collect()
+                .await?;
+            let mut shards = Vec::with_capacity(loaded.len());
+            let mut len = 0u64;
+            for (id, (sizes, data_len)) in loaded.into_iter().enumerate() {
+                let (data_name, index_name) = names(id as u64);
+                let corrupt = |name: &str, reason: String| {
+                    RemoteError::Local(bcd::Error::CorruptShard {
+                        path: PathBuf::from(remote.object_uri(name)),
+                        reason,
+                    })
+                };
+                if sizes.len() % entry != 0 {
+                    return Err(corrupt(
+                        &index_name,
+                        format!(
+                            "{} bytes is not a whole number of {entry}-byte index entries",
+                            sizes.len()
+                        ),
+                    ));
+                }
+                let mut starts = Vec::with_capacity(sizes.len() / entry);
+                let mut offset = 0u64;
+                for chunk in sizes.chunks_exact(entry) {
+                    starts.push(offset);
+                    offset += chunk
+                        .chunks_exact(INDEX_FIELD_SIZE)
+                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+                        .sum::<u64>();
+                }
+                if offset != data_len {
+                    return Err(corrupt(
+                        &data_name,
+                        format!(
+                            "{data_len} bytes, but its index {index_name} accounts for {offset}"
+                        ),
+                    ));
+                }
+                let records = starts.len() as u64;
+                shards.push(ShardLayout {
+                    first: len,
+                    sizes,
+                    starts,
+                    data_len,
+                });
+                len += records;
+            }
+            Ok(RemoteDataset {
+                remote,
+                manifest,
+                shards,
+                len,
+            })
+        })
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The prefix.
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether records carry keys.
+    pub fn keyed(&self) -> bool {
+        self.manifest.keyed
+    }
+
+    /// Total size of the shards' data files.
+    pub fn stored_bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.data_len).sum()
+    }
+
+    /// A signed index as a position (negative counts from the end).
+    pub fn resolve_index(&self, index: i64) -> Result<usize> {
+        let len = self.len as i64;
+        let resolved = if index < 0 { index + len } else { index };
+        match (0..len).contains(&resolved) {
+            true => Ok(resolved as usize),
+            false => Err(bcd::Error::IndexOutOfRange {
+                index,
+                len: self.len,
+            }
+            .into()),
+        }
+    }
+
+    /// Where record `index` (< len) lies.
+    pub fn span(&self, index: usize) -> RecordSpan {
+        let index = index as u64;
+        let shard = self.shards.partition_point(|s| s.first <= index) - 1;
+        let layout = &self.shards[shard];
+        let local = (index - layout.first) as usize;
+        self.span_in(shard, local)
+    }
+
+    fn span_in(&self, shard: usize, local: usize) -> RecordSpan {
+        let layout = &self.shards[shard];
+        let fields = index_fields(self.keyed());
+        let at = local * fields * INDEX_FIELD_SIZE;
+        let size = |field: usize| {
+            let b = &layout.sizes[at + field * INDEX_FIELD_SIZE..][..INDEX_FIELD_SIZE];
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
+        };
+        RecordSpan {
+            shard: shard as u64,
+            record: local as u64,
+            start: layout.starts[local],
+            key_len: if self.keyed() { size(0) } else { 0 },
+            value_len: size(fields - 1),
+        }
+    }
+
+    fn data_uri(&self, shard: u64) -> String {
+        self.remote.object_uri(&names(shard).0)
+    }
+
+    /// Decodes a stored value (decompresses LZ4 values), naming the record on
+    /// failure.
+    pub fn decode(&self, index: usize, span: &RecordSpan, stored: &[u8]) -> Result<Vec<u8>> {
+        match self.manifest.compression {
+            Compression::None => Ok(stored.to_vec()),
+            Compression::Lz4 => bcd::lz4_block::decompress(stored).map_err(|e| {
+                bcd::Error::CorruptValue {
+                    path: PathBuf::from(self.data_uri(span.shard)),
+                    record: span.record,
+                    index: index as u64,
+                    offset: span.value().start,
+                    reason: e.0,
+                }
+                .into()
+            }),
+        }
+    }
+
+    /// The value of record `index` (< len): one ranged read.
+    pub fn value(&self, index: usize) -> Result<Vec<u8>> {
+        let span = self.span(index);
+        let stored = block_on(self.read(span.shard, span.value()))?;
+        self.decode(index, &span, &stored)
+    }
+
+    async fn read(&self, shard: u64, range: Range<u64>) -> Result<bytes::Bytes> {
+        if range.is_empty() {
+            return Ok(bytes::Bytes::new());
+        }
+        let (data, _) = names(shard);
+        let bytes = self.remote.read_range(&data, range.clone()).await?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(RemoteError::Corrupt {
+                uri: self.data_uri(shard),
+                reason: format!("bytes {range:?} read as {} bytes", bytes.len()),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Calls `f` with every key, in order, until it returns `false`: ranged reads
+    /// of the key bytes, coalesced. Keyed datasets only.
+    pub fn for_each_key(&self, mut f: impl FnMut(usize, &[u8]) -> Result<bool>) -> Result<()> {
+        if !self.keyed() {
+            return Err(bcd::Error::WrongKeying(
+                "keys are disabled for this dataset: it is keyless",
+            )
+            .into());
+        }
+        let store = self.remote.store()?;
+        for (shard, layout) in self.shards.iter().enumerate() {
+            let path = self.remote.path(&names(shard as u64).0);
+            let mut local = 0;
+            while local < layout.records() {
+                // A window of records whose keys span at most KEY_WINDOW bytes.
+                let window_start = layout.starts[local];
+                let mut end = local;
+                while end < layout.records()
+                    && (end == local || layout.starts[end] - window_start < KEY_WINDOW)
+                {
+                    end += 1;
+                }
+                let spans: Vec<RecordSpan> = (local..end).map(|l| self.span_in(shard, l)).collect();
+                let ranges: Vec<Range<u64>> = spans.iter().map(RecordSpan::key).collect();
+                let keys = block_on(store.get_ranges(&path, &ranges))
+                    .map_err(|e| RemoteError::store(self.data_uri(shard as u64), "read keys", e))?;
+                for (span, key) in spans.iter().zip(&keys) {
+                    if key.len() as u64 != span.key_len {
+                        return Err(RemoteError::Corrupt {
+                            uri: self.data_uri(shard as u64),
+                            reason: format!("record {}: short key read", span.record),
+                        });
+                    }
+                    if !f((layout.first + span.record) as usize, key)? {
+                        return Ok(());
+                    }
+                }
+                local = end;
+            }
+        }
+        Ok(())
+    }
+
+    /// The position of `key`, reading keys in order until it is found.
+    pub fn position(&self, key: &[u8]) -> Result<Option<usize>> {
+        let mut found = None;
+        self.for_each_key(|index, candidate| {
+            if candidate == key {
+                found = Some(index);
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        Ok(found)
+    }
+
+    /// Calls `f(index, key, stored value)` with every record in order, streaming
+    /// each shard's data file once.
+    pub fn for_each_record(
+        &self,
+        mut f: impl FnMut(usize, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let store = self.remote.store()?;
+        for (shard, layout) in self.shards.iter().enumerate() {
+            if layout.records() == 0 {
+                continue;
+            }
+            let uri = self.data_uri(shard as u64);
+            let path = self.remote.path(&names(shard as u64).0);
+            let mut stream = block_on(store.get(&path))
+                .map_err(|e| RemoteError::store(&uri, "read", e))?
+                .into_stream();
+            let mut buffer = BytesMut::new();
+            for local in 0..layout.records() {
+                let span = self.span_in(shard, local);
+                let need = (span.key_len + span.value_len) as usize;
+                while buffer.len() < need {
+                    match block_on(stream.next()) {
+                        Some(chunk) => buffer
+                            .extend_from_slice(&chunk.map_err(|e| RemoteError::store(&uri, "read", e))?),
+                        None => {
+                            return Err(RemoteError::Corrupt {
+                                uri,
+                                reason: format!(
+                                    "ends inside record {local}, before the {} bytes its index declares",
+                                    layout.data_len
+                                ),
+                            })
+                        }
+                    }
+                }
+                let record = buffer.split_to(need);
+                let (key, value) = record.split_at(span.key_len as usize);
+                f((layout.first as usize) + local, key, value)?;
+            }
+            if !buffer.is_empty() || block_on(stream.next()).is_some() {
+                return Err(RemoteError::Corrupt {
+                    uri,
+                    reason: "longer than its index declares: it changed while being read".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes every record and checks that no key occurs twice, like `bcd verify`
+    /// of a local dataset; returns the problems found (empty when sound).
+    pub fn verify(&self) -> Result<Vec<RemoteError>> {
+        let mut problems = Vec::new();
+        let mut keys: HashSet<Vec<u8>> = HashSet::new();
+        let mut buffer = Vec::new();
+        self.for_each_record(|index, key, stored| {
+            let span = self.span(index);
+            if self.keyed() && !keys.insert(key.to_vec()) {
+                problems.push(RemoteError::Local(bcd::Error::DuplicateKeyInDataset {
+                    path: PathBuf::from(self.data_uri(span.shard)),
+                    record: span.record,
+                    key: DisplayKey(key.to_vec()),
+                }));
+            }
+            if self.manifest.compression == Compression::Lz4 {
+                if let Err(e) = bcd::lz4_block::decompress_into(stored, &mut buffer) {
+                    problems.push(RemoteError::Local(bcd::Error::CorruptValue {
+                        path: PathBuf::from(self.data_uri(span.shard)),
+                        record: span.record,
+                        index: index as u64,
+                        offset: span.value().start,
+                        reason: e.0,
+                    }));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(problems)
+    }
+}
+
+/// The object names of shard `id`'s data and index files.
+fn names(id: u64) -> (String, String) {
+    let (data, index) = shard_paths(std::path::Path::new(""), id);
+    (
+        data.to_string_lossy().into_owned(),
+        index.to_string_lossy().into_owned(),
+    )
+}

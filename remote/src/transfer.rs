@@ -1,0 +1,480 @@
+//! Moving one file each way: uploads (one request, or a multipart upload recorded
+//! in a journal so that a kill's leftover can be aborted later) and downloads
+//! (one request, or parallel ranges), with the options push and pull share.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::multipart::PartId;
+use object_store::{
+    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+};
+use tokio::sync::Semaphore;
+
+use crate::error::{RemoteError, Result};
+use crate::objects::{is_conflict, time_of, Stamp};
+use crate::store::{Clients, Remote};
+
+/// Where the journal of multipart uploads in progress lives, below the prefix.
+pub const UPLOADS_DIR: &str = ".bcd-uploads";
+
+/// How transfers run.
+#[derive(Clone)]
+pub struct TransferOptions {
+    /// Requests in flight at once (files, parts and ranges together). Default: 16.
+    pub concurrency: usize,
+    /// Files larger than this are uploaded in parts, and downloaded in ranges, in
+    /// parallel. Default: 64 MiB.
+    pub multipart_threshold: u64,
+    /// Size of a part or range. Default: 16 MiB (S3 wants at least 5 MiB).
+    pub part_size: u64,
+    /// Set to stop the transfer at the next file or part; nothing is committed.
+    pub interrupt: Option<Arc<AtomicBool>>,
+    /// Called with the bytes moved so far, after each file, part or range.
+    pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+impl Default for TransferOptions {
+    fn default() -> Self {
+        TransferOptions {
+            concurrency: 16,
+            multipart_threshold: 64 << 20,
+            part_size: 16 << 20,
+            interrupt: None,
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TransferOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferOptions")
+            .field("concurrency", &self.concurrency)
+            .field("multipart_threshold", &self.multipart_threshold)
+            .field("part_size", &self.part_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a push or pull did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TransferSummary {
+    /// Files copied.
+    pub files: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Files already on the other side (same size and checksum, or committed there).
+    pub skipped: u64,
+    /// Their bytes.
+    pub skipped_bytes: u64,
+    /// Committed shards of the destination afterwards.
+    pub shards: u64,
+    /// Whether a new manifest was committed (false when the destination was
+    /// already up to date).
+    pub committed: bool,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// State shared by the transfers of one push or pull.
+pub(crate) struct Context<'a> {
+    pub(crate) remote: &'a Remote,
+    pub(crate) clients: Clients,
+    pub(crate) options: TransferOptions,
+    permits: Arc<Semaphore>,
+    moved: AtomicU64,
+}
+
+impl<'a> Context<'a> {
+    pub(crate) fn new(remote: &'a Remote, options: TransferOptions) -> Result<Context<'a>> {
+        Ok(Context {
+            remote,
+            clients: remote.clients()?,
+            permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
+            options,
+            moved: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn check_interrupt(&self) -> Result<()> {
+        match &self.options.interrupt {
+            Some(flag) if flag.load(Ordering::Relaxed) => Err(RemoteError::Interrupted),
+            _ => Ok(()),
+        }
+    }
+
+    fn moved(&self, bytes: u64) {
+        let total = self.moved.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if let Some(progress) = &self.options.progress {
+            progress(total);
+        }
+    }
+
+    async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    fn store(&self) -> &dyn ObjectStore {
+        self.clients.store.as_ref()
+    }
+}
+
+/// A local file to upload as object `name`.
+pub(crate) struct Upload {
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: Option<u64>,
+    /// `Create` for a new immutable file, `Overwrite` for the persisted index.
+    pub(crate) mode: PutMode,
+}
+
+/// Reads `path` whole on a blocking thread, checking it is `size` bytes.
+async fn read_file(path: PathBuf, size: u64) -> Result<Vec<u8>> {
+    tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, "read", e))?;
+        if bytes.len() as u64 != size {
+            return Err(changed(&path, size, bytes.len() as u64));
+        }
+        Ok(bytes)
+    })
+    .await
+    .expect("the read task does not panic")
+}
+
+fn changed(path: &Path, expected: u64, found: u64) -> RemoteError {
+    RemoteError::io(
+        path,
+        "read",
+        std::io::Error::other(format!(
+            "the file changed while being copied ({expected} then {found} bytes)"
+        )),
+    )
+}
+
+/// Uploads `upload`; `before_complete` runs before a multipart upload is completed
+/// (the push checks the remote manifest is still the one it read). Returns the
+/// checksum stored.
+pub(crate) async fn upload<F, Fut>(
+    ctx: &Context<'_>,
+    upload: &Upload,
+    before_complete: F,
+) -> Result<u64>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    ctx.check_interrupt()?;
+    let uri = ctx.remote.object_uri(&upload.name);
+    let location = ctx.remote.path(&upload.name);
+    let multipart = ctx.clients.multipart.clone();
+    match multipart {
+        Some(multipart) if upload.size > ctx.options.multipart_threshold => {
+            let path = upload.path.clone();
+            let (xxh3, len) =
+                tokio::task::spawn_blocking(move || crate::objects::file_checksum(&path))
+                    .await
+                    .expect("the checksum task does not panic")?;
+            if len != upload.size {
+                return Err(changed(&upload.path, upload.size, len));
+            }
+            let options = PutMultipartOptions {
+                attributes: Stamp::attributes(xxh3, upload.mtime_ns),
+                ..PutMultipartOptions::default()
+            };
+            let id = {
+                let _permit = ctx.permit().await;
+                multipart
+                    .create_multipart_opts(&location, options)
+                    .await
+                    .map_err(|e| RemoteError::store(&uri, "start a multipart upload", e))?
+            };
+            let journal = journal_name(&upload.name, &id);
+            let entry = serde_json::json!({"name": upload.name, "upload_id": id}).to_string();
+            let recorded = ctx
+                .store()
+                .put(
+                    &ctx.remote.path(&journal),
+                    PutPayload::from(entry.into_bytes()),
+                )
+                .await
+                .map_err(|e| RemoteError::store(ctx.remote.object_uri(&journal), "upload", e));
+            let result = async {
+                recorded?;
+                let parts = upload.size.div_ceil(ctx.options.part_size);
+                let file = Arc::new(
+                    File::open(&upload.path)
+                        .map_err(|e| RemoteError::io(&upload.path, "open", e))?,
+                );
+                let part_ids: Vec<PartId> = futures::stream::iter(0..parts)
+                    .map(|part| {
+                        let file = file.clone();
+                        let multipart = multipart.clone();
+                        let location = location.clone();
+                        let id = id.clone();
+                        let uri = uri.clone();
+                        let start = part * ctx.options.part_size;
+                        let len = ctx.options.part_size.min(upload.size - start);
+                        let path = upload.path.clone();
+                        async move {
+                            ctx.check_interrupt()?;
+                            let _permit = ctx.permit().await;
+                            let bytes = tokio::task::spawn_blocking(move || {
+                                let mut buffer = vec![0u8; len as usize];
+                                file.read_exact_at(&mut buffer, start)
+                                    .map_err(|e| RemoteError::io(&path, "read", e))?;
+                                Ok::<_, RemoteError>(buffer)
+                            })
+                            .await
+                            .expect("the read task does not panic")?;
+                            let part_id = multipart
+                                .put_part(&location, &id, part as usize, PutPayload::from(bytes))
+                                .await
+                                .map_err(|e| RemoteError::store(&uri, "upload a part", e))?;
+                            ctx.moved(len);
+                            Ok::<_, RemoteError>(part_id)
+                        }
+                    })
+                    .buffered(ctx.options.concurrency.max(1))
+                    .try_collect()
+                    .await?;
+                before_complete().await?;
+                let _permit = ctx.permit().await;
+                multipart
+                    .complete_multipart(&location, &id, part_ids)
+                    .await
+                    .map_err(|e| RemoteError::store(&uri, "complete a multipart upload", e))?;
+                Ok(())
+            }
+            .await;
+            if result.is_err() {
+                // Best effort: a failed abort leaves the journal entry for the next
+                // push or gc.
+                if multipart.abort_multipart(&location, &id).await.is_ok() {
+                    let _ = ctx.store().delete(&ctx.remote.path(&journal)).await;
+                }
+                return result.map(|()| xxh3);
+            }
+            let _ = ctx.store().delete(&ctx.remote.path(&journal)).await;
+            Ok(xxh3)
+        }
+        _ => {
+            let bytes = read_file(upload.path.clone(), upload.size).await?;
+            let xxh3 = xxhash_rust::xxh3::xxh3_64(&bytes);
+            let options = PutOptions {
+                mode: upload.mode.clone(),
+                attributes: Stamp::attributes(xxh3, upload.mtime_ns),
+                ..PutOptions::default()
+            };
+            let _permit = ctx.permit().await;
+            match ctx
+                .store()
+                .put_opts(&location, PutPayload::from(bytes), options)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_conflict(&e) => {
+                    return Err(RemoteError::Conflict {
+                        uri,
+                        reason: "the object appeared while this push uploaded it: another writer is pushing to this prefix".into(),
+                    })
+                }
+                Err(e) => return Err(RemoteError::store(uri, "upload", e)),
+            }
+            ctx.moved(upload.size);
+            Ok(xxh3)
+        }
+    }
+}
+
+/// The journal entry's name of multipart upload `id` of object `name`.
+pub(crate) fn journal_name(name: &str, id: &str) -> String {
+    format!(
+        "{UPLOADS_DIR}/{name}.{:016x}",
+        xxhash_rust::xxh3::xxh3_64(id.as_bytes())
+    )
+}
+
+/// Aborts the multipart uploads recorded in the journal (leftovers of killed
+/// pushes) whose entries were written before `older_than` (`None`: all), and
+/// removes their entries. Returns how many were aborted.
+pub(crate) async fn abort_journaled(
+    remote: &Remote,
+    clients: &Clients,
+    older_than: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<u64> {
+    let Some(multipart) = &clients.multipart else {
+        return Ok(0);
+    };
+    let mut aborted = 0;
+    for entry in remote.list_sub(UPLOADS_DIR).await? {
+        if older_than.is_some_and(|limit| entry.last_modified >= limit) {
+            continue;
+        }
+        let journal = format!("{UPLOADS_DIR}/{}", entry.name);
+        let body = match remote.read_all(&journal).await {
+            Ok(body) => body,
+            // Completed (and its entry removed) meanwhile.
+            Err(RemoteError::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => continue,
+            Err(e) => return Err(e),
+        };
+        let parsed: Option<(String, String)> = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                Some((
+                    v.get("name")?.as_str()?.to_owned(),
+                    v.get("upload_id")?.as_str()?.to_owned(),
+                ))
+            });
+        if let Some((name, id)) = parsed {
+            match multipart.abort_multipart(&remote.path(&name), &id).await {
+                Ok(()) => aborted += 1,
+                // Already gone (completed, aborted, or expired by a lifecycle rule).
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    return Err(RemoteError::store(
+                        remote.object_uri(&name),
+                        "abort a multipart upload",
+                        e,
+                    ))
+                }
+            }
+        }
+        clients
+            .store
+            .delete(&remote.path(&journal))
+            .await
+            .map_err(|e| RemoteError::store(remote.object_uri(&journal), "delete", e))?;
+    }
+    Ok(aborted)
+}
+
+/// Downloads object `name` (`size` bytes, with `stamp`) into `dest`, creating or
+/// truncating it, and fsyncs it; checks the size and, when the object has one, its
+/// checksum; gives the file the recorded modification time.
+pub(crate) async fn download(
+    ctx: &Context<'_>,
+    name: &str,
+    size: u64,
+    stamp: Stamp,
+    dest: &Path,
+) -> Result<()> {
+    ctx.check_interrupt()?;
+    let uri = ctx.remote.object_uri(name);
+    let location = ctx.remote.path(name);
+    let file = Arc::new(
+        OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create(true)
+            .truncate(true)
+            .open(dest)
+            .map_err(|e| RemoteError::io(dest, "create", e))?,
+    );
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    if size > ctx.options.multipart_threshold {
+        file.set_len(size)
+            .map_err(|e| RemoteError::io(dest, "write", e))?;
+        let ranges = size.div_ceil(ctx.options.part_size);
+        futures::stream::iter(0..ranges)
+            .map(|range| {
+                let start = range * ctx.options.part_size;
+                let end = (start + ctx.options.part_size).min(size);
+                let file = file.clone();
+                let location = location.clone();
+                let uri = uri.clone();
+                async move {
+                    ctx.check_interrupt()?;
+                    let _permit = ctx.permit().await;
+                    let bytes = ctx
+                        .store()
+                        .get_range(&location, start..end)
+                        .await
+                        .map_err(|e| RemoteError::store(&uri, "read", e))?;
+                    if bytes.len() as u64 != end - start {
+                        return Err(short(&uri, start, end, bytes.len()));
+                    }
+                    file.write_all_at(&bytes, start)
+                        .map_err(|e| RemoteError::io(dest, "write", e))?;
+                    ctx.moved(end - start);
+                    Ok(())
+                }
+            })
+            .buffer_unordered(ctx.options.concurrency.max(1))
+            .try_collect::<Vec<()>>()
+            .await?;
+        if stamp.xxh3.is_some() {
+            let (xxh3, _) = crate::objects::file_checksum(dest)?;
+            check_checksum(&uri, stamp, Some(xxh3))?;
+        }
+    } else {
+        let _permit = ctx.permit().await;
+        let result = ctx
+            .store()
+            .get(&location)
+            .await
+            .map_err(|e| RemoteError::store(&uri, "read", e))?;
+        let mut stream = result.into_stream();
+        let mut written = 0u64;
+        let mut out = &*file;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| RemoteError::store(&uri, "read", e))?;
+            written += chunk.len() as u64;
+            if written > size {
+                return Err(short(&uri, 0, size, written as usize));
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .map_err(|e| RemoteError::io(dest, "write", e))?;
+        }
+        if written != size {
+            return Err(short(&uri, 0, size, written as usize));
+        }
+        ctx.moved(size);
+        check_checksum(&uri, stamp, Some(hasher.digest()))?;
+    }
+    let dest_owned = dest.to_owned();
+    tokio::task::spawn_blocking(move || {
+        if let Some(mtime) = stamp.mtime_ns {
+            file.set_modified(time_of(mtime))
+                .map_err(|e| RemoteError::io(&dest_owned, "set the modification time of", e))?;
+        }
+        file.sync_all()
+            .map_err(|e| RemoteError::io(&dest_owned, "fsync", e))
+    })
+    .await
+    .expect("the fsync task does not panic")
+}
+
+fn short(uri: &str, start: u64, end: u64, got: usize) -> RemoteError {
+    RemoteError::Corrupt {
+        uri: uri.to_owned(),
+        reason: format!(
+            "bytes {start}..{end} read as {got} bytes: the object changed while being copied"
+        ),
+    }
+}
+
+fn check_checksum(uri: &str, stamp: Stamp, found: Option<u64>) -> Result<()> {
+    match (stamp.xxh3, found) {
+        (Some(expected), Some(found)) if expected != found => Err(RemoteError::Corrupt {
+            uri: uri.to_owned(),
+            reason: format!(
+                "its bytes have checksum {found:016x}, but it was uploaded with {expected:016x}"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,145 @@
+//! The shared, bounded local cache of a remote dataset: shards fetched once, on
+//! first read, whole; least recently used ones evicted past the limit; a newer
+//! remote manifest picked up by a refresh.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bcd::{Compression, Dataset};
+use bcd_remote::cache::{open_cache, refresh, CacheOptions, RemoteCache};
+use bcd_remote::{push, TransferOptions};
+use common::*;
+use object_store::memory::InMemory;
+
+fn records(dataset: &Dataset) -> Vec<Vec<u8>> {
+    (0..dataset.len())
+        .map(|i| dataset.at(i).unwrap().into_owned())
+        .collect()
+}
+
+#[test]
+fn shards_are_fetched_once_on_first_read_and_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let local = dataset(&source, true, Compression::Lz4, 300, 3000);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let data_bytes = local.stored_bytes();
+
+    let before = store.bytes_read.load(Ordering::SeqCst);
+    let cache =
+        Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+    let (remote, cache) = open_cache(cache).unwrap();
+    assert_eq!(remote.len(), local.len());
+    // Opening a keyed dataset read every key once, fetching the shards, and wrote
+    // the persisted index into the mirror.
+    assert!(remote.uses_index_file());
+    assert_eq!(records(&remote), records(&local));
+    for i in [0, 17, 299] {
+        let key = local.key_at(i).unwrap();
+        assert_eq!(remote.position(key).unwrap(), Some(i));
+    }
+    let first = store.bytes_read.load(Ordering::SeqCst) - before;
+    assert!(
+        first >= data_bytes && first < data_bytes + data_bytes / 2,
+        "{first} for {data_bytes}"
+    );
+    assert_eq!(cache.cached_bytes(), data_bytes);
+
+    // A second reader of the same cache (another worker) downloads no shard.
+    let before = store.bytes_read.load(Ordering::SeqCst);
+    let other =
+        Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+    let (again, _) = open_cache(other).unwrap();
+    assert_eq!(records(&again), records(&local));
+    let second = store.bytes_read.load(Ordering::SeqCst) - before;
+    assert!(second < 2000, "only the manifest: {second}");
+    // A mirror is read-only.
+    let mut again = again;
+    assert!(again.extend([(b"x".as_slice(), b"y".as_slice())]).is_err());
+}
+
+#[test]
+fn a_cache_over_its_limit_evicts_and_still_returns_the_right_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let local = dataset(&source, false, Compression::None, 400, 2000);
+    assert!(local.shards() > 5);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: Some(4500),
+    };
+    let cache =
+        Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+    let (remote, cache) = open_cache(cache).unwrap();
+    // Two passes in opposite orders, through fresh handles (as new workers): every
+    // value right, the cache never past its limit plus the shard just fetched.
+    for pass in 0..2 {
+        let (reader, _) = open_cache(cache.clone()).unwrap();
+        let mut order: Vec<usize> = (0..local.len()).collect();
+        if pass == 1 {
+            order.reverse();
+        }
+        for i in order {
+            assert_eq!(
+                &*reader.at(i).unwrap(),
+                &*local.at(i).unwrap(),
+                "record {i}"
+            );
+            assert!(cache.cached_bytes() <= 4500 + 2000);
+        }
+    }
+    assert_eq!(remote.len(), local.len());
+}
+
+#[test]
+fn refresh_sees_a_newer_remote_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut local = dataset(&source, true, Compression::Lz4, 50, 1000);
+    let memory = Arc::new(InMemory::new());
+    push(
+        &source,
+        &memory_remote(memory.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let cache =
+        Arc::new(RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap());
+    let (mut remote, cache) = open_cache(cache).unwrap();
+    assert_eq!(remote.len(), 50);
+    append(&mut local, 50..120);
+    push(
+        &source,
+        &memory_remote(memory.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(remote.len(), 50, "nothing changes until a refresh");
+    refresh(&mut remote, &cache).unwrap();
+    assert_eq!(remote.len(), 120);
+    assert_eq!(records(&remote), records(&local));
+    assert_eq!(remote.position(b"k119").unwrap(), Some(119));
+}

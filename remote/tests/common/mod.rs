@@ -1,0 +1,311 @@
+//! Helpers of the bcd-remote tests: datasets to push, and an in-memory store that
+//! fails or is changed by "another writer" at chosen requests.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bcd::{Compression, CreateOptions, Dataset};
+use bcd_remote::{Remote, RemoteUri, Scheme};
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartId, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+
+pub fn uri(prefix: &str) -> RemoteUri {
+    RemoteUri {
+        scheme: Scheme::S3,
+        bucket: "bucket".into(),
+        prefix: prefix.into(),
+    }
+}
+
+/// A dataset of `records` records in shards of at most `shard_size` bytes, with a
+/// sidecar beside each shard and a commit file, as issue 10's files look.
+pub fn dataset(
+    dir: &Path,
+    keyed: bool,
+    compression: Compression,
+    records: usize,
+    shard_size: u64,
+) -> Dataset {
+    let options = CreateOptions {
+        keyed,
+        compression,
+        max_shard_size: shard_size,
+    };
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    append(&mut dataset, 0..records);
+    dataset
+}
+
+/// Appends records `range` (key `k{i}`, a value that compresses) in one commit,
+/// with a sidecar per new shard and a commit file.
+pub fn append(dataset: &mut Dataset, range: Range<usize>) {
+    let before = dataset.shards();
+    let records: Vec<(Vec<u8>, Vec<u8>)> = range
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                format!("value {i} ").repeat(1 + i % 7).into_bytes(),
+            )
+        })
+        .collect();
+    if dataset.keyed() {
+        dataset
+            .extend(records.iter().map(|(k, v)| (&k[..], &v[..])))
+            .unwrap();
+    } else {
+        dataset
+            .extend_values(records.iter().map(|(_, v)| &v[..]))
+            .unwrap();
+    }
+    let dir = dataset.path().to_owned();
+    for shard in before..dataset.shards() {
+        std::fs::write(
+            dir.join(format!("{shard:06}.stats.json")),
+            format!("{{\"shard\": {shard}}}"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join(format!("commit.{:06}.json", dataset.shards())),
+        b"{}",
+    )
+    .unwrap();
+}
+
+/// The files of a dataset directory that a copy must reproduce (not the lock).
+pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = bcd_test_support::snapshot(dir);
+    files.remove(bcd::format::LOCK_NAME);
+    files
+}
+
+/// Something another writer does to the store.
+pub type Hook = Box<dyn FnOnce(&InMemory) + Send>;
+
+/// Faults and interference to inject.
+#[derive(Default)]
+pub struct Plan {
+    /// Writes (puts and parts) that succeed before every later one fails.
+    pub writes_before_failure: Option<usize>,
+    /// Run once, on the store, right before the first manifest write: another
+    /// writer committing.
+    pub before_manifest: Option<Hook>,
+    /// Aborting multipart uploads fails (a killed process aborts nothing).
+    pub fail_aborts: bool,
+}
+
+/// An in-memory store that follows a [`Plan`].
+pub struct FaultStore {
+    pub inner: Arc<InMemory>,
+    pub plan: Mutex<Plan>,
+    pub writes: AtomicUsize,
+    /// Bytes of object data served by reads.
+    pub bytes_read: std::sync::atomic::AtomicU64,
+}
+
+impl fmt::Debug for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FaultStore")
+    }
+}
+
+impl fmt::Display for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FaultStore")
+    }
+}
+
+impl FaultStore {
+    pub fn new(inner: Arc<InMemory>, plan: Plan) -> Arc<FaultStore> {
+        Arc::new(FaultStore {
+            inner,
+            plan: Mutex::new(plan),
+            writes: AtomicUsize::new(0),
+            bytes_read: Default::default(),
+        })
+    }
+
+    fn write(&self) -> object_store::Result<()> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        match self.plan.lock().unwrap().writes_before_failure {
+            Some(limit) if n >= limit => Err(object_store::Error::Generic {
+                store: "FaultStore",
+                source: "the server is gone".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A remote on `store`, with its multipart API.
+pub fn remote_on(store: Arc<FaultStore>, prefix: &str) -> Remote {
+    Remote::with_store(uri(prefix), store.clone(), Some(store))
+}
+
+/// A remote on a plain in-memory store.
+pub fn memory_remote(memory: Arc<InMemory>, prefix: &str) -> Remote {
+    Remote::with_store(uri(prefix), memory.clone(), Some(memory))
+}
+
+#[async_trait]
+impl ObjectStore for FaultStore {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if location.filename() == Some("manifest.json") {
+            let hook = self.plan.lock().unwrap().before_manifest.take();
+            if let Some(hook) = hook {
+                hook(&self.inner);
+            }
+        }
+        self.write()?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &ObjectPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let head = options.head;
+        let result = self.inner.get_opts(location, options).await?;
+        if !head {
+            self.bytes_read
+                .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+        }
+        Ok(result)
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &ObjectPath,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let read = self.inner.get_ranges(location, ranges).await?;
+        let bytes: usize = read.iter().map(Bytes::len).sum();
+        self.bytes_read.fetch_add(bytes as u64, Ordering::SeqCst);
+        Ok(read)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&ObjectPath>,
+        offset: &ObjectPath,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+#[async_trait]
+impl MultipartStore for FaultStore {
+    async fn create_multipart(&self, path: &ObjectPath) -> object_store::Result<MultipartId> {
+        self.inner.create_multipart(path).await
+    }
+
+    async fn create_multipart_opts(
+        &self,
+        path: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<MultipartId> {
+        self.inner.create_multipart_opts(path, opts).await
+    }
+
+    async fn put_part(
+        &self,
+        path: &ObjectPath,
+        id: &MultipartId,
+        part_idx: usize,
+        data: PutPayload,
+    ) -> object_store::Result<PartId> {
+        self.write()?;
+        self.inner.put_part(path, id, part_idx, data).await
+    }
+
+    async fn complete_multipart(
+        &self,
+        path: &ObjectPath,
+        id: &MultipartId,
+        parts: Vec<PartId>,
+    ) -> object_store::Result<PutResult> {
+        self.write()?;
+        self.inner.complete_multipart(path, id, parts).await
+    }
+
+    async fn abort_multipart(
+        &self,
+        path: &ObjectPath,
+        id: &MultipartId,
+    ) -> object_store::Result<()> {
+        if self.plan.lock().unwrap().fail_aborts {
+            return Err(object_store::Error::Generic {
+                store: "FaultStore",
+                source: "killed".into(),
+            });
+        }
+        self.inner.abort_multipart(path, id).await
+    }
+}

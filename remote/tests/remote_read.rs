@@ -1,0 +1,148 @@
+//! Reading a dataset in object storage without downloading it: the layout from
+//! the `.idx` files, values and keys by ranged reads, records by streaming.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bcd::{Compression, CreateOptions, Dataset};
+use bcd_remote::{push, RemoteDataset, TransferOptions};
+use common::*;
+use object_store::memory::InMemory;
+
+/// A keyed dataset of large values, pushed to a counting store.
+fn pushed(compression: Compression) -> (tempfile::TempDir, Dataset, Arc<FaultStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let options = CreateOptions {
+        keyed: true,
+        compression,
+        max_shard_size: 300_000,
+    };
+    let mut dataset = Dataset::create(&path, options).unwrap();
+    let mut rng = bcd_test_support::Rng::new(7);
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (0..40)
+        .map(|i| {
+            (
+                format!("img/{i:03}.jpg").into_bytes(),
+                rng.bytes(50_000 + i * 10),
+            )
+        })
+        .collect();
+    dataset
+        .extend(records.iter().map(|(k, v)| (&k[..], &v[..])))
+        .unwrap();
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &path,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    (dir, dataset, store)
+}
+
+#[test]
+fn values_and_keys_are_read_by_ranges() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let (_dir, local, store) = pushed(compression);
+        let before = store.bytes_read.load(Ordering::SeqCst);
+        let remote = RemoteDataset::open(remote_on(store.clone(), "p")).unwrap();
+        assert_eq!(remote.len(), local.len());
+        assert_eq!(remote.stored_bytes(), local.stored_bytes());
+        assert_eq!(remote.manifest(), local.manifest());
+        let opened = store.bytes_read.load(Ordering::SeqCst) - before;
+        assert!(
+            opened < 2000,
+            "opening read only manifest and .idx files: {opened}"
+        );
+
+        let last = remote.resolve_index(-1).unwrap();
+        assert_eq!(remote.value(last).unwrap(), &*local.at(last).unwrap());
+        let read = store.bytes_read.load(Ordering::SeqCst) - before - opened;
+        assert!(read < 60_000, "one value, not its shard: {read}");
+
+        // Keys: far apart, so only their bytes travel.
+        let before_keys = store.bytes_read.load(Ordering::SeqCst);
+        let mut keys = Vec::new();
+        remote
+            .for_each_key(|_, key| {
+                keys.push(key.to_vec());
+                Ok(true)
+            })
+            .unwrap();
+        let expected: Vec<Vec<u8>> = (0..local.len())
+            .map(|i| local.key_at(i).unwrap().to_vec())
+            .collect();
+        assert_eq!(keys, expected);
+        assert_eq!(remote.position(b"img/017.jpg").unwrap(), Some(17));
+        assert_eq!(remote.position(b"nope").unwrap(), None);
+        let key_bytes = store.bytes_read.load(Ordering::SeqCst) - before_keys;
+        assert!(key_bytes < 20_000, "keys alone: {key_bytes}");
+
+        let mut all = Vec::new();
+        remote
+            .for_each_record(|i, key, stored| {
+                all.push((i, key.to_vec(), stored.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(all.len(), local.len());
+        for (i, key, stored) in all {
+            assert_eq!(key, local.key_at(i).unwrap());
+            assert_eq!(stored, local.stored_at(i).unwrap());
+        }
+        assert!(remote.verify().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn damage_is_reported_naming_the_object() {
+    let (_dir, _local, store) = pushed(Compression::Lz4);
+    // A value whose LZ4 block is damaged: overwrite shard 0 with a flipped byte.
+    let memory = store.inner.clone();
+    let path = object_store::path::Path::from("p/000000.bin");
+    let mut bytes = futures::executor::block_on(async {
+        use object_store::ObjectStoreExt;
+        memory
+            .get(&path)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    });
+    // Record 0's value starts after its 11-byte key and 4-byte size prefix.
+    bytes[11 + 4] ^= 0xff;
+    bytes[11 + 5] ^= 0xff;
+    futures::executor::block_on(async {
+        use object_store::ObjectStoreExt;
+        memory.put(&path, bytes.into()).await.unwrap()
+    });
+    let remote = RemoteDataset::open(memory_remote(memory.clone(), "p")).unwrap();
+    let problems = remote.verify().unwrap();
+    assert!(!problems.is_empty());
+    assert!(
+        problems[0]
+            .to_string()
+            .starts_with("s3://bucket/p/000000.bin: record 0"),
+        "{}",
+        problems[0]
+    );
+
+    // A missing shard file fails the open, naming it.
+    futures::executor::block_on(async {
+        use object_store::ObjectStoreExt;
+        memory
+            .delete(&object_store::path::Path::from("p/000001.idx"))
+            .await
+            .unwrap()
+    });
+    let error = RemoteDataset::open(memory_remote(memory, "p")).unwrap_err();
+    assert!(
+        error.to_string().contains("s3://bucket/p/000001.idx"),
+        "{error}"
+    );
+}
