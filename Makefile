@@ -2,7 +2,7 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test check strace python-env demo
+.PHONY: test test-torch check strace python-env demo
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
@@ -11,6 +11,17 @@ DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 test: check strace
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	bash tests/run-all.sh
+
+# The PyTorch tests (python/tests_torch: DataLoader with fork and spawn workers,
+# several simulated ranks, resuming in a new process, torchdata's
+# StatefulDataLoader). Installs the pinned torch of
+# tests/python/requirements-torch.txt into .venv first (about 4 GB with its CUDA
+# libraries, once); `make test` never needs torch.
+test-torch:
+	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements-torch.txt
+	BCD_PYTHON_PACKAGE=only bash tests/python/setup-env.sh
+	.venv/bin/python -m pytest python/tests_torch -q -p no:cacheprovider
 
 # The fault-injection tests (cli/tests/fault_injection.rs) run bcd under strace:
 # installed with apt-get when missing and running as root (as CI does), else

@@ -116,7 +116,8 @@ pub enum Command {
     /// JSON Lines files into a dataset, in one commit.
     #[command(after_help = INGEST_AFTER_HELP)]
     Ingest(Box<IngestArgs>),
-    /// Write a dataset's records to tar, in order (member name = key, or index).
+    /// Write a dataset's records (or a --sample of them) to tar, in order (member
+    /// name = key, or index), or into a new dataset (--into).
     Export(ExportArgs),
     /// Append whole datasets (parts) to a dataset in one commit, in the order
     /// given: shards are moved (hard links, no byte copied) and the parts removed
@@ -464,12 +465,18 @@ pub struct IngestArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["to", "into"])))]
 pub struct ExportArgs {
     /// The dataset: a directory, or an s3://, gs:// or az:// URI.
     pub dataset: OsString,
     /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
     #[arg(long, value_name = "OUT")]
-    pub to: OsString,
+    pub to: Option<OsString>,
+    /// Copy the records into a new dataset instead (a missing path or an empty
+    /// directory), with the same settings, in one commit; values are copied as
+    /// stored.
+    #[arg(long, value_name = "NEWDS", conflicts_with_all = ["split_size", "split_count", "rename_unsafe"])]
+    pub into: Option<PathBuf>,
     /// Start a new archive before one would exceed SIZE of member data.
     #[arg(long, value_name = "SIZE", value_parser = parse_positive_size)]
     pub split_size: Option<u64>,
@@ -483,6 +490,28 @@ pub struct ExportArgs {
     /// Keyless datasets: suffix after the zero-padded index (e.g. .jpg).
     #[arg(long, default_value = "", value_name = "SUFFIX")]
     pub keyless_suffix: String,
+    /// Export a subset of N records, in record order: a uniform sample, or with
+    /// --balance-by an equal count per class where the classes allow it.
+    #[arg(long, value_name = "N", help_heading = "Subsets")]
+    pub sample: Option<u64>,
+    /// The seed of --sample: the same seed picks the same records.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 0,
+        requires = "sample",
+        help_heading = "Subsets"
+    )]
+    pub seed: u64,
+    /// Balance --sample over the classes of this field: a class smaller than its
+    /// share gives all its records and the rest is spread over the others.
+    #[arg(
+        long,
+        value_name = "FIELD",
+        requires = "sample",
+        help_heading = "Subsets"
+    )]
+    pub balance_by: Option<String>,
 }
 
 /// A SIZE that must not be zero.

@@ -164,7 +164,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             ),
         },
         Command::Ingest(args) => crate::ingest_cmd::ingest(*args),
-        Command::Export(args) => crate::ingest_cmd::export(args),
+        Command::Export(args) => crate::export_cmd::export(args),
         Command::Push {
             dataset,
             uri,

@@ -1,26 +1,23 @@
-//! `bcd ingest` and `bcd export`: turn the arguments into library options (sources
-//! are opened by `bcd_pipeline::open_sources_into`), run the pipeline, draw progress,
-//! print the summary.
+//! `bcd ingest`: turn the arguments into library options (sources are opened by
+//! `bcd_pipeline::open_sources_into`), run the pipeline, draw progress, print the
+//! summary.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use bcd_converters::detect::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
-use bcd_converters::tar_export::{Split, Target};
 use bcd_pipeline::{
-    open_sources, open_sources_into, read_schema, ExportError, ExportProgress, ExportProgressFn,
-    IngestError, IngestOptions, IngestSummary, Naming, OnDuplicate, OpenedSource, Progress,
-    SourceFormat, SourceOptions, Staging,
+    open_sources, open_sources_into, read_schema, IngestError, IngestOptions, IngestSummary,
+    OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions, Staging,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::{DuplicateArg, ExportArgs, IngestArgs};
+use crate::args::{DuplicateArg, IngestArgs};
 use crate::output::{self, say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
 use crate::remote_cmd::{local, location};
 use crate::signals::{Interrupts, Phase};
@@ -245,111 +242,4 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs, into: &str) -> Resu
         );
     }
     Ok(())
-}
-
-pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let interrupts = Interrupts::install()?;
-    // The arguments first: a usage error is reported as such, whatever the dataset.
-    let split = Split {
-        max_bytes: args.split_size,
-        max_members: args.split_count,
-    };
-    let splitting = split.max_bytes.is_some() || split.max_members.is_some();
-    if args.to != "-" {
-        local(&args.to, "the export target")?;
-    }
-    let target = match (args.to == "-", splitting) {
-        (true, true) => {
-            return Err(UsageError(
-                "--split-size/--split-count need a numbered file target, not stdout".into(),
-            )
-            .into())
-        }
-        (true, false) => Target::Stdout,
-        (false, true) => match args.to.into_string() {
-            Ok(pattern) => Target::Pattern(pattern),
-            Err(pattern) => {
-                return Err(UsageError(format!(
-                    "{}: a numbered --to pattern must be valid UTF-8",
-                    Path::new(&pattern).display()
-                ))
-                .into())
-            }
-        },
-        (false, false) => Target::File(local(&args.to, "the export target")?),
-    };
-    let dataset_name = location(&args.dataset)?.to_string();
-    let dataset: Box<dyn bcd_pipeline::ExportRecords> = match location(&args.dataset)? {
-        Location::Local(path) => Box::new(bcd::Dataset::open(&path)?),
-        Location::Remote(uri) => Box::new(bcd_remote::RemoteDataset::open(
-            crate::remote_cmd::remote(uri)?,
-        )?),
-    };
-    let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
-        .then(|| export_progress_bar(dataset.len() as u64));
-    let progress = bar.clone().map(|bar| {
-        Arc::new(move |p: &ExportProgress| bar.set_position(p.members)) as ExportProgressFn
-    });
-    let options = bcd_pipeline::ExportOptions {
-        split,
-        rename_unsafe: args.rename_unsafe,
-        naming: Naming {
-            keyless_suffix: args.keyless_suffix,
-        },
-        // Set by a signal while the export runs: it stops and removes the archive
-        // being written.
-        interrupt: Some(interrupts.flag()),
-        progress,
-        ..bcd_pipeline::ExportOptions::new(target)
-    };
-    interrupts.enter(Phase::Running);
-    let result = bcd_pipeline::export(dataset.as_ref(), &options);
-    interrupts.enter(Phase::Finished(match result {
-        Ok(_) => "the export was written",
-        Err(_) => "the archive being written was removed",
-    }));
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    // The error keeps its chain: a closed stdout pipe (`bcd export --to - | head`)
-    // is found in it and ends the run quietly, and a bad target or pattern is a
-    // usage error (see output::outcome).
-    let summary = match result {
-        Ok(summary) => summary,
-        Err(ExportError::Interrupted) => {
-            say!("bcd: interrupted; the archive being written was removed (complete archives of a split export stay)");
-            return Ok(ExitCode::from(EXIT_INTERRUPTED));
-        }
-        Err(error) => {
-            return Err(
-                anyhow::Error::new(error).context(format!("export of {dataset_name} failed"))
-            )
-        }
-    };
-    let renamed = match summary.renamed {
-        0 => String::new(),
-        n => format!(", {n} unsafe names cleaned"),
-    };
-    say!(
-        "exported {} members ({:.1} MB) to {}{renamed}",
-        summary.members,
-        summary.bytes as f64 / 1e6,
-        match summary.archives.len() {
-            0 => "stdout".to_owned(),
-            1 => summary.archives[0].display().to_string(),
-            n => format!("{n} archives"),
-        }
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A bar counting members, for exports to a file on a terminal.
-fn export_progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} members {per_sec} ETA {eta}")
-            .expect("valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }

@@ -5,6 +5,7 @@
 
 mod args;
 mod commands;
+mod export_cmd;
 mod ingest_cmd;
 mod output;
 mod remote_cmd;

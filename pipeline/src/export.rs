@@ -48,6 +48,9 @@ pub struct ExportOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Called after every member (default: none).
     pub progress: Option<ExportProgressFn>,
+    /// The records to export, in this order (default: all, in order); see
+    /// [`crate::sample_records`].
+    pub records: Option<Vec<u64>>,
 }
 
 impl fmt::Debug for ExportOptions {
@@ -59,6 +62,7 @@ impl fmt::Debug for ExportOptions {
             .field("naming", &self.naming)
             .field("interrupt", &self.interrupt)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
+            .field("records", &self.records.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -76,6 +80,7 @@ impl ExportOptions {
             },
             interrupt: None,
             progress: None,
+            records: None,
         }
     }
 }
@@ -138,13 +143,20 @@ pub trait ExportRecords {
     }
     /// Whether records carry keys.
     fn keyed(&self) -> bool;
-    /// Calls `f` with every key, in order (keyed datasets only).
+    /// Calls `f` with the key of every record of `records` (default: all), in
+    /// that order (keyed datasets only).
     fn for_each_key(
         &self,
+        records: Option<&[u64]>,
         f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
     ) -> Result<(), ExportError>;
-    /// Calls `f(index, key, value)` with every record in order, values decoded.
-    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError>;
+    /// Calls `f(index, key, value)` with every record of `records` (default:
+    /// all), in that order, values decoded.
+    fn for_each_record(
+        &self,
+        records: Option<&[u64]>,
+        f: &mut RecordFn<'_>,
+    ) -> Result<(), ExportError>;
 }
 
 impl ExportRecords for Dataset {
@@ -158,17 +170,22 @@ impl ExportRecords for Dataset {
 
     fn for_each_key(
         &self,
+        records: Option<&[u64]>,
         f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
     ) -> Result<(), ExportError> {
-        for index in 0..Dataset::len(self) {
+        for index in selected(Dataset::len(self), records) {
             f(self.key_at(index)?)?;
         }
         Ok(())
     }
 
-    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
+    fn for_each_record(
+        &self,
+        records: Option<&[u64]>,
+        f: &mut RecordFn<'_>,
+    ) -> Result<(), ExportError> {
         let mut buffer = Vec::new();
-        for index in 0..Dataset::len(self) {
+        for index in selected(Dataset::len(self), records) {
             let key = match Dataset::keyed(self) {
                 true => self.key_at(index)?,
                 false => &[],
@@ -191,8 +208,10 @@ impl ExportRecords for bcd_remote::RemoteDataset {
 
     fn for_each_key(
         &self,
+        records: Option<&[u64]>,
         f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
     ) -> Result<(), ExportError> {
+        refuse_subset(self, records)?;
         let mut failed = None;
         let read = bcd_remote::RemoteDataset::for_each_key(self, |_, key| match f(key) {
             Ok(()) => Ok(true),
@@ -207,7 +226,12 @@ impl ExportRecords for bcd_remote::RemoteDataset {
         }
     }
 
-    fn for_each_record(&self, f: &mut RecordFn<'_>) -> Result<(), ExportError> {
+    fn for_each_record(
+        &self,
+        records: Option<&[u64]>,
+        f: &mut RecordFn<'_>,
+    ) -> Result<(), ExportError> {
+        refuse_subset(self, records)?;
         let mut failed = None;
         let read = bcd_remote::RemoteDataset::for_each_record(self, |index, key, stored| {
             let span = self.span(index);
@@ -225,8 +249,37 @@ impl ExportRecords for bcd_remote::RemoteDataset {
     }
 }
 
-/// Writes every record of `dataset` to tar, in dataset order: keyed records are
-/// named by their key, keyless ones by their zero-padded index.
+/// The record numbers `records` names (default: all), as indices (a number past
+/// `usize` becomes one past the end, which reading refuses).
+fn selected(len: usize, records: Option<&[u64]>) -> Box<dyn Iterator<Item = usize> + '_> {
+    match records {
+        None => Box::new(0..len),
+        Some(records) => Box::new(
+            records
+                .iter()
+                .map(|&record| usize::try_from(record).unwrap_or(usize::MAX)),
+        ),
+    }
+}
+
+/// A subset of a remote dataset is not streamed: it is refused.
+fn refuse_subset(
+    dataset: &bcd_remote::RemoteDataset,
+    records: Option<&[u64]>,
+) -> Result<(), ExportError> {
+    match records {
+        None => Ok(()),
+        Some(_) => Err(bcd_remote::RemoteError::RemoteNotSupported {
+            uri: dataset.remote().uri().to_string(),
+            what: "a dataset sampled (pull it first)".into(),
+        }
+        .into()),
+    }
+}
+
+/// Writes every record of `dataset` (or [`ExportOptions::records`]) to tar, in
+/// dataset order (or that order): keyed records are named by their key, keyless
+/// ones by their zero-padded index.
 pub fn export(
     dataset: &dyn ExportRecords,
     options: &ExportOptions,
@@ -235,7 +288,7 @@ pub fn export(
         TarExporter::new(options.target.clone(), options.split, options.rename_unsafe)?;
     if options.rename_unsafe && dataset.keyed() {
         // Renamed keys must not take the name of any key, later ones included.
-        dataset.for_each_key(&mut |key| {
+        dataset.for_each_key(options.records.as_deref(), &mut |key| {
             exporter.reserve_names([key]);
             Ok(())
         })?;
@@ -250,10 +303,10 @@ pub fn export(
     let keyed = dataset.keyed();
     let mut name = Vec::new();
     let mut progress = ExportProgress {
-        total_members: dataset.len() as u64,
+        total_members: options.records.as_ref().map_or(dataset.len(), Vec::len) as u64,
         ..ExportProgress::default()
     };
-    dataset.for_each_record(&mut |index, key, value| {
+    dataset.for_each_record(options.records.as_deref(), &mut |index, key, value| {
         if interrupted() {
             return Err(ExportError::Interrupted);
         }

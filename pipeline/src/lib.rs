@@ -26,6 +26,7 @@ mod remote_sources;
 mod schema_file;
 mod sources;
 mod spelling;
+mod subset;
 
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
@@ -44,6 +45,10 @@ pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
 };
 pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
+pub use subset::{
+    copy_into, field_categories, sample_records, CopyOptions, CopySummary, SampleError,
+    SampleOptions,
+};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

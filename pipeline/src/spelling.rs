@@ -50,6 +50,9 @@ pub const OPTION_FIELDS: &[&str] = &[
     "on_duplicate",
     "jobs",
     "rename_unsafe",
+    "sample",
+    "seed",
+    "balance_by",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by

@@ -13,6 +13,11 @@ optionally keyed and LZ4-compressed: the format of the Python package
     ds.at(-1), ds.key_at(0), len(ds), b"cat.jpg" in ds
     ds.get_batch([3, 1, 4])  # many values, decompressed in parallel
 
+``bcd.partition`` gives one rank's part of an epoch (shuffled, block-shuffled,
+category-balanced or weighted, exactly split over ranks, resumable) as a NumPy
+array for any training loop; ``bcd.torch`` (imported on its own, it imports
+torch) has PyTorch's datasets and sampler built on it.
+
 ``bcd.ingest`` is the ``bcd ingest`` command as a function: it reads
 directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
 files into a dataset in one all-or-nothing commit, for example
@@ -28,5 +33,6 @@ for the same records and settings the shard files are byte-identical.
 """
 
 from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, gc, ingest, merge
+from .sampling import partition
 
-__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge"]
+__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition"]

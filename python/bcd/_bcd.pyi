@@ -2,10 +2,11 @@
 
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Dict, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
+import numpy
 from typing_extensions import disjoint_base
 
 if sys.version_info >= (3, 12):
@@ -254,6 +255,30 @@ class Dataset:
         """The statistics kept at write time, as ``bcd stats --json`` prints
         them (per-shard figures under ``"per_shard"`` with ``shards=True``)."""
 
+    def get_batch_into(
+        self, indices: Iterable[SupportsIndex], allocate: Callable[[int], Buffer]
+    ) -> "numpy.ndarray":
+        """Reads the values at ``indices`` back to back into one buffer.
+
+        Calls ``allocate(total_bytes)`` once, with no lock held; it must return a
+        writable, C-contiguous buffer of at least that many bytes (a NumPy
+        array, a bytearray, a tensor's ``.numpy()`` in shared memory), which is
+        filled on all cores without the GIL. Returns the offsets, a NumPy
+        ``int64`` array of ``len(indices) + 1``: value ``i`` is
+        ``buffer[offsets[i]:offsets[i + 1]]``. Indices are checked as by
+        ``get_batch``. Nothing else may use the buffer during the call.
+        ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
+        process as one tensor in shared memory instead of pickled values.
+        """
+
+    def refresh(self) -> int:
+        """Picks up records committed since the open (or the last refresh) by
+        this or another process (a nightly ``bcd ingest``, the reference's
+        ``extend``) and returns how many were added. Cheap when nothing
+        changed: one read of ``manifest.json``. Raises ``RuntimeError`` if the
+        directory now holds an incompatible dataset (other settings, fewer
+        shards)."""
+
     def __reduce__(self) -> Tuple[type, Tuple[str]]:
         """Pickles as the path alone."""
 
@@ -404,3 +429,30 @@ def gc(
     Returns ``{"files", "bytes", "kept_jobs", "dry_run"}``; with ``dry_run``
     nothing is removed. ``BlockingIOError`` while a writer holds the dataset.
     """
+
+def _partition(
+    n: int,
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    order: Literal["sequential", "shuffled", "blocks"],
+    block_size: Optional[int],
+    drop_last: bool,
+    categories: Optional[Buffer],
+    weights: Union[Buffer, Literal["inverse_frequency"], None],
+    num_samples: Optional[int],
+    start: int,
+    dtype: Literal["int64", "uint64", "uint32"],
+) -> numpy.ndarray:
+    """``bcd.partition`` with its arguments normalised (``uint32`` category
+    codes, ``float64`` weights); use ``bcd.partition``."""
+
+def _rank_len(
+    n: int,
+    world_size: int,
+    drop_last: bool,
+    weights: Union[Buffer, Literal["inverse_frequency"], None],
+    num_samples: Optional[int],
+) -> int:
+    """``bcd.sampling.rank_len``; use that."""

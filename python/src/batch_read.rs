@@ -101,3 +101,70 @@ pub fn decompress_many<'py>(
     .map_err(to_py)?;
     Ok(objects)
 }
+
+/// Writes the values at `indices` (each checked to be in range, `lens` their
+/// sizes) back to back into `out`, on up to `threads` threads without the GIL:
+/// one contiguous batch, for callers that own the destination (a tensor in shared
+/// memory a DataLoader worker hands to the main process without pickling).
+pub fn read_contiguous(
+    py: Python<'_>,
+    dataset: &Dataset,
+    indices: &[usize],
+    lens: &[usize],
+    out: &mut [u8],
+    threads: usize,
+) -> PyResult<()> {
+    // Each value's destination, split off `out` in order.
+    let mut destinations: Vec<(usize, &mut [u8])> = Vec::with_capacity(indices.len());
+    let mut rest = out;
+    for (&index, &len) in indices.iter().zip(lens) {
+        let (mine, tail) = rest.split_at_mut(len);
+        destinations.push((index, mine));
+        rest = tail;
+    }
+    let total: usize = lens.iter().sum();
+    let threads = if (total as u64) < PARALLEL_MIN_BYTES {
+        1
+    } else {
+        threads.clamp(1, indices.len().max(1))
+    };
+    py.detach(|| {
+        if threads == 1 {
+            return destinations
+                .iter_mut()
+                .try_for_each(|(index, out)| dataset.read_into(*index, out));
+        }
+        // Runs of about equal bytes, one per thread.
+        let per_thread = total.div_ceil(threads);
+        let mut runs: Vec<&mut [(usize, &mut [u8])]> = Vec::with_capacity(threads);
+        let mut rest = &mut destinations[..];
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let mut take = 0;
+            while take < rest.len() && (take == 0 || bytes < per_thread) {
+                bytes += rest[take].1.len();
+                take += 1;
+            }
+            let (run, tail) = rest.split_at_mut(take);
+            runs.push(run);
+            rest = tail;
+        }
+        thread::scope(|scope| {
+            let workers: Vec<_> = runs
+                .into_iter()
+                .map(|run| {
+                    scope.spawn(move || {
+                        run.iter_mut()
+                            .try_for_each(|(index, out)| dataset.read_into(*index, out))
+                    })
+                })
+                .collect();
+            workers.into_iter().try_for_each(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        })
+    })
+    .map_err(to_py)
+}

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyMemoryView, PyTuple, PyType};
@@ -493,21 +494,38 @@ impl PyDataset {
         PyDataset::open(py, path, cache_dir, cache_limit)
     }
 
-    /// Picks up records committed since the dataset was opened (for a dataset in
-    /// object storage: a newer remote manifest). On error nothing changes.
-    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+    /// Picks up records committed since this object opened the dataset (or last
+    /// refreshed), by this process or another (a nightly `bcd ingest`, the
+    /// reference's `extend`; for a dataset in object storage, a newer remote
+    /// manifest), and returns how many were added. Cheap when nothing changed:
+    /// one read of `manifest.json`. Raises RuntimeError if the dataset was
+    /// replaced by an incompatible one (other settings, fewer shards); on error
+    /// nothing changes.
+    fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
         let handle = self.handle(py)?;
+        if self.remote.is_none() {
+            let (dir, shards) = {
+                let dataset = handle.read(py);
+                (dataset.path().to_owned(), dataset.shards())
+            };
+            let manifest = py.detach(|| bcd::Manifest::read(&dir)).map_err(to_py)?;
+            if manifest.shards == shards {
+                return Ok(0);
+            }
+        }
         let mut guard = handle.write(py)?;
         let dataset: &mut Dataset = &mut guard;
+        let before = dataset.len();
         match &self.remote {
-            None => py.detach(|| dataset.refresh()).map_err(to_py),
+            None => py.detach(|| dataset.refresh()).map_err(to_py)?,
             Some(remote) => py
                 .detach(|| {
                     let cache = remote.cache()?;
                     bcd_remote::cache::refresh(dataset, &cache)
                 })
-                .map_err(remote_to_py),
+                .map_err(remote_to_py)?,
         }
+        Ok(dataset.len() - before)
     }
 
     /// Creates an empty dataset in a new or empty directory and opens it.
@@ -873,6 +891,87 @@ impl PyDataset {
         };
         let handle = self.handle(py)?;
         crate::arrow_extend::extend_arrow(py, &handle, data, &options)
+    }
+
+    /// Reads the values at `indices` back to back into one buffer: calls
+    /// `allocate(total_bytes)` once (with no lock held), which must return a
+    /// writable, C-contiguous buffer of at least that many bytes (a NumPy array,
+    /// a bytearray, a tensor in shared memory), fills it on all cores without the
+    /// GIL, and returns the offsets as a NumPy int64 array of `len(indices) + 1`:
+    /// value `i` is `buffer[offsets[i]:offsets[i + 1]]`. Indices are checked as by
+    /// `get_batch`. Nothing else may use the buffer during the call.
+    fn get_batch_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        allocate: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let wanted = self.collect_indices(py, indices)?;
+        let (resolved, lens) = {
+            let handle = self.handle(py)?;
+            let dataset = handle.read(py);
+            let resolved = wanted
+                .iter()
+                .map(|&index| dataset.resolve_index(index))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(to_py)?;
+            let lens = resolved
+                .iter()
+                .map(|&index| dataset.value_len(index))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(to_py)?;
+            (resolved, lens)
+        };
+        let total: usize = lens.iter().sum();
+        let offsets = py
+            .import("numpy")?
+            .call_method1("empty", (resolved.len() + 1, "int64"))?;
+        {
+            let offsets_buffer = PyBuffer::<i64>::get(&offsets)?;
+            if let Some(mut slots) = offsets_buffer.as_slice_ptr() {
+                // SAFETY: `offsets` was just made by numpy.empty and no Python code
+                // has seen it; the buffer keeps it alive here.
+                let slots = unsafe { slots.as_mut() };
+                let mut at = 0i64;
+                slots[0] = 0;
+                for (slot, &len) in slots[1..].iter_mut().zip(&lens) {
+                    at += len as i64;
+                    *slot = at;
+                }
+            }
+        }
+        // The caller's code runs with no lock held.
+        let destination = allocate.call1((total,))?;
+        let buffer = PyBuffer::<u8>::get(&destination).map_err(|_| {
+            PyTypeError::new_err("allocate() must return a writable, C-contiguous buffer of bytes")
+        })?;
+        let data = match buffer.as_slice_ptr() {
+            Some(data) if !buffer.readonly() && data.len() >= total => data,
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "allocate({total}) must return a writable, C-contiguous buffer of at least {total} bytes"
+                )))
+            }
+        };
+        // SAFETY: the exporter keeps the memory alive and in place while `buffer`
+        // is held; the documented contract is that nothing else uses it during
+        // the call.
+        let out = unsafe { &mut *data.as_ptr() };
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let stored: u64 = lens.iter().map(|&len| len as u64).sum();
+        if stored >= PREFETCH_MIN_AVERAGE.saturating_mul(resolved.len() as u64) {
+            dataset.prefetch(resolved.iter().copied());
+        }
+        batch_read::read_contiguous(
+            py,
+            &dataset,
+            &resolved,
+            &lens,
+            &mut out[..total],
+            self.threads,
+        )?;
+        Ok(offsets)
     }
 
     /// Pickles as the path alone (with the cache settings, for a dataset in object

@@ -15,6 +15,7 @@ mod handle;
 mod ingest;
 mod merge;
 mod options;
+mod sampling;
 mod shard_views;
 
 use pyo3::prelude::*;
@@ -28,6 +29,8 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(merge::gc, module)?)?;
     module.add("STAGING_DIR", bcd::format::STAGING_DIR)?;
     module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
+    module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
+    module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add(
         "DEFAULT_MAX_SHARD_SIZE",

@@ -1,0 +1,223 @@
+//! `bcd export`: the records (all, or a `--sample`) to tar (`--to`) or into a new
+//! dataset (`--into`), with progress, interruption and the summary line.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use bcd_converters::tar_export::{Split, Target};
+use bcd_pipeline::{
+    CopyOptions, ExportError, ExportProgress, ExportProgressFn, Naming, SampleOptions,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::args::ExportArgs;
+use crate::output::{say, UsageError, EXIT_INTERRUPTED};
+use crate::remote_cmd::{local, location};
+use crate::signals::{Interrupts, Phase};
+use bcd_remote::Location;
+
+pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    let interrupts = Interrupts::install()?;
+    // The arguments first: a usage error is reported as such, whatever the dataset.
+    let split = Split {
+        max_bytes: args.split_size,
+        max_members: args.split_count,
+    };
+    let target = match &args.to {
+        Some(to) => Some(tar_target(to, split)?),
+        None => None,
+    };
+    let into = match &args.into {
+        Some(into) => Some(local(into.as_os_str(), "the dataset exported into")?),
+        None => None,
+    };
+    let dataset = match location(&args.dataset)? {
+        Location::Local(path) => bcd::Dataset::open(&path)?,
+        Location::Remote(uri) => {
+            if args.sample.is_some() || into.is_some() {
+                return Err(UsageError(format!(
+                    "--sample and --into read a local dataset; `bcd pull {uri} DIR` first"
+                ))
+                .into());
+            }
+            let dataset = bcd_remote::RemoteDataset::open(crate::remote_cmd::remote(uri)?)?;
+            let target = target.expect("clap requires --to or --into");
+            return to_tar(&args, &dataset, target, split, None, &interrupts);
+        }
+    };
+    // The subset, in record order.
+    let records = match args.sample {
+        None => None,
+        Some(count) => {
+            let categories = match &args.balance_by {
+                Some(field) => Some(bcd_pipeline::field_categories(&dataset, field)?),
+                None => None,
+            };
+            let options = SampleOptions {
+                count,
+                seed: args.seed,
+            };
+            Some(bcd_pipeline::sample_records(
+                &dataset,
+                &options,
+                categories.as_deref(),
+            )?)
+        }
+    };
+    match (target, &into) {
+        (Some(target), _) => to_tar(&args, &dataset, target, split, records, &interrupts),
+        (None, Some(into)) => into_dataset(&args, &dataset, into, records, &interrupts),
+        (None, None) => unreachable!("clap requires --to or --into"),
+    }
+}
+
+/// `--to`: a file, stdout, or with `--split-*` a numbered pattern.
+fn tar_target(to: &std::ffi::OsStr, split: Split) -> Result<Target> {
+    let splitting = split.max_bytes.is_some() || split.max_members.is_some();
+    Ok(match (to == "-", splitting) {
+        (true, true) => {
+            return Err(UsageError(
+                "--split-size/--split-count need a numbered file target, not stdout".into(),
+            )
+            .into())
+        }
+        (true, false) => Target::Stdout,
+        (false, true) => match to.to_str() {
+            Some(pattern) => Target::Pattern(pattern.to_owned()),
+            None => {
+                return Err(UsageError(format!(
+                    "{}: a numbered --to pattern must be valid UTF-8",
+                    Path::new(to).display()
+                ))
+                .into())
+            }
+        },
+        (false, false) => Target::File(local(to, "the export target")?),
+    })
+}
+
+fn to_tar(
+    args: &ExportArgs,
+    dataset: &dyn bcd_pipeline::ExportRecords,
+    target: Target,
+    split: Split,
+    records: Option<Vec<u64>>,
+    interrupts: &Interrupts,
+) -> Result<ExitCode> {
+    let total = records
+        .as_ref()
+        .map_or(dataset.len() as u64, |r| r.len() as u64);
+    let bar = (std::io::stderr().is_terminal() && !matches!(target, Target::Stdout))
+        .then(|| export_progress_bar(total));
+    let progress = bar.clone().map(|bar| {
+        Arc::new(move |p: &ExportProgress| bar.set_position(p.members)) as ExportProgressFn
+    });
+    let options = bcd_pipeline::ExportOptions {
+        split,
+        rename_unsafe: args.rename_unsafe,
+        naming: Naming {
+            keyless_suffix: args.keyless_suffix.clone(),
+        },
+        // Set by a signal while the export runs: it stops and removes the archive
+        // being written.
+        interrupt: Some(interrupts.flag()),
+        progress,
+        records,
+        ..bcd_pipeline::ExportOptions::new(target)
+    };
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::export(dataset, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the export was written",
+        Err(_) => "the archive being written was removed",
+    }));
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    // The error keeps its chain: a closed stdout pipe (`bcd export --to - | head`)
+    // is found in it and ends the run quietly, and a bad target or pattern is a
+    // usage error (see output::outcome).
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; the archive being written was removed (complete archives of a split export stay)");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!(
+                "export of {} failed",
+                Path::new(&args.dataset).display()
+            )))
+        }
+    };
+    let renamed = match summary.renamed {
+        0 => String::new(),
+        n => format!(", {n} unsafe names cleaned"),
+    };
+    say!(
+        "exported {} members ({:.1} MB) to {}{renamed}",
+        summary.members,
+        summary.bytes as f64 / 1e6,
+        match summary.archives.len() {
+            0 => "stdout".to_owned(),
+            1 => summary.archives[0].display().to_string(),
+            n => format!("{n} archives"),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn into_dataset(
+    args: &ExportArgs,
+    dataset: &bcd::Dataset,
+    into: &Path,
+    records: Option<Vec<u64>>,
+    interrupts: &Interrupts,
+) -> Result<ExitCode> {
+    let options = CopyOptions {
+        records,
+        interrupt: Some(interrupts.flag()),
+    };
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::copy_into(dataset, into, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the new dataset was committed",
+        Err(_) => "nothing was committed",
+    }));
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; nothing was committed and the new dataset was removed");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!(
+                "export of {} into {} failed",
+                Path::new(&args.dataset).display(),
+                into.display()
+            )))
+        }
+    };
+    say!(
+        "exported {} records ({:.1} MB stored) into {}",
+        summary.records,
+        summary.bytes_stored as f64 / 1e6,
+        summary.dataset.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A bar counting members, for exports to a file on a terminal.
+fn export_progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} members {per_sec} ETA {eta}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,204 @@
+//! Subsets of a dataset, for evaluation sets: which records `bcd export --sample N
+//! [--balance-by FIELD] [--seed S]` takes, and the copy of records into a new
+//! dataset (`--into`).
+//!
+//! A uniform sample is the set `bcd.partition(n, seed=S, epoch=0,
+//! num_samples=N)` yields; a balanced one takes an equal count from each class
+//! where the classes allow it (a class smaller than its share gives all its
+//! records and the rest is spread over the others). Both are in record order and
+//! deterministic for the seed (`bcd_sampling::uniform_subset`,
+//! `bcd_sampling::balanced_subset`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bcd::{CreateOptions, Dataset};
+use bcd_sampling::PlanError;
+
+use crate::export::ExportError;
+
+/// How many records to sample, and with which seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleOptions {
+    /// Records in the subset.
+    pub count: u64,
+    /// The seed (default 0).
+    pub seed: u64,
+}
+
+/// Why a subset cannot be drawn.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SampleError {
+    /// More records asked for than the dataset holds.
+    #[error("`sample` asks for {asked} records, but {dataset} holds {available}")]
+    TooLarge {
+        /// The sample size.
+        asked: u64,
+        /// Records in the dataset.
+        available: u64,
+        /// The dataset.
+        dataset: String,
+    },
+    /// Categories that do not give one per record.
+    #[error("{got} categories for the {expected} records of {dataset}")]
+    CategoriesLength {
+        /// Categories given.
+        got: u64,
+        /// Records.
+        expected: u64,
+        /// The dataset.
+        dataset: String,
+    },
+    /// The field to balance by is not stored in the dataset.
+    #[error(
+        "{dataset} has no field `{field}` to balance by (this build of bcd stores no fields yet)"
+    )]
+    NoField {
+        /// The field asked for.
+        field: String,
+        /// The dataset.
+        dataset: String,
+    },
+}
+
+/// The records of a subset of `dataset`'s `len` records, in record order:
+/// uniform, or with `categories` (one code per record) equal per class where
+/// the classes allow it.
+pub fn sample_records(
+    dataset: &Dataset,
+    options: &SampleOptions,
+    categories: Option<&[u32]>,
+) -> Result<Vec<u64>, SampleError> {
+    let len = dataset.len() as u64;
+    let name = dataset.path().display().to_string();
+    let too_large = |error: PlanError| match error {
+        PlanError::SampleTooLarge { asked, available } => SampleError::TooLarge {
+            asked,
+            available,
+            dataset: name.clone(),
+        },
+        other => unreachable!("subsets fail only by size: {other}"),
+    };
+    match categories {
+        None => bcd_sampling::uniform_subset(len, options.count, options.seed).map_err(too_large),
+        Some(categories) if categories.len() as u64 != len => Err(SampleError::CategoriesLength {
+            got: categories.len() as u64,
+            expected: len,
+            dataset: name,
+        }),
+        Some(categories) => bcd_sampling::balanced_subset(categories, options.count, options.seed)
+            .map_err(too_large),
+    }
+}
+
+/// Each record's category code from the stored field `field`, for
+/// [`sample_records`].
+///
+/// Fields are stored beside the records by the fields work (issue 10); until
+/// that store is connected here, every field is missing.
+pub fn field_categories(dataset: &Dataset, field: &str) -> Result<Vec<u32>, SampleError> {
+    Err(SampleError::NoField {
+        field: field.to_owned(),
+        dataset: dataset.path().display().to_string(),
+    })
+}
+
+/// Settings of a copy into a new dataset.
+#[derive(Clone, Debug, Default)]
+pub struct CopyOptions {
+    /// The records to copy, in this order (default: all, in order).
+    pub records: Option<Vec<u64>>,
+    /// Set to stop the copy at the next record: nothing is committed and the new
+    /// dataset is removed.
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+/// What a copy did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopySummary {
+    /// The new dataset.
+    pub dataset: PathBuf,
+    /// Records copied.
+    pub records: u64,
+    /// Their stored bytes.
+    pub bytes_stored: u64,
+}
+
+/// Copies records of `dataset` into a new dataset at `into` (a missing path or
+/// an empty directory) with the same settings (keyed, compression, shard size),
+/// in one commit. Values are copied as stored (LZ4 values are not compressed
+/// again), so they read back identical. On any failure, or an interrupt,
+/// nothing is committed and the new dataset is removed.
+pub fn copy_into(
+    dataset: &Dataset,
+    into: &Path,
+    options: &CopyOptions,
+) -> Result<CopySummary, ExportError> {
+    let made_directory = !into.exists();
+    let manifest = dataset.manifest();
+    let mut target = Dataset::create(
+        into,
+        CreateOptions {
+            keyed: manifest.keyed,
+            compression: manifest.compression,
+            max_shard_size: manifest.max_shard_size,
+        },
+    )?;
+    let result = copy_records(dataset, &mut target, options);
+    match result {
+        Ok(summary) => Ok(CopySummary {
+            dataset: into.to_owned(),
+            ..summary
+        }),
+        Err(error) => {
+            // Best effort: the copy's error is what the caller needs to see.
+            let _ = target.remove_empty(made_directory);
+            Err(error)
+        }
+    }
+}
+
+fn copy_records(
+    dataset: &Dataset,
+    target: &mut Dataset,
+    options: &CopyOptions,
+) -> Result<CopySummary, ExportError> {
+    let interrupted = || {
+        options
+            .interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    };
+    let all: Vec<u64>;
+    let records = match &options.records {
+        Some(records) => records,
+        None => {
+            all = (0..dataset.len() as u64).collect();
+            &all
+        }
+    };
+    let mut extend = target.begin_extend()?;
+    for &record in records {
+        if interrupted() {
+            return Err(ExportError::Interrupted);
+        }
+        let index = usize::try_from(record).unwrap_or(usize::MAX);
+        let key = if dataset.keyed() {
+            dataset.key_at(index)?
+        } else {
+            &[]
+        };
+        extend.push_stored(key, dataset.stored_at(index)?)?;
+    }
+    if interrupted() {
+        return Err(ExportError::Interrupted);
+    }
+    let committed = extend.commit()?;
+    Ok(CopySummary {
+        dataset: PathBuf::new(),
+        records: committed.records,
+        bytes_stored: committed.bytes_stored,
+    })
+}

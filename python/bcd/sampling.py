@@ -1,0 +1,412 @@
+"""Epoch orders for training on one or many ranks, for any framework.
+
+:func:`partition` gives one rank's part of one epoch as a NumPy array, computed
+in Rust (``bcd-sampling``) in one pass without per-index Python objects: a
+shuffle, a block shuffle, a category-balanced interleave or a weighted sample,
+split exactly over ranks. Orders are a pure function of the settings and
+``(seed, epoch)``, identical in every process, on every machine and in every
+version, so ranks agree without talking and a run resumes mid-epoch by
+computing its part again from a position (``start``), never by reading what it
+skips.
+
+:class:`EpochSampler` is the state behind ``bcd.torch.Sampler`` and
+``bcd.torch.IterableDataset`` (epochs, positions, ``state_dict``), usable
+without torch.
+
+NumPy is imported when one of these is called, not when ``bcd`` is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterator, Optional, Sequence, Union
+
+from . import _bcd
+
+__all__ = [
+    "EpochSampler",
+    "category_codes",
+    "default_rank_and_world_size",
+    "partition",
+    "rank_len",
+]
+
+# Entries turned into Python ints at a time when iterating.
+_CHUNK = 1 << 14
+
+STATE_FORMAT = "bcd.epoch/1"
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def category_codes(categories: Any):
+    """Each record's category as a dense ``uint32`` code (a NumPy array).
+
+    Accepts a ``pyarrow`` Array or ChunkedArray (dictionary-encoded, nulls
+    becoming one more category), a NumPy array or any sequence. Non-negative
+    integers below 2**32 are kept as they are (classes are ordered by value);
+    anything else (strings, negative numbers, objects) is numbered in sorted
+    order of the distinct values.
+    """
+    np = _np()
+    if hasattr(categories, "dictionary_encode") or type(categories).__module__.startswith("pyarrow"):
+        return _arrow_codes(categories)
+    array = np.asarray(categories)
+    if array.ndim != 1:
+        raise ValueError(f"categories must be one-dimensional, not of shape {array.shape}")
+    if array.dtype.kind in "iu" and array.size:
+        low, high = array.min(), array.max()
+        if low >= 0 and high <= 0xFFFFFFFF:
+            return np.ascontiguousarray(array, dtype=np.uint32)
+    elif array.dtype.kind in "iu":
+        return np.zeros(0, dtype=np.uint32)
+    if array.dtype.kind == "b":
+        return np.ascontiguousarray(array, dtype=np.uint32)
+    _, inverse = np.unique(array, return_inverse=True)
+    return np.ascontiguousarray(inverse.reshape(-1), dtype=np.uint32)
+
+
+def _arrow_codes(column):
+    """Dictionary codes of a pyarrow column; nulls get the code after the last value."""
+    np = _np()
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not pa.types.is_dictionary(column.type):
+        column = column.dictionary_encode()
+    size = len(column.dictionary)
+    indices = column.indices
+    if indices.null_count:
+        indices = indices.fill_null(size)
+    return np.ascontiguousarray(indices.to_numpy(zero_copy_only=False), dtype=np.uint32)
+
+
+def _weights(weights, n):
+    if weights is None:
+        return None
+    if isinstance(weights, str):
+        if weights != "inverse_frequency":
+            raise ValueError(f'weights={weights!r}: expected per-record weights or "inverse_frequency"')
+        return weights
+    np = _np()
+    array = np.ascontiguousarray(np.asarray(weights, dtype=np.float64))
+    if array.ndim != 1:
+        raise ValueError(f"weights must be one-dimensional, not of shape {array.shape}")
+    return array
+
+
+def _check_int(name: str, value, low: int = 0, high: int = (1 << 64) - 1) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    value = value.__index__()
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value} is out of range ({low} to {high})")
+    return value
+
+
+def rank_len(
+    n: int,
+    *,
+    world_size: int = 1,
+    drop_last: bool = False,
+    weights: Union[None, str, Sequence[float]] = None,
+    num_samples: Optional[int] = None,
+) -> int:
+    """The entries each rank gets per epoch, as :func:`partition` counts them."""
+    n = _check_int("n", n)
+    world_size = _check_int("world_size", world_size, 1)
+    if num_samples is not None:
+        num_samples = _check_int("num_samples", num_samples)
+    return _bcd._rank_len(n, world_size, bool(drop_last), _weights(weights, n), num_samples)
+
+
+def partition(
+    n: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    block_size: Optional[int] = None,
+    categories: Any = None,
+    weights: Union[None, str, Sequence[float]] = None,
+    num_samples: Optional[int] = None,
+    start: int = 0,
+    dtype: str = "int64",
+):
+    """Rank ``rank``'s part of epoch ``epoch`` of ``n`` records: a NumPy array of
+    record indices (``int64``; ``dtype="uint32"`` halves the memory).
+
+    - The ranks' parts together hold every record exactly once per epoch, padded
+      by repeating the first ones (as ``DistributedSampler``) so every rank gets
+      ``ceil(n / world_size)``, or with ``drop_last`` the last ``n % world_size``
+      left out so every rank gets ``n // world_size``. Rank ``r`` takes positions
+      ``r*m .. (r+1)*m`` of the epoch's order.
+    - ``shuffle``: a uniform random order, different for every ``(seed, epoch)``;
+      without it, record order. ``block_size``: blocks of that many consecutive
+      records in random order, shuffled within, so reads stay in one region of
+      the dataset (one shard) for a while.
+    - ``categories`` (one per record: ints, strings, a pyarrow column): the
+      category-aware shuffle. Each class keeps its own random order, the entries
+      are dealt to ranks class by class, and each rank interleaves its classes so
+      that every prefix of ``t`` entries holds each class ``c`` within one of
+      ``t * N_c / T`` (its share of the epoch).
+    - ``weights`` (one per record, finite and >= 0, or ``"inverse_frequency"``:
+      1 / the size of the record's class in ``categories``) with ``num_samples``
+      (the total over all ranks; default: every record of positive weight):
+      weighted sampling without replacement, in weighted random order. With
+      ``num_samples`` alone, a uniform sample: the first ``num_samples`` of the
+      order.
+    - ``start``: resume from that position of the rank's part (the result is
+      ``partition(..., start=0)[start:]``, computed without the records before).
+
+    The arrays passed in must not change during the call (it runs without the
+    GIL). Raises ValueError naming the setting that cannot work.
+    """
+    n = _check_int("n", n)
+    seed = _check_int("seed", seed)
+    epoch = _check_int("epoch", epoch)
+    world_size = _check_int("world_size", world_size, 1)
+    rank = _check_int("rank", rank)
+    start = _check_int("start", start)
+    if rank >= world_size:
+        raise ValueError(f"rank={rank} is out of range for world_size={world_size} (ranks are 0..{world_size - 1})")
+    if block_size is not None:
+        block_size = _check_int("block_size", block_size, 1)
+        if not shuffle:
+            raise ValueError("block_size= shuffles blocks: it needs shuffle=True")
+    if num_samples is not None:
+        num_samples = _check_int("num_samples", num_samples)
+    codes = None if categories is None else category_codes(categories)
+    if codes is not None and len(codes) != n:
+        raise ValueError(f"categories has {len(codes)} entries for {n} records; give one per record")
+    weights = _weights(weights, n)
+    if isinstance(weights, str) and codes is None:
+        raise ValueError('weights="inverse_frequency" needs the categories of the records (categories= or balance_by=)')
+    order = "blocks" if block_size is not None else ("shuffled" if shuffle else "sequential")
+    return _bcd._partition(
+        n, seed, epoch, rank, world_size, order, block_size, bool(drop_last),
+        codes, weights, num_samples, start, dtype,
+    )
+
+
+def default_rank_and_world_size(rank: Optional[int] = None, world_size: Optional[int] = None):
+    """``(rank, world_size)``: the given ones, else ``torch.distributed``'s when
+    torch is already imported and a process group is initialised, else the
+    ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 and 1. Never imports
+    torch."""
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    found_rank, found_world = 0, 1
+    torch = sys.modules.get("torch")
+    distributed = getattr(torch, "distributed", None) if torch is not None else None
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        found_rank, found_world = distributed.get_rank(), distributed.get_world_size()
+    elif "WORLD_SIZE" in os.environ or "RANK" in os.environ:
+        found_rank = int(os.environ.get("RANK", "0"))
+        found_world = int(os.environ.get("WORLD_SIZE", "1"))
+    return (found_rank if rank is None else int(rank)), (found_world if world_size is None else int(world_size))
+
+
+class EpochSampler:
+    """One rank's epochs over ``length`` records: the order of each epoch
+    (:func:`partition`), where the current one stands, and its state for resuming.
+
+    Iterating yields the indices of the current epoch from the current position
+    on, advancing it; :meth:`set_epoch` starts another epoch. ``state_dict()``
+    holds the settings, the epoch and the position; ``load_state_dict`` makes the
+    next iteration continue from there, yielding exactly what the interrupted one
+    would have yielded. Settings are as :func:`partition`'s (``categories``
+    instead of a field name).
+    """
+
+    def __init__(
+        self,
+        length: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        drop_last: bool = False,
+        block_size: Optional[int] = None,
+        categories: Any = None,
+        weights: Union[None, str, Sequence[float]] = None,
+        num_samples: Optional[int] = None,
+    ):
+        rank, world_size = default_rank_and_world_size(rank, world_size)
+        self.seed = _check_int("seed", seed)
+        self.world_size = _check_int("world_size", world_size, 1)
+        self.rank = _check_int("rank", rank)
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank={self.rank} is out of range for world_size={self.world_size}")
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.block_size = None if block_size is None else _check_int("block_size", block_size, 1)
+        self.num_samples = None if num_samples is None else _check_int("num_samples", num_samples)
+        self.epoch = 0
+        # Entries of the current epoch already yielded.
+        self.position = 0
+        # Where the current (or next) iteration starts.
+        self._start = 0
+        self._resume: Optional[int] = None
+        self._set_data(_check_int("length", length), categories, weights)
+
+    def _set_data(self, length: int, categories, weights) -> None:
+        self.length = length
+        self.categories = None if categories is None else category_codes(categories)
+        if self.categories is not None and len(self.categories) != length:
+            raise ValueError(f"categories has {len(self.categories)} entries for {length} records; give one per record")
+        self.weights = _weights(weights, length)
+        if isinstance(self.weights, str) and self.categories is None:
+            raise ValueError('weights="inverse_frequency" needs the categories of the records (balance_by=)')
+        self._len = rank_len(
+            length, world_size=self.world_size, drop_last=self.drop_last,
+            weights=self.weights, num_samples=self.num_samples,
+        )
+
+    def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:
+        """Use ``length`` records from the next epoch on (after a refresh picked
+        up new ones), with their categories and weights if the sampler uses them."""
+        self._set_data(
+            _check_int("length", length),
+            categories if categories is not None else self.categories,
+            weights if weights is not None else self.weights,
+        )
+
+    def __len__(self) -> int:
+        """The entries of one epoch on this rank (all ranks get the same)."""
+        return self._len
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration the start of epoch ``epoch`` (unless a state
+        just loaded is for that same epoch: then it resumes there)."""
+        epoch = _check_int("epoch", epoch)
+        if self._resume is not None and epoch == self.epoch:
+            return
+        self._resume = None
+        self.epoch = epoch
+        self.position = 0
+
+    def indices(self, start: Optional[int] = None):
+        """The current epoch's indices from ``start`` (default: the current
+        position) on, as a NumPy array (``uint32`` below 2**32 records)."""
+        start = self.position if start is None else _check_int("start", start)
+        return partition(
+            self.length,
+            seed=self.seed,
+            epoch=self.epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+            shuffle=self.shuffle,
+            drop_last=self.drop_last,
+            block_size=self.block_size,
+            categories=self.categories,
+            weights=self.weights,
+            num_samples=self.num_samples,
+            start=start,
+            dtype="uint32" if self.length <= 1 << 32 else "int64",
+        )
+
+    def begin(self) -> int:
+        """Starts an iteration: from a loaded state's position, else from the
+        epoch's start. Returns the position it starts at."""
+        if self._resume is not None:
+            self.position, self._resume = self._resume, None
+        else:
+            self.position = 0
+        self._start = self.position
+        return self.position
+
+    def __iter__(self) -> Iterator[int]:
+        """Yields this rank's indices of the current epoch, from where a loaded
+        state left off (else from the start), counting them in ``position``."""
+        start = self.begin()
+        order = self.indices(start)
+        for at in range(0, len(order), _CHUNK):
+            for index in order[at:at + _CHUNK].tolist():
+                self.position += 1
+                yield index
+
+    def _settings(self) -> dict:
+        return {
+            "length": self.length,
+            "seed": self.seed,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "block_size": self.block_size,
+            "num_samples": self.num_samples,
+            "balanced": self.categories is not None,
+            "weights": None if self.weights is None else ("inverse_frequency" if isinstance(self.weights, str) else "per_record"),
+        }
+
+    def state_dict(self, consumed: Optional[int] = None) -> dict:
+        """The settings, the epoch and the position. ``consumed``: the entries the
+        training loop has taken since this iteration began, when that is fewer than
+        were yielded (a plain DataLoader runs ahead of the loop by its prefetched
+        batches: pass ``batches_done * batch_size``). torchdata's
+        StatefulDataLoader needs no ``consumed``: it saves the state as of the
+        batches it handed out."""
+        position = self.position if self._resume is None else self._resume
+        if consumed is not None:
+            consumed = _check_int("consumed", consumed)
+            if self._start + consumed > len(self):
+                raise ValueError(f"consumed={consumed} is past the end of the epoch ({len(self) - self._start} entries from {self._start})")
+            position = self._start + consumed
+        return {"format": STATE_FORMAT, "epoch": self.epoch, "position": position, **self._settings()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continues from ``state``: the next iteration (``set_epoch`` with the
+        same epoch keeps it) yields the rest of that epoch. Raises ValueError if
+        the state was saved with other settings."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a state of bcd's samplers (format {STATE_FORMAT!r})")
+        mine = self._settings()
+        differ = [
+            f"{name}: saved {state.get(name)!r}, here {value!r}"
+            for name, value in mine.items()
+            if state.get(name) != value and name not in ("seed", "length")
+        ]
+        saved_length = _check_int("length", state.get("length"))
+        if saved_length > self.length:
+            differ.append(f"length: saved {saved_length}, here only {self.length} records")
+        if differ:
+            raise ValueError("the state was saved with other settings: " + "; ".join(differ))
+        if saved_length < self.length:
+            # Records appended since (datasets only grow): the saved epoch covers
+            # the first `saved_length`, as it did when it was saved.
+            weights = self.weights if self.weights is None or isinstance(self.weights, str) else self.weights[:saved_length]
+            categories = None if self.categories is None else self.categories[:saved_length]
+            self._set_data(saved_length, categories, weights)
+        position = _check_int("position", state["position"])
+        if position > len(self):
+            raise ValueError(f"position {position} is past the end of the epoch ({len(self)} entries)")
+        self.seed = _check_int("seed", state["seed"])
+        self.epoch = _check_int("epoch", state["epoch"])
+        self._resume = position
+        self.position = position
+
+    # The split of a rank's epoch over DataLoader workers (bcd.torch.IterableDataset).
+
+    @staticmethod
+    def worker_positions(remaining: int, worker: int, num_workers: int, batch_size: int):
+        """Positions (0-based, within the ``remaining`` entries an iteration
+        covers) that worker ``worker`` of ``num_workers`` takes: batches of
+        ``batch_size`` consecutive entries, batch ``j`` to worker ``j %
+        num_workers``, so a loader that takes one batch from each worker in turn
+        yields them in order."""
+        np = _np()
+        batches = -(-remaining // batch_size)
+        starts = np.arange(worker, batches, num_workers, dtype=np.int64) * batch_size
+        positions = (starts[:, None] + np.arange(batch_size, dtype=np.int64)).ravel()
+        return positions[positions < remaining]

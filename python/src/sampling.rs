@@ -1,0 +1,238 @@
+//! `bcd._bcd._partition` and `_rank_len`: the epoch orders of `bcd-sampling`,
+//! written straight into a NumPy array without the GIL. `bcd/sampling.py`
+//! normalises the arguments (categories to `uint32` codes, weights to `float64`)
+//! and documents them; this module takes them as exact buffers.
+
+use std::ptr::NonNull;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use bcd_sampling::{Order, Plan, PlanError, Weights};
+
+/// A sampling error as a `ValueError`, its fields spelled as keywords
+/// (`` `world_size` `` becomes `world_size=`).
+fn plan_error(error: PlanError) -> PyErr {
+    PyValueError::new_err(spell_keywords(&error.to_string()))
+}
+
+/// `` `name` `` becomes `name=` for the keywords of `partition`.
+fn spell_keywords(message: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "world_size",
+        "rank",
+        "block_size",
+        "categories",
+        "weights",
+        "num_samples",
+        "balance_by",
+    ];
+    let mut text = message.to_owned();
+    for keyword in KEYWORDS {
+        text = text.replace(&format!("`{keyword}`"), &format!("{keyword}="));
+    }
+    text
+}
+
+/// A read-only, C-contiguous buffer of `T` (checked), as a slice that lives as
+/// long as the buffer.
+struct Input<T: pyo3::buffer::Element> {
+    buffer: PyBuffer<T>,
+    data: NonNull<[T]>,
+}
+
+impl<T: pyo3::buffer::Element> Input<T> {
+    fn get(obj: &Bound<'_, PyAny>, what: &str, dtype: &str) -> PyResult<Input<T>> {
+        let buffer = PyBuffer::<T>::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be a contiguous {dtype} buffer (bcd.partition converts array-likes)"
+            ))
+        })?;
+        let data = buffer
+            .as_slice_ptr()
+            .ok_or_else(|| PyTypeError::new_err(format!("{what} must be C-contiguous")))?;
+        Ok(Input { buffer, data })
+    }
+
+    /// The buffer's items.
+    fn slice(&self) -> &[T] {
+        let _held = &self.buffer;
+        // SAFETY: the buffer's exporter keeps the memory alive and in place while
+        // `self.buffer` is held (a NumPy array cannot be resized while exported).
+        // The caller's contract (documented on `partition`) is that nothing writes
+        // to the array during the call, which runs without the GIL.
+        unsafe { self.data.as_ref() }
+    }
+}
+
+/// The `weights` argument: a float64 buffer or `"inverse_frequency"`.
+enum WeightsArg {
+    PerRecord(Input<f64>),
+    InverseFrequency,
+}
+
+fn weights_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<WeightsArg>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(text) = obj.extract::<String>() {
+        return match text.as_str() {
+            "inverse_frequency" => Ok(Some(WeightsArg::InverseFrequency)),
+            _ => Err(PyValueError::new_err(format!(
+                "weights={text:?}: expected per-record weights or \"inverse_frequency\""
+            ))),
+        };
+    }
+    Ok(Some(WeightsArg::PerRecord(Input::get(
+        obj, "weights=", "float64",
+    )?)))
+}
+
+fn order_arg(order: &str, block_size: Option<u64>) -> PyResult<Order> {
+    match (order, block_size) {
+        ("sequential", None) => Ok(Order::Sequential),
+        ("shuffled", None) => Ok(Order::Shuffled),
+        ("blocks", Some(size)) => Ok(Order::Blocks(size)),
+        _ => Err(PyValueError::new_err(format!(
+            "order {order:?} with block_size={block_size:?}"
+        ))),
+    }
+}
+
+/// The settings shared by `_partition` and `_rank_len`, borrowed from the
+/// buffers.
+#[allow(clippy::too_many_arguments)]
+fn plan<'a>(
+    n: u64,
+    seed: u64,
+    epoch: u64,
+    world_size: u64,
+    order: Order,
+    drop_last: bool,
+    categories: Option<&'a Input<u32>>,
+    weights: Option<&'a WeightsArg>,
+    num_samples: Option<u64>,
+) -> Plan<'a> {
+    Plan {
+        len: n,
+        seed,
+        epoch,
+        world_size,
+        drop_last,
+        order,
+        categories: categories.map(Input::slice),
+        weights: weights.map(|w| match w {
+            WeightsArg::PerRecord(input) => Weights::PerRecord(input.slice()),
+            WeightsArg::InverseFrequency => Weights::InverseFrequency,
+        }),
+        num_samples,
+    }
+}
+
+/// The entries each rank gets in an epoch (`m`): see `bcd.partition`.
+#[pyfunction]
+#[pyo3(signature = (n, world_size, drop_last, weights, num_samples))]
+pub fn _rank_len(
+    py: Python<'_>,
+    n: u64,
+    world_size: u64,
+    drop_last: bool,
+    weights: Option<&Bound<'_, PyAny>>,
+    num_samples: Option<u64>,
+) -> PyResult<u64> {
+    let weights = weights_arg(weights)?;
+    // Only per-record weights change the count (the records of positive weight);
+    // inverse-frequency weights are positive for every record.
+    let plan = Plan {
+        world_size,
+        drop_last,
+        weights: match &weights {
+            Some(WeightsArg::PerRecord(input)) => Some(Weights::PerRecord(input.slice())),
+            _ => None,
+        },
+        num_samples,
+        ..Plan::new(n)
+    };
+    py.detach(|| plan.per_rank()).map_err(plan_error)
+}
+
+/// One rank's part of an epoch from position `start` on, as a new NumPy array of
+/// `dtype` ("int64", "uint32" or "uint64"): see `bcd.partition`.
+#[pyfunction]
+#[pyo3(signature = (n, seed, epoch, rank, world_size, order, block_size, drop_last, categories, weights, num_samples, start, dtype))]
+#[allow(clippy::too_many_arguments)]
+pub fn _partition<'py>(
+    py: Python<'py>,
+    n: u64,
+    seed: u64,
+    epoch: u64,
+    rank: u64,
+    world_size: u64,
+    order: &str,
+    block_size: Option<u64>,
+    drop_last: bool,
+    categories: Option<&Bound<'py, PyAny>>,
+    weights: Option<&Bound<'py, PyAny>>,
+    num_samples: Option<u64>,
+    start: u64,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let order = order_arg(order, block_size)?;
+    let categories = match categories.filter(|c| !c.is_none()) {
+        Some(obj) => Some(Input::<u32>::get(obj, "categories=", "uint32")?),
+        None => None,
+    };
+    let weights = weights_arg(weights)?;
+    let plan = plan(
+        n,
+        seed,
+        epoch,
+        world_size,
+        order,
+        drop_last,
+        categories.as_ref(),
+        weights.as_ref(),
+        num_samples,
+    );
+    let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
+    if start > per_rank {
+        return Err(plan_error(PlanError::Start { start, per_rank }));
+    }
+    if !matches!(dtype, "int64" | "uint64" | "uint32") {
+        return Err(PyValueError::new_err(format!(
+            "dtype={dtype:?}: expected \"int64\", \"uint64\" or \"uint32\""
+        )));
+    }
+    let numpy = py.import("numpy")?;
+    let array = numpy.call_method1("empty", (per_rank - start, dtype))?;
+    match dtype {
+        "int64" => fill::<i64>(py, &plan, rank, start, &array),
+        "uint64" => fill::<u64>(py, &plan, rank, start, &array),
+        _ => fill::<u32>(py, &plan, rank, start, &array),
+    }?;
+    Ok(array)
+}
+
+/// Writes the rank's part into `array`, a new NumPy array of `I` that no other
+/// code has seen yet.
+fn fill<I: bcd_sampling::Index + pyo3::buffer::Element>(
+    py: Python<'_>,
+    plan: &Plan<'_>,
+    rank: u64,
+    start: u64,
+    array: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let buffer = PyBuffer::<I>::get(array)?;
+    let Some(mut data) = buffer.as_slice_ptr().filter(|_| !buffer.readonly()) else {
+        return Err(PyTypeError::new_err(
+            "internal: the new array is not writable",
+        ));
+    };
+    // SAFETY: `array` was just created by numpy.empty and has not been handed to
+    // any Python code, so nothing else reads or writes it; `buffer` keeps it alive
+    // and in place until the end of this function.
+    let out = unsafe { data.as_mut() };
+    py.detach(|| plan.rank_into(rank, start, out))
+        .map_err(plan_error)
+}

@@ -1,0 +1,5 @@
+"""The PyTorch tests run only where torch is installed (`make test-torch`)."""
+
+import pytest
+
+pytest.importorskip("torch")

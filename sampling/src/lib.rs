@@ -1,0 +1,188 @@
+//! Deterministic epoch orders for training on one or many ranks: which records
+//! each rank reads in each epoch, and in which order.
+//!
+//! Everything is a pure function of its settings and `(seed, epoch)`, specified
+//! down to the bit ([`rng`] for the random numbers, each module for how it uses
+//! them), so every process, machine and version computes the same order, and a
+//! run resumes mid-epoch by computing its rank's part again from a position,
+//! never by reading the records it skips.
+//!
+//! - [`Shuffle`]: uniform permutations in O(n) with cache-friendly passes (about
+//!   4 bytes per record as `u32`), any range of positions on its own.
+//! - [`BlockShuffle`]: blocks of consecutive records in random order, shuffled
+//!   within, for reads that stay in one region of the dataset.
+//! - [`weighted_order`]: weighted sampling without replacement (Efraimidis and
+//!   Spirakis' keys `u^(1/w)`), which with inverse class frequencies draws every
+//!   class equally often.
+//! - [`Interleave`]: the category-aware order, with its proof that every prefix
+//!   of a rank's epoch holds each class within one record of its share.
+//! - [`Plan`]: one epoch over `W` ranks (exactly once per epoch, equal counts,
+//!   padding or `drop_last`), from any position.
+//! - [`equal_allocation`], [`balanced_subset`], [`uniform_subset`]: subsets for
+//!   evaluation sets, equal per class where the classes allow.
+//!
+//! ```
+//! use bcd_sampling::{Order, Plan};
+//!
+//! let plan = Plan { seed: 7, epoch: 3, world_size: 4, order: Order::Shuffled, ..Plan::new(10) };
+//! let parts: Vec<Vec<u64>> = (0..4).map(|rank| plan.rank(rank, 0)).collect::<Result<_, _>>()?;
+//! assert!(parts.iter().all(|part| part.len() == 3)); // 10 records padded to 12
+//! // Resuming rank 2 after one record gives the rest of its part.
+//! assert_eq!(plan.rank::<u64>(2, 1)?, parts[2][1..]);
+//! # Ok::<(), bcd_sampling::PlanError>(())
+//! ```
+//!
+//! This crate knows nothing of datasets: it orders the numbers `0..n`.
+
+#![warn(missing_docs)]
+
+mod allocate;
+mod blocks;
+mod index;
+mod interleave;
+mod plan;
+pub mod rng;
+mod shuffle;
+mod weighted;
+
+use std::fmt;
+
+pub use allocate::{balanced_subset, equal_allocation, uniform_subset};
+pub use blocks::BlockShuffle;
+pub use index::Index;
+pub use interleave::Interleave;
+pub use plan::{Order, Plan, Weights};
+pub use shuffle::{Shuffle, BUCKET_SHIFT, CHUNK};
+pub use weighted::weighted_order;
+
+/// Why an epoch or a subset cannot be made. Messages name settings by field
+/// (`world_size`, `num_samples`, ...), which each front end spells its way.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// `world_size` is 0.
+    WorldSize,
+    /// `rank` is not below `world_size`.
+    Rank {
+        /// The rank asked for.
+        rank: u64,
+        /// The number of ranks.
+        world_size: u64,
+    },
+    /// `block_size` is 0.
+    BlockSize,
+    /// `categories` does not have one entry per record.
+    CategoriesLength {
+        /// Entries given.
+        got: u64,
+        /// Records.
+        expected: u64,
+    },
+    /// `weights` does not have one entry per record.
+    WeightsLength {
+        /// Entries given.
+        got: u64,
+        /// Records.
+        expected: u64,
+    },
+    /// Inverse-frequency weights without categories.
+    InverseFrequencyNeedsCategories,
+    /// A weight that is negative, NaN or infinite.
+    BadWeight {
+        /// The record.
+        index: u64,
+        /// Its weight.
+        weight: f64,
+    },
+    /// More weighted samples asked for than records have a positive weight.
+    TooFewWeighted {
+        /// `num_samples`.
+        asked: u64,
+        /// Records of positive weight.
+        positive: u64,
+    },
+    /// A sample larger than what it is drawn from.
+    SampleTooLarge {
+        /// The sample size asked for.
+        asked: u64,
+        /// Records there are.
+        available: u64,
+    },
+    /// A resume position past the rank's part.
+    Start {
+        /// The position.
+        start: u64,
+        /// The rank's part.
+        per_rank: u64,
+    },
+    /// An output buffer of the wrong length.
+    OutputLength {
+        /// Its length.
+        got: u64,
+        /// The entries to write.
+        expected: u64,
+    },
+    /// An index type too narrow for the record count.
+    IndexType {
+        /// Records.
+        len: u64,
+    },
+    /// Class counts that are not a rounding of the rank's share (a bug in the
+    /// caller of [`Interleave::new`]).
+    InterleaveCounts,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanError::WorldSize => write!(f, "`world_size` must be at least 1"),
+            PlanError::Rank { rank, world_size } => write!(
+                f,
+                "`rank` {rank} is out of range for a `world_size` of {world_size} (ranks are 0..{world_size})"
+            ),
+            PlanError::BlockSize => write!(f, "`block_size` must be at least 1"),
+            PlanError::CategoriesLength { got, expected } => write!(
+                f,
+                "`categories` has {got} entries for {expected} records; give one per record"
+            ),
+            PlanError::WeightsLength { got, expected } => write!(
+                f,
+                "`weights` has {got} entries for {expected} records; give one per record"
+            ),
+            PlanError::InverseFrequencyNeedsCategories => write!(
+                f,
+                "inverse-frequency `weights` need the records' categories (`balance_by`)"
+            ),
+            PlanError::BadWeight { index, weight } => write!(
+                f,
+                "`weights`: record {index} has weight {weight}; weights must be finite and at least 0"
+            ),
+            PlanError::TooFewWeighted { asked, positive } => write!(
+                f,
+                "`num_samples` is {asked}, but only {positive} records have a positive weight (sampling is without replacement)"
+            ),
+            PlanError::SampleTooLarge { asked, available } => write!(
+                f,
+                "a sample of {asked} records was asked for, but there are only {available}"
+            ),
+            PlanError::Start { start, per_rank } => write!(
+                f,
+                "resume position {start} is past the end of the rank's {per_rank} entries"
+            ),
+            PlanError::OutputLength { got, expected } => write!(
+                f,
+                "the output holds {got} entries, but {expected} are to be written"
+            ),
+            PlanError::IndexType { len } => write!(
+                f,
+                "{len} records do not fit the output's index type; use 64-bit indices"
+            ),
+            PlanError::InterleaveCounts => write!(
+                f,
+                "internal error: class counts that are not a rounding of the rank's share"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
