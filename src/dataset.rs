@@ -149,10 +149,31 @@ impl Dataset {
             shards: 0,
             version: ManifestVersion::V0_3,
         };
-        write_manifest(storage.as_ref(), dir, &manifest).map_err(|e| match e {
-            ManifestWriteError::NotCommitted(e) | ManifestWriteError::NotDurable(e) => e,
-        })?;
-        Self::open_with_storage(dir, storage)
+        if let Err(error) = write_manifest(storage.as_ref(), dir, &manifest) {
+            // A dataset that could not be made is not left behind half made: an
+            // empty one whose manifest may not survive a crash is removed again
+            // (nothing else is in it), and so is a directory this call made.
+            let error = match error {
+                ManifestWriteError::NotCommitted(e) => e,
+                ManifestWriteError::NotDurable(Error::CommittedNotDurable { path, source }) => {
+                    let _ = storage.remove(&dir.join(crate::format::MANIFEST_NAME));
+                    Error::io("fsync directory", &path, source)
+                }
+                ManifestWriteError::NotDurable(e) => e,
+            };
+            if !existed {
+                let _ = fs::remove_dir(dir);
+            }
+            return Err(error);
+        }
+        Self::open_with_storage(dir, storage.clone()).inspect_err(|_| {
+            // Nothing but the manifest was made: undo it, so a failed create
+            // leaves no dataset behind for the caller to clean up.
+            let _ = storage.remove(&dir.join(crate::format::MANIFEST_NAME));
+            if !existed {
+                let _ = fs::remove_dir(dir);
+            }
+        })
     }
 
     /// Opens an existing dataset, validating every committed shard: index lengths,

@@ -2,7 +2,8 @@
 //! into a small `bcd ingest`: ENOSPC, EIO and EMFILE at every write, fsync,
 //! rename, openat and ftruncate it makes (up to [`MAX_OCCURRENCES`] of each).
 //! Whatever fails, bcd never panics, and the dataset reads as it was before the
-//! run or as it is after a complete one; a run that exits 0 committed.
+//! run or as it is after a complete one, records, fields (`--labels folder`) and
+//! statistics alike; a run that exits 0 committed.
 //!
 //! strace must be installed (`make test` installs it with apt-get when it runs as
 //! root); set `BCD_TEST_NO_STRACE=1` to skip this file on a machine without it.
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use bcd::Dataset;
+use bcd_pipeline::fields::DatasetFields;
 use bcd_test_support::{read_all, Rng};
 
 mod common;
@@ -26,20 +28,48 @@ const ERRNOS: [&str; 3] = ["ENOSPC", "EIO", "EMFILE"];
 /// bound on the run time, should the ingest ever make many more calls.
 const MAX_OCCURRENCES: usize = 400;
 
-/// Eight files, a few KiB each, for 4 KiB shards: the ingest writes several shards.
+/// Eight files, a few KiB each, in two class folders, for 4 KiB shards: the
+/// ingest (with `--labels folder`) writes several shards, each with a fields
+/// file and a statistics file, and a commit file. In the order of the ingest.
 fn source_tree(dir: &Path) -> (PathBuf, Records) {
     let tree = dir.join("tree");
     let mut rng = Rng::new(5);
     let mut records = Vec::new();
     for i in 0..8 {
-        let name = format!("f{i}.bin");
+        let name = format!("{}/f{i}.bin", ["cat", "dog"][i % 2]);
         let len = 500 + rng.below(3000);
         let value = rng.bytes(len);
-        std::fs::create_dir_all(&tree).unwrap();
-        std::fs::write(tree.join(&name), &value).unwrap();
+        let path = tree.join(&name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &value).unwrap();
         records.push((name.into_bytes(), value));
     }
+    records.sort();
     (tree, records)
+}
+
+/// What a reader sees of a committed dataset: its records, every record's fields
+/// (nulls left out) and the statistics `bcd stats --json` reports.
+type State = (Records, Vec<serde_json::Value>, serde_json::Value);
+
+fn state(path: &Path) -> Result<State, bcd::Error> {
+    let dataset = Dataset::open(path)?;
+    let fields = DatasetFields::load(&dataset).expect("fields load");
+    let mut rows = Vec::new();
+    for shard in 0..dataset.shards() {
+        for batch in fields
+            .shard_batches(&dataset, shard, None)
+            .expect("fields read")
+        {
+            for row in 0..batch.num_rows() {
+                rows.push(serde_json::Value::Object(bcd_fields::row_to_json(
+                    &batch, row,
+                )));
+            }
+        }
+    }
+    let stats = bcd_pipeline::fields::stats_report(&dataset, false).expect("statistics");
+    Ok((read_all(&dataset), rows, stats))
 }
 
 /// A committed dataset of three records, stored uncompressed in 4 KiB shards.
@@ -96,6 +126,7 @@ fn ingest_under_strace(
     let out = command
         .arg(env!("CARGO_BIN_EXE_bcd"))
         .args(["ingest", s(tree), "--into", s(target), "--jobs", "2"])
+        .args(["--labels", "folder"])
         .args(["--compression", "none", "--max-shard-size", "4K"])
         .stdin(Stdio::null())
         .output()
@@ -148,13 +179,17 @@ fn check_every_injection(strace: &Path, initial: Option<(&Path, &Records)>) {
     };
 
     reset();
+    let before = initial.map(|_| state(&target).unwrap());
     let (code, stderr) = ingest_under_strace(strace, &tree, &target, None, &log);
     assert_eq!(
         code,
         Some(0),
         "the ingest fails without injection: {stderr}"
     );
-    assert_eq!(read_all(&Dataset::open(&target).unwrap()), complete);
+    let after = state(&target).unwrap();
+    assert_eq!(after.0, complete);
+    assert_eq!(after.1.len(), complete.len());
+    assert_eq!(after.1[old.len()]["label"], "cat", "{:?}", after.1);
     let counts = occurrences(&log);
     eprintln!("system calls of the ingest: {counts:?}");
     assert!(
@@ -176,8 +211,8 @@ fn check_every_injection(strace: &Path, initial: Option<(&Path, &Records)>) {
                 // None: killed by a signal (an abort after a panic while panicking).
                 assert!(code.is_some() && code != Some(101), "{what}");
                 assert!(!stderr.contains("panicked"), "{what}");
-                let state = match bcd::Dataset::open(&target) {
-                    Ok(_) => Some(read_all(&Dataset::open(&target).unwrap())),
+                let state = match state(&target) {
+                    Ok(state) => Some(state),
                     Err(e) if initial.is_none() => {
                         // A new dataset that was not committed must not exist, or
                         // be an empty directory a re-run can use.
@@ -191,8 +226,9 @@ fn check_every_injection(strace: &Path, initial: Option<(&Path, &Records)>) {
                     }
                     Err(e) => panic!("{what}: the dataset does not open: {e}"),
                 };
-                let is_old = state.as_ref().is_none_or(|r| *r == old);
-                let is_new = state.as_ref() == Some(&complete);
+                // Records, fields and statistics all old, or all new.
+                let is_old = state.is_none() || state == before;
+                let is_new = state.as_ref() == Some(&after);
                 assert!(
                     is_old || is_new,
                     "{what}: neither the old nor the new records"
