@@ -169,29 +169,6 @@ fn existing_dataset(dir: &Path, name: &str, samples: bool) -> PathBuf {
     path
 }
 
-/// Whether `name` is a file an interrupted extend may leave behind in a dataset of
-/// `committed` shards (FORMAT.md sections 6 and 9): shards and their sidecars
-/// numbered from `committed` on, the commit file of a commit that did not happen,
-/// and temporary files.
-fn is_leftover(name: &str, committed: u64) -> bool {
-    if name == ".manifest.json.tmp" || name.starts_with(bcd::format::COMMIT_FILE_TMP_PREFIX) {
-        return true;
-    }
-    if let Some((shard, _)) = bcd::format::parse_sidecar_name(name) {
-        return shard >= committed;
-    }
-    if let Some(shards) = bcd::format::parse_commit_file_name(name) {
-        return shards > committed;
-    }
-    let Some(stem) = name
-        .strip_suffix(".bin")
-        .or_else(|| name.strip_suffix(".idx"))
-    else {
-        return false;
-    };
-    stem.parse::<u64>().is_ok_and(|n| n >= committed)
-}
-
 /// Asserts an interrupted run: exit 130, the message, no panic.
 fn assert_interrupted(run: &Run, what: &str) {
     assert_eq!(

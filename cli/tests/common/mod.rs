@@ -229,3 +229,26 @@ pub fn strace() -> Option<std::path::PathBuf> {
         "strace is missing: install it (apt-get install strace), or set BCD_TEST_NO_STRACE=1 to skip",
     ))
 }
+
+/// Whether `name` is a file an interrupted extend may leave behind in a dataset of
+/// `committed` shards (FORMAT.md sections 6 and 9): shards and their sidecars
+/// numbered from `committed` on, the commit file of a commit that did not happen,
+/// and temporary files.
+pub fn is_leftover(name: &str, committed: u64) -> bool {
+    if name == ".manifest.json.tmp" || name.starts_with(bcd::format::COMMIT_FILE_TMP_PREFIX) {
+        return true;
+    }
+    if let Some((shard, _)) = bcd::format::parse_sidecar_name(name) {
+        return shard >= committed;
+    }
+    if let Some(shards) = bcd::format::parse_commit_file_name(name) {
+        return shards > committed;
+    }
+    let Some(stem) = name
+        .strip_suffix(".bin")
+        .or_else(|| name.strip_suffix(".idx"))
+    else {
+        return false;
+    };
+    stem.parse::<u64>().is_ok_and(|n| n >= committed)
+}

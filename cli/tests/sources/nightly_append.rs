@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::checks::{assert_all_hold, assert_summary, Holds};
 use crate::common::*;
 use crate::datasets::fixture;
-use crate::per_source::{dump_records, nightly_args, shard_number, write_big_parquet};
+use crate::per_source::{dump_records, nightly_args, write_big_parquet};
 use crate::{bcd_in, ingest, ingest_args, strings};
 
 /// Day 2 overlaps day 1 (ids 1006..1009, with other images): only its new ids are
@@ -153,10 +153,8 @@ fn sigkilled_ingest_leaves_the_dataset_as_before_and_a_rerun_completes_it() {
         "{leftovers:?}"
     );
     for name in &leftovers {
-        let leftover =
-            name == ".manifest.json.tmp" || shard_number(name).is_some_and(|n| n >= committed);
         assert!(
-            leftover,
+            is_leftover(name, committed),
             "{name} is not a leftover of an interrupted extend"
         );
     }

@@ -124,13 +124,3 @@ pub(crate) fn write_big_parquet(path: &Path, ids: &[i64]) -> Records {
         .zip(images)
         .collect()
 }
-
-/// A shard file name ({n:06}.bin / .idx) and its number.
-pub(crate) fn shard_number(name: &str) -> Option<u64> {
-    let (stem, extension) = name.rsplit_once('.')?;
-    (matches!(extension, "bin" | "idx")
-        && stem.len() >= 6
-        && stem.bytes().all(|b| b.is_ascii_digit()))
-    .then(|| stem.parse().ok())
-    .flatten()
-}
