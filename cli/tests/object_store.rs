@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use bcd::{Compression, CreateOptions, Dataset};
+use bcd_fields::{FieldValue, Fields};
+use bcd_pipeline::fields::FieldsWriter;
 use bcd_test_support::s3::{S3Server, BUCKET};
 use bcd_test_support::{read_all, reference_batch, snapshot};
 use common::{assert_clean_failure, finish, s, Run};
@@ -71,23 +73,23 @@ fn make(dir: &Path, keyed: bool, compression: Compression, records: usize, shard
             )
         })
         .collect();
-    if keyed {
-        dataset
-            .extend(values.iter().map(|(k, v)| (&k[..], &v[..])))
-            .unwrap();
-    } else {
-        dataset
-            .extend_values(values.iter().map(|(_, v)| &v[..]))
-            .unwrap();
+    // Fields beside every record (a label), so the sidecars and the commit file
+    // travel too: written as bcd ingest writes them.
+    let mut extend = dataset.begin_extend().unwrap();
+    let mut writer = FieldsWriter::begin(extend.dataset()).unwrap();
+    for (i, (key, value)) in values.iter().enumerate() {
+        match keyed {
+            true => extend.push(key, value).unwrap(),
+            false => extend.push_value(value).unwrap(),
+        }
+        let mut fields = Fields::new();
+        fields.push("label", FieldValue::Int64((i % 3) as i64));
+        let key_len = if keyed { key.len() } else { 0 };
+        writer.push(key_len, value.len(), &fields, &"row").unwrap();
+        writer.shards_finished(&mut extend).unwrap();
     }
-    for shard in 0..dataset.shards() {
-        std::fs::write(dir.join(format!("{shard:06}.stats.json")), b"{}").unwrap();
-    }
-    std::fs::write(
-        dir.join(format!("commit.{:06}.json", dataset.shards())),
-        b"{}",
-    )
-    .unwrap();
+    writer.finish(&mut extend).unwrap();
+    extend.commit().unwrap();
 }
 
 #[test]
