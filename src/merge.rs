@@ -83,6 +83,21 @@ pub trait SidecarRewrite: Sync {
         let _ = (suffix, bytes, kept_rows, fingerprint);
         Ok(None)
     }
+
+    /// Called once for every rewritten shard, before its sidecars are
+    /// rewritten: shard `from` of `part` keeps the records where `kept_rows` is
+    /// true, in a new shard whose fingerprint is `fingerprint`. The default does
+    /// nothing.
+    fn shard_rewritten(
+        &self,
+        part: &Dataset,
+        from: u64,
+        kept_rows: &[bool],
+        fingerprint: &ShardFingerprint,
+    ) -> std::result::Result<(), HookError> {
+        let _ = (part, from, kept_rows, fingerprint);
+        Ok(())
+    }
 }
 
 /// The default [`SidecarRewrite`]: a rewritten shard keeps no sidecar.
@@ -664,6 +679,18 @@ impl Dataset {
             Plan::Rewrite(kept) => {
                 let written = self.rewrite_shard(source, planned, kept, created)?;
                 summary.bytes_stored += written.data_len;
+                options
+                    .sidecars
+                    .shard_rewritten(source, planned.from, kept, &written)
+                    .map_err(|source| Error::Hook {
+                        what: format!(
+                            "rewriting shard {} of {} as shard {}",
+                            planned.from,
+                            part.dataset.dir.display(),
+                            planned.to
+                        ),
+                        source,
+                    })?;
                 for suffix in suffixes {
                     let Some(bytes) = source.map_sidecar(planned.from, suffix)? else {
                         continue;

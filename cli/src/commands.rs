@@ -271,7 +271,7 @@ fn merge(args: crate::args::MergeArgs) -> Result<ExitCode> {
     let parts = (args.parts.iter())
         .map(|part| local(part.as_os_str(), "a merged part"))
         .collect::<Result<Vec<_>>>()?;
-    let report = bcd_pipeline::merge(&parts, &into, &options, Default::default())?;
+    let report = bcd_pipeline::merge(&parts, &into, &options)?;
     for (part, error) in &report.summary.parts_not_removed {
         say!(
             "bcd: warning: {} was merged but could not be removed ({error}); delete it, do not merge it again",

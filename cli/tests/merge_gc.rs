@@ -246,3 +246,107 @@ fn gc_lists_then_removes_leftovers_and_abandoned_staging_and_refuses_while_locke
     assert!(!dataset.join("_staging").exists());
     assert_eq!(read_all(&Dataset::open(&dataset).unwrap()).len(), 2);
 }
+
+/// Records' fields as `bcd ls --fields` prints them, one object per record.
+fn listed_fields(dataset: &Path) -> Vec<Value> {
+    String::from_utf8(ok(&["ls", s(dataset), "--fields"]))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// A labelled tree of `n` files per class, a few bytes each.
+fn labelled_tree(root: &Path, classes: &[&str], n: usize, tag: &str) {
+    for class in classes {
+        fs::create_dir_all(root.join(class)).unwrap();
+        for i in 0..n {
+            let name = format!("{class}/{tag}{i:02}.jpg");
+            fs::write(root.join(&name), format!("{name} ").repeat(9)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn fields_and_statistics_come_along_moved_whole_or_rewritten_without_duplicates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    // Two parts with labels (one with a class the other lacks), and a third
+    // holding copies of part one's keys: with skip, its shards are rewritten.
+    let ingest = |tree: &Path, into: &Path| {
+        ok(&[
+            "ingest",
+            s(tree),
+            "--into",
+            s(into),
+            "--labels",
+            "folder",
+            "--max-shard-size",
+            "600",
+            "--quiet",
+        ]);
+    };
+    labelled_tree(&root.join("t1"), &["cat", "dog"], 6, "a");
+    labelled_tree(&root.join("t2"), &["cat", "dog", "owl"], 4, "b");
+    labelled_tree(&root.join("t3"), &["cat"], 6, "a");
+    labelled_tree(&root.join("t3"), &["cat"], 3, "c");
+    for n in ["1", "2", "3"] {
+        ingest(&root.join(format!("t{n}")), &root.join(format!("p{n}")));
+    }
+    let parts: Vec<Vec<Value>> = ["p1", "p2", "p3"]
+        .iter()
+        .map(|p| listed_fields(&root.join(p)))
+        .collect();
+    let target = root.join("merged");
+    let summary = json_of(&ok(&[
+        "merge",
+        s(&root.join("p1")),
+        s(&root.join("p2")),
+        s(&root.join("p3")),
+        "--into",
+        s(&target),
+        "--on-duplicate",
+        "skip",
+        "--json",
+    ]));
+    assert_eq!(summary["skipped"], 6, "{summary}");
+    assert!(
+        summary["rewritten_shards"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+
+    // Every record keeps its fields; part three keeps only its new records.
+    let mut expected: Vec<Value> = parts[0].iter().chain(&parts[1]).cloned().collect();
+    expected.extend(
+        parts[2]
+            .iter()
+            .filter(|r| r["key"].as_str().unwrap().contains("/c"))
+            .cloned(),
+    );
+    assert_eq!(listed_fields(&target), expected);
+    // The statistics are those of the records merged, without a scan.
+    let stats = json_of(&ok(&["stats", s(&target), "--json"]));
+    assert_eq!(stats["records"], expected.len());
+    let counts = |label: &str| expected.iter().filter(|r| r["label"] == label).count();
+    assert_eq!(
+        stats["fields"]["label"]["counts"],
+        json!([
+            ["cat", counts("cat")],
+            ["dog", counts("dog")],
+            ["owl", counts("owl")]
+        ])
+    );
+    // The same as one ingest of the same records would report.
+    let info = json_of(&ok(&["info", s(&target), "--json"]));
+    assert_eq!(
+        info["schema"],
+        json!([{"name": "label", "type": "Utf8"}, {"name": "label_index", "type": "Int64"}])
+    );
+    // verify exits non-zero on any record, sidecar or index problem.
+    ok(&["verify", s(&target)]);
+    // The reference reads every record.
+    assert_eq!(
+        reference_reads(&target),
+        read_all(&Dataset::open(&target).unwrap())
+    );
+}

@@ -254,6 +254,11 @@ impl DatasetFields {
         })
     }
 
+    /// Of the shards the commit file covers, how many had a statistics file.
+    pub fn shards_with_stats(&self) -> u64 {
+        self.shards_with_stats
+    }
+
     /// Statistics of every committed shard: the commit file's totals, plus those
     /// of the shards after it (written by the reference), from their files.
     pub fn totals(&self, dataset: &Dataset) -> Result<ShardStats, FieldsIoError> {

@@ -21,6 +21,7 @@ pub mod fields;
 mod ingest;
 mod ingest_remote;
 mod merge;
+mod merge_fields;
 mod options;
 mod remote_sources;
 mod schema_file;

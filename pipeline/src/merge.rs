@@ -73,12 +73,14 @@ impl MergeReport {
 /// Merges the datasets `parts`, in order, into `into` in one commit (see
 /// [`Dataset::merge`]). A missing or empty `into` is created with the first
 /// part's settings (keyed, compression, max_shard_size), and removed again if
-/// the merge fails.
+/// the merge fails. Fields come along (FORMAT.md section 9): shards moved whole
+/// keep their fields and statistics files, a shard rewritten without dropped
+/// duplicates gets both anew, and the commit file of the merged state unifies
+/// the schemas, carries the metadata forward and adds up the statistics.
 pub fn merge(
     parts: &[PathBuf],
     into: &Path,
     options: &MergeRunOptions,
-    hooks: MergeOptions<'_>,
 ) -> bcd::Result<MergeReport> {
     let started = Instant::now();
     // Missing: no directory, or one holding nothing but a job's staging parts.
@@ -103,13 +105,21 @@ pub fn merge(
         (Dataset::open(into)?, false)
     };
     let sources: Vec<PartSource> = parts.iter().map(PartSource::new).collect();
+    let fields = crate::merge_fields::FieldsMerge::default();
+    let commit_file = |input: &bcd::MergeCommitInput<'_>| {
+        fields
+            .commit_file(input)
+            .map(Some)
+            .map_err(|e| Box::new(e) as bcd::HookError)
+    };
     let merge_options = MergeOptions {
         copy: options.copy,
         on_duplicate: match options.on_duplicate {
             OnDuplicate::Error => MergeOnDuplicate::Error,
             OnDuplicate::Skip => MergeOnDuplicate::Skip,
         },
-        ..hooks
+        sidecars: &fields,
+        commit_file: Some(&commit_file),
     };
     match dataset.merge(&sources, &merge_options) {
         Ok(summary) => Ok(MergeReport {

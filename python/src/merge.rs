@@ -52,7 +52,7 @@ pub fn merge<'py>(
             .map_err(|error| invalid("on_duplicate", error))?,
     };
     let report = py
-        .detach(|| bcd_pipeline::merge(&parts, &into, &options, Default::default()))
+        .detach(|| bcd_pipeline::merge(&parts, &into, &options))
         .map_err(to_py)?;
     to_python(py, &report.to_json())
 }
