@@ -130,7 +130,7 @@ class Dataset:
         *,
         on_duplicate: Literal["error", "skip"] = "error",
         level: Union[int, Literal["fast", "reference"], None] = None,
-        fields: None = None,
+        fields: Union[str, Sequence[str], None] = None,
     ) -> Dict[str, int]:
         """Adds the rows of Arrow data in one commit, all or nothing.
 
@@ -144,8 +144,12 @@ class Dataset:
         buffers, compressed and written without the GIL; no Python object is
         made per row. A null value or key is a ``ValueError`` naming the row.
         ``on_duplicate="skip"`` leaves out keys seen before and counts them.
-        ``fields`` (columns stored beside the records) is not supported yet:
-        ``NotImplementedError``.
+        The other columns become fields beside the records, each row as it is
+        in Arrow (any type, nested ones too; int32 widens into an earlier
+        int64): ``fields`` is ``"all"`` (the default, also for None),
+        ``"none"``, or the names to keep (a list, or a str separated by
+        commas). A type that conflicts with the dataset's is a ``ValueError``
+        naming the field and both types, with nothing committed.
 
         Returns ``{"records", "skipped", "shards", "bytes_stored"}``.
         """

@@ -41,6 +41,7 @@ class WriteSettings:
         max_shard_size: int,
         on_duplicate: str,
         keyed: bool,
+        fields: Any = "all",
     ) -> None:
         self.path = path
         self.job = job
@@ -50,6 +51,9 @@ class WriteSettings:
         self.max_shard_size = max_shard_size
         self.on_duplicate = on_duplicate
         self.keyed = keyed
+        # Which other columns become fields ("all", "none", or names), as
+        # Dataset.extend_arrow takes them.
+        self.fields = fields
         # Whether the job made the target's directory (set by Job.start), so
         # that an abort removes it again.
         self.created_dir = False
@@ -74,6 +78,7 @@ class WriteSettings:
             self.key_column,
             on_duplicate=self.on_duplicate,
             level=5,
+            fields=self.fields,
         )
         return {"task": task, "path": str(part), **added}
 
@@ -90,9 +95,8 @@ def settings_for(
 ) -> WriteSettings:
     """Checks a job's options against the target (if it exists) and names the
     job."""
-    if fields is not None:
-        # TODO(fields, issue 10): field columns go beside the records.
-        raise NotImplementedError("fields=: storing field columns is not supported yet")
+    if fields is None:
+        fields = "all"
     if on_duplicate not in ON_DUPLICATE:
         raise ValueError(f"on_duplicate: {on_duplicate!r}: expected 'error' or 'skip'")
     if compression not in ("lz4", None, "none"):
@@ -119,6 +123,7 @@ def settings_for(
         max_shard_size=max_shard_size or DEFAULT_MAX_SHARD_SIZE,
         on_duplicate=on_duplicate,
         keyed=keyed,
+        fields=fields,
     )
 
 
@@ -183,3 +188,43 @@ class Job:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def field_names(dataset: Dataset, fields: Any) -> List[str]:
+    """The field columns a reader returns: every one of the dataset's schema for
+    None or ``"all"``, none for ``"none"`` (or an empty list), else the names
+    given (a list, or a str separated by commas), each of which must exist."""
+    available = list(dataset.schema.names)
+    if fields is None or fields == "all":
+        names = available
+    elif fields == "none":
+        names = []
+    else:
+        names = fields.split(",") if isinstance(fields, str) else list(fields)
+        missing = [name for name in names if name not in available]
+        if missing:
+            raise ValueError(f"fields: no field {missing[0]!r} in {dataset.path} (fields: {available})")
+    clash = [name for name in names if name in ("key", "value")]
+    if clash:
+        raise ValueError(
+            f"fields: the field {clash[0]!r} has the name of a record column; choose the fields with fields=[...]"
+        )
+    return names
+
+
+def read_table(dataset: Dataset, start: int, stop: int, fields: List[str]) -> Any:
+    """Records ``start .. stop`` as a pyarrow Table: ``key`` (keyed datasets),
+    ``value`` (binary) and the ``fields`` named, in record order."""
+    import pyarrow as pa
+
+    indices = range(start, stop)
+    columns: Dict[str, Any] = {}
+    if dataset.keyed:
+        columns["key"] = pa.array([bytes(dataset.key_at(i)) for i in indices], type=pa.binary())
+    columns["value"] = pa.array([bytes(v) for v in dataset.get_batch(indices)], type=pa.binary())
+    table = pa.table(columns)
+    if fields:
+        extra = dataset.fields(fields).slice(start, stop - start)
+        for name in fields:
+            table = table.append_column(extra.schema.field(name), extra.column(name))
+    return table

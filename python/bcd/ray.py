@@ -111,8 +111,11 @@ def write(
     ``on_duplicate`` applies within a task and across tasks and the existing
     records: ``"error"`` fails the job naming the key, ``"skip"`` keeps the first.
 
-    Returns the summary of the commit (``bcd.merge``'s). ``fields`` is not
-    supported yet (``NotImplementedError``).
+    The other columns become fields beside the records (``fields``:
+    ``"all"``, the default when None, ``"none"``, or a list of names), with
+    their Arrow types; the merge unifies the parts' schemas.
+
+    Returns the summary of the commit (``bcd.merge``'s).
     """
     settings = _staging.settings_for(
         path,
@@ -134,12 +137,12 @@ class BcdDatasource(Datasource):
     shards, each yielding Arrow tables with ``key`` (keyed datasets) and
     ``value`` binary columns."""
 
-    def __init__(self, path: Any, shards_per_task: int = 1) -> None:
+    def __init__(self, path: Any, shards_per_task: int = 1, fields: Any = None) -> None:
         if shards_per_task < 1:
             raise ValueError(f"shards_per_task: {shards_per_task}: expected at least 1")
         dataset = Dataset(path)
         self._path = str(dataset.path)
-        self._keyed = dataset.keyed
+        self._fields = _staging.field_names(dataset, fields)
         self._shards_per_task = shards_per_task
         self._ranges = _shard_ranges(dataset)
         self._bytes = sum(size for _, _, size in self._ranges)
@@ -157,8 +160,8 @@ class BcdDatasource(Datasource):
             start, stop = group[0][0], group[-1][1]
             size = sum(s for _, _, s in group)
             metadata = _block_metadata(num_rows=stop - start, size_bytes=size)
-            path, keyed = self._path, self._keyed
-            tasks.append(ReadTask(lambda p=path, k=keyed, a=start, b=stop: [_read(p, k, a, b)], metadata))
+            path, fields = self._path, self._fields
+            tasks.append(ReadTask(lambda p=path, f=fields, a=start, b=stop: [_read(p, f, a, b)], metadata))
         return tasks
 
     def get_name(self) -> str:
@@ -177,23 +180,13 @@ def _block_metadata(num_rows: int, size_bytes: int) -> BlockMetadata:
     return BlockMetadata(**{k: v for k, v in values.items() if k in fields})
 
 
-def _read(path: str, keyed: bool, start: int, stop: int) -> pa.Table:
-    dataset = Dataset(path)
-    indices = range(start, stop)
-    values = pa.array([bytes(v) for v in dataset.get_batch(indices)], type=pa.binary())
-    columns = {"value": values}
-    if keyed:
-        keys = pa.array([bytes(dataset.key_at(i)) for i in indices], type=pa.binary())
-        columns = {"key": keys, "value": values}
-    return pa.table(columns)
+def _read(path: str, fields: List[str], start: int, stop: int) -> pa.Table:
+    return _staging.read_table(Dataset(path), start, stop, fields)
 
 
 def read(path: Any, *, fields: Any = None, shards_per_task: int = 1) -> "ray.data.Dataset":
-    """A Ray Dataset of the bcd dataset ``path``: columns ``key`` (keyed datasets)
-    and ``value`` (binary), in record order, one read task per
-    ``shards_per_task`` shards. ``fields`` is not supported yet
-    (``NotImplementedError``)."""
-    if fields is not None:
-        # TODO(fields, issue 10): read field columns from the shards' sidecars.
-        raise NotImplementedError("fields=: reading field columns is not supported yet")
-    return ray.data.read_datasource(BcdDatasource(path, shards_per_task))
+    """A Ray Dataset of the bcd dataset ``path``: columns ``key`` (keyed datasets),
+    ``value`` (binary) and the fields stored beside the records (``fields``: all
+    of them when None or ``"all"``, ``"none"``, or a list of names), in record
+    order, one read task per ``shards_per_task`` shards."""
+    return ray.data.read_datasource(BcdDatasource(path, shards_per_task, fields))

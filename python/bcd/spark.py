@@ -70,16 +70,23 @@ class BcdDataSource(DataSource):
         return path
 
     def schema(self) -> StructType:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        dataset = Dataset(self._path())
         fields = [StructField("value", BinaryType())]
-        if Dataset(self._path()).keyed:
+        if dataset.keyed:
             fields.insert(0, StructField("key", BinaryType()))
+        names = _staging.field_names(dataset, self.options.get("fields"))
+        if names:
+            fields.extend(from_arrow_schema(dataset.fields(names).schema).fields)
         return StructType(fields)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
-        if self.options.get("fields"):
-            # TODO(fields, issue 10): read field columns from the sidecars.
-            raise NotImplementedError("fields: reading field columns is not supported yet")
-        return BcdReader(self._path(), int(self.options.get("shards_per_partition", "1")))
+        return BcdReader(
+            self._path(),
+            int(self.options.get("shards_per_partition", "1")),
+            self.options.get("fields"),
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> "BcdWriter":
         if overwrite:
@@ -135,13 +142,14 @@ class BcdWriter(DataSourceArrowWriter):
 class BcdReader(DataSourceReader):
     """One partition per ``shards_per_partition`` shards, read as Arrow batches."""
 
-    def __init__(self, path: str, shards_per_partition: int) -> None:
+    def __init__(self, path: str, shards_per_partition: int, fields: Any = None) -> None:
         if shards_per_partition < 1:
             raise ValueError(
                 f"shards_per_partition: {shards_per_partition}: expected at least 1"
             )
         self.path = path
         self.shards_per_partition = shards_per_partition
+        self.fields = _staging.field_names(Dataset(path), fields)
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = [(a, b) for a, b, _ in Dataset(self.path).shard_ranges() if b > a]
@@ -153,11 +161,5 @@ class BcdReader(DataSourceReader):
         start, stop = partition.value
         dataset = Dataset(self.path)
         for chunk in range(start, stop, 4096):
-            indices = range(chunk, min(stop, chunk + 4096))
-            values = pa.array([bytes(v) for v in dataset.get_batch(indices)], type=pa.binary())
-            columns = [values]
-            names = ["value"]
-            if dataset.keyed:
-                keys = pa.array([bytes(dataset.key_at(i)) for i in indices], type=pa.binary())
-                columns, names = [keys, values], ["key", "value"]
-            yield pa.RecordBatch.from_arrays(columns, names=names)
+            table = _staging.read_table(dataset, chunk, min(stop, chunk + 4096), self.fields)
+            yield from table.to_batches()

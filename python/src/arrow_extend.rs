@@ -3,22 +3,26 @@
 //! one record batch): pyarrow tables, record batches and readers, polars and
 //! DuckDB results. The value (and key) bytes are read in place from the Arrow
 //! buffers and compressed and written without the GIL; no Python object is made
-//! per row.
+//! per row. The other columns (or those chosen) become fields beside the records,
+//! each row taken as it is in Arrow (any type, nested ones too).
 
 use std::ffi::CStr;
 
 use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
-use arrow_array::{RecordBatch, StructArray};
+use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 use bcd::{Dataset, Lz4Mode};
 use bcd_converters::arrow_batches::BatchColumns;
+use bcd_converters::field_options::FieldSelection;
+use bcd_converters::{FieldValue, Fields};
+use bcd_pipeline::fields::FieldsWriter;
 use bcd_pipeline::OnDuplicate;
 
-use crate::errors::to_py;
+use crate::errors::{fields_to_py, to_py};
 use crate::handle::Handle;
 
 const STREAM: &CStr = c"arrow_array_stream";
@@ -92,6 +96,47 @@ pub struct ArrowExtend<'a> {
     pub on_duplicate: OnDuplicate,
     pub mode: Lz4Mode,
     pub threads: usize,
+    /// Which other columns become fields.
+    pub fields: FieldSelection,
+}
+
+/// The columns of `batch` taken as fields, with their names.
+fn field_columns(
+    batch: &RecordBatch,
+    options: &ArrowExtend<'_>,
+) -> PyResult<Vec<(std::sync::Arc<str>, ArrayRef)>> {
+    let schema = batch.schema();
+    let taken = |name: &str| name == options.value_column || Some(name) == options.key_column;
+    match &options.fields {
+        FieldSelection::None => Ok(Vec::new()),
+        FieldSelection::All => Ok(schema
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .filter(|(field, _)| !taken(field.name()))
+            .map(|(field, array)| (std::sync::Arc::from(field.name().as_str()), array.clone()))
+            .collect()),
+        FieldSelection::Only(names) => names
+            .iter()
+            .map(|name| {
+                if taken(name) {
+                    return Err(PyValueError::new_err(format!(
+                        "fields: {name:?} is the value or key column"
+                    )));
+                }
+                match batch.column_by_name(name) {
+                    Some(array) => Ok((std::sync::Arc::from(name.as_str()), array.clone())),
+                    None => {
+                        let names: Vec<&str> =
+                            schema.fields().iter().map(|f| f.name().as_str()).collect();
+                        Err(PyValueError::new_err(format!(
+                            "fields: Arrow data has no column {name:?} (columns: {names:?})"
+                        )))
+                    }
+                }
+            })
+            .collect(),
+    }
 }
 
 /// What one call added.
@@ -128,6 +173,14 @@ pub fn extend_arrow<'py>(
     dataset.set_lz4_mode(options.mode);
     let mut batches = batches(data)?;
     let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
+    let committed: &Dataset = extend.dataset();
+    let mut writer = match py.detach(|| FieldsWriter::begin(committed)) {
+        Ok(writer) => writer,
+        Err(error) => {
+            py.detach(move || drop(extend));
+            return Err(fields_to_py(error));
+        }
+    };
     let (batch_records, batch_bytes) = bcd::batch_limits(options.threads);
     let mut added = Added::default();
     let outcome = (|| -> PyResult<()> {
@@ -144,7 +197,9 @@ pub fn extend_arrow<'py>(
                 batch.map_err(|e| PyValueError::new_err(format!("reading Arrow data: {e}")))?;
             let extend = &mut extend;
             let added = &mut added;
+            let writer = &mut writer;
             py.detach(move || -> PyResult<()> {
+                let field_columns = field_columns(&batch, options)?;
                 let columns = BatchColumns::new(
                     &batch,
                     options.value_column,
@@ -182,17 +237,42 @@ pub fn extend_arrow<'py>(
                         }
                     }
                     let pushed = if !keyed {
-                        extend.push_value_batch(&values).map(|()| 0)
+                        extend.push_value_batch(&values).map(|()| Vec::new())
                     } else if options.on_duplicate == OnDuplicate::Skip {
-                        extend
-                            .push_batch_skipping_duplicates(&pairs)
-                            .map(|s| s.len())
+                        extend.push_batch_skipping_duplicates(&pairs)
                     } else {
-                        extend.push_batch(&pairs).map(|()| 0)
+                        extend.push_batch(&pairs).map(|()| Vec::new())
                     };
-                    let skipped = pushed.map_err(to_py)?;
-                    added.skipped += skipped as u64;
-                    added.records += (end - start - skipped) as u64;
+                    let skipped: Vec<usize> = pushed.map_err(to_py)?;
+                    // Fields of the records written, in order (skipped ones are
+                    // not), then the sidecars of the shards that filled.
+                    let mut left_out = skipped.iter().peekable();
+                    for row in start..end {
+                        if left_out.next_if(|&&at| at == row - start).is_some() {
+                            continue;
+                        }
+                        let mut fields = Fields::new();
+                        for (name, array) in &field_columns {
+                            fields.push(name.clone(), FieldValue::Arrow(array.clone(), row));
+                        }
+                        let key_len = match columns.key(row) {
+                            Some(Some(key)) => key.len(),
+                            _ => 0,
+                        };
+                        let raw_len = columns.value(row).map_or(0, <[u8]>::len);
+                        let place = added.rows as usize + row;
+                        writer
+                            .push(
+                                key_len,
+                                raw_len,
+                                &fields,
+                                &format_args!("Arrow data: row {place}"),
+                            )
+                            .map_err(fields_to_py)?;
+                    }
+                    writer.shards_finished(extend).map_err(fields_to_py)?;
+                    added.skipped += skipped.len() as u64;
+                    added.records += (end - start - skipped.len()) as u64;
                     start = end;
                 }
                 added.rows += columns.len() as u64;
@@ -205,7 +285,13 @@ pub fn extend_arrow<'py>(
         py.detach(move || drop(extend));
         return Err(error);
     }
-    let summary = py.detach(move || extend.commit()).map_err(to_py)?;
+    let summary = py.detach(move || -> PyResult<bcd::ExtendSummary> {
+        if let Err(error) = writer.finish(&mut extend) {
+            drop(extend);
+            return Err(fields_to_py(error));
+        }
+        extend.commit().map_err(to_py)
+    })?;
     let result = PyDict::new(py);
     result.set_item("records", added.records)?;
     result.set_item("skipped", added.skipped)?;

@@ -860,8 +860,9 @@ impl PyDataset {
     /// Adds the rows of Arrow data (anything with `__arrow_c_stream__` or
     /// `__arrow_c_array__`: a pyarrow Table, RecordBatch or RecordBatchReader) in
     /// one commit: values from `value_column`, keys from `key_column` (required
-    /// for keyed datasets). Returns `{"records", "skipped", "shards",
-    /// "bytes_stored"}`.
+    /// for keyed datasets), and the other columns as fields beside the records
+    /// (`fields`: `"all"`, the default, `"none"`, or names). Returns
+    /// `{"records", "skipped", "shards", "bytes_stored"}`.
     #[pyo3(signature = (data, value_column = "value", key_column = None, *, on_duplicate = "error", level = None, fields = None))]
     #[allow(clippy::too_many_arguments)]
     fn extend_arrow<'py>(
@@ -874,12 +875,6 @@ impl PyDataset {
         level: Option<&Bound<'py, PyAny>>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if fields.is_some_and(|f| !f.is_none()) {
-            // TODO(fields, issue 10): pass field columns to a FieldsWriter.
-            return Err(pyo3::exceptions::PyNotImplementedError::new_err(
-                "fields=: storing field columns beside the records is not supported yet",
-            ));
-        }
         let options = crate::arrow_extend::ArrowExtend {
             value_column,
             key_column,
@@ -888,6 +883,7 @@ impl PyDataset {
                 .map_err(|error| crate::options::invalid("on_duplicate", error))?,
             mode: lz4_mode_arg(level, Lz4Mode::default())?,
             threads: self.threads,
+            fields: crate::ingest::fields_arg(fields)?.unwrap_or_default(),
         };
         let handle = self.handle(py)?;
         crate::arrow_extend::extend_arrow(py, &handle, data, &options)

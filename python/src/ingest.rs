@@ -82,7 +82,7 @@ fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>
 }
 
 /// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
-fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
+pub(crate) fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
     let Some(value) = value.filter(|value| !value.is_none()) else {
         return Ok(None);
     };

@@ -126,8 +126,10 @@ def test_extend_arrow_takes_tables_batches_and_readers_of_every_bytes_type(tmp_p
         ds.extend_arrow(pa.table({"key": ["q", "r"], "value": [b"1", None]}), "value", "key")
     with pytest.raises(ValueError, match="needs key_column"):
         ds.extend_arrow(again)
-    with pytest.raises(NotImplementedError, match="fields"):
+    with pytest.raises(ValueError, match='no column "label"'):
         ds.extend_arrow(again, key_column="key", fields=["label"])
+    with pytest.raises(ValueError, match="value or key column"):
+        ds.extend_arrow(again, key_column="key", fields=["value"])
     with pytest.raises(TypeError, match="Arrow data"):
         ds.extend_arrow([b"not arrow"], key_column="key")
     assert len(bcd.Dataset(tmp_path / "d")) == n
@@ -135,6 +137,54 @@ def test_extend_arrow_takes_tables_batches_and_readers_of_every_bytes_type(tmp_p
     with pytest.raises(ValueError, match="keyless"):
         keyless.extend_arrow(again, key_column="key")
     assert keyless.extend_arrow(again)["records"] == 2
+
+
+def test_extend_arrow_stores_the_other_columns_as_fields_with_their_arrow_types(tmp_path):
+    ds = bcd.Dataset.create(tmp_path / "d", keyed=True, max_shard_size=200)
+    meta = pa.StructArray.from_arrays([pa.array([0.5, 1.5, None]), pa.array(["x", "y", "z"])], ["score", "src"])
+    first = pa.table({
+        "key": ["a", "b", "c"],
+        "value": [b"1" * 90, b"2" * 90, b"3" * 90],
+        "label": pa.array([1, 2, 1], pa.int32()),
+        "tags": pa.array([["t"], [], None], pa.list_(pa.string())),
+        "meta": meta,
+    })
+    assert ds.extend_arrow(first, key_column="key")["records"] == 3
+    # int64 widens int32; a new column is null for the earlier records; skipped
+    # duplicates leave no row behind.
+    second = pa.table({
+        "key": ["a", "d"],
+        "value": [b"dup", b"4"],
+        "label": pa.array([9, 7], pa.int64()),
+        "extra": ["?", "e"],
+    })
+    assert ds.extend_arrow(second, key_column="key", on_duplicate="skip")["skipped"] == 1
+    reopened = bcd.Dataset(tmp_path / "d")
+    assert reopened.schema.names == ["label", "tags", "meta", "extra"]
+    assert str(reopened.schema.field("label").type) == "int64"
+    table = reopened.fields()
+    assert table.column("label").to_pylist() == [1, 2, 1, 7]
+    assert table.column("tags").to_pylist() == [["t"], [], None, None]
+    assert table.column("meta").to_pylist() == [
+        {"score": 0.5, "src": "x"}, {"score": 1.5, "src": "y"}, {"score": None, "src": "z"}, None
+    ]
+    assert table.column("extra").to_pylist() == [None, None, None, "e"]
+    assert reopened.sample(3) == {"key": b"d", "value": b"4", "label": 7, "tags": None, "meta": None, "extra": "e"}
+    assert reopened.stats()["fields"]["label"]["counts"] == [[1, 2], [2, 1], [7, 1]]
+    # Only the chosen columns, or none.
+    chosen = bcd.Dataset.create(tmp_path / "chosen", keyed=True)
+    chosen.extend_arrow(first, key_column="key", fields=["label"])
+    assert chosen.schema.names == ["label"]
+    bare = bcd.Dataset.create(tmp_path / "bare", keyed=True)
+    bare.extend_arrow(first, key_column="key", fields="none")
+    assert bare.schema.names == []
+    # A type that conflicts names the field and both types; nothing is committed.
+    n = len(reopened)
+    with pytest.raises(ValueError, match=r'field "label".*Utf8.*Int64'):
+        reopened.extend_arrow(pa.table({"key": ["z"], "value": [b"z"], "label": ["text"]}), key_column="key")
+    assert len(bcd.Dataset(tmp_path / "d")) == n
+    # The reference reads the records.
+    assert read_all(reference_class("0.3.0")(tmp_path / "d")) == read_all(reopened)
 
 
 def test_extend_arrow_reads_a_stream_lazily_and_an_error_midway_commits_nothing(tmp_path):

@@ -89,6 +89,37 @@ def test_keyed_round_trip_equals_bcd_ingest_and_the_reference_reads_it(spark, tm
     assert [(bytes(r["key"]), bytes(r["value"])) for r in back] == got
 
 
+def test_fields_travel_through_spark_and_back(spark, tmp_path):
+    items = [(f"img/{i:05d}.jpg", f"img{i}".encode() * (1 + i % 7), i % 3, f"caption {i}") for i in range(200)]
+    df = (
+        spark.createDataFrame(items, "id string, image binary, label bigint, caption string")
+        .repartition(3)
+        .sortWithinPartitions("id")
+    )
+    path = str(tmp_path / "out")
+    df.write.format("bcd").option("value_column", "image").option("key_column", "id").mode("append").save(path)
+    dataset = bcd.Dataset(path)
+    assert dataset.schema.names == ["label", "caption"]
+    order = [r for part in df.rdd.glom().collect() for r in part]
+    assert read_all(dataset) == [(r["id"].encode(), bytes(r["image"])) for r in order]
+    table = dataset.fields()
+    assert table.column("label").to_pylist() == [r["label"] for r in order]
+    assert table.column("caption").to_pylist() == [r["caption"] for r in order]
+    assert dataset.stats()["fields"]["label"]["counts"] == [[0, 67], [1, 67], [2, 66]]
+    # Read back with the fields, or only the chosen ones.
+    back = spark.read.format("bcd").load(path).collect()
+    assert [(r["key"].decode(), r["label"], r["caption"]) for r in back] == [
+        (r["id"], r["label"], r["caption"]) for r in order
+    ]
+    chosen = spark.read.format("bcd").option("fields", "label").load(path)
+    assert chosen.columns == ["key", "value", "label"]
+    # Only the chosen ones are written.
+    df.write.format("bcd").option("value_column", "image").option("key_column", "id").option(
+        "fields", "caption"
+    ).mode("append").save(str(tmp_path / "captions"))
+    assert bcd.Dataset(tmp_path / "captions").schema.names == ["caption"]
+
+
 def test_keyless_and_two_jobs_append_one_after_the_other(spark, tmp_path):
     path = str(tmp_path / "out")
     first = spark.createDataFrame([(b"a%d" % i,) for i in range(60)], "value binary").coalesce(2)
