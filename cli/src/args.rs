@@ -469,7 +469,8 @@ pub struct IngestArgs {
 pub struct ExportArgs {
     /// The dataset: a directory, or an s3://, gs:// or az:// URI.
     pub dataset: OsString,
-    /// OUT.tar, - for stdout, or with --split-* a numbered pattern (shards-%06d.tar).
+    /// OUT.tar, - for stdout, with --split-* a numbered pattern (shards-%06d.tar),
+    /// or OUT.parquet: one row per record with its key, value and fields.
     #[arg(long, value_name = "OUT")]
     pub to: Option<OsString>,
     /// Copy the records into a new dataset instead (a missing path or an empty
@@ -490,6 +491,15 @@ pub struct ExportArgs {
     /// Keyless datasets: suffix after the zero-padded index (e.g. .jpg).
     #[arg(long, default_value = "", value_name = "SUFFIX")]
     pub keyless_suffix: String,
+    /// Tar: write each record as a WebDataset sample, KEY.<value extension> and
+    /// one member per field (KEY.cls, KEY.json, ...); --split-count then counts
+    /// samples, and a sample never spans two archives.
+    #[arg(long, conflicts_with = "into", help_heading = "Fields")]
+    pub samples: bool,
+    /// OUT.parquet: the value as a Hugging Face Image struct {bytes, path}
+    /// (the default when the dataset came from such a column).
+    #[arg(long, conflicts_with = "into", help_heading = "Fields")]
+    pub hf_image: bool,
     /// Export a subset of N records, in record order: a uniform sample, or with
     /// --balance-by an equal count per class where the classes allow it.
     #[arg(long, value_name = "N", help_heading = "Subsets")]

@@ -27,9 +27,32 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         max_bytes: args.split_size,
         max_members: args.split_count,
     };
-    let target = match &args.to {
-        Some(to) => Some(tar_target(to, split)?),
-        None => None,
+    let parquet = args.to.as_deref().filter(|to| is_parquet(to));
+    if let Some(to) = parquet {
+        for (given, flag) in [
+            (
+                args.split_size.is_some() || args.split_count.is_some(),
+                "--split-size/--split-count",
+            ),
+            (args.samples, "--samples"),
+            (args.rename_unsafe, "--rename-unsafe"),
+            (!args.keyless_suffix.is_empty(), "--keyless-suffix"),
+        ] {
+            if given {
+                return Err(UsageError(format!(
+                    "{flag} applies to tar exports, not to {}",
+                    Path::new(to).display()
+                ))
+                .into());
+            }
+        }
+    } else if args.hf_image {
+        return Err(UsageError("--hf-image applies to --to OUT.parquet".into()).into());
+    }
+    let target = match (&args.to, parquet) {
+        (Some(to), None) => Some(tar_target(to, split)?),
+        (Some(to), Some(_)) => Some(Target::File(local(to, "the export target")?)),
+        (None, _) => None,
     };
     let into = match &args.into {
         Some(into) => Some(local(into.as_os_str(), "the dataset exported into")?),
@@ -38,9 +61,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let dataset = match location(&args.dataset)? {
         Location::Local(path) => bcd::Dataset::open(&path)?,
         Location::Remote(uri) => {
-            if args.sample.is_some() || into.is_some() {
+            if args.sample.is_some() || into.is_some() || args.samples || parquet.is_some() {
                 return Err(UsageError(format!(
-                    "--sample and --into read a local dataset; `bcd pull {uri} DIR` first"
+                    "--sample, --samples, --into and Parquet exports read a local dataset; `bcd pull {uri} DIR` first"
                 ))
                 .into());
             }
@@ -69,6 +92,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         }
     };
     match (target, &into) {
+        (Some(Target::File(path)), _) if parquet.is_some() => {
+            to_parquet(&args, &dataset, &path, records, &interrupts)
+        }
         (Some(target), _) => to_tar(&args, &dataset, target, split, records, &interrupts),
         (None, Some(into)) => into_dataset(&args, &dataset, into, records, &interrupts),
         (None, None) => unreachable!("clap requires --to or --into"),
@@ -127,6 +153,7 @@ fn to_tar(
         interrupt: Some(interrupts.flag()),
         progress,
         records,
+        samples: args.samples,
         ..bcd_pipeline::ExportOptions::new(target)
     };
     interrupts.enter(Phase::Running);
@@ -167,6 +194,53 @@ fn to_tar(
             1 => summary.archives[0].display().to_string(),
             n => format!("{n} archives"),
         }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `--to` names a Parquet file.
+fn is_parquet(to: &std::ffi::OsStr) -> bool {
+    to.as_encoded_bytes()
+        .to_ascii_lowercase()
+        .ends_with(b".parquet")
+}
+
+fn to_parquet(
+    args: &ExportArgs,
+    dataset: &bcd::Dataset,
+    path: &Path,
+    records: Option<Vec<u64>>,
+    interrupts: &Interrupts,
+) -> Result<ExitCode> {
+    let options = bcd_pipeline::ParquetExportOptions {
+        hf_image: args.hf_image,
+        records,
+        interrupt: Some(interrupts.flag()),
+    };
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::export_parquet(dataset, path, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the export was written",
+        Err(_) => "the file being written was removed",
+    }));
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; the file being written was removed");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!(
+                "export of {} failed",
+                Path::new(&args.dataset).display()
+            )))
+        }
+    };
+    say!(
+        "exported {} rows ({:.1} MB of values) to {}",
+        summary.rows,
+        summary.bytes as f64 / 1e6,
+        path.display()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -271,16 +271,18 @@ impl SourceMetadata {
         path: &Path,
         schema: &Schema,
         value: &str,
+        key: Option<&str>,
         fields: &[FieldSpec],
     ) -> Result<(), SourceError> {
         if !self.map.contains_key("value") {
             let hf_struct = schema
                 .field_with_name(value)
                 .is_ok_and(|f| is_hf_struct(f.data_type()));
-            self.map.insert(
-                "value".into(),
-                serde_json::json!({"column": value, "hf_struct": hf_struct}),
-            );
+            let mut described = serde_json::json!({"column": value, "hf_struct": hf_struct});
+            if let Some(key) = key {
+                described["key_column"] = key.into();
+            }
+            self.map.insert("value".into(), described);
         }
         let Some(hf) = huggingface(schema) else {
             return Ok(());

@@ -27,7 +27,8 @@
 //! [`Source::metadata`]: `huggingface` (the parsed `huggingface` schema metadata
 //! `datasets` writes), `class_labels` (the names of each ClassLabel feature among
 //! the fields, by column; also `class_names` when there is exactly one) and
-//! `value` (`{"column": ..., "hf_struct": true|false}`).
+//! `value` (`{"column": ..., "hf_struct": true|false, "key_column": ...}`, the
+//! key column only when there is one).
 //!
 //! Memory: every page header of the columns read is checked before the row group
 //! is decoded (a page decodes to at most
@@ -243,8 +244,13 @@ impl ParquetSource {
             &self.options.value_column,
             self.options.key_column.as_deref(),
         )?;
-        self.metadata
-            .add(path, schema, &self.options.value_column, &fields)
+        self.metadata.add(
+            path,
+            schema,
+            &self.options.value_column,
+            self.options.key_column.as_deref(),
+            &fields,
+        )
     }
 
     /// A source over inputs already opened for ranged reads (objects in a store),
@@ -325,8 +331,13 @@ impl ParquetSource {
             };
             self.field_types.check(&path, &spec.name, data_type)?;
         }
-        self.metadata
-            .add(&path, &schema, &self.options.value_column, &fields)?;
+        self.metadata.add(
+            &path,
+            &schema,
+            &self.options.value_column,
+            self.options.key_column.as_deref(),
+            &fields,
+        )?;
         // Views when the crate accepts them (it does for every type checked above);
         // otherwise the types as written, with batches sized for copied dictionaries.
         let viewed =

@@ -147,9 +147,9 @@ impl Write for Output {
 }
 
 /// A temporary archive, removed when dropped unless it was renamed into place.
-struct Partial {
-    tmp: PathBuf,
-    committed: bool,
+pub(crate) struct Partial {
+    pub(crate) tmp: PathBuf,
+    pub(crate) committed: bool,
 }
 
 impl Drop for Partial {
@@ -170,6 +170,8 @@ struct Open {
     partial: Option<Partial>,
     bytes: u64,
     members: u64,
+    /// Members, or with [`TarExporter::add_sample`] samples, for splitting.
+    units: u64,
 }
 
 impl Drop for Open {
@@ -250,6 +252,38 @@ impl TarExporter {
     /// Adds record `index` as a member named `name`, refusing (or, with
     /// `rename_unsafe`, cleaning) unsafe names.
     pub fn add(&mut self, index: u64, name: &[u8], value: &[u8]) -> Result<(), ExportError> {
+        let name = self.safe_name(index, name)?;
+        self.roll_if_full(value.len() as u64)?;
+        self.append(&name, value)?;
+        self.count_unit();
+        Ok(())
+    }
+
+    /// Adds record `index` as one WebDataset sample: `members` (name, bytes) in
+    /// order, all in the same archive. With a split, [`Split::max_members`]
+    /// counts samples and a sample is never split across archives. Each name is
+    /// checked (or cleaned) as by [`TarExporter::add`].
+    pub fn add_sample(
+        &mut self,
+        index: u64,
+        members: &[(Vec<u8>, &[u8])],
+    ) -> Result<(), ExportError> {
+        let names = members
+            .iter()
+            .map(|(name, _)| self.safe_name(index, name).map(Cow::into_owned))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bytes = members.iter().map(|(_, value)| value.len() as u64).sum();
+        self.roll_if_full(bytes)?;
+        for (name, (_, value)) in names.iter().zip(members) {
+            self.append(name, value)?;
+        }
+        self.count_unit();
+        Ok(())
+    }
+
+    /// `name`, or with `rename_unsafe` a cleaned one; an unsafe name otherwise
+    /// is an error naming record `index`.
+    fn safe_name<'n>(&mut self, index: u64, name: &'n [u8]) -> Result<Cow<'n, [u8]>, ExportError> {
         let mut name = Cow::Borrowed(name);
         if let Some(reason) = unsafe_reason(&name) {
             if !self.rename_unsafe {
@@ -264,7 +298,18 @@ impl TarExporter {
         } else if self.rename_unsafe {
             self.names.reserve(&name);
         }
-        self.roll_if_full(value.len() as u64)?;
+        Ok(name)
+    }
+
+    /// One more unit (member, or sample) in the current archive, for splitting.
+    fn count_unit(&mut self) {
+        if let Some(open) = self.current.as_mut() {
+            open.units += 1;
+        }
+    }
+
+    /// Appends one member to the current archive (opening it if needed).
+    fn append(&mut self, name: &[u8], value: &[u8]) -> Result<(), ExportError> {
         if self.current.is_none() {
             let open = self.open_next()?;
             self.current = Some(open);
@@ -277,7 +322,7 @@ impl TarExporter {
         header.set_uid(0);
         header.set_gid(0);
         header.set_mtime(FIXED_MTIME);
-        let path = crate::bytes_to_path(&name);
+        let path = crate::bytes_to_path(name);
         let builder = open.builder.as_mut().expect("open until closed");
         builder
             .append_data(&mut header, &path, value)
@@ -297,10 +342,7 @@ impl TarExporter {
             return Ok(());
         };
         let full = open.members > 0
-            && (self
-                .split
-                .max_members
-                .is_some_and(|max| open.members >= max)
+            && (self.split.max_members.is_some_and(|max| open.units >= max)
                 || self
                     .split
                     .max_bytes
@@ -322,6 +364,7 @@ impl TarExporter {
                     partial: None,
                     bytes: 0,
                     members: 0,
+                    units: 0,
                 });
             }
             Target::File(path) => path.clone(),
@@ -345,6 +388,7 @@ impl TarExporter {
             partial: Some(partial),
             bytes: 0,
             members: 0,
+            units: 0,
         })
     }
 
@@ -389,7 +433,7 @@ impl TarExporter {
 }
 
 /// Makes a rename in `path`'s directory durable.
-fn sync_parent(path: &Path) -> io::Result<()> {
+pub(crate) fn sync_parent(path: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
         let parent = match path.parent() {
@@ -405,7 +449,7 @@ fn sync_parent(path: &Path) -> io::Result<()> {
     }
 }
 
-fn temporary_path(path: &Path) -> PathBuf {
+pub(crate) fn temporary_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -417,7 +461,7 @@ fn temporary_path(path: &Path) -> PathBuf {
 /// ending in `/` or naming `.`/`..`, an existing directory or other non-regular
 /// file (a device, a FIFO, a symbolic link), or a path whose directory does not
 /// exist. `shown` is the target as the user gave it.
-fn check_target(path: &Path, shown: &str) -> Result<(), ExportError> {
+pub(crate) fn check_target(path: &Path, shown: &str) -> Result<(), ExportError> {
     let bad = |reason: &str| ExportError::BadTarget {
         path: PathBuf::from(shown),
         reason: reason.to_owned(),

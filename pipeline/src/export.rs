@@ -51,6 +51,11 @@ pub struct ExportOptions {
     /// The records to export, in this order (default: all, in order); see
     /// [`crate::sample_records`].
     pub records: Option<Vec<u64>>,
+    /// Write each record as a WebDataset sample: its value and one member per
+    /// field (see [`crate::export_samples`]); a split's `max_members` then
+    /// counts samples. Local datasets only. Default: false, one member per
+    /// record.
+    pub samples: bool,
 }
 
 impl fmt::Debug for ExportOptions {
@@ -81,6 +86,7 @@ impl ExportOptions {
             interrupt: None,
             progress: None,
             records: None,
+            samples: false,
         }
     }
 }
@@ -101,6 +107,9 @@ pub enum ExportError {
     /// Reading a dataset in object storage failed.
     #[error(transparent)]
     Remote(#[from] bcd_remote::RemoteError),
+    /// Reading the records' fields failed, or a field cannot be a member.
+    #[error(transparent)]
+    Fields(#[from] crate::fields::FieldsIoError),
     /// Stopped through [`ExportOptions::interrupt`].
     #[error("interrupted; the archive being written was removed")]
     Interrupted,
@@ -143,6 +152,10 @@ pub trait ExportRecords {
     }
     /// Whether records carry keys.
     fn keyed(&self) -> bool;
+    /// The dataset itself when it is local (its fields are read from it).
+    fn local(&self) -> Option<&Dataset> {
+        None
+    }
     /// Calls `f` with the key of every record of `records` (default: all), in
     /// that order (keyed datasets only).
     fn for_each_key(
@@ -166,6 +179,10 @@ impl ExportRecords for Dataset {
 
     fn keyed(&self) -> bool {
         Dataset::keyed(self)
+    }
+
+    fn local(&self) -> Option<&Dataset> {
+        Some(self)
     }
 
     fn for_each_key(
@@ -286,7 +303,18 @@ pub fn export(
 ) -> Result<ExportSummary, ExportError> {
     let mut exporter =
         TarExporter::new(options.target.clone(), options.split, options.rename_unsafe)?;
-    if options.rename_unsafe && dataset.keyed() {
+    let mut samples = match (options.samples, dataset.local()) {
+        (false, _) => None,
+        (true, Some(local)) => Some(crate::export_samples::SampleMembers::new(local)?),
+        (true, None) => {
+            return Err(bcd_remote::RemoteError::RemoteNotSupported {
+                uri: "the dataset".into(),
+                what: "a dataset exported as samples (pull it first)".into(),
+            }
+            .into())
+        }
+    };
+    if options.rename_unsafe && dataset.keyed() && samples.is_none() {
         // Renamed keys must not take the name of any key, later ones included.
         dataset.for_each_key(options.records.as_deref(), &mut |key| {
             exporter.reserve_names([key]);
@@ -318,9 +346,21 @@ pub fn export(
                 format!("{index:0width$}{}", options.naming.keyless_suffix).as_bytes(),
             );
         }
-        exporter.add(index as u64, &name, value)?;
-        progress.members += 1;
-        progress.bytes += value.len() as u64;
+        match samples.as_mut() {
+            None => {
+                exporter.add(index as u64, &name, value)?;
+                progress.members += 1;
+                progress.bytes += value.len() as u64;
+            }
+            Some(samples) => {
+                let members = samples.members(index, &name, value)?;
+                let members: Vec<(Vec<u8>, &[u8])> =
+                    members.iter().map(|(n, b)| (n.clone(), &**b)).collect();
+                exporter.add_sample(index as u64, &members)?;
+                progress.members += members.len() as u64;
+                progress.bytes += members.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+            }
+        }
         if let Some(report) = &options.progress {
             report(&progress);
         }

@@ -17,6 +17,8 @@
 #![warn(missing_docs)]
 
 mod export;
+mod export_parquet;
+pub mod export_samples;
 pub mod fields;
 mod ingest;
 mod ingest_remote;
@@ -32,6 +34,7 @@ mod subset;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
 };
+pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};

@@ -1,0 +1,334 @@
+//! Fields back out (issue 10): `bcd export --samples` writes WebDataset samples
+//! that webdataset reads back as the samples ingested, member for member and
+//! byte for byte; `bcd export --to OUT.parquet` writes one row per record that
+//! pyarrow and Hugging Face `datasets` read back with equal columns, values and
+//! features. The Python side (webdataset 1.0.2, datasets, pyarrow) runs from the
+//! test virtualenv and writes its inputs at test time.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// Members of a tar file as Python's tarfile lists them: (name, bytes as hex).
+const MEMBERS: &str = r#"
+import json, sys, tarfile
+out = []
+for path in sys.argv[1:]:
+    with tarfile.open(path) as tar:
+        out += [[m.name, tar.extractfile(m).read().hex()] for m in tar.getmembers() if m.isfile()]
+print(json.dumps(out))
+"#;
+
+/// Samples as webdataset's own reader groups them: [key, {ext: hex}] in order.
+const SAMPLES: &str = r#"
+import json, sys, webdataset as wds
+out = []
+for sample in wds.WebDataset(sys.argv[1:], shardshuffle=False, empty_check=False):
+    out.append([sample["__key__"], {k: v.hex() for k, v in sorted(sample.items()) if not k.startswith("__")}])
+print(json.dumps(out))
+"#;
+
+/// A WebDataset shard written by webdataset's TarWriter: 40 samples of
+/// jpg + cls + json + txt, one without txt, one with a seg.png.
+const WRITE_SHARD: &str = r#"
+import json, sys, webdataset as wds
+with wds.TarWriter(sys.argv[1]) as sink:
+    for i in range(40):
+        sample = {"__key__": f"s/{i:05d}", "jpg": bytes([i % 256]) * (100 + 37 * i),
+                  "cls": i % 4, "json": {"caption": f"item {i}", "score": i / 8}}
+        if i != 7:
+            sample["txt"] = f"a text for {i}"
+        if i == 11:
+            sample["seg.png"] = b"\x89PNG" + bytes(20)
+        sink.write(sample)
+"#;
+
+fn python_json(code: &str, args: &[&str]) -> Value {
+    serde_json::from_slice(&run_python(code, args)).unwrap()
+}
+
+#[test]
+fn a_webdataset_shard_ingested_and_exported_as_samples_comes_back_member_for_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shard = tmp.path().join("shard-000000.tar");
+    run_python(WRITE_SHARD, &[s(&shard)]);
+    let dataset = tmp.path().join("ds");
+    for extra in [&[][..], &["--json-fields"][..]] {
+        let _ = std::fs::remove_dir_all(&dataset);
+        let mut args = vec![
+            "ingest",
+            s(&shard),
+            "--into",
+            s(&dataset),
+            "--samples",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--max-shard-size", "2K"]);
+        ok(&args);
+        let out = tmp.path().join("out.tar");
+        ok(&["export", s(&dataset), "--to", s(&out), "--samples"]);
+        assert_eq!(
+            python_json(MEMBERS, &[s(&out)]),
+            python_json(MEMBERS, &[s(&shard)]),
+            "members and bytes, with {extra:?}"
+        );
+        assert_eq!(
+            python_json(SAMPLES, &[s(&out)]),
+            python_json(SAMPLES, &[s(&shard)])
+        );
+    }
+
+    // Split: --split-count counts samples, and no sample spans two archives.
+    let pattern = tmp.path().join("part-%03d.tar");
+    ok(&[
+        "export",
+        s(&dataset),
+        "--to",
+        s(&pattern),
+        "--samples",
+        "--split-count",
+        "16",
+    ]);
+    let parts: Vec<String> = (0..3)
+        .map(|n| {
+            tmp.path()
+                .join(format!("part-{n:03}.tar"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert!(!tmp.path().join("part-003.tar").exists());
+    let per_part: Vec<usize> = parts
+        .iter()
+        .map(|p| python_json(SAMPLES, &[p]).as_array().unwrap().len())
+        .collect();
+    assert_eq!(per_part, [16, 16, 8]);
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    assert_eq!(
+        python_json(SAMPLES, &refs),
+        python_json(SAMPLES, &[s(&shard)])
+    );
+}
+
+#[test]
+fn records_without_sample_fields_export_as_key_and_field_members() {
+    // An ImageFolder tree with labels: cat/0.jpg becomes sample cat/0 with
+    // members jpg, label and label_index.
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    for (class, n) in [("cat", 3), ("dog", 2)] {
+        std::fs::create_dir_all(tree.join(class)).unwrap();
+        for i in 0..n {
+            std::fs::write(tree.join(format!("{class}/{i}.jpg")), format!("{class}{i}")).unwrap();
+        }
+    }
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&dataset),
+        "--labels",
+        "folder",
+        "--quiet",
+    ]);
+    let out = tmp.path().join("out.tar");
+    ok(&["export", s(&dataset), "--to", s(&out), "--samples"]);
+    let members = python_json(MEMBERS, &[s(&out)]);
+    let names: Vec<&str> = members
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m[0].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &names[..3],
+        ["cat/0.jpg", "cat/0.label", "cat/0.label_index"]
+    );
+    assert_eq!(names.len(), 15);
+    let samples = python_json(SAMPLES, &[s(&out)]);
+    let last = &samples[4];
+    assert_eq!(last[0], "dog/1");
+    assert_eq!(last[1]["label"], hex_of(b"dog"));
+    assert_eq!(last[1]["label_index"], hex_of(b"1"));
+    assert_eq!(last[1]["jpg"], hex_of(b"dog1"));
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A Hugging Face dataset (Image, ClassLabel, string), written by `datasets`.
+const WRITE_HF: &str = r#"
+import io, sys, datasets, PIL.Image
+images = []
+for i in range(30):
+    out = io.BytesIO()
+    PIL.Image.new("RGB", (4 + i % 5, 3), (i * 8, 0, 0)).save(out, format="PNG")
+    images.append({"bytes": out.getvalue(), "path": f"img{i}.png"})
+features = datasets.Features({"image": datasets.Image(),
+                              "label": datasets.ClassLabel(names=["cat", "dog", "bird"]),
+                              "caption": datasets.Value("string")})
+ds = datasets.Dataset.from_dict({"image": images, "label": [i % 3 for i in range(30)],
+                                 "caption": [f"caption {i}" for i in range(30)]}, features=features)
+ds.to_parquet(sys.argv[1])
+"#;
+
+/// Two Parquet files as `datasets` reads them: equal features, and equal
+/// rows (images compared as bytes).
+const SAME_HF: &str = r#"
+import json, sys, datasets, pyarrow.parquet as pq
+a, b = (datasets.Dataset.from_parquet(p) for p in sys.argv[1:3])
+ta, tb = (pq.read_table(p) for p in sys.argv[1:3])
+print(json.dumps({
+    "features": a.features == b.features,
+    "b_features": str(b.features),
+    "columns": sorted(ta.column_names) == sorted(tb.column_names),
+    "values": all(ta.column(c).to_pylist() == tb.column(c).to_pylist() for c in ta.column_names),
+    "rows": b.num_rows,
+}))
+"#;
+
+#[test]
+fn a_hugging_face_parquet_ingested_and_exported_comes_back_with_equal_columns_and_features() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("hf.parquet");
+    run_python(WRITE_HF, &[s(&source)]);
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&source),
+        "--into",
+        s(&dataset),
+        "--value-column",
+        "image",
+        "--max-shard-size",
+        "1K",
+        "--quiet",
+    ]);
+    let back = tmp.path().join("back.parquet");
+    ok(&["export", s(&dataset), "--to", s(&back)]);
+    let same = python_json(SAME_HF, &[s(&source), s(&back)]);
+    assert_eq!(same["features"], true, "{same}");
+    assert_eq!(same["columns"], true, "{same}");
+    assert_eq!(same["values"], true, "{same}");
+    assert_eq!(same["rows"], 30);
+    // A subset in record order.
+    let subset = tmp.path().join("subset.parquet");
+    ok(&[
+        "export",
+        s(&dataset),
+        "--to",
+        s(&subset),
+        "--sample",
+        "10",
+        "--seed",
+        "3",
+    ]);
+    let rows = python_json(
+        "import json,sys,pyarrow.parquet as pq; print(json.dumps(pq.read_table(sys.argv[1]).column('caption').to_pylist()))",
+        &[s(&subset)],
+    );
+    let captions: Vec<u64> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap()[8..].parse().unwrap())
+        .collect();
+    assert_eq!(captions.len(), 10);
+    assert!(captions.windows(2).all(|w| w[0] < w[1]), "{captions:?}");
+}
+
+/// What `datasets` makes of an exported ImageFolder dataset.
+const READ_FEATURES: &str = r#"
+import json, sys, datasets
+ds = datasets.Dataset.from_parquet(sys.argv[1])
+row = ds[0]
+print(json.dumps({"features": {k: type(v).__name__ for k, v in ds.features.items()},
+                  "names": ds.features["label_index"].names,
+                  "key": row["key"], "label": row["label"], "label_index": row["label_index"],
+                  "size": list(row["value"].size)}))
+"#;
+
+#[test]
+fn an_image_folder_exports_to_parquet_with_image_and_class_label_features() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    run_python(
+        "import sys, PIL.Image\nfrom pathlib import Path\nfor c in ['ant', 'bee']:\n    (Path(sys.argv[1]) / c).mkdir(parents=True)\n    for i in range(3):\n        PIL.Image.new('L', (5, 2 + i)).save(Path(sys.argv[1]) / c / f'{i}.png')\n",
+        &[s(&tree)],
+    );
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&dataset),
+        "--labels",
+        "folder",
+        "--quiet",
+    ]);
+    let out = tmp.path().join("images.parquet");
+    ok(&["export", s(&dataset), "--to", s(&out), "--hf-image"]);
+    let read = python_json(READ_FEATURES, &[s(&out)]);
+    assert_eq!(
+        read["features"],
+        serde_json::json!({"key": "Value", "value": "Image", "label": "Value", "label_index": "ClassLabel"}),
+        "{read}"
+    );
+    assert_eq!(read["names"], serde_json::json!(["ant", "bee"]));
+    assert_eq!(read["key"], "ant/0.png");
+    assert_eq!(read["label"], "ant");
+    assert_eq!(read["label_index"], 0);
+    assert_eq!(read["size"], serde_json::json!([5, 2]));
+}
+
+#[test]
+fn misplaced_field_export_options_are_usage_errors_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/reference/v0.3.0-keyed-lz4");
+    let parquet = tmp.path().join("x.parquet");
+    let tar = tmp.path().join("x.tar");
+    for args in [
+        vec!["export", s(&dataset), "--to", s(&parquet), "--samples"],
+        vec![
+            "export",
+            s(&dataset),
+            "--to",
+            s(&parquet),
+            "--split-count",
+            "2",
+        ],
+        vec![
+            "export",
+            s(&dataset),
+            "--to",
+            s(&parquet),
+            "--rename-unsafe",
+        ],
+        vec!["export", s(&dataset), "--to", s(&tar), "--hf-image"],
+    ] {
+        let message = usage_error(&args);
+        assert!(message.contains("--"), "{message}");
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // The reference's datasets have no fields: a Parquet export is key and
+    // value; this one has keys that are not UTF-8, so they stay binary.
+    let reference = bcd::Dataset::open(&dataset).unwrap();
+    assert!(
+        (0..reference.len()).any(|i| std::str::from_utf8(reference.key_at(i).unwrap()).is_err())
+    );
+    ok(&["export", s(&dataset), "--to", s(&parquet)]);
+    let columns = python_json(
+        "import json,sys,pyarrow.parquet as pq; t=pq.read_table(sys.argv[1]); print(json.dumps([t.column_names, t.num_rows, str(t.schema.field('key').type)]))",
+        &[s(&parquet)],
+    );
+    assert_eq!(columns[0], serde_json::json!(["key", "value"]));
+    assert_eq!(columns[1], reference.len());
+    assert_eq!(columns[2], "binary");
+}
