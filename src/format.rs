@@ -193,3 +193,7 @@ mod tests {
         }
     }
 }
+
+/// Bytes at each end of a shard's data file that its fingerprint hashes
+/// (FORMAT.md section 9).
+pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;

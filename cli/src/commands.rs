@@ -47,7 +47,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     manifest: dataset.manifest(),
                     records: dataset.len(),
                     stored_bytes: dataset.stored_bytes(),
-                    fields: Some(&fields),
+                    fields: (&fields.schema, &fields.metadata),
                 };
                 print_info(&info, json)
             }
@@ -329,19 +329,17 @@ pub(crate) struct InfoFields<'a> {
     pub manifest: &'a bcd::Manifest,
     pub records: usize,
     pub stored_bytes: u64,
-    /// The schema and metadata, where they were read.
-    pub fields: Option<&'a DatasetFields>,
+    /// The schema and metadata.
+    pub fields: (
+        &'a bcd_fields::DatasetSchema,
+        &'a serde_json::Map<String, serde_json::Value>,
+    ),
 }
 
 pub(crate) fn print_info(info: &InfoFields<'_>, json: bool) -> Result<ExitCode> {
     let manifest = info.manifest;
-    let (schema, metadata) = match info.fields {
-        Some(fields) => (
-            fields.schema.fields().iter().collect::<Vec<_>>(),
-            fields.metadata.clone(),
-        ),
-        None => (Vec::new(), serde_json::Map::new()),
-    };
+    let schema: Vec<_> = info.fields.0.fields().iter().collect();
+    let metadata = info.fields.1.clone();
     let compression = manifest.compression.as_manifest_str();
     let version = match manifest.version {
         bcd::ManifestVersion::V0_2 => "0.2",

@@ -181,12 +181,13 @@ pub fn gc(
 pub fn info(uri: RemoteUri, json: bool) -> Result<ExitCode> {
     let dataset = RemoteDataset::open(remote(uri.clone())?)?;
     let manifest = dataset.manifest();
+    let (schema, metadata) = bcd_pipeline::fields::remote_fields(&dataset)?;
     let fields = crate::commands::InfoFields {
         path: uri.to_string(),
         manifest,
         records: dataset.len(),
         stored_bytes: dataset.stored_bytes(),
-        fields: None,
+        fields: (&schema, &metadata),
     };
     crate::commands::print_info(&fields, json)
 }

@@ -507,3 +507,39 @@ fn int_json(v: i128) -> Value {
         _ => Value::String(v.to_string()),
     }
 }
+
+/// The schema and metadata of a dataset in object storage: those of the newest
+/// commit file `commit.M.json` (`M <= shards`) whose recorded last shard is
+/// shard `M - 1` there, as [`DatasetFields::load`] reads a local one; none at
+/// all: no fields, no metadata.
+pub fn remote_fields(
+    dataset: &bcd_remote::RemoteDataset,
+) -> Result<(DatasetSchema, Map<String, Value>), RemoteFieldsError> {
+    for covered in dataset.commit_files()? {
+        let name = bcd_fields::commit_file_name(covered);
+        let Some(bytes) = dataset.read_object(&name, MAX_COMMIT_FILE)? else {
+            continue;
+        };
+        let shown = dataset.remote().object_uri(&name);
+        let commit = CommitFile::decode(&bytes, &shown).map_err(FieldsIoError::from)?;
+        let current = match covered {
+            0 => None,
+            n => Some(fingerprint(&dataset.shard_fingerprint(n - 1)?)),
+        };
+        if commit.last_shard == current {
+            return Ok((commit.schema, commit.metadata));
+        }
+    }
+    Ok((DatasetSchema::new(), Map::new()))
+}
+
+/// Reading the fields of a dataset in object storage failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteFieldsError {
+    /// Listing or reading objects.
+    #[error(transparent)]
+    Remote(#[from] bcd_remote::RemoteError),
+    /// A commit file that does not decode.
+    #[error(transparent)]
+    Fields(#[from] FieldsIoError),
+}

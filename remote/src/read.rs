@@ -183,6 +183,61 @@ impl RemoteDataset {
         })
     }
 
+    /// The fingerprint of shard `shard` (FORMAT.md section 9), as a local
+    /// dataset computes it: from its index, read at open, and its data file's
+    /// first and last 4 KiB (one or two ranged reads).
+    pub fn shard_fingerprint(&self, shard: u64) -> Result<bcd::ShardFingerprint> {
+        let layout = &self.shards[shard as usize];
+        let edge = bcd::format::FINGERPRINT_EDGE_BYTES as u64;
+        let data_len = layout.data_len;
+        let edges = match data_len <= 2 * edge {
+            true => block_on(self.read(shard, 0..data_len))?.to_vec(),
+            false => {
+                let mut edges = block_on(self.read(shard, 0..edge))?.to_vec();
+                edges.extend_from_slice(&block_on(self.read(shard, data_len - edge..data_len))?);
+                edges
+            }
+        };
+        // The edges' hash is that of the first and last 4 KiB concatenated,
+        // which is what `of` hashes for data of at most 8 KiB.
+        let mut print =
+            bcd::ShardFingerprint::of(layout.starts.len() as u64, &edges, &layout.sizes);
+        print.data_len = data_len;
+        Ok(print)
+    }
+
+    /// The numbers `M` of the commit files `commit.M.json` under the prefix that
+    /// a state of this many shards may use (`M <= shards`), newest first.
+    pub fn commit_files(&self) -> Result<Vec<u64>> {
+        let objects = block_on(self.remote.list())?;
+        let mut numbers: Vec<u64> = objects
+            .keys()
+            .filter_map(|name| bcd::format::parse_commit_file_name(name))
+            .filter(|&m| m <= self.manifest.shards)
+            .collect();
+        numbers.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(numbers)
+    }
+
+    /// Object `name` under the prefix, read whole if it is at most `max` bytes;
+    /// `None` when there is none, an error when it is larger.
+    pub fn read_object(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        let objects = block_on(self.remote.list())?;
+        let Some(object) = objects.get(name) else {
+            return Ok(None);
+        };
+        if object.size > max {
+            return Err(RemoteError::Corrupt {
+                uri: self.remote.object_uri(name),
+                reason: format!(
+                    "{} bytes, more than the {max} such a file may hold",
+                    object.size
+                ),
+            });
+        }
+        Ok(Some(block_on(self.remote.read_all(name))?.to_vec()))
+    }
+
     /// The manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
