@@ -147,6 +147,10 @@ pub fn parse_commit_file_name(name: &str) -> Option<u64> {
     stem.parse().ok()
 }
 
+/// Bytes at each end of a shard's data file that its fingerprint hashes
+/// (FORMAT.md section 9).
+pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,7 +197,3 @@ mod tests {
         }
     }
 }
-
-/// Bytes at each end of a shard's data file that its fingerprint hashes
-/// (FORMAT.md section 9).
-pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;
