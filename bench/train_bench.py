@@ -1,7 +1,9 @@
 """Training-read benchmark (issue 11): one DataLoader epoch over the ImageFolder
 benchmark corpus, bcd against LitData, MosaicML Streaming and an LMDB map-style
-dataset, each converted from the same files with its own tool; and sampler
-construction for 100 million records.
+dataset, each converted from the same files with its own tool; the research
+protocol (sequential, shuffled, and shuffled with a JPEG decode, in one
+process) against LMDB and TFRecord; and sampler construction for 100 million
+records.
 
     python3 -m venv /work/bench-venv-train
     /work/bench-venv-train/bin/pip install -r bench/requirements-train.txt
@@ -31,6 +33,7 @@ order within each run (load drift hits all alike), medians over runs.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
 import subprocess
@@ -249,6 +252,107 @@ def _collate_pairs(samples):
 # ---------------------------------------------------------------- sampler construction
 
 
+def write_tfrecord(files, path: Path):
+    """The images as tf.train.Example records (image bytes, label), written with
+    the tfrecord package; returns each record's byte offset."""
+    from tfrecord import TFRecordWriter
+
+    writer = TFRecordWriter(str(path))
+    offsets = []
+    at = 0
+    for p, label in files:
+        data = p.read_bytes()
+        offsets.append(at)
+        writer.write({"image": (data, "byte"), "label": (label, "int")})
+        writer.file.flush()
+        at = path.stat().st_size
+    writer.close()
+    return offsets
+
+
+def read_tfrecord_at(handle, offset: int) -> bytes:
+    """The image of the Example at `offset`: a seek, the length, the record,
+    parsed with protobuf (as a reader without TensorFlow does)."""
+    from tfrecord import example_pb2
+
+    handle.seek(offset)
+    length = int.from_bytes(handle.read(8), "little")
+    handle.read(4)
+    record = handle.read(length)
+    handle.read(4)
+    example = example_pb2.Example.FromString(record)
+    return example.features.feature["image"].bytes_list.value[0]
+
+
+def protocol(data: Path, files, runs: int):
+    """The research protocol (VersaDB's evaluation) in one process: every image
+    read in index order, in a shuffled order, and shuffled with a JPEG decode
+    (Pillow, to RGB), from bcd, LMDB and TFRecord; medians of `runs`, page cache
+    warm (one untimed pass first)."""
+    import random
+
+    import bcd
+    import lmdb
+    from PIL import Image
+
+    tfrecord = data / "images.tfrecord"
+    offsets_path = data / "images.tfrecord.offsets.json"
+    if not offsets_path.exists():
+        offsets_path.write_text(json.dumps(write_tfrecord(files, tfrecord)))
+    offsets = json.loads(offsets_path.read_text())
+    n = len(files)
+    dataset = bcd.Dataset(data / "bcd.bcd")
+    env = lmdb.open(str(data / "lmdb"), readonly=True, lock=False, readahead=True)
+    handle = open(tfrecord, "rb", buffering=0)
+
+    def read_bcd(i):
+        return dataset.at(i)
+
+    def read_lmdb(i, txn=[None]):
+        if txn[0] is None:
+            txn[0] = env.begin(buffers=True)
+        return txn[0].get(b"%08d" % i)
+
+    def read_tf(i):
+        return read_tfrecord_at(handle, offsets[i])
+
+    stores = {"bcd": read_bcd, "lmdb": read_lmdb, "tfrecord": read_tf}
+    modes = ("sequential", "shuffled", "shuffled+decode")
+    seconds = {(store, mode): [] for store in stores for mode in modes}
+    checks = {}
+    for run in range(runs + 1):
+        order = list(range(n))
+        random.Random(run).shuffle(order)
+        for store, read in stores.items():
+            for mode in modes:
+                indices = range(n) if mode == "sequential" else order
+                start = time.perf_counter()
+                total = 0
+                for i in indices:
+                    value = read(i)
+                    if mode == "shuffled+decode":
+                        with Image.open(io.BytesIO(value)) as image:
+                            total += image.convert("RGB").size[0]
+                    else:
+                        total += zlib.crc32(value)
+                elapsed = time.perf_counter() - start
+                if run > 0:  # run 0 warms the page cache
+                    seconds[(store, mode)].append(elapsed)
+                checks.setdefault((mode, run), set()).add(total)
+        log(f"protocol run {run}/{runs} done")
+    assert all(len(v) == 1 for v in checks.values()), "the stores returned different images"
+    print(f"\n{n} images, one process, median of {runs} (page cache warm)\n")
+    print("| mode | bcd images/s | LMDB images/s | TFRecord images/s | bcd / LMDB | bcd / TFRecord |")
+    print("|---|---|---|---|---|---|")
+    table = []
+    for mode in modes:
+        rate = {store: n / statistics.median(seconds[(store, mode)]) for store in stores}
+        table.append({"mode": mode, **rate})
+        print(f"| {mode} | {rate['bcd']:,.0f} | {rate['lmdb']:,.0f} | {rate['tfrecord']:,.0f} | "
+              f"{rate['bcd'] / rate['lmdb']:.2f}x | {rate['bcd'] / rate['tfrecord']:.2f}x |")
+    return table
+
+
 def sampler_run(records: int, what: str):
     """In a fresh process under GNU time: seconds and peak RSS of building one
     rank's epoch of `records` records."""
@@ -282,11 +386,11 @@ def main():
     parser.add_argument("--megabytes", type=int, default=150)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--readers", default="bcd,bcd-bytes,litdata,mosaic,lmdb,list")
-    parser.add_argument("--only", choices=["epoch", "sampler"], default=None)
+    parser.add_argument("--only", choices=["epoch", "sampler", "protocol"], default=None)
     parser.add_argument("--sampler-records", type=int, default=100_000_000)
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
-    results = {"epoch": [], "sampler": []}
+    results = {"epoch": [], "sampler": [], "protocol": []}
     if args.only in (None, "epoch"):
         files = prepare(args.data, args.megabytes)
         readers = args.readers.split(",")
@@ -312,6 +416,9 @@ def main():
         print("|---|---|---|---|")
         for reader, median, low, high, rate in table:
             print(f"| {reader} | {median:.2f} ({low:.2f}-{high:.2f}) | {rate:,.0f} | {rate / best_other:.2f}x |")
+    if args.only in (None, "protocol"):
+        files = prepare(args.data, args.megabytes)
+        results["protocol"] = protocol(args.data, files, args.runs)
     if args.only in (None, "sampler"):
         print("\n| what | records | seconds | peak RSS MB | entries |")
         print("|---|---|---|---|---|")
