@@ -375,10 +375,20 @@ fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, Fields
 /// reference wrote has (its values' uncompressed sizes from their LZ4 size
 /// prefixes).
 fn stats_from_records(dataset: &Dataset, shard: u64) -> Result<ShardStats, FieldsIoError> {
+    size_stats(dataset, shard, |_| true)
+}
+
+/// The size statistics of the records of `shard` whose row (position in the
+/// shard) `keep` accepts.
+pub(crate) fn size_stats(
+    dataset: &Dataset,
+    shard: u64,
+    keep: impl Fn(usize) -> bool,
+) -> Result<ShardStats, FieldsIoError> {
     let mut stats = ShardStats::new();
     let first = dataset.shard_first_record(shard) as usize;
     let end = first + dataset.shard_records(shard) as usize;
-    for index in first..end {
+    for index in (first..end).filter(|&index| keep(index - first)) {
         let key_len = if dataset.keyed() {
             dataset.key_at(index)?.len()
         } else {

@@ -10,10 +10,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::{BooleanArray, RecordBatch};
-use bcd::{Compression, Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
+use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
 use bcd_fields::{encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, ShardStats};
 
-use crate::fields::{fingerprint, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX};
+use crate::fields::{
+    fingerprint, size_stats, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX,
+};
 
 /// What a rewritten shard keeps: its statistics and its fields.
 struct Kept {
@@ -34,31 +36,10 @@ fn hook_error(error: impl Into<FieldsIoError>) -> HookError {
 
 impl FieldsMerge {
     /// Shard `from` of `part`, restricted to `kept_rows`: statistics of the kept
-    /// records' sizes and fields, for the new shard `new`, and those fields.
-    fn kept(
-        part: &Dataset,
-        from: u64,
-        kept_rows: &[bool],
-        new: &ShardFingerprint,
-    ) -> Result<Kept, FieldsIoError> {
-        let first = part.shard_first_record(from) as usize;
-        let mut stats = ShardStats::new();
-        let mut key_bytes = 0;
-        for (row, _) in kept_rows.iter().enumerate().filter(|(_, kept)| **kept) {
-            let index = first + row;
-            let key_len = match part.keyed() {
-                true => part.key_at(index)?.len() as u64,
-                false => 0,
-            };
-            let stored = part.stored_at(index)?;
-            let raw_len = match part.compression() {
-                Compression::None => stored.len() as u64,
-                Compression::Lz4 => bcd::lz4_block::declared_len(stored).map_or(0, |n| n as u64),
-            };
-            stats.add_record(key_len, 0, raw_len);
-            key_bytes += key_len;
-        }
-        stats.stored_bytes = new.data_len - key_bytes;
+    /// records' sizes and fields, and those fields.
+    fn kept(part: &Dataset, from: u64, kept_rows: &[bool]) -> Result<Kept, FieldsIoError> {
+        // The kept records are copied as stored: their sizes are the part's.
+        let mut stats = size_stats(part, from, |row| kept_rows[row])?;
         let state = DatasetFields::load(part)?;
         let fields = filter(&state.shard_batches(part, from, None)?, kept_rows)?;
         if fields.num_columns() > 0 {
@@ -154,7 +135,7 @@ impl SidecarRewrite for FieldsMerge {
         kept_rows: &[bool],
         new: &ShardFingerprint,
     ) -> Result<(), HookError> {
-        let kept = FieldsMerge::kept(part, from, kept_rows, new).map_err(hook_error)?;
+        let kept = FieldsMerge::kept(part, from, kept_rows).map_err(hook_error)?;
         self.rewritten
             .lock()
             .unwrap_or_else(|e| e.into_inner())
