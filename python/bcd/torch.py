@@ -155,7 +155,10 @@ class MapDataset(torch.utils.data.Dataset):
     Pickles as its path and settings: fork and spawn workers reopen the dataset
     through its persisted index. ``refresh=True`` picks up records committed
     since the open at every ``set_epoch`` (and in a worker, when asked for an
-    index past the end it knows).
+    index past the end it knows). ``path`` may be a dataset in object storage
+    (``s3://``, ``gs://``, ``az://``), read through the shared local shard
+    cache that ``cache_dir`` and ``cache_limit`` set up as for ``bcd.Dataset``:
+    every worker on the machine shares it.
     """
 
     def __init__(
@@ -166,8 +169,11 @@ class MapDataset(torch.utils.data.Dataset):
         transform: Optional[Callable[[Any], Any]] = None,
         output: str = "bytes",
         refresh: bool = False,
+        cache_dir: Union[None, str, os.PathLike] = None,
+        cache_limit: Union[None, int, str] = None,
     ):
         self.path = os.fspath(path)
+        self._open = {name: value for name, value in (("cache_dir", cache_dir), ("cache_limit", cache_limit)) if value is not None}
         self.transform = transform
         self.output = _check_output(output)
         self.refresh_each_epoch = bool(refresh)
@@ -182,7 +188,7 @@ class MapDataset(torch.utils.data.Dataset):
         else:
             self._field_names = list(fields)
             self._given = {}
-        self._dataset = bcd.Dataset(self.path)
+        self._dataset = bcd.Dataset(self.path, **self._open)
         self._columns: Optional[dict] = None
         for name, values in self._given.items():
             if len(values) < len(self._dataset):
@@ -197,7 +203,7 @@ class MapDataset(torch.utils.data.Dataset):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._dataset = bcd.Dataset(self.path)
+        self._dataset = bcd.Dataset(self.path, **self._open)
 
     @property
     def dataset(self) -> "bcd.Dataset":
@@ -510,8 +516,18 @@ class IterableDataset(torch.utils.data.IterableDataset):
         output: str = "bytes",
         batch_size: Optional[int] = None,
         refresh: bool = False,
+        cache_dir: Union[None, str, os.PathLike] = None,
+        cache_limit: Union[None, int, str] = None,
     ):
-        self._map = MapDataset(path, fields=fields, transform=transform, output=output, refresh=refresh)
+        self._map = MapDataset(
+            path,
+            fields=fields,
+            transform=transform,
+            output=output,
+            refresh=refresh,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+        )
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
