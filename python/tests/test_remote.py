@@ -185,3 +185,15 @@ def test_unsupported_uris_are_refused_never_made_local_folders(tmp_path, monkeyp
     with pytest.raises(ValueError):
         call(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_fields_of_a_remote_dataset_read_as_the_local_ones(s3, cli, tmp_path):
+    source = tmp_path / "fields-source"
+    local = bcd.Dataset.create(source, keyed=True, max_shard_size=2048)
+    local.extend({"key": b"k%03d" % i, "value": b"v" * (i % 50), "label": i % 3, "caption": f"c{i}"} for i in range(200))
+    subprocess.run([str(cli), "push", str(source), f"s3://{BUCKET}/fields"], check=True, capture_output=True)
+    remote = bcd.Dataset(f"s3://{BUCKET}/fields", cache_dir=tmp_path / "cache")
+    assert remote.schema == local.schema
+    assert remote.fields().to_pylist() == local.fields().to_pylist()
+    assert remote.sample(7) == local.sample(7)
+    assert remote.stats()["fields"] == local.stats()["fields"]

@@ -18,13 +18,17 @@ HERE = Path(__file__).resolve().parent
 
 def make_dataset(path: Path, n: int, *, compression="lz4", classes=(90, 9, 1), seed=0):
     """A keyless dataset of `n` records whose values start with their index
-    (8 digits and `|`), plus a skewed label per record (returned)."""
+    (8 digits and `|`), each with a skewed label stored as its field `label`
+    (the labels are returned too)."""
     rng = random.Random(seed)
-    dataset = bcd.Dataset.create(path, compression=compression, max_shard_size=1 << 16)
-    dataset.extend(b"%08d|" % i + rng.randbytes(rng.randrange(0, 300)) for i in range(n))
     weights = np.array(classes, dtype=np.float64)
     labels = np.random.default_rng(seed).choice(len(classes), size=n, p=weights / weights.sum())
-    return labels.astype(np.int64)
+    labels = labels.astype(np.int64)
+    dataset = bcd.Dataset.create(path, compression=compression, max_shard_size=1 << 16)
+    dataset.extend(
+        {"value": b"%08d|" % i + rng.randbytes(rng.randrange(0, 300)), "label": int(labels[i])} for i in range(n)
+    )
+    return labels
 
 
 def index_of(value) -> int:

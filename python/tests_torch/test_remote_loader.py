@@ -47,4 +47,4 @@ def test_a_dataloader_reads_an_s3_dataset_through_one_shared_cache(s3, tmp_path)
     assert all(seen[i] == (bytes(local.at(i)), i % 5) for i in range(400))
     downloads = s3.shard_downloads("torch")
     shards = len(list(local_path.glob("*.bin")))
-    assert shards > 3 and len(downloads) == shards and set(downloads.values()) == {1}, downloads
+    assert shards >= 3 and len(downloads) == shards and set(downloads.values()) == {1}, downloads

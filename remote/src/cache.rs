@@ -3,7 +3,8 @@
 //! then memory-mapped like local ones.
 //!
 //! The cache of one remote dataset is a directory `CACHE/<key>/` holding a mirror
-//! of its manifest and `.idx` files (and its `.bcd-index`, or one the first reader
+//! of its manifest and `.idx` files, the fields and statistics files beside the
+//! shards and the commit files (and its `.bcd-index`, or one the first reader
 //! builds), kept current by [`RemoteCache::sync`], and `data/`, the shards' data
 //! files, each fetched whole on first read:
 //!
@@ -172,6 +173,25 @@ impl RemoteCache {
             }
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
+        // The files beside the shards (fields, statistics) and the commit files
+        // of the state (FORMAT.md section 9): small, fetched whole, so that the
+        // mirror reads fields as a local dataset does.
+        for (name, object) in &objects {
+            let wanted = match bcd::format::parse_sidecar_name(name) {
+                Some((shard, _)) => shard < shards,
+                None => bcd::format::parse_commit_file_name(name).is_some_and(|m| m <= shards),
+            };
+            let local = self.mirror.join(name);
+            if !wanted || fs::metadata(&local).is_ok_and(|m| m.len() == object.size) {
+                continue;
+            }
+            let stamp = remote.stamp(name).await?;
+            let tmp = self
+                .mirror
+                .join(format!(".{name}.tmp-{}", std::process::id()));
+            download(&ctx, name, object.size, stamp, &tmp).await?;
+            fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        }
         if with_index && !self.mirror.join(INDEX_FILE_NAME).exists() {
             let size = objects[INDEX_FILE_NAME].size;
             let stamp = remote.stamp(INDEX_FILE_NAME).await?;
