@@ -138,17 +138,48 @@ pub(crate) struct Upload {
     pub(crate) mode: PutMode,
 }
 
-/// Reads `path` whole on a blocking thread, checking it is `size` bytes.
-async fn read_file(path: PathBuf, size: u64) -> Result<Vec<u8>> {
+/// Maps `path` on a blocking thread, checking it is `size` bytes; returns its
+/// bytes and their checksum. Mapped rather than read: the pages of the page cache
+/// go to the socket as they are, where a read fills (and the kernel first zeroes)
+/// a fresh buffer per file, which cost a push as much CPU as signing it. The
+/// files pushed are a dataset's immutable shards (and its persisted index, which
+/// is replaced by a rename, never rewritten in place), mapped by every reader of
+/// the store alike.
+async fn map_file(path: PathBuf, size: u64) -> Result<(bytes::Bytes, u64)> {
     tokio::task::spawn_blocking(move || {
-        let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, "read", e))?;
-        if bytes.len() as u64 != size {
-            return Err(changed(&path, size, bytes.len() as u64));
+        let file = File::open(&path).map_err(|e| RemoteError::io(&path, "open", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| RemoteError::io(&path, "stat", e))?
+            .len();
+        if len != size {
+            return Err(changed(&path, size, len));
         }
-        Ok(bytes)
+        if size == 0 {
+            return Ok((bytes::Bytes::new(), xxhash_rust::xxh3::xxh3_64(&[])));
+        }
+        // SAFETY: the mapping is read only, of a file the store never changes in
+        // place (see above); its length was checked against the file's.
+        let map =
+            unsafe { memmap2::Mmap::map(&file) }.map_err(|e| RemoteError::io(&path, "map", e))?;
+        let xxh3 = xxhash_rust::xxh3::xxh3_64(&map);
+        Ok((bytes::Bytes::from_owner(map), xxh3))
     })
     .await
-    .expect("the read task does not panic")
+    .expect("the map task does not panic")
+}
+
+/// Runs `request` as a task of its own on the runtime's worker threads. A push or
+/// pull polls its transfers from one future (on the calling thread); the client
+/// does CPU work inside a request (S3 signs each payload with SHA-256), which
+/// would otherwise run one request at a time there.
+async fn spawned<T: Send + 'static>(
+    request: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    match tokio::spawn(request).await {
+        Ok(output) => output,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 fn changed(path: &Path, expected: u64, found: u64) -> RemoteError {
@@ -179,14 +210,7 @@ where
     let multipart = ctx.clients.multipart.clone();
     match multipart {
         Some(multipart) if upload.size > ctx.options.multipart_threshold => {
-            let path = upload.path.clone();
-            let (xxh3, len) =
-                tokio::task::spawn_blocking(move || crate::objects::file_checksum(&path))
-                    .await
-                    .expect("the checksum task does not panic")?;
-            if len != upload.size {
-                return Err(changed(&upload.path, upload.size, len));
-            }
+            let (bytes, xxh3) = map_file(upload.path.clone(), upload.size).await?;
             let options = PutMultipartOptions {
                 attributes: Stamp::attributes(xxh3, upload.mtime_ns),
                 ..PutMultipartOptions::default()
@@ -211,35 +235,30 @@ where
             let result = async {
                 recorded?;
                 let parts = upload.size.div_ceil(ctx.options.part_size);
-                let file = Arc::new(
-                    File::open(&upload.path)
-                        .map_err(|e| RemoteError::io(&upload.path, "open", e))?,
-                );
                 let part_ids: Vec<PartId> = futures::stream::iter(0..parts)
                     .map(|part| {
-                        let file = file.clone();
                         let multipart = multipart.clone();
                         let location = location.clone();
                         let id = id.clone();
                         let uri = uri.clone();
                         let start = part * ctx.options.part_size;
                         let len = ctx.options.part_size.min(upload.size - start);
-                        let path = upload.path.clone();
+                        let bytes = bytes.slice(start as usize..(start + len) as usize);
                         async move {
                             ctx.check_interrupt()?;
                             let _permit = ctx.permit().await;
-                            let bytes = tokio::task::spawn_blocking(move || {
-                                let mut buffer = vec![0u8; len as usize];
-                                file.read_exact_at(&mut buffer, start)
-                                    .map_err(|e| RemoteError::io(&path, "read", e))?;
-                                Ok::<_, RemoteError>(buffer)
+                            let part_id = spawned(async move {
+                                multipart
+                                    .put_part(
+                                        &location,
+                                        &id,
+                                        part as usize,
+                                        PutPayload::from(bytes),
+                                    )
+                                    .await
                             })
                             .await
-                            .expect("the read task does not panic")?;
-                            let part_id = multipart
-                                .put_part(&location, &id, part as usize, PutPayload::from(bytes))
-                                .await
-                                .map_err(|e| RemoteError::store(&uri, "upload a part", e))?;
+                            .map_err(|e| RemoteError::store(&uri, "upload a part", e))?;
                             ctx.moved(len);
                             Ok::<_, RemoteError>(part_id)
                         }
@@ -268,19 +287,20 @@ where
             Ok(xxh3)
         }
         _ => {
-            let bytes = read_file(upload.path.clone(), upload.size).await?;
-            let xxh3 = xxhash_rust::xxh3::xxh3_64(&bytes);
+            let (bytes, xxh3) = map_file(upload.path.clone(), upload.size).await?;
             let options = PutOptions {
                 mode: upload.mode.clone(),
                 attributes: Stamp::attributes(xxh3, upload.mtime_ns),
                 ..PutOptions::default()
             };
             let _permit = ctx.permit().await;
-            match ctx
-                .store()
-                .put_opts(&location, PutPayload::from(bytes), options)
-                .await
-            {
+            let store = ctx.clients.store.clone();
+            let put = spawned(async move {
+                store
+                    .put_opts(&location, PutPayload::from(bytes), options)
+                    .await
+            });
+            match put.await {
                 Ok(_) => {}
                 Err(e) if is_conflict(&e) => {
                     return Err(RemoteError::Conflict {
@@ -476,5 +496,54 @@ fn check_checksum(uri: &str, stamp: Stamp, found: Option<u64>) -> Result<()> {
             ),
         }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    fn map(path: &Path, size: u64) -> Result<(bytes::Bytes, u64)> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(map_file(path.to_owned(), size))
+    }
+
+    #[test]
+    fn mapped_files_carry_their_bytes_and_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000000.bin");
+        std::fs::write(&path, b"key and value").unwrap();
+        let (bytes, xxh3) = map(&path, 13).unwrap();
+        assert_eq!(&bytes[..], b"key and value");
+        assert_eq!(xxh3, xxhash_rust::xxh3::xxh3_64(b"key and value"));
+        assert_eq!(&bytes.slice(4..7)[..], b"and");
+        // An empty data file (a shard of empty values, stored plainly) cannot be
+        // mapped: it is sent as no bytes.
+        std::fs::write(&path, b"").unwrap();
+        let (bytes, xxh3) = map(&path, 0).unwrap();
+        assert!(bytes.is_empty());
+        assert_eq!(xxh3, xxhash_rust::xxh3::xxh3_64(b""));
+    }
+
+    #[test]
+    fn a_file_of_another_size_than_listed_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000000.idx");
+        std::fs::write(&path, [1u8; 8]).unwrap();
+        let error = map(&path, 4).unwrap_err();
+        let mut error: (String, Option<&dyn std::error::Error>) =
+            (error.to_string(), error.source());
+        while let Some(cause) = error.1 {
+            error = (format!("{}: {cause}", error.0), cause.source());
+        }
+        let error = error.0;
+        assert!(error.contains("000000.idx"), "{error}");
+        assert!(
+            error.contains("changed while being copied (4 then 8 bytes)"),
+            "{error}"
+        );
     }
 }
