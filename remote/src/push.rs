@@ -266,7 +266,7 @@ async fn push_async(
             return Err(RemoteError::Conflict {
                 uri: remote.object_uri(&file.name),
                 reason: format!(
-                    "exists, uncommitted, with other content than {}: another push to this prefix is in progress, or an interrupted push of other data left it (if no push runs, remove it with `bcd gc {} --grace 0`)",
+                    "exists, uncommitted, with other content than {}: another push to this prefix is in progress, or an interrupted push of other data left it (if no push runs, remove it with `bcd gc {} --older-than 0s`)",
                     dir.join(&file.name).display(),
                     remote.uri()
                 ),

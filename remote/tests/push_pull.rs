@@ -415,3 +415,54 @@ fn gc_removes_leftovers_past_the_grace_period_only() {
     assert_eq!(done.aborted_uploads, 1);
     assert_eq!(objects(&memory, "p"), committed);
 }
+
+#[test]
+fn an_uncommitted_object_of_other_content_stops_the_push_until_gc_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut dataset = dataset(&source, true, Compression::Lz4, 40, 700);
+    let memory = Arc::new(InMemory::new());
+    let remote = memory_remote(memory.clone(), "p");
+    push(&source, &remote, &TransferOptions::default()).unwrap();
+    let shards = dataset.shards();
+    let old_manifest = object(&memory, "p/manifest.json");
+    append(&mut dataset, 40..120);
+    // What an interrupted push of other data left: the next shard's name, taken.
+    let next = format!("{shards:06}.bin");
+    let foreign = vec![7u8; std::fs::metadata(source.join(&next)).unwrap().len() as usize];
+    block_on(memory.put(
+        &ObjectPath::from(format!("p/{next}")),
+        PutPayload::from(foreign.clone()),
+    ))
+    .unwrap();
+
+    let error = push(&source, &remote, &TransferOptions::default()).unwrap_err();
+    assert!(matches!(error, RemoteError::Conflict { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&next), "{message}");
+    // The advice names the command and flag that exist.
+    assert!(
+        message.contains("`bcd gc s3://bucket/p --older-than 0s`"),
+        "{message}"
+    );
+    assert_eq!(object(&memory, "p/manifest.json"), old_manifest);
+    assert_eq!(object(&memory, &format!("p/{next}")), foreign);
+
+    let removed = gc(
+        &remote,
+        &GcOptions {
+            grace: std::time::Duration::ZERO,
+            dry_run: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(removed.removed, vec![next]);
+    assert!(
+        push(&source, &remote, &TransferOptions::default())
+            .unwrap()
+            .committed
+    );
+    let copy = dir.path().join("copy");
+    pull(&remote, &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(files(&copy), files(&source));
+}
