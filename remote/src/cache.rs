@@ -16,7 +16,15 @@
 //!   modification time, which every read of a cached file refreshes) are removed
 //!   until the cache holds at most `limit` bytes of them. A process that has an
 //!   evicted shard mapped keeps reading it (the pages stay until it lets go); a
-//!   later read in another process fetches it again.
+//!   later read in another process fetches it again;
+//! - a sync makes one request when the mirror is current: the marker
+//!   `.bcd-remote-synced.json`, written last, names the manifest object (ETag,
+//!   version, time written) the mirror was completed for. Otherwise the prefix is
+//!   listed, and an object whose version (size, ETag, time written, recorded in
+//!   `.bcd-remote-versions.json`) changed since the last sync was replaced: its
+//!   copy is fetched again and a replaced shard's cached data file and the
+//!   mirror's persisted index are removed, so a prefix pushed again with other
+//!   data never reads as the old.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -29,7 +37,7 @@ use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
-use crate::objects::Stamp;
+use crate::objects::{RemoteManifest, RemoteObject, Stamp};
 use crate::store::{block_on, Remote};
 use crate::transfer::{download, Context, TransferOptions};
 use crate::uri::RemoteUri;
@@ -82,6 +90,22 @@ pub struct RemoteCache {
 
 /// The record of the data files' stamps in the mirror.
 const STAMPS_NAME: &str = ".bcd-remote-stamps.json";
+
+/// The record of the versions (size, ETag, time written) of the objects mirrored.
+const VERSIONS_NAME: &str = ".bcd-remote-versions.json";
+
+/// The record of the manifest object the mirror was last completed for.
+const SYNCED_NAME: &str = ".bcd-remote-synced.json";
+
+/// What [`SYNCED_NAME`] holds for `manifest`.
+fn synced_marker(manifest: &RemoteManifest) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "e_tag": manifest.version.e_tag,
+        "version": manifest.version.version,
+        "last_modified": manifest.last_modified.to_rfc3339(),
+    }))
+    .expect("serializable")
+}
 
 impl RemoteCache {
     /// The cache of `uri` under `options.dir` (created when missing). Nothing is
@@ -137,10 +161,31 @@ impl RemoteCache {
             });
         };
         let shards = manifest.manifest.shards;
+        let synced = synced_marker(&manifest);
+        let mut recorded = read_stamps(&self.mirror.join(STAMPS_NAME));
+        if self.is_current(&manifest, &synced, &recorded) {
+            // The mirror was completed for this very manifest (the marker is
+            // written last): nothing to list or fetch.
+            self.shards
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .stamps = recorded;
+            return Ok(());
+        }
         let objects = remote.list().await?;
         let ctx = Context::new(remote, TransferOptions::default())?;
-        let mut recorded = read_stamps(&self.mirror.join(STAMPS_NAME));
         let with_index = objects.contains_key(INDEX_FILE_NAME);
+        // The versions of the objects mirrored, as last synced: an object whose
+        // version changed was replaced (the prefix removed and another dataset
+        // pushed there), and its copy here is stale even at the same size.
+        let versions_path = self.mirror.join(VERSIONS_NAME);
+        let mut versions = read_versions(&versions_path);
+        let replaced = |versions: &BTreeMap<String, String>, object: &RemoteObject| {
+            versions
+                .get(&object.name)
+                .is_some_and(|v| *v != version_of(object))
+        };
+        let mut shard_replaced = false;
         for id in 0..shards {
             let (data, index) = shard_names(id);
             let missing = |name: &str| {
@@ -152,13 +197,22 @@ impl RemoteCache {
             let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
             let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
             let local = self.mirror.join(&index);
-            if fs::metadata(&local).map_or(true, |m| m.len() != index_object.size) {
-                let stamp = remote.stamp(&index).await?;
-                let tmp = self
-                    .mirror
-                    .join(format!(".{index}.tmp-{}", std::process::id()));
-                download(&ctx, &index, index_object.size, stamp, &tmp).await?;
-                fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+            let index_replaced = replaced(&versions, index_object);
+            if index_replaced || fs::metadata(&local).map_or(true, |m| m.len() != index_object.size)
+            {
+                self.mirror_object(&ctx, index_object).await?;
+            }
+            if index_replaced || replaced(&versions, data_object) {
+                shard_replaced = true;
+                recorded.remove(&id);
+                let _lock = lock(&self.data.join(format!("{data}.lock")))?;
+                let cached = self.data.join(&data);
+                match fs::remove_file(&cached) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(RemoteError::io(&cached, "remove", e))
+                    }
+                    _ => {}
+                }
             }
             match recorded.get(&id) {
                 Some(&(len, _)) if len == data_object.size => {}
@@ -171,6 +225,8 @@ impl RemoteCache {
                     recorded.insert(id, (data_object.size, mtime));
                 }
             }
+            versions.insert(data.clone(), version_of(data_object));
+            versions.insert(index.clone(), version_of(index_object));
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
         // The files beside the shards (fields, statistics) and the commit files
@@ -181,27 +237,37 @@ impl RemoteCache {
                 Some((shard, _)) => shard < shards,
                 None => bcd::format::parse_commit_file_name(name).is_some_and(|m| m <= shards),
             };
-            let local = self.mirror.join(name);
-            if !wanted || fs::metadata(&local).is_ok_and(|m| m.len() == object.size) {
+            if !wanted {
                 continue;
             }
-            let stamp = remote.stamp(name).await?;
-            let tmp = self
-                .mirror
-                .join(format!(".{name}.tmp-{}", std::process::id()));
-            download(&ctx, name, object.size, stamp, &tmp).await?;
-            fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+            let local = self.mirror.join(name);
+            if replaced(&versions, object)
+                || !fs::metadata(&local).is_ok_and(|m| m.len() == object.size)
+            {
+                self.mirror_object(&ctx, object).await?;
+            }
+            versions.insert(name.clone(), version_of(object));
         }
-        if with_index && !self.mirror.join(INDEX_FILE_NAME).exists() {
-            let size = objects[INDEX_FILE_NAME].size;
-            let stamp = remote.stamp(INDEX_FILE_NAME).await?;
-            let tmp = self
-                .mirror
-                .join(format!("{INDEX_FILE_NAME}.tmp-sync-{}", std::process::id()));
-            download(&ctx, INDEX_FILE_NAME, size, stamp, &tmp).await?;
-            fs::rename(&tmp, self.mirror.join(INDEX_FILE_NAME))
-                .map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        // The persisted index: a stale one (of replaced shards) goes, whether the
+        // remote's or one a reader here built; the remote's is fetched when the
+        // mirror has none.
+        let index_path = self.mirror.join(INDEX_FILE_NAME);
+        let remote_index = objects.get(INDEX_FILE_NAME);
+        if shard_replaced || remote_index.is_some_and(|o| replaced(&versions, o)) {
+            match fs::remove_file(&index_path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(RemoteError::io(&index_path, "remove", e))
+                }
+                _ => {}
+            }
         }
+        if let Some(object) = remote_index {
+            if !index_path.exists() {
+                self.mirror_object(&ctx, object).await?;
+            }
+            versions.insert(INDEX_FILE_NAME.to_owned(), version_of(object));
+        }
+        write_versions(&versions_path, &versions)?;
         self.shards
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -211,7 +277,43 @@ impl RemoteCache {
         fs::write(&tmp, &manifest.bytes).map_err(|e| RemoteError::io(&tmp, "write", e))?;
         fs::rename(&tmp, self.mirror.join(MANIFEST_NAME))
             .map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        let marker = self.mirror.join(SYNCED_NAME);
+        let tmp = self.mirror.join(".bcd-remote-synced.tmp-sync");
+        fs::write(&tmp, &synced).map_err(|e| RemoteError::io(&tmp, "write", e))?;
+        fs::rename(&tmp, &marker).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
         Ok(())
+    }
+
+    /// Downloads `object` into the mirror under its name (through a temporary
+    /// name, checked against its size and stored checksum).
+    async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<()> {
+        let name = &object.name;
+        let stamp = self.remote.stamp(name).await?;
+        let tmp = self
+            .mirror
+            .join(format!(".{name}.tmp-sync-{}", std::process::id()));
+        download(ctx, name, object.size, stamp, &tmp).await?;
+        let local = self.mirror.join(name);
+        fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))
+    }
+
+    /// Whether the mirror is complete for `manifest`: its marker names this very
+    /// manifest object (ETag, version, time written), its manifest has these
+    /// bytes, and every shard's sizes are recorded and its `.idx` file is here.
+    fn is_current(
+        &self,
+        manifest: &RemoteManifest,
+        synced: &[u8],
+        recorded: &BTreeMap<u64, (u64, u64)>,
+    ) -> bool {
+        let same = |name: &str, expected: &[u8]| {
+            fs::read(self.mirror.join(name)).is_ok_and(|bytes| bytes == expected)
+        };
+        same(SYNCED_NAME, synced)
+            && same(MANIFEST_NAME, &manifest.bytes)
+            && (0..manifest.manifest.shards).all(|id| {
+                recorded.contains_key(&id) && self.mirror.join(shard_names(id).1).is_file()
+            })
     }
 
     /// The cached data file of shard `id`, fetched first when missing.
@@ -401,6 +503,30 @@ fn sanitize(text: &str) -> String {
         )
         .take(64)
         .collect()
+}
+
+/// What tells one write of an object from another: size, ETag, time written.
+fn version_of(object: &RemoteObject) -> String {
+    format!(
+        "{} {} {}",
+        object.size,
+        object.e_tag.as_deref().unwrap_or("-"),
+        object.last_modified.to_rfc3339()
+    )
+}
+
+fn read_versions(path: &Path) -> BTreeMap<String, String> {
+    fs::read(path)
+        .ok()
+        .and_then(|text| serde_json::from_slice(&text).ok())
+        .unwrap_or_default()
+}
+
+fn write_versions(path: &Path, versions: &BTreeMap<String, String>) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    fs::write(&tmp, serde_json::to_vec(versions).expect("serializable"))
+        .map_err(|e| RemoteError::io(&tmp, "write", e))?;
+    fs::rename(&tmp, path).map_err(|e| RemoteError::io(&tmp, "rename", e))
 }
 
 fn read_stamps(path: &Path) -> BTreeMap<u64, (u64, u64)> {

@@ -96,6 +96,9 @@ pub struct RemoteManifest {
     pub manifest: bcd::Manifest,
     /// What the commit compares against (ETag and version).
     pub version: UpdateVersion,
+    /// When it was written: with the version, what tells a rewrite of the same
+    /// bytes (a prefix removed and pushed again) from the manifest read before.
+    pub last_modified: DateTime<Utc>,
 }
 
 impl Remote {
@@ -172,6 +175,7 @@ impl Remote {
             e_tag: result.meta.e_tag.clone(),
             version: result.meta.version.clone(),
         };
+        let last_modified = result.meta.last_modified;
         let bytes = result
             .bytes()
             .await
@@ -182,6 +186,7 @@ impl Remote {
             bytes,
             manifest,
             version,
+            last_modified,
         }))
     }
 

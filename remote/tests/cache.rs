@@ -143,3 +143,158 @@ fn refresh_sees_a_newer_remote_manifest() {
     assert_eq!(records(&remote), records(&local));
     assert_eq!(remote.position(b"k119").unwrap(), Some(119));
 }
+
+#[test]
+fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut local = dataset(&source, true, Compression::Lz4, 200, 1500);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let open = || {
+        let cache =
+            Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+        open_cache(cache).unwrap()
+    };
+    let requests = || {
+        (
+            store.gets.load(Ordering::SeqCst),
+            store.lists.load(Ordering::SeqCst),
+        )
+    };
+    let (first, _) = open();
+    assert_eq!(records(&first), records(&local));
+
+    // Every later open (each DataLoader worker, each epoch) reads the manifest and
+    // finds the mirror complete for it: no listing, no other request.
+    let (gets, lists) = requests();
+    let (again, _) = open();
+    assert_eq!(requests(), (gets + 1, lists));
+    assert_eq!(records(&again), records(&local));
+
+    // A new commit is picked up in full by the next open.
+    append(&mut local, 200..260);
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let (gets, lists) = requests();
+    let (newer, cache) = open();
+    assert!(requests().1 > lists, "the changed remote is listed");
+    assert!(requests().0 > gets + 1);
+    assert_eq!(records(&newer), records(&local));
+    for shard in 0..local.shards() {
+        let name = format!("{shard:06}.stats.json");
+        assert_eq!(
+            std::fs::read(cache.mirror().join(&name)).unwrap(),
+            std::fs::read(source.join(&name)).unwrap()
+        );
+    }
+}
+
+/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
+/// (and so its manifest and every file's size) do not.
+fn lookalike(dir: &std::path::Path, n: usize, upper: bool) -> Dataset {
+    let options = bcd::CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 700,
+    };
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    let values: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let value = format!("value {i:04}");
+            match upper {
+                true => value.to_uppercase().into_bytes(),
+                false => value.into_bytes(),
+            }
+        })
+        .collect();
+    dataset
+        .extend_values(values.iter().map(Vec::as_slice))
+        .unwrap();
+    for shard in 0..dataset.shards() {
+        let stats = match upper {
+            true => format!("{{\"SHARD\": {shard}}}"),
+            false => format!("{{\"shard\": {shard}}}"),
+        };
+        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
+    }
+    dataset
+}
+
+#[test]
+fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = lookalike(&dir.path().join("first"), 120, false);
+    let second = lookalike(&dir.path().join("second"), 120, true);
+    assert!(first.shards() > 1);
+    assert_eq!(
+        std::fs::read(first.path().join("manifest.json")).unwrap(),
+        std::fs::read(second.path().join("manifest.json")).unwrap(),
+        "the two manifests are the same bytes"
+    );
+    let memory = Arc::new(InMemory::new());
+    push(
+        first.path(),
+        &memory_remote(memory.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let open = || {
+        let cache = Arc::new(
+            RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
+        );
+        open_cache(cache).unwrap()
+    };
+    let (cached, _) = open();
+    assert_eq!(records(&cached), records(&first));
+    drop(cached);
+
+    // The prefix is emptied and the other dataset pushed in its place.
+    let names: Vec<object_store::path::Path> = {
+        use futures::TryStreamExt;
+        use object_store::ObjectStore;
+        let list = memory.list(Some(&"p".into()));
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(list.map_ok(|m| m.location).try_collect())
+            .unwrap()
+    };
+    for name in names {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(object_store::ObjectStoreExt::delete(memory.as_ref(), &name))
+            .unwrap();
+    }
+    push(
+        second.path(),
+        &memory_remote(memory.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+
+    let (reopened, cache) = open();
+    assert_eq!(records(&reopened), records(&second));
+    assert_eq!(
+        std::fs::read(cache.mirror().join("000000.stats.json")).unwrap(),
+        b"{\"SHARD\": 0}"
+    );
+}

@@ -115,6 +115,10 @@ pub struct FaultStore {
     pub writes: AtomicUsize,
     /// Bytes of object data served by reads.
     pub bytes_read: std::sync::atomic::AtomicU64,
+    /// Requests for an object's bytes or metadata (GET and HEAD).
+    pub gets: AtomicUsize,
+    /// Listings.
+    pub lists: AtomicUsize,
 }
 
 impl fmt::Debug for FaultStore {
@@ -136,6 +140,8 @@ impl FaultStore {
             plan: Mutex::new(plan),
             writes: AtomicUsize::new(0),
             bytes_read: Default::default(),
+            gets: AtomicUsize::new(0),
+            lists: AtomicUsize::new(0),
         })
     }
 
@@ -192,6 +198,7 @@ impl ObjectStore for FaultStore {
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
         let head = options.head;
         let result = self.inner.get_opts(location, options).await?;
         if !head {
@@ -206,6 +213,7 @@ impl ObjectStore for FaultStore {
         location: &ObjectPath,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
+        self.gets.fetch_add(ranges.len(), Ordering::SeqCst);
         let read = self.inner.get_ranges(location, ranges).await?;
         let bytes: usize = read.iter().map(Bytes::len).sum();
         self.bytes_read.fetch_add(bytes as u64, Ordering::SeqCst);
@@ -223,6 +231,7 @@ impl ObjectStore for FaultStore {
         &self,
         prefix: Option<&ObjectPath>,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list(prefix)
     }
 
@@ -238,6 +247,7 @@ impl ObjectStore for FaultStore {
         &self,
         prefix: Option<&ObjectPath>,
     ) -> object_store::Result<ListResult> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list_with_delimiter(prefix).await
     }
 
