@@ -23,6 +23,14 @@ pub trait DataFiles: Send + Sync + std::fmt::Debug {
     /// Opens shard `id`'s data file: a local regular file holding exactly its
     /// committed bytes (fetched first if needed).
     fn open(&self, id: u64) -> io::Result<std::fs::File>;
+    /// Reads `range` of shard `id`'s data file without opening it whole, when
+    /// that is cheaper (a cache whose copy is not local yet reads the range from
+    /// the remote); `None`: open the file instead. Used for the few bytes a
+    /// fingerprint hashes, so reading fields fetches no shard.
+    fn read_range(&self, id: u64, range: std::ops::Range<u64>) -> Option<io::Result<Vec<u8>>> {
+        let _ = (id, range);
+        None
+    }
 }
 
 /// One committed shard; its files are loaded on first use.
@@ -105,6 +113,42 @@ impl Shard {
         }
         let loaded = load(&self.path.with_extension("idx"), self.stamp.index_len)?;
         Ok(self.sizes.get_or_init(|| loaded))
+    }
+
+    /// The data file's bytes at `ranges`, without loading it when its source
+    /// reads ranges more cheaply (`None`: load it).
+    pub(crate) fn data_ranges(
+        &self,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let Some((id, files)) = self.source.as_ref().filter(|_| self.data.get().is_none()) else {
+            return Ok(None);
+        };
+        let mut read = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            if range.is_empty() {
+                read.push(Vec::new());
+                continue;
+            }
+            let Some(bytes) = files.read_range(*id, range.clone()) else {
+                return Ok(None);
+            };
+            let bytes = bytes.map_err(|e| Error::io("fetch", &self.path, e))?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(Error::io(
+                    "fetch",
+                    &self.path,
+                    io::Error::other(format!(
+                        "bytes {}..{} read as {} bytes",
+                        range.start,
+                        range.end,
+                        bytes.len()
+                    )),
+                ));
+            }
+            read.push(bytes);
+        }
+        Ok(Some(read))
     }
 
     /// The data file's length.

@@ -33,7 +33,9 @@ impl Dataset {
     }
 
     /// The fingerprint of committed shard `shard`, from its files (its `.idx` is
-    /// read whole and its data file's edges; both are loaded as reads load them).
+    /// read whole and its data file's edges; both are loaded as reads load them,
+    /// except that the edges of a data file not loaded yet are read alone when
+    /// its [`crate::DataFiles`] source reads ranges).
     pub fn shard_fingerprint(&self, shard: u64) -> Result<ShardFingerprint> {
         let found = usize::try_from(shard)
             .ok()
@@ -44,9 +46,20 @@ impl Dataset {
                     self.shards()
                 ))
             })?;
-        let data = found.data()?;
         let sizes = found.sizes()?;
-        Ok(ShardFingerprint::of(self.shard_records(shard), data, sizes))
+        let records = self.shard_records(shard);
+        let ranges = crate::fingerprint::edge_ranges(found.data_len());
+        if let Some(edges) = found.data_ranges(&ranges)? {
+            let edges: Vec<&[u8]> = edges.iter().map(Vec::as_slice).collect();
+            return Ok(ShardFingerprint::of_edges(
+                records,
+                found.data_len(),
+                &edges,
+                sizes,
+            ));
+        }
+        let data = found.data()?;
+        Ok(ShardFingerprint::of(records, data, sizes))
     }
 
     /// Path of shard `shard`'s sidecar with `suffix` (`{shard:06}.{suffix}`).

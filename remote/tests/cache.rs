@@ -298,3 +298,51 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
         b"{\"SHARD\": 0}"
     );
 }
+
+#[test]
+fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    // Keyless: opening it reads no keys, so no shard is fetched before the
+    // fingerprints are asked for.
+    let local = dataset(&source, false, Compression::None, 3000, 20_000);
+    assert!(local.shards() > 2);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let cache =
+        Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+    let (remote, cache) = open_cache(cache).unwrap();
+    let before = store.bytes_read.load(Ordering::SeqCst);
+    let cached = cache.cached_bytes();
+    for shard in 0..local.shards() {
+        assert_eq!(
+            remote.shard_fingerprint(shard).unwrap(),
+            local.shard_fingerprint(shard).unwrap(),
+            "shard {shard}"
+        );
+    }
+    let read = store.bytes_read.load(Ordering::SeqCst) - before;
+    assert!(
+        read <= local.shards() * 2 * bcd::format::FINGERPRINT_EDGE_BYTES as u64,
+        "{read} bytes read for the fingerprints of {} shards",
+        local.shards()
+    );
+    assert_eq!(cache.cached_bytes(), cached, "no shard fetched");
+    // Once a shard is cached its fingerprint comes from the copy.
+    assert_eq!(records(&remote), records(&local));
+    let before = store.bytes_read.load(Ordering::SeqCst);
+    assert_eq!(
+        remote.shard_fingerprint(0).unwrap(),
+        local.shard_fingerprint(0).unwrap()
+    );
+    assert_eq!(store.bytes_read.load(Ordering::SeqCst), before);
+}
