@@ -126,6 +126,11 @@ impl Drop for WriterLock {
     fn drop(&mut self) {
         fork::with_lock_registry(|registry| {
             if self.generation == fork::generation() && registry.release(handle(&self.file)) {
+                // Unlocked before it is closed: a process another thread is
+                // spawning may hold a copy of the descriptor until its exec
+                // (posix_spawn runs no fork handlers), and with it the lock; the
+                // next writer would find the dataset locked by nobody.
+                let _ = self.file.unlock();
                 // SAFETY: dropped once, here; the field is not used afterwards.
                 unsafe { ManuallyDrop::drop(&mut self.file) };
             }
@@ -142,3 +147,26 @@ fn handle(file: &File) -> std::os::fd::RawFd {
 
 #[cfg(not(unix))]
 fn handle(_file: &File) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the lock's descriptor elsewhere (what a process being spawned
+    /// holds until its exec) does not keep the lock held once its writer lets go.
+    #[cfg(unix)]
+    #[test]
+    fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = WriterLock::acquire(dir.path()).unwrap();
+        let copy = lock.file.try_clone().unwrap();
+        assert!(matches!(
+            WriterLock::acquire(dir.path()),
+            Err(Error::Locked { .. })
+        ));
+        drop(lock);
+        let again = WriterLock::acquire(dir.path()).expect("the lock is free");
+        drop(again);
+        drop(copy);
+    }
+}

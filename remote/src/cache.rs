@@ -492,8 +492,20 @@ fn open_cached(path: &Path, len: u64) -> io::Result<Option<File>> {
     }
 }
 
+/// An exclusive `flock`, unlocked before its descriptor is closed: a process
+/// forked or spawned meanwhile by another thread holds a copy of the descriptor
+/// (until its exec, or for its life), and with it the lock, which every other
+/// reader of the cache would then wait for.
+struct Lock(File);
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 /// An exclusive `flock` on `path` (created when missing), released when dropped.
-fn lock(path: &Path) -> Result<File> {
+fn lock(path: &Path) -> Result<Lock> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -502,7 +514,7 @@ fn lock(path: &Path) -> Result<File> {
         .open(path)
         .map_err(|e| RemoteError::io(path, "open lock file", e))?;
     file.lock().map_err(|e| RemoteError::io(path, "lock", e))?;
-    Ok(file)
+    Ok(Lock(file))
 }
 
 fn shard_names(id: u64) -> (String, String) {
@@ -567,3 +579,21 @@ fn write_stamps(path: &Path, stamps: &BTreeMap<u64, (u64, u64)>) -> Result<()> {
     fs::rename(&tmp, path).map_err(|e| RemoteError::io(&tmp, "rename", e))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of a lock's descriptor (a worker forked while a shard was being
+    /// fetched) does not keep the lock from the next reader.
+    #[test]
+    fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000000.bin.lock");
+        let held = lock(&path).unwrap();
+        let copy = held.0.try_clone().unwrap();
+        drop(held);
+        let other = File::open(&path).unwrap();
+        other.try_lock().expect("the lock is free");
+        drop(copy);
+    }
+}
