@@ -24,7 +24,17 @@ Methods, each repeated in a rotating order:
   indices at a time, from the local dataset; from `s3://` with a warm cache (the
   shards already in `cache_dir`); from `s3://` with a cold cache (every shard
   downloaded on first touch); and "download first": `bcd pull` then the local
-  epoch.
+  epoch;
+- loader epoch (when torch is installed, as by `make test-torch`): one shuffled
+  DataLoader epoch (`bcd.torch.MapDataset(output="tensor")`, `bcd.torch.Sampler`,
+  batches of 64, --workers fork workers) from `s3://` with a warm cache against
+  the same epoch from the local dataset.
+
+Each epoch opens its dataset, as a training job's workers do. The machine is
+shared and noisy: besides the medians of each method, the script prints the
+median of the per-repeat ratios (each repeat runs the compared methods back to
+back), which drifts less with the machine's load. Objects a repeat stored are
+removed after it (moto holds them in memory).
 
 moto keeps objects in memory in another process; its request handling (Python)
 is the bottleneck of every transfer here, for both clients alike.
@@ -136,6 +146,29 @@ def boto_download(client, prefix, target, concurrency):
             future.result()
 
 
+def empty_prefix(client, prefix):
+    """Removes what a run stored under `prefix/` (moto keeps it in memory)."""
+    while True:
+        listed = client.list_objects_v2(Bucket="bench", Prefix=prefix + "/").get("Contents", [])
+        if not listed:
+            return
+        client.delete_objects(Bucket="bench", Delete={"Objects": [{"Key": o["Key"]} for o in listed]})
+
+
+def loader_epoch(path, workers, **open_args):
+    """One shuffled DataLoader epoch (fork workers, batches of 64 as one tensor
+    each): the bytes read."""
+    import torch
+    import bcd.torch
+
+    dataset = bcd.torch.MapDataset(path, output="tensor", **open_args)
+    sampler = bcd.torch.Sampler(dataset, seed=0)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=64, sampler=sampler, num_workers=workers,
+        collate_fn=bcd.torch.collate, multiprocessing_context="fork")
+    return sum(int(batch.values.numel()) for batch in loader)
+
+
 def timed(function):
     started = time.perf_counter()
     function()
@@ -157,6 +190,8 @@ def main():
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--shard-size", default="32MiB")
     parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="DataLoader workers of the loader epochs (run when torch is installed)")
     args = parser.parse_args()
 
     import bcd
@@ -177,6 +212,13 @@ def main():
         results = {name: [] for name in
                    ["bcd push", "boto3 upload", "bcd pull", "boto3 download",
                     "epoch local", "epoch s3 warm", "epoch s3 cold", "pull then local"]}
+        try:
+            import torch  # noqa: F401
+            loaders = True
+            results.update({"loader local": [], "loader s3 warm": []})
+        except ImportError:
+            loaders = False
+        ratios = {"push": [], "pull": [], "epoch": [], "loader": []}
         local = bcd.Dataset(dataset)
         order = list(range(len(local)))
         random.Random(0).shuffle(order)
@@ -196,6 +238,11 @@ def main():
                 results[name].append(timed(run))
             for leftover in [workdir / f"pull-{repeat}", workdir / f"boto-{repeat}"]:
                 shutil.rmtree(leftover, ignore_errors=True)
+            for prefix in [f"push-{repeat}", f"boto-{repeat}"]:
+                empty_prefix(client, prefix)
+            # Per repeat, the competitor's time over bcd's (> 1: bcd is faster).
+            ratios["push"].append(results["boto3 upload"][-1] / results["bcd push"][-1])
+            ratios["pull"].append(results["boto3 download"][-1] / results["bcd pull"][-1])
 
             cache = workdir / f"cache-{repeat}"
             results["epoch s3 cold"].append(timed(lambda: epoch(
@@ -203,6 +250,16 @@ def main():
             results["epoch s3 warm"].append(timed(lambda: epoch(
                 bcd.Dataset("s3://bench/ds", cache_dir=cache), order)))
             results["epoch local"].append(timed(lambda: epoch(bcd.Dataset(dataset), order)))
+            # The time of the s3 epoch over the local one (< 1.1: within 10%).
+            ratios["epoch"].append(results["epoch s3 warm"][-1] / results["epoch local"][-1])
+            if loaders:
+                pair = [
+                    ("loader s3 warm", lambda: loader_epoch("s3://bench/ds", args.workers, cache_dir=cache)),
+                    ("loader local", lambda: loader_epoch(dataset, args.workers)),
+                ]
+                for name, run in pair[repeat % 2:] + pair[:repeat % 2]:
+                    results[name].append(timed(run))
+                ratios["loader"].append(results["loader s3 warm"][-1] / results["loader local"][-1])
             copy = workdir / f"copy-{repeat}"
 
             def pull_then_local():
@@ -220,7 +277,13 @@ def main():
         print("| --- | ---: | ---: |")
         for name, times in results.items():
             median = statistics.median(times)
-            print(f"| {name} | {median:.2f} | {size / 1e6 / median:.0f} |")
+            print(f"| {name} | {median:.3f} | {size / 1e6 / median:.0f} |")
+        print()
+        print("medians of the per-repeat ratios (min-max):")
+        for name, values in ratios.items():
+            if values:
+                what = "boto3 time / bcd time" if name in ("push", "pull") else "s3 warm time / local time"
+                print(f"- {name}: {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f}), {what}")
     finally:
         server.stdin.close()
         server.wait(timeout=30)
