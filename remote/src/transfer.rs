@@ -174,11 +174,16 @@ async fn map_file(path: PathBuf, size: u64) -> Result<(bytes::Bytes, u64)> {
 /// does CPU work inside a request (S3 signs each payload with SHA-256), which
 /// would otherwise run one request at a time there.
 async fn spawned<T: Send + 'static>(
-    request: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
+    request: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
+) -> object_store::Result<T> {
     match tokio::spawn(request).await {
         Ok(output) => output,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only a runtime shutting down cancels a task.
+        Err(e) => Err(object_store::Error::Generic {
+            store: "bcd",
+            source: Box::new(e),
+        }),
     }
 }
 
