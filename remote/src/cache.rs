@@ -37,9 +37,9 @@ use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
-use crate::objects::{RemoteManifest, RemoteObject, Stamp};
+use crate::objects::{RemoteManifest, RemoteObject};
 use crate::store::{block_on, Remote};
-use crate::transfer::{download, Context, TransferOptions};
+use crate::transfer::{download, Context, Expected, TransferOptions};
 use crate::uri::RemoteUri;
 
 /// Where a cache lives and how large it may grow.
@@ -288,11 +288,11 @@ impl RemoteCache {
     /// name, checked against its size and stored checksum).
     async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<()> {
         let name = &object.name;
-        let stamp = self.remote.stamp(name).await?;
         let tmp = self
             .mirror
             .join(format!(".{name}.tmp-sync-{}", std::process::id()));
-        download(ctx, name, object.size, stamp, &tmp).await?;
+        let expected = Expected::FromRead { times: true };
+        download(ctx, name, object.size, expected, &tmp).await?;
         let local = self.mirror.join(name);
         fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))
     }
@@ -336,10 +336,7 @@ impl RemoteCache {
                 let ctx = Context::new(&self.remote, TransferOptions::default())?;
                 // Checked against its size and stored checksum; the time is the
                 // cache's own (least recently used), not the recorded one.
-                let stamp = Stamp {
-                    mtime_ns: None,
-                    ..self.remote.stamp(&name).await?
-                };
+                let stamp = Expected::FromRead { times: false };
                 download(&ctx, &name, expected, stamp, &tmp).await
             });
             if let Err(e) = fetched {

@@ -74,7 +74,8 @@ impl Stamp {
         attributes
     }
 
-    fn from_attributes(attributes: &Attributes) -> Stamp {
+    /// The checksum and time that `attributes` (of a read or a HEAD) carry.
+    pub(crate) fn from_attributes(attributes: &Attributes) -> Stamp {
         let field = |key: &'static str| {
             attributes
                 .get(&Attribute::Metadata(key.into()))

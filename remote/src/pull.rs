@@ -21,7 +21,7 @@ use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
 use crate::objects::{file_checksum, RemoteObject, Stamp};
 use crate::store::{block_on, Remote};
-use crate::transfer::{download, Context, TransferOptions, TransferSummary};
+use crate::transfer::{download, Context, Expected, TransferOptions, TransferSummary};
 
 /// Makes the local dataset at `dir` (created when missing) equal to the dataset at
 /// `remote`: see the module documentation.
@@ -196,8 +196,8 @@ async fn pull_async(
             let stamps = &stamps;
             async move {
                 let stamp = match stamps.get(&object.name) {
-                    Some(stamp) => *stamp,
-                    None => remote.stamp(&object.name).await?,
+                    Some(stamp) => Expected::Stamp(*stamp),
+                    None => Expected::FromRead { times: true },
                 };
                 let kind = FileKind::of(&object.name);
                 let target = dir.join(&object.name);

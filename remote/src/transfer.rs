@@ -386,14 +386,24 @@ pub(crate) async fn abort_journaled(
     Ok(aborted)
 }
 
-/// Downloads object `name` (`size` bytes, with `stamp`) into `dest`, creating or
-/// truncating it, and fsyncs it; checks the size and, when the object has one, its
-/// checksum; gives the file the recorded modification time.
+/// What a download checks the bytes against and what time it gives the file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Expected {
+    /// This stamp, read earlier.
+    Stamp(Stamp),
+    /// The stamp the object's read answers with (no request of its own for
+    /// objects read in one request); `times`: give the file its recorded time.
+    FromRead { times: bool },
+}
+
+/// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
+/// and fsyncs it; checks the size and, when the object has one, its checksum
+/// (see [`Expected`]); gives the file the recorded modification time.
 pub(crate) async fn download(
     ctx: &Context<'_>,
     name: &str,
     size: u64,
-    stamp: Stamp,
+    expected: Expected,
     dest: &Path,
 ) -> Result<()> {
     ctx.check_interrupt()?;
@@ -409,7 +419,17 @@ pub(crate) async fn download(
             .map_err(|e| RemoteError::io(dest, "create", e))?,
     );
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let times = match expected {
+        Expected::Stamp(_) | Expected::FromRead { times: true } => true,
+        Expected::FromRead { times: false } => false,
+    };
+    let stamp;
     if size > ctx.options.multipart_threshold {
+        // Read in ranges, which answer without the stamp: one request for it.
+        stamp = match expected {
+            Expected::Stamp(stamp) => stamp,
+            Expected::FromRead { .. } => ctx.remote.stamp(name).await?,
+        };
         file.set_len(size)
             .map_err(|e| RemoteError::io(dest, "write", e))?;
         let ranges = size.div_ceil(ctx.options.part_size);
@@ -451,6 +471,10 @@ pub(crate) async fn download(
             .get(&location)
             .await
             .map_err(|e| RemoteError::store(&uri, "read", e))?;
+        stamp = match expected {
+            Expected::Stamp(stamp) => stamp,
+            Expected::FromRead { .. } => Stamp::from_attributes(&result.attributes),
+        };
         let mut stream = result.into_stream();
         let mut written = 0u64;
         let mut out = &*file;
@@ -472,7 +496,7 @@ pub(crate) async fn download(
     }
     let dest_owned = dest.to_owned();
     tokio::task::spawn_blocking(move || {
-        if let Some(mtime) = stamp.mtime_ns {
+        if let Some(mtime) = stamp.mtime_ns.filter(|_| times) {
             file.set_modified(time_of(mtime))
                 .map_err(|e| RemoteError::io(&dest_owned, "set the modification time of", e))?;
         }

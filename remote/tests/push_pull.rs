@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bcd::{Compression, Dataset};
@@ -465,4 +466,48 @@ fn an_uncommitted_object_of_other_content_stops_the_push_until_gc_removes_it() {
     let copy = dir.path().join("copy");
     pull(&remote, &copy, &TransferOptions::default()).unwrap();
     assert_eq!(files(&copy), files(&source));
+}
+
+#[test]
+fn a_pull_checks_each_file_against_the_checksum_its_read_answers_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    dataset(&source, true, Compression::Lz4, 200, 1500);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    let remote = remote_on(store.clone(), "p");
+    push(&source, &remote, &TransferOptions::default()).unwrap();
+
+    // A clean pull reads each file once, its checksum with it: no HEAD.
+    let heads = store.heads.load(Ordering::SeqCst);
+    let copy = dir.path().join("copy");
+    pull(&remote, &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(store.heads.load(Ordering::SeqCst), heads);
+    assert_eq!(files(&copy), files(&source));
+
+    // An object whose bytes no longer match the checksum stored with it (same
+    // size, its metadata kept): the pull stops, naming it, and commits nothing.
+    let name = ObjectPath::from("p/000001.bin");
+    let (mut bytes, attributes) = block_on(async {
+        let read = store.inner.get(&name).await.unwrap();
+        let attributes = read.attributes.clone();
+        (read.bytes().await.unwrap().to_vec(), attributes)
+    });
+    bytes[10] ^= 0xff;
+    block_on(store.inner.put_opts(
+        &name,
+        PutPayload::from(bytes),
+        object_store::PutOptions {
+            attributes,
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    let other = dir.path().join("other");
+    let error = pull(&remote, &other, &TransferOptions::default()).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("000001.bin") && message.contains("checksum"),
+        "{message}"
+    );
+    assert!(!other.join("manifest.json").exists());
 }

@@ -119,6 +119,8 @@ pub struct FaultStore {
     pub gets: AtomicUsize,
     /// Listings.
     pub lists: AtomicUsize,
+    /// Requests for an object's metadata alone (HEAD).
+    pub heads: AtomicUsize,
 }
 
 impl fmt::Debug for FaultStore {
@@ -142,6 +144,7 @@ impl FaultStore {
             bytes_read: Default::default(),
             gets: AtomicUsize::new(0),
             lists: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
         })
     }
 
@@ -200,6 +203,9 @@ impl ObjectStore for FaultStore {
     ) -> object_store::Result<GetResult> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         let head = options.head;
+        if head {
+            self.heads.fetch_add(1, Ordering::SeqCst);
+        }
         let result = self.inner.get_opts(location, options).await?;
         if !head {
             self.bytes_read
