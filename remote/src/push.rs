@@ -322,9 +322,14 @@ async fn push_async(
         }
     }
 
-    if remote_manifest
-        .as_ref()
-        .is_some_and(|m| m.bytes == manifest_bytes)
+    // Same manifest and nothing uploaded: up to date. Files uploaded beside an
+    // unchanged manifest (sidecars the remote lacked, a persisted index) are
+    // still committed with a new write of it, so that caches of the remote,
+    // which know it by its version, pick them up.
+    if uploads.is_empty()
+        && remote_manifest
+            .as_ref()
+            .is_some_and(|m| m.bytes == manifest_bytes)
     {
         return Ok(summary);
     }

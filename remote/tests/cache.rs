@@ -346,3 +346,43 @@ fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
     );
     assert_eq!(store.bytes_read.load(Ordering::SeqCst), before);
 }
+
+#[test]
+fn files_pushed_beside_an_unchanged_manifest_reach_a_current_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    dataset(&source, true, Compression::Lz4, 50, 1000);
+    // The remote first gets the dataset without one of its sidecars (pushed by a
+    // version that did not write them, say).
+    let sidecar = source.join("000000.stats.json");
+    let kept = std::fs::read(&sidecar).unwrap();
+    std::fs::remove_file(&sidecar).unwrap();
+    let memory = Arc::new(InMemory::new());
+    let remote = || memory_remote(memory.clone(), "p");
+    push(&source, &remote(), &TransferOptions::default()).unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let open = || {
+        open_cache(Arc::new(
+            RemoteCache::with_remote(remote(), &options).unwrap(),
+        ))
+        .unwrap()
+    };
+    let (_, cache) = open();
+    assert!(!cache.mirror().join("000000.stats.json").exists());
+
+    std::fs::write(&sidecar, &kept).unwrap();
+    let summary = push(&source, &remote(), &TransferOptions::default()).unwrap();
+    assert_eq!(summary.files, 1);
+    assert!(summary.committed, "the unchanged manifest is written again");
+    let (_, cache) = open();
+    assert_eq!(
+        std::fs::read(cache.mirror().join("000000.stats.json")).unwrap(),
+        kept
+    );
+    // And a push with nothing to upload writes nothing.
+    let again = push(&source, &remote(), &TransferOptions::default()).unwrap();
+    assert_eq!((again.files, again.committed), (0, false));
+}
