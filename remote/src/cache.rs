@@ -206,13 +206,7 @@ impl RemoteCache {
                 shard_replaced = true;
                 recorded.remove(&id);
                 let _lock = lock(&self.data.join(format!("{data}.lock")))?;
-                let cached = self.data.join(&data);
-                match fs::remove_file(&cached) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        return Err(RemoteError::io(&cached, "remove", e))
-                    }
-                    _ => {}
-                }
+                remove_if_present(&self.data.join(&data))?;
             }
             match recorded.get(&id) {
                 Some(&(len, _)) if len == data_object.size => {}
@@ -254,12 +248,7 @@ impl RemoteCache {
         let index_path = self.mirror.join(INDEX_FILE_NAME);
         let remote_index = objects.get(INDEX_FILE_NAME);
         if shard_replaced || remote_index.is_some_and(|o| replaced(&versions, o)) {
-            match fs::remove_file(&index_path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(RemoteError::io(&index_path, "remove", e))
-                }
-                _ => {}
-            }
+            remove_if_present(&index_path)?;
         }
         if let Some(object) = remote_index {
             if !index_path.exists() {
@@ -273,15 +262,16 @@ impl RemoteCache {
             .unwrap_or_else(PoisonError::into_inner)
             .stamps = recorded;
         // Last: the mirror's manifest names only shards whose files are here.
-        let tmp = self.mirror.join(".manifest.json.tmp-sync");
-        fs::write(&tmp, &manifest.bytes).map_err(|e| RemoteError::io(&tmp, "write", e))?;
-        fs::rename(&tmp, self.mirror.join(MANIFEST_NAME))
-            .map_err(|e| RemoteError::io(&tmp, "rename", e))?;
-        let marker = self.mirror.join(SYNCED_NAME);
-        let tmp = self.mirror.join(".bcd-remote-synced.tmp-sync");
-        fs::write(&tmp, &synced).map_err(|e| RemoteError::io(&tmp, "write", e))?;
-        fs::rename(&tmp, &marker).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
-        Ok(())
+        replace_file(
+            &self.mirror.join(MANIFEST_NAME),
+            &self.mirror.join(".manifest.json.tmp-sync"),
+            &manifest.bytes,
+        )?;
+        replace_file(
+            &self.mirror.join(SYNCED_NAME),
+            &self.mirror.join(".bcd-remote-synced.tmp-sync"),
+            &synced,
+        )
     }
 
     /// Downloads `object` into the mirror under its name (through a temporary
@@ -549,9 +539,25 @@ fn read_versions(path: &Path) -> BTreeMap<String, String> {
 
 fn write_versions(path: &Path, versions: &BTreeMap<String, String>) -> Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    fs::write(&tmp, serde_json::to_vec(versions).expect("serializable"))
-        .map_err(|e| RemoteError::io(&tmp, "write", e))?;
-    fs::rename(&tmp, path).map_err(|e| RemoteError::io(&tmp, "rename", e))
+    replace_file(
+        path,
+        &tmp,
+        &serde_json::to_vec(versions).expect("serializable"),
+    )
+}
+
+/// Replaces `path` with `bytes`, written to `tmp` first and renamed over it.
+fn replace_file(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
+    fs::write(tmp, bytes).map_err(|e| RemoteError::io(tmp, "write", e))?;
+    fs::rename(tmp, path).map_err(|e| RemoteError::io(tmp, "rename", e))
+}
+
+/// Removes `path`; a file already gone is no error.
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RemoteError::io(path, "remove", e)),
+        _ => Ok(()),
+    }
 }
 
 fn read_stamps(path: &Path) -> BTreeMap<u64, (u64, u64)> {
@@ -571,9 +577,7 @@ fn write_stamps(path: &Path, stamps: &BTreeMap<u64, (u64, u64)>) -> Result<()> {
     let map: BTreeMap<String, (u64, u64)> =
         stamps.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    fs::write(&tmp, serde_json::to_vec(&map).expect("serializable"))
-        .map_err(|e| RemoteError::io(&tmp, "write", e))?;
-    fs::rename(&tmp, path).map_err(|e| RemoteError::io(&tmp, "rename", e))
+    replace_file(path, &tmp, &serde_json::to_vec(&map).expect("serializable"))
 }
 
 #[cfg(test)]

@@ -563,16 +563,11 @@ mod tests {
         let path = dir.path().join("000000.idx");
         std::fs::write(&path, [1u8; 8]).unwrap();
         let error = map(&path, 4).unwrap_err();
-        let mut error: (String, Option<&dyn std::error::Error>) =
-            (error.to_string(), error.source());
-        while let Some(cause) = error.1 {
-            error = (format!("{}: {cause}", error.0), cause.source());
-        }
-        let error = error.0;
-        assert!(error.contains("000000.idx"), "{error}");
+        let cause = error.source().map(ToString::to_string).unwrap_or_default();
+        assert!(error.to_string().contains("000000.idx"), "{error}");
         assert!(
-            error.contains("changed while being copied (4 then 8 bytes)"),
-            "{error}"
+            cause.contains("changed while being copied (4 then 8 bytes)"),
+            "{error}: {cause}"
         );
     }
 }
