@@ -176,10 +176,14 @@ def partition(n, *, seed, epoch, rank, world_size, shuffle_=True, drop_last=Fals
         return epoch_list[rank * m:(rank + 1) * m]
     classes = sorted(set(categories))
     number = {c: i for i, c in enumerate(classes)}
-    grouped = sorted(range(total), key=lambda p: (number[categories[epoch_list[p]]], p))
+    shares = [sum(1 for e in epoch_list if number[categories[e]] == c) for c in range(len(classes))]
+    # Groups in increasing (s*_c, c), s*_c = m - floor(floor(N_c / W) T / N_c): the
+    # order that gives every rank a rounding its interleave can schedule.
+    tail = [m - (n // world_size) * total // n if n else 0 for n in shares]
+    grouped = sorted(range(total), key=lambda p: (tail[number[categories[epoch_list[p]]]],
+                                                  number[categories[epoch_list[p]]], p))
     mine = [epoch_list[p] for i, p in enumerate(grouped) if i % world_size == rank]
     by_class = [[e for e in mine if number[categories[e]] == c] for c in range(len(classes))]
-    shares = [sum(1 for e in epoch_list if number[categories[e]] == c) for c in range(len(classes))]
     sequence = interleave([len(b) for b in by_class], shares, total)
     taken = [0] * len(classes)
     out = []

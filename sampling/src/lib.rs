@@ -14,8 +14,9 @@
 //! - [`weighted_order`]: weighted sampling without replacement (Efraimidis and
 //!   Spirakis' keys `u^(1/w)`), which with inverse class frequencies draws every
 //!   class equally often.
-//! - [`Interleave`]: the category-aware order, with its proof that every prefix
-//!   of a rank's epoch holds each class within one record of its share.
+//! - [`Dealing`] and [`Interleave`]: the category-aware order, with its proof
+//!   that every prefix of every rank's epoch holds each class within one record
+//!   of its share of the whole epoch.
 //! - [`Plan`]: one epoch over `W` ranks (exactly once per epoch, equal counts,
 //!   padding or `drop_last`), from any position.
 //! - [`equal_allocation`], [`balanced_subset`], [`uniform_subset`]: subsets for
@@ -50,7 +51,7 @@ use std::fmt;
 pub use allocate::{balanced_subset, equal_allocation, uniform_subset};
 pub use blocks::BlockShuffle;
 pub use index::Index;
-pub use interleave::Interleave;
+pub use interleave::{Dealing, Interleave};
 pub use plan::{Order, Plan, Weights};
 pub use shuffle::{Shuffle, BUCKET_SHIFT, CHUNK};
 pub use weighted::weighted_order;
@@ -127,8 +128,9 @@ pub enum PlanError {
         /// Records.
         len: u64,
     },
-    /// Class counts that are not a rounding of the rank's share (a bug in the
-    /// caller of [`Interleave::new`]).
+    /// Class shares that cannot be dealt equally to the ranks (a total that is
+    /// not a multiple of the world size: a bug in the caller of
+    /// [`Dealing::new`]).
     InterleaveCounts,
 }
 
@@ -179,7 +181,7 @@ impl fmt::Display for PlanError {
             ),
             PlanError::InterleaveCounts => write!(
                 f,
-                "internal error: class counts that are not a rounding of the rank's share"
+                "internal error: class shares whose total is not a multiple of the world size"
             ),
         }
     }

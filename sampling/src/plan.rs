@@ -16,10 +16,11 @@
 //!    or with `drop_last` `m = ⌊L / W⌋` (the last `L mod W` entries are left out).
 //! 3. **The ranks' parts.** Rank `r` takes `E[r·m .. (r+1)·m]`, in order. With
 //!    `categories` (the category-aware shuffle), instead: the entries of `E` are
-//!    grouped by class (classes in order of their codes, entries in `E` order
-//!    within each), and the `i`-th entry of that grouped list goes to rank
+//!    grouped by class (classes in the order of [`Dealing`], entries in `E`
+//!    order within each), and the `i`-th entry of that grouped list goes to rank
 //!    `i mod W`. Each rank thus gets `⌊N_c / W⌋` or `⌈N_c / W⌉` of the `N_c`
-//!    entries of class `c`, and takes them in the order of [`Interleave`]: each
+//!    entries of class `c` (which classes it rounds up is what the order of the
+//!    groups decides), and takes them in the order of [`Interleave`]: each
 //!    class's entries in `E` order, classes interleaved so that every prefix of
 //!    `t` entries holds `⌊t N_c / T⌋` to `⌈t N_c / T⌉` of class `c`.
 //!
@@ -32,7 +33,7 @@ use std::collections::HashMap;
 
 use crate::blocks::BlockShuffle;
 use crate::index::Index;
-use crate::interleave::Interleave;
+use crate::interleave::{Dealing, Interleave};
 use crate::shuffle::Shuffle;
 use crate::weighted::weighted_order;
 use crate::PlanError;
@@ -245,31 +246,42 @@ impl<'a> Plan<'a> {
         let classes = Classes::new(categories);
         let world = self.world_size;
         let total = per_rank * world;
-        // The whole base list, and the class of each of its entries.
+        // The base list grouped by class (a counting sort: classes in order, each
+        // class's entries in base-list order). The work is bounded by the base
+        // list and this rank's part, never by the epoch's T = m W entries (a
+        // huge world size with few records would otherwise loop W times).
         let mut list = vec![I::default(); base.len as usize];
         base.fill(0, &mut list);
         let class_of = |entry: I| classes.class(categories[entry.to_u64() as usize]);
-        // N_c: the base list's class counts, times its full repetitions, plus
-        // the first entries again.
+        let mut in_base = vec![0u64; classes.count() + 1];
+        for &entry in &list {
+            in_base[class_of(entry) + 1] += 1;
+        }
+        for c in 0..classes.count() {
+            in_base[c + 1] += in_base[c];
+        }
+        // N_c: the base list's class counts, times its full repetitions, plus the
+        // first `rest` entries again. The class's occurrences in E are its base
+        // entries cycled: E is the base list repeated, and the last, partial
+        // repetition holds the first entries of each class.
         let (repeats, rest) = (total / base.len, (total % base.len) as usize);
-        let mut shares = vec![0u64; classes.count()];
+        let mut shares: Vec<u64> = (0..classes.count())
+            .map(|c| (in_base[c + 1] - in_base[c]) * repeats)
+            .collect();
+        let mut grouped = vec![I::default(); list.len()];
+        let mut next = in_base.clone();
         for (position, &entry) in list.iter().enumerate() {
-            shares[class_of(entry)] += repeats + u64::from(position < rest);
+            let c = class_of(entry);
+            shares[c] += u64::from(position < rest);
+            grouped[next[c] as usize] = entry;
+            next[c] += 1;
         }
-        // Where each class starts in the grouped list, and how many of its
-        // entries fall to this rank (x ≡ rank mod W in [start, end)).
-        let below = |end: u64| {
-            ((u128::from(end) + u128::from(world) - 1 - u128::from(rank)) / u128::from(world))
-                as u64
-        };
-        let mut group_start = Vec::with_capacity(classes.count());
-        let mut counts = Vec::with_capacity(classes.count());
-        let mut at = 0;
-        for &share in &shares {
-            group_start.push(at);
-            counts.push(below(at + share) - below(at));
-            at += share;
-        }
+        drop(list);
+        // Where each class starts in the dealt list, and how many of its entries
+        // fall to this rank: occurrences i ≡ rank − start (mod W) of the class.
+        let dealing = Dealing::new(&shares, world)?;
+        let interleave = Interleave::new(&dealing, rank)?;
+        let counts = interleave.counts().to_vec();
         // This rank's entries, class by class, each class in E order.
         let mut bucket_start = Vec::with_capacity(classes.count() + 1);
         let mut sum = 0;
@@ -280,21 +292,22 @@ impl<'a> Plan<'a> {
         bucket_start.push(sum);
         debug_assert_eq!(sum, per_rank);
         let mut mine = vec![I::default(); per_rank as usize];
-        let mut seen = vec![0u64; classes.count()];
-        let mut filled = vec![0u64; classes.count()];
-        for p in 0..total {
-            let entry = list[(p % base.len) as usize];
-            let c = class_of(entry);
-            let grouped = group_start[c] + seen[c];
-            seen[c] += 1;
-            if grouped % world == rank {
-                mine[(bucket_start[c] + filled[c]) as usize] = entry;
-                filled[c] += 1;
+        for c in 0..classes.count() {
+            let in_class = in_base[c + 1] - in_base[c];
+            let shift = dealing.group_start(c) % world;
+            let first = if rank >= shift {
+                rank - shift
+            } else {
+                rank + (world - shift)
+            };
+            for j in 0..counts[c] {
+                let occurrence = first + j * world;
+                let entry = grouped[(in_base[c] + occurrence % in_class) as usize];
+                mine[(bucket_start[c] + j) as usize] = entry;
             }
         }
-        drop(list);
+        drop(grouped);
         let mut taken = vec![0u64; classes.count()];
-        let interleave = Interleave::new(&counts, &shares, total)?;
         for (slot, class) in interleave.enumerate() {
             let c = class as usize;
             let entry = mine[(bucket_start[c] + taken[c]) as usize];
