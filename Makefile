@@ -2,7 +2,7 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test test-torch check strace python-env demo
+.PHONY: test test-torch check strace python-env demo soak
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
@@ -56,3 +56,21 @@ demo:
 	target/release/bcd ls $(DEMO_OUT)/images | head -n 3
 	target/release/bcd export $(DEMO_OUT)/images --to $(DEMO_OUT)/images.tar
 	target/release/bcd info $(DEMO_DATASET) --json
+
+# The property tests with a fresh random seed and many more cases than `make
+# test` runs (which fixes the seed in .cargo/config.toml, so a commit passes or
+# fails the same way every time). The seed is printed first; a failure is also
+# kept by proptest in the test's .proptest-regressions file, to be committed.
+# SOAK_CASES: cases per sampler property; SOAK_STORE_CASES: per property of the
+# store and the fields codec (each case builds and damages datasets on disk).
+SOAK_CASES ?= 100000
+SOAK_STORE_CASES ?= 5000
+soak:
+	@seed=$${SOAK_SEED:-$$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}; \
+	echo "soak seed: $$seed (SOAK_SEED=$$seed make soak repeats it)"; \
+	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_CASES) \
+	    cargo test --release -p bcd-sampling --test epochs && \
+	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_STORE_CASES) \
+	    cargo test --release -p bcd-fields --test properties && \
+	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_STORE_CASES) \
+	    cargo test --release -p bcd --test corrupt_input --test hostile_index_file --test index_file

@@ -225,7 +225,7 @@ fn verify_passes_a_sound_index_file() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: bcd_test_support::proptest_cases(48), ..ProptestConfig::default() })]
 
     /// Whatever a hostile writer puts in the starts or the key table (checksum
     /// fixed up), every read is right or an error, and `verify` reports the file

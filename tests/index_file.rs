@@ -291,7 +291,7 @@ fn an_unwritable_file_leaves_the_index_in_memory() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: bcd_test_support::proptest_cases(32), ..ProptestConfig::default() })]
 
     /// Any change to the file's bytes makes it ignored (its checksum covers all of
     /// it), so every read is still right.

@@ -82,8 +82,16 @@ fn unify(a: &DataType, b: &DataType) -> Option<DataType> {
     Some(schema.field("f").unwrap().data_type().clone())
 }
 
+/// `default` cases, unless `PROPTEST_CASES` asks for another number (`make soak`).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
 
     #[test]
     fn unify_commutes_and_widens(a in data_type(), b in data_type()) {
@@ -203,7 +211,7 @@ fn stats_of(batch: &RecordBatch) -> ShardStats {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(256), ..ProptestConfig::default() })]
 
     #[test]
     fn shard_files_round_trip(records in records(40)) {

@@ -48,12 +48,8 @@ pub fn shard_name(id: u64, ext: &str) -> String {
 /// `cases` for a test, unless `PROPTEST_CASES` asks for more or fewer (for a deeper
 /// one-off run: `PROPTEST_CASES=5000 cargo test --release --test corrupt_input`).
 pub fn config(cases: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(cases);
     Config {
-        cases,
+        cases: bcd_test_support::proptest_cases(cases),
         // Shrinking file-system cases is slow; keep it bounded.
         max_shrink_iters: 2048,
         // Beside the source file of the test, as `<module>.proptest-regressions`.

@@ -24,3 +24,12 @@ pub use index_file::{INDEX_FILE, INDEX_FILE_ALWAYS, INDEX_FILE_NEVER};
 pub use python::{reference_batch, reference_script, repo_root, venv_python};
 pub use rng::Rng;
 pub use sim_storage::SimStorage;
+
+/// `default` cases for a property test, unless `PROPTEST_CASES` asks for another
+/// number (`make soak`; `.cargo/config.toml` fixes the seed of ordinary runs).
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
