@@ -258,6 +258,10 @@ class EpochSampler:
         # Where the current (or next) iteration starts.
         self._start = 0
         self._resume: Optional[int] = None
+        # The records, categories and weights the sampler had before a state
+        # saved with fewer records was loaded: the resumed epoch covers the saved
+        # records, every later one all of them again.
+        self._grown: Optional[tuple] = None
         self._set_data(_check_int("length", length), categories, weights)
 
     def _set_data(self, length: int, categories, weights) -> None:
@@ -276,6 +280,7 @@ class EpochSampler:
     def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:
         """Use ``length`` records from the next epoch on (after a refresh picked
         up new ones), with their categories and weights if the sampler uses them."""
+        self._grown = None
         self._set_data(
             _check_int("length", length),
             categories if categories is not None else self.categories,
@@ -293,8 +298,16 @@ class EpochSampler:
         if self._resume is not None and epoch == self.epoch:
             return
         self._resume = None
+        self._end_resumed_epoch()
         self.epoch = epoch
         self.position = 0
+
+    def _end_resumed_epoch(self) -> None:
+        """After the epoch a state saved before an append resumed, the records
+        appended since are sampled again."""
+        if self._grown is not None:
+            grown, self._grown = self._grown, None
+            self._set_data(*grown)
 
     def indices(self, start: Optional[int] = None):
         """The current epoch's indices from ``start`` (default: the current
@@ -322,6 +335,7 @@ class EpochSampler:
         if self._resume is not None:
             self.position, self._resume = self._resume, None
         else:
+            self._end_resumed_epoch()
             self.position = 0
         self._start = self.position
         return self.position
@@ -387,6 +401,8 @@ class EpochSampler:
             # the first `saved_length`, as it did when it was saved.
             weights = self.weights if self.weights is None or isinstance(self.weights, str) else self.weights[:saved_length]
             categories = None if self.categories is None else self.categories[:saved_length]
+            if self._grown is None:
+                self._grown = (self.length, self.categories, self.weights)
             self._set_data(saved_length, categories, weights)
         position = _check_int("position", state["position"])
         if position > len(self):

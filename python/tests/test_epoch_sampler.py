@@ -92,6 +92,29 @@ def test_a_state_saved_before_records_were_appended_resumes_the_old_epoch():
     assert grown.length == 100
 
 
+def test_after_the_resumed_epoch_the_appended_records_are_sampled_again():
+    # Issue 20, item 7: every later epoch covered only the saved 100 records.
+    categories = [i % 3 for i in range(120)]
+    before = EpochSampler(100, seed=3, categories=categories[:100])
+    iterator = iter(before)
+    list(itertools.islice(iterator, 40))
+    state = before.state_dict()
+    grown = EpochSampler(120, seed=3, categories=categories)
+    grown.load_state_dict(state)
+    assert len(list(grown)) == 60
+    grown.set_epoch(1)
+    assert len(grown) == 120
+    assert list(grown) == bcd.partition(120, seed=3, epoch=1, rank=0, world_size=1, categories=categories).tolist()
+    # Without set_epoch, the next pass of the same epoch covers them too.
+    again = EpochSampler(120, seed=3, categories=categories)
+    again.load_state_dict(state)
+    list(again)
+    assert sorted(again) == list(range(120))
+    # A new state saves the grown length, and resumes as such.
+    saved = again.state_dict()
+    assert saved["length"] == 120
+
+
 def test_set_epoch_to_another_epoch_drops_a_loaded_state():
     sampler = EpochSampler(10, seed=0)
     iterator = iter(sampler)
