@@ -82,6 +82,44 @@ class WriteSettings:
         )
         return {"task": task, "path": str(part), **added}
 
+    def write_runs(self, task: int, batches: Iterable[Any]) -> Dict[str, Any]:
+        """Writes the Arrow record batches one task received (from several blocks,
+        whose columns may differ) as this task attempt's parts: one part per run
+        of batches with the same columns, in order, so the merge unifies their
+        schemas as it unifies the parts of different tasks (a column that one
+        block lacks is null for its rows, never dropped for the others). Returns
+        the description of all of them."""
+        import pyarrow as pa
+
+        parts = [self.write_part(task, run) for run in _runs_of_one_schema(iter(batches))]
+        if not parts:
+            parts.append(self.write_part(task, pa.RecordBatchReader.from_batches(pa.schema([]), [])))
+        return {"task": task, "parts": parts}
+
+
+def _runs_of_one_schema(batches):
+    """Readers of consecutive batches with the same columns (names and types, in
+    any order and nullability: a batch is conformed to the run's first). Each
+    reader must be read to its end before the next one is taken."""
+    import pyarrow as pa
+
+    pending = next(batches, None)
+    while pending is not None:
+        first, pending = pending, None
+        schema = pa.schema([f.with_nullable(True) for f in first.schema], metadata=first.schema.metadata)
+        names = {f.name: f.type for f in first.schema}
+
+        def run(first=first, schema=schema, names=names):
+            nonlocal pending
+            yield first.cast(schema)
+            for batch in batches:
+                if len(batch.schema) != len(names) or any(names.get(f.name) != f.type for f in batch.schema):
+                    pending = batch
+                    return
+                yield batch.select(schema.names).cast(schema)
+
+        yield pa.RecordBatchReader.from_batches(schema, run())
+
 
 def settings_for(
     path: Any,
@@ -156,7 +194,12 @@ class Job:
         by_task: Dict[int, Dict[str, Any]] = {}
         for description in descriptions:
             by_task.setdefault(description["task"], description)
-        parts: List[str] = [by_task[task]["path"] for task in sorted(by_task)]
+        # A task's description is one part (write_part) or several (write_runs).
+        parts: List[str] = [
+            part["path"]
+            for task in sorted(by_task)
+            for part in by_task[task].get("parts", [by_task[task]])
+        ]
         try:
             summary = _bcd.merge(parts, self.settings.path, on_duplicate=self.settings.on_duplicate)
         except BaseException:

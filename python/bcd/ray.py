@@ -50,15 +50,7 @@ class BcdDatasink(Datasink):
             for block in blocks
             for batch in BlockAccessor.for_block(block).to_arrow().to_batches()
         )
-        first = next(batches, None)
-        if first is None:
-            schema = pa.schema([])
-            reader = pa.RecordBatchReader.from_batches(schema, [])
-        else:
-            reader = pa.RecordBatchReader.from_batches(
-                first.schema, _same_schema(first, batches)
-            )
-        return self._settings.write_part(ctx.task_idx, reader)
+        return self._settings.write_runs(ctx.task_idx, batches)
 
     def on_write_complete(self, write_result: Any) -> None:
         # Ray >= 2.41 passes a WriteResult; earlier releases the list of returns.
@@ -73,18 +65,6 @@ class BcdDatasink(Datasink):
 
     def get_name(self) -> str:
         return "bcd"
-
-
-def _same_schema(first: pa.RecordBatch, rest: Iterable[pa.RecordBatch]):
-    """The batches of one task, all in the first one's schema (blocks may differ
-    in nullability or field order)."""
-    yield first
-    for batch in rest:
-        if not batch.schema.equals(first.schema):
-            batch = pa.Table.from_batches([batch]).select(first.schema.names).cast(first.schema)
-            yield from batch.to_batches()
-        else:
-            yield batch
 
 
 def write(

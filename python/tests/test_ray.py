@@ -249,3 +249,37 @@ def test_both_shapes_of_on_write_complete_commit_the_parts_in_task_order(tmp_pat
             sink.on_write_complete(WriteResult(num_rows=3, size_bytes=0, write_returns=returns))
         assert read_all(bcd.Dataset(path)) == [b"task 0", b"task 1", b"task 2"]
         assert not (path / "_staging").exists()
+
+
+def test_a_task_given_blocks_with_different_columns_keeps_every_column(tmp_path):
+    """Issue 20, item 8: a column the task's first block lacked was dropped for
+    the whole task (record "c" committed without its label), and the other order
+    failed the job with a pyarrow error."""
+    import types
+
+    plain = pa.table({"value": [b"a", b"b"]})
+    labelled = pa.table({"value": [b"c"], "label": pa.array([7], pa.int64())})
+    cases = {
+        "lacking_first": ([plain, labelled], [b"a", b"b", b"c"], [None, None, 7]),
+        "lacking_last": ([labelled, plain], [b"c", b"a", b"b"], [7, None, None]),
+    }
+    for name, (blocks, values, labels) in cases.items():
+        path = tmp_path / name
+        settings = bcd._staging.settings_for(
+            path, value_column="value", key_column=None, fields=None,
+            compression="lz4", max_shard_size=1 << 20, on_duplicate="error",
+        )
+        sink = bcd.ray.BcdDatasink(settings)
+        sink.on_write_start()
+        sink.on_write_complete([sink.write(blocks, types.SimpleNamespace(task_idx=0))])
+        dataset = bcd.Dataset(path)
+        assert read_all(dataset) == values, name
+        assert dataset.fields(["label"]).column("label").to_pylist() == labels, name
+        assert not (path / "_staging").exists()
+    # Through Ray itself, however it gives the blocks to tasks.
+    summary = bcd.ray.write(ray.data.from_arrow([plain, labelled]), tmp_path / "ray", concurrency=1)
+    dataset = bcd.Dataset(tmp_path / "ray")
+    assert summary["records"] == 3
+    assert dict(zip(read_all(dataset), dataset.fields(["label"]).column("label").to_pylist())) == {
+        b"a": None, b"b": None, b"c": 7,
+    }
