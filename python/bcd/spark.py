@@ -78,7 +78,8 @@ class BcdDataSource(DataSource):
             fields.insert(0, StructField("key", BinaryType()))
         names = _staging.field_names(dataset, self.options.get("fields"))
         if names:
-            fields.extend(from_arrow_schema(dataset.fields(names).schema).fields)
+            arrow = dataset.fields(names).schema
+            fields.extend(from_arrow_schema(pa.schema([_in_utc(f) for f in arrow])).fields)
         return StructType(fields)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
@@ -162,4 +163,28 @@ class BcdReader(DataSourceReader):
         dataset = Dataset(self.path)
         for chunk in range(start, stop, 4096):
             table = _staging.read_table(dataset, chunk, min(stop, chunk + 4096), self.fields)
-            yield from table.to_batches()
+            schema = pa.schema([_in_utc(f) for f in table.schema], metadata=table.schema.metadata)
+            yield from table.cast(schema).to_batches()
+
+
+def _in_utc(field: pa.Field) -> pa.Field:
+    """``field`` with every zoned timestamp in it (nested too) labelled UTC: Spark
+    writes timestamps in the session's time zone and reads a data source's only
+    as UTC. The instants stay the same; only the label changes."""
+    return field.with_type(_type_in_utc(field.type))
+
+
+def _type_in_utc(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.timestamp(t.unit, "UTC") if t.tz is not None else t
+    if pa.types.is_struct(t):
+        return pa.struct([_in_utc(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(_in_utc(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_in_utc(t.value_field), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(_in_utc(t.value_field))
+    if pa.types.is_map(t):
+        return pa.map_(_in_utc(t.key_field), _in_utc(t.item_field), t.keys_sorted)
+    return t

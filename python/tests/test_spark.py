@@ -183,3 +183,28 @@ def test_a_failing_job_commits_nothing(spark, tmp_path):
             "append"
         ).save(path)
     assert read_all(bcd.Dataset(path)) == before
+
+
+def test_timestamps_written_in_the_session_time_zone_read_back_through_spark(spark, tmp_path):
+    """Issue 20, item 14: Spark writes timestamps labelled with the session time
+    zone and refused to read them back (DATA_SOURCE_RETURN_SCHEMA_MISMATCH)."""
+    import datetime
+
+    previous = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        when = [datetime.datetime(2026, 1, 1, 12, 0, i) for i in range(5)]
+        df = spark.createDataFrame(
+            [(f"k{i}", b"v%d" % i, t, [t]) for i, t in enumerate(when)],
+            "id string, value binary, taken timestamp, history array<timestamp>",
+        ).coalesce(1)
+        path = str(tmp_path / "times")
+        df.write.format("bcd").option("key_column", "id").mode("append").save(path)
+        back = spark.read.format("bcd").load(path).orderBy("key").collect()
+        # As Spark shows the rows it wrote (the same instants, in the same zone).
+        written = df.orderBy("id").collect()
+        assert [r["taken"] for r in back] == [r["taken"] for r in written]
+        assert [r["history"] for r in back] == [r["history"] for r in written]
+        assert len(back) == 5
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous)
