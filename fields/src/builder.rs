@@ -220,6 +220,14 @@ impl BatchBuilder {
             refs.extend((0..first).map(|_| &NULL));
             refs.extend(column.values[..upto].iter());
             refs.extend((refs.len()..rows).map(|_| &NULL));
+            // What the readers refuse is never written (a union would commit and
+            // then make every read of the dataset fail).
+            crate::types::check_supported(&column.data_type).map_err(|what| {
+                FieldsError::Unsupported(format!(
+                    "field \"{}\": {what}; store it as another type",
+                    column.name
+                ))
+            })?;
             let array = build(&refs, &column.data_type, &column.name)?;
             fields.push(
                 Field::new(column.name.as_ref(), column.data_type.clone(), true)

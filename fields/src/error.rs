@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use arrow_schema::{ArrowError, DataType};
+use arrow_schema::ArrowError;
 
 /// What went wrong building, encoding or decoding fields.
 ///
@@ -16,9 +16,9 @@ pub enum FieldsError {
         /// The field, with a path into nested values (`meta.score`, `tags[]`).
         field: String,
         /// The type that came in.
-        new: DataType,
+        new: String,
         /// The type the dataset has.
-        existing: DataType,
+        existing: String,
     },
     /// A record's value does not unify with the values earlier records of the
     /// same shard gave that column.
@@ -29,9 +29,9 @@ pub enum FieldsError {
         /// The field, with a path into nested values (`meta.score`, `tags[]`).
         field: String,
         /// The type this record's value has.
-        new: DataType,
+        new: String,
         /// The type the column has from earlier records.
-        existing: DataType,
+        existing: String,
         /// The record, as the caller names it.
         origin: String,
     },

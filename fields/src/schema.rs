@@ -18,8 +18,9 @@ pub const MAX_SCHEMA_BYTES: usize = 1 << 20;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TypeConflict {
     pub path: String,
-    pub existing: DataType,
-    pub new: DataType,
+    /// The types, as the messages show them (with an Arrow extension's name).
+    pub existing: String,
+    pub new: String,
 }
 
 impl TypeConflict {
@@ -251,13 +252,46 @@ fn nullable(field: FieldRef) -> FieldRef {
     }
 }
 
+/// The metadata key naming a field's Arrow extension type (`arrow.uuid`,
+/// `arrow.json`, `arrow.fixed_shape_tensor`, ...): the storage type alone does
+/// not say what the values mean.
+pub(crate) const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+/// The metadata key of an extension type's parameters (a tensor's shape).
+pub(crate) const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
+
+/// A field's type as messages show it: with its extension's name, if any.
+fn described(field: &Field) -> String {
+    match field.metadata().get(EXTENSION_NAME_KEY) {
+        Some(name) => format!("{} (extension {name})", field.data_type()),
+        None => field.data_type().to_string(),
+    }
+}
+
 /// The unified field: `existing`'s name and metadata (with `new`'s keys it
-/// lacks), the unified type, nullable if either is.
+/// lacks), the unified type, nullable if either is. An Arrow extension type
+/// (its name and parameters) must be the same on both sides, or absent on both:
+/// the same bytes under another extension mean something else.
 pub(crate) fn unify_fields(
     existing: &FieldRef,
     new: &FieldRef,
     path: &str,
 ) -> std::result::Result<FieldRef, TypeConflict> {
+    let extension = |f: &Field| {
+        (
+            f.metadata().get(EXTENSION_NAME_KEY).cloned(),
+            f.metadata().get(EXTENSION_METADATA_KEY).cloned(),
+        )
+    };
+    // A column of nulls so far (or here) has no meaning to keep: the other side's
+    // extension, if any, is taken.
+    let typed = |f: &Field| f.data_type() != &DataType::Null;
+    if typed(existing) && typed(new) && extension(existing) != extension(new) {
+        return Err(TypeConflict {
+            path: path.to_owned(),
+            existing: described(existing),
+            new: described(new),
+        });
+    }
     let data_type = unify_types(existing.data_type(), new.data_type(), path)?;
     let nullable = existing.is_nullable() || new.is_nullable();
     let missing_metadata = new
@@ -308,8 +342,8 @@ pub(crate) fn unify_types(
     }
     let conflict = || TypeConflict {
         path: path.to_owned(),
-        existing: existing.clone(),
-        new: new.clone(),
+        existing: existing.to_string(),
+        new: new.to_string(),
     };
     match (existing, new) {
         (Null, t) | (t, Null) => Ok(t.clone()),
@@ -425,7 +459,10 @@ mod tests {
         let b = strukt(&[("meta", strukt(&[("tags", list(Int64))]))]);
         let err = unify_types(&a, &b, "info").unwrap_err();
         assert_eq!(err.path, "info.meta.tags[]");
-        assert_eq!((err.existing, err.new), (Utf8, Int64));
+        assert_eq!(
+            (err.existing, err.new),
+            (Utf8.to_string(), Int64.to_string())
+        );
     }
 
     #[test]
@@ -483,6 +520,33 @@ mod tests {
             .unwrap();
         schema.unify(&Schema::new(vec![with_ext.clone()])).unwrap();
         assert_eq!(schema.field("jpg").unwrap().as_ref(), &with_ext);
+    }
+
+    #[test]
+    fn an_extension_type_unifies_only_with_itself_or_nulls() {
+        let uuid = |name: &str| {
+            Field::new(name, FixedSizeBinary(16), true).with_metadata(
+                [(EXTENSION_NAME_KEY.to_owned(), "arrow.uuid".to_owned())]
+                    .into_iter()
+                    .collect::<std::collections::HashMap<_, _>>(),
+            )
+        };
+        let mut schema = DatasetSchema::new();
+        schema
+            .unify(&Schema::new(vec![Field::new("id", Null, true)]))
+            .unwrap();
+        schema.unify(&Schema::new(vec![uuid("id")])).unwrap();
+        schema
+            .unify(&Schema::new(vec![Field::new("id", Null, true)]))
+            .unwrap();
+        assert_eq!(schema.field("id").unwrap().as_ref(), &uuid("id"));
+        // The same bytes without the extension, or under another, mean something else.
+        let plain = Schema::new(vec![Field::new("id", FixedSizeBinary(16), true)]);
+        let err = schema.unify(&plain).unwrap_err().to_string();
+        assert!(err.contains("extension arrow.uuid"), "{err}");
+        let mut other = DatasetSchema::new();
+        other.unify(&plain).unwrap();
+        assert!(other.unify(&Schema::new(vec![uuid("id")])).is_err());
     }
 
     #[test]

@@ -147,7 +147,11 @@ mod tests {
         let err = value_type(&v, "scores").unwrap_err();
         assert_eq!(
             (err.path.as_str(), err.existing, err.new),
-            ("scores[]", DataType::Int64, DataType::Float64)
+            (
+                "scores[]",
+                DataType::Int64.to_string(),
+                DataType::Float64.to_string()
+            )
         );
     }
 

@@ -112,6 +112,13 @@ impl FieldsWriter {
         Ok(())
     }
 
+    /// Sets metadata on a field column (an Arrow extension type's name and
+    /// parameters, which say what the storage type's values mean), kept for
+    /// every shard this writer writes.
+    pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
+        self.builder.set_metadata(column, key, value);
+    }
+
     /// Merges `metadata` into the dataset's (key-wise, these keys win).
     pub fn add_metadata(&mut self, metadata: Map<String, Value>) {
         for (key, value) in metadata {

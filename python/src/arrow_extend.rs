@@ -200,6 +200,16 @@ pub fn extend_arrow<'py>(
             let writer = &mut writer;
             py.detach(move || -> PyResult<()> {
                 let field_columns = field_columns(&batch, options)?;
+                // A column's field metadata (an Arrow extension type: `arrow.uuid`,
+                // `arrow.json`, a tensor's shape) is part of its type.
+                let schema = batch.schema();
+                for (name, _) in &field_columns {
+                    if let Ok(field) = schema.field_with_name(name) {
+                        for (key, value) in field.metadata() {
+                            writer.set_column_metadata(name, key, value);
+                        }
+                    }
+                }
                 let columns = BatchColumns::new(
                     &batch,
                     options.value_column,

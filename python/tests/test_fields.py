@@ -93,3 +93,48 @@ def test_polars_and_duckdb_take_the_table(tmp_path):
     assert polars.from_arrow(fields_table)["label"].sum() == sum(i % 3 for i in range(30))
     # DuckDB finds the table by its Python variable name (replacement scan).
     assert duckdb.sql("select count(*) from fields_table where label = 2").fetchall() == [(10,)]
+
+
+def test_a_union_column_is_refused_before_anything_is_committed(tmp_path):
+    """Issue 20, item 9: extend_arrow committed a union column, after which the
+    schema, fields(), sample(), stats() and every later extend failed."""
+    path = tmp_path / "ds"
+    ds = bcd.Dataset.create(path, keyed=False)
+    ds.extend_arrow(pa.table({"v": [b"a"], "n": [1]}), "v")
+    before = sorted(os.listdir(path))
+    union = pa.UnionArray.from_sparse(pa.array([0, 1], pa.int8()), [pa.array([1, 2]), pa.array(["x", "y"])])
+    with pytest.raises(ValueError, match='field "u": .*union'):
+        ds.extend_arrow(pa.table({"v": [b"b", b"c"], "u": union}), "v")
+    assert len(ds) == 1
+    assert sorted(os.listdir(path)) == before
+    reopened = bcd.Dataset(path)
+    assert reopened.schema.names == ["n"]
+    assert reopened.fields().column("n").to_pylist() == [1]
+    reopened.stats()
+    reopened.extend_arrow(pa.table({"v": [b"d"], "n": [2]}), "v")
+    assert reopened.fields().column("n").to_pylist() == [1, 2]
+
+
+def test_extension_types_come_back_as_they_were_stored(tmp_path):
+    """Issue 20, item 13: arrow.uuid came back as fixed_size_binary[16],
+    arrow.json as string, a fixed_shape_tensor as a flat list, bool8 as int8."""
+    import uuid
+
+    ids = pa.array([uuid.UUID(int=i).bytes for i in range(3)], pa.uuid())
+    docs = pa.array(['{"a": 1}', "[]", "null"], pa.json_())
+    tensor_type = pa.fixed_shape_tensor(pa.int32(), (2, 2))
+    tensors = pa.ExtensionArray.from_storage(tensor_type, pa.array([[1, 2, 3, 4]] * 3, pa.list_(pa.int32(), 4)))
+    flags = pa.ExtensionArray.from_storage(pa.bool8(), pa.array([1, 0, 1], pa.int8()))
+    table = pa.table({"v": [b"a", b"b", b"c"], "id": ids, "doc": docs, "t": tensors, "flag": flags})
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=False)
+    ds.extend_arrow(table, "v")
+    for reopened in (ds, bcd.Dataset(tmp_path / "ds")):
+        got = reopened.fields()
+        for name in ("id", "doc", "t", "flag"):
+            assert got.schema.field(name).type == table.schema.field(name).type, name
+            assert got.column(name).to_pylist() == table.column(name).to_pylist(), name
+    # The same bytes under another extension (or none) mean something else.
+    plain = pa.table({"v": [b"d"], "id": pa.array([b"\0" * 16], pa.binary(16))})
+    with pytest.raises(ValueError, match='field "id".*extension arrow.uuid'):
+        ds.extend_arrow(plain, "v")
+    assert len(bcd.Dataset(tmp_path / "ds")) == 3
