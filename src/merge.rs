@@ -796,7 +796,7 @@ impl Dataset {
         }
         let path = commit_file_path(&self.dir, shards);
         let bytes = hook(&input).map_err(|source| Error::Hook {
-            what: format!("making {}", path.display()),
+            what: format!("the fields of the merged state ({})", path.display()),
             source,
         })?;
         if let Some(bytes) = bytes {

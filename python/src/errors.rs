@@ -15,7 +15,7 @@ use pyo3::{PyErr, Python};
 /// | --- | --- |
 /// | no manifest.json, a missing shard file | `FileNotFoundError` |
 /// | `create` in a non-empty directory | `FileExistsError` |
-/// | an invalid manifest, a corrupt shard, value or persisted index, a duplicate key, an invalid option, a too-large record | `ValueError` |
+/// | an invalid manifest, a corrupt shard, value or persisted index, a duplicate key, an invalid option, a too-large record, fields a merge refused (a type conflict between parts) | `ValueError` |
 /// | an index past either end | `IndexError` |
 /// | a key operation on a keyless dataset | `TypeError` |
 /// | the writer lock is held | `BlockingIOError` |
@@ -43,8 +43,20 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         E::IndexOutOfRange { .. } => PyIndexError::new_err(message),
         E::WrongKeying(_) => PyTypeError::new_err(message),
         E::Locked { .. } => PyBlockingIOError::new_err((EAGAIN, message)),
+        // A merge's fields hook refusing the parts' fields (a type conflict
+        // between them) is the same error as an extend's: a `ValueError`.
+        E::Hook { source, .. } if refused_fields(source.as_ref()) => PyValueError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+/// Whether a hook failed because fields were refused (not because the store or
+/// the file system failed).
+fn refused_fields(source: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        source.downcast_ref::<bcd_pipeline::fields::FieldsIoError>(),
+        Some(bcd_pipeline::fields::FieldsIoError::Fields(_))
+    )
 }
 
 /// A fields error as a Python exception: the store's as [`to_py`] maps them, a

@@ -202,3 +202,18 @@ def test_extend_arrow_reads_a_stream_lazily_and_an_error_midway_commits_nothing(
     assert len(ds) == 0 and sorted(os.listdir(tmp_path / "d")) == [".bcd.lock", "manifest.json"]
     added = ds.extend_arrow(pa.RecordBatchReader.from_batches(schema, batches(False)))
     assert added["records"] == 500 and len(bcd.Dataset(tmp_path / "d")) == 500
+
+
+def test_a_field_type_conflict_between_parts_is_a_value_error_and_commits_nothing(tmp_path):
+    """Issue 20: bcd.merge raised RuntimeError("making .../commit.N.json: ..."),
+    which reads like an I/O failure; the same conflict through extend_arrow is a
+    ValueError."""
+    for name, label in (("a", pa.array([1, 2])), ("b", pa.array(["cat", "dog"]))):
+        part = bcd.Dataset.create(tmp_path / name, keyed=False)
+        part.extend_arrow(pa.table({"v": [b"x", b"y"], "label": label}), "v")
+    with pytest.raises(ValueError, match='field "label": type Utf8 conflicts with Int64'):
+        bcd.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+    # The parts are as they were.
+    assert bcd.Dataset(tmp_path / "a").fields().column("label").to_pylist() == [1, 2]
+    assert bcd.Dataset(tmp_path / "b").fields().column("label").to_pylist() == ["cat", "dog"]
