@@ -83,11 +83,10 @@ pub fn merge(
     options: &MergeRunOptions,
 ) -> bcd::Result<MergeReport> {
     let started = Instant::now();
-    // Missing: no directory, or one holding nothing but a job's staging parts.
-    let missing = !into.join(bcd::format::MANIFEST_NAME).exists()
-        && std::fs::read_dir(into).map_or(true, |mut d| {
-            d.all(|e| e.is_ok_and(|e| e.file_name() == bcd::format::STAGING_DIR))
-        });
+    // Missing: no directory, or one without a manifest (holding a job's staging
+    // parts, or what a run killed while creating the dataset left: `create`
+    // refuses anything else).
+    let missing = std::fs::symlink_metadata(into.join(bcd::format::MANIFEST_NAME)).is_err();
     let (mut dataset, created) = if missing {
         let Some(first) = parts.first() else {
             return Err(bcd::Error::NotADataset {
