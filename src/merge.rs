@@ -210,6 +210,12 @@ pub struct MergeSummary {
     /// succeeded), with why: their files are in the target too, so they must not
     /// be merged again; delete them.
     pub parts_not_removed: Vec<(PathBuf, String)>,
+    /// Parts found merged already: one of their shard files is the same file
+    /// as a committed shard of the target (a merge that committed them was
+    /// interrupted before it removed them). Nothing of them was added; they
+    /// were removed (unless [`MergeOptions::copy`]), or are in
+    /// [`MergeSummary::parts_not_removed`].
+    pub already_merged: Vec<PathBuf>,
 }
 
 /// A part, opened and locked.
@@ -299,7 +305,7 @@ impl Dataset {
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
         self.remove_stale_files()?;
-        let mut parts = self.open_parts(parts)?;
+        let (mut parts, mut merged_before) = self.separate_merged(self.open_parts(parts)?)?;
         let check = self.check_keys(&parts, options.on_duplicate)?;
         let plan = self.plan(&parts, &check.dropped);
 
@@ -311,6 +317,10 @@ impl Dataset {
         let mut summary = MergeSummary {
             parts: parts.len(),
             skipped: check.dropped.iter().map(|d| d.len() as u64).sum(),
+            already_merged: merged_before
+                .iter()
+                .map(|p| p.dataset.dir.clone())
+                .collect(),
             ..MergeSummary::default()
         };
         let mut fingerprints = Vec::with_capacity(plan.len());
@@ -320,15 +330,12 @@ impl Dataset {
         }
         let shards = self.shards() + plan.len() as u64;
         if plan.is_empty() {
-            // Nothing to add (empty parts, or every record a duplicate): no commit,
-            // and the current state's commit file stays as it is.
+            // Nothing to add (empty parts, every record a duplicate, or every
+            // part merged already): no commit, and the current state's commit
+            // file stays as it is.
             if !options.copy {
-                for part in &mut parts {
-                    let path = part.dataset.dir.clone();
-                    if let Err(e) = consume(storage.as_ref(), part) {
-                        summary.parts_not_removed.push((path, error_chain(&e)));
-                    }
-                }
+                remove_parts(storage.as_ref(), &mut parts, &mut summary);
+                remove_parts(storage.as_ref(), &mut merged_before, &mut summary);
             }
             return Ok(summary);
         }
@@ -365,18 +372,46 @@ impl Dataset {
         // Committed: what follows must not read as a failed merge.
         let loaded = self.apply_manifest_with(manifest, known.as_deref());
         if !options.copy {
-            for part in &mut parts {
-                let path = part.dataset.dir.clone();
-                if let Err(e) = consume(storage.as_ref(), part) {
-                    summary.parts_not_removed.push((path, error_chain(&e)));
-                }
-            }
+            remove_parts(storage.as_ref(), &mut parts, &mut summary);
+            remove_parts(storage.as_ref(), &mut merged_before, &mut summary);
         }
         loaded.map_err(|e| Error::CommittedNotLoaded {
             path: dir,
             source: Box::new(e),
         })?;
         Ok(summary)
+    }
+
+    /// Separates the parts merged already from the others: a part one of whose
+    /// shard data files is the same file as a committed shard's of this dataset
+    /// was committed by a merge that did not get to remove it (a move links every
+    /// shard it does not rewrite). Merging it again would add its records twice.
+    /// Same file means the same file system object (device and inode), not
+    /// equal bytes: a copy (a merge across file systems) is not recognised.
+    fn separate_merged(&self, parts: Vec<Part>) -> Result<(Vec<Part>, Vec<Part>)> {
+        let (mut fresh, mut merged) = (Vec::new(), Vec::new());
+        if parts.is_empty() || self.shards() == 0 {
+            return Ok((parts, merged));
+        }
+        let mut committed = std::collections::HashSet::new();
+        for shard in 0..self.shards() {
+            committed.extend(file_identity(&self.shard_data_path(shard))?);
+        }
+        for part in parts {
+            let mut linked = false;
+            for shard in 0..part.dataset.shards() {
+                let identity = file_identity(&part.dataset.shard_data_path(shard))?;
+                if identity.is_some_and(|id| committed.contains(&id)) {
+                    linked = true;
+                    break;
+                }
+            }
+            match linked {
+                true => merged.push(part),
+                false => fresh.push(part),
+            }
+        }
+        Ok((fresh, merged))
     }
 
     /// Opens and locks every part, checking that it can be merged.
@@ -915,6 +950,32 @@ fn cannot_link(error: &std::io::Error) -> bool {
         error.kind(),
         CrossesDevices | Unsupported | PermissionDenied | TooManyLinks
     )
+}
+
+/// Removes merged parts ([`consume`]), noting in `summary` those that could not be.
+fn remove_parts(storage: &dyn Storage, parts: &mut [Part], summary: &mut MergeSummary) {
+    for part in parts {
+        let path = part.dataset.dir.clone();
+        if let Err(e) = consume(storage, part) {
+            summary.parts_not_removed.push((path, error_chain(&e)));
+        }
+    }
+}
+
+/// The file system object `path` names (device and inode), where the platform
+/// tells.
+fn file_identity(path: &Path) -> Result<Option<(u64, u64)>> {
+    let metadata = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(Some((metadata.dev(), metadata.ino())))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        Ok(None)
+    }
 }
 
 /// Removes a merged part: its manifest first (made durable), so that it is no

@@ -35,7 +35,8 @@ pub struct MergeReport {
 impl MergeReport {
     /// The summary as one JSON object: `parts`, `records`, `skipped`, `shards`,
     /// `rewritten_shards`, `linked_files`, `copied_files`, `bytes_stored`,
-    /// `created`, `seconds` and `parts_not_removed` (`[{"path", "error"}]`).
+    /// `created`, `seconds`, `parts_not_removed` (`[{"path", "error"}]`) and
+    /// `already_merged` (paths of parts an interrupted merge had committed).
     pub fn to_json(&self) -> serde_json::Value {
         let s = &self.summary;
         serde_json::json!({
@@ -52,6 +53,8 @@ impl MergeReport {
             "parts_not_removed": s.parts_not_removed.iter().map(|(path, error)| {
                 serde_json::json!({"path": path.display().to_string(), "error": error})
             }).collect::<Vec<_>>(),
+            "already_merged": s.already_merged.iter().map(|path| path.display().to_string())
+                .collect::<Vec<_>>(),
         })
     }
 
@@ -63,8 +66,19 @@ impl MergeReport {
             (0, _) => "copied".to_owned(),
             (l, c) => format!("{l} files linked, {c} copied"),
         };
+        let before = match s.already_merged.len() {
+            0 => String::new(),
+            n => format!(
+                "; {n} part(s) already merged by an interrupted merge, nothing of them added ({})",
+                s.already_merged
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         format!(
-            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s",
+            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s{before}",
             s.parts, s.records, s.shards, s.skipped, s.rewritten_shards, self.seconds
         )
     }
