@@ -28,6 +28,9 @@ use crate::manifest::{Manifest, ManifestVersion};
 use crate::shard_writer::ShardWriter;
 use crate::storage::Storage;
 
+mod rerun;
+use rerun::{Merged, Opened};
+
 /// A dataset to merge into another: its directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartSource {
@@ -317,10 +320,7 @@ impl Dataset {
         let mut summary = MergeSummary {
             parts: parts.len(),
             skipped: check.dropped.iter().map(|d| d.len() as u64).sum(),
-            already_merged: merged_before
-                .iter()
-                .map(|p| p.dataset.dir.clone())
-                .collect(),
+            already_merged: merged_before.iter().map(|m| m.dir().to_owned()).collect(),
             ..MergeSummary::default()
         };
         let mut fingerprints = Vec::with_capacity(plan.len());
@@ -334,8 +334,12 @@ impl Dataset {
             // part merged already): no commit, and the current state's commit
             // file stays as it is.
             if !options.copy {
-                remove_parts(storage.as_ref(), &mut parts, &mut summary);
-                remove_parts(storage.as_ref(), &mut merged_before, &mut summary);
+                remove_parts(
+                    storage.as_ref(),
+                    &mut parts,
+                    &mut merged_before,
+                    &mut summary,
+                );
             }
             return Ok(summary);
         }
@@ -372,8 +376,12 @@ impl Dataset {
         // Committed: what follows must not read as a failed merge.
         let loaded = self.apply_manifest_with(manifest, known.as_deref());
         if !options.copy {
-            remove_parts(storage.as_ref(), &mut parts, &mut summary);
-            remove_parts(storage.as_ref(), &mut merged_before, &mut summary);
+            remove_parts(
+                storage.as_ref(),
+                &mut parts,
+                &mut merged_before,
+                &mut summary,
+            );
         }
         loaded.map_err(|e| Error::CommittedNotLoaded {
             path: dir,
@@ -382,40 +390,9 @@ impl Dataset {
         Ok(summary)
     }
 
-    /// Separates the parts merged already from the others: a part one of whose
-    /// shard data files is the same file as a committed shard's of this dataset
-    /// was committed by a merge that did not get to remove it (a move links every
-    /// shard it does not rewrite). Merging it again would add its records twice.
-    /// Same file means the same file system object (device and inode), not
-    /// equal bytes: a copy (a merge across file systems) is not recognised.
-    fn separate_merged(&self, parts: Vec<Part>) -> Result<(Vec<Part>, Vec<Part>)> {
-        let (mut fresh, mut merged) = (Vec::new(), Vec::new());
-        if parts.is_empty() || self.shards() == 0 {
-            return Ok((parts, merged));
-        }
-        let mut committed = std::collections::HashSet::new();
-        for shard in 0..self.shards() {
-            committed.extend(file_identity(&self.shard_data_path(shard))?);
-        }
-        for part in parts {
-            let mut linked = false;
-            for shard in 0..part.dataset.shards() {
-                let identity = file_identity(&part.dataset.shard_data_path(shard))?;
-                if identity.is_some_and(|id| committed.contains(&id)) {
-                    linked = true;
-                    break;
-                }
-            }
-            match linked {
-                true => merged.push(part),
-                false => fresh.push(part),
-            }
-        }
-        Ok((fresh, merged))
-    }
-
-    /// Opens and locks every part, checking that it can be merged.
-    fn open_parts(&self, sources: &[PartSource]) -> Result<Vec<Part>> {
+    /// Opens and locks every part, checking that it can be merged; a part
+    /// without a manifest is left for [`Dataset::separate_merged`] to judge.
+    fn open_parts(&self, sources: &[PartSource]) -> Result<Vec<Opened>> {
         let refuse = |part: &Path, reason: String| Error::MergePart {
             part: part.to_owned(),
             target: self.dir.clone(),
@@ -443,7 +420,8 @@ impl Dataset {
             }
             seen.push(real);
             if !path.join(MANIFEST_NAME).is_file() {
-                return Err(Error::NotADataset { path: path.clone() });
+                parts.push(Opened::Manifestless(path.clone()));
+                continue;
             }
             let lock = WriterLock::acquire(path)?;
             // Nothing is written into a part: no persisted index either.
@@ -476,11 +454,11 @@ impl Dataset {
                 ));
             }
             let sidecars = list_sidecars(&dataset)?;
-            parts.push(Part {
+            parts.push(Opened::Dataset(Part {
                 dataset,
                 lock: Some(lock),
                 sidecars,
-            });
+            }));
         }
         Ok(parts)
     }
@@ -952,29 +930,25 @@ fn cannot_link(error: &std::io::Error) -> bool {
     )
 }
 
-/// Removes merged parts ([`consume`]), noting in `summary` those that could not be.
-fn remove_parts(storage: &dyn Storage, parts: &mut [Part], summary: &mut MergeSummary) {
+/// Removes the parts merged now ([`consume`]) and those merged before,
+/// noting in `summary` those that could not be.
+fn remove_parts(
+    storage: &dyn Storage,
+    parts: &mut [Part],
+    merged_before: &mut [Merged],
+    summary: &mut MergeSummary,
+) {
     for part in parts {
         let path = part.dataset.dir.clone();
         if let Err(e) = consume(storage, part) {
             summary.parts_not_removed.push((path, error_chain(&e)));
         }
     }
-}
-
-/// The file system object `path` names (device and inode), where the platform
-/// tells.
-fn file_identity(path: &Path) -> Result<Option<(u64, u64)>> {
-    let metadata = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Ok(Some((metadata.dev(), metadata.ino())))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = metadata;
-        Ok(None)
+    for part in merged_before {
+        let path = part.dir().to_owned();
+        if let Err(e) = part.remove(storage) {
+            summary.parts_not_removed.push((path, error_chain(&e)));
+        }
     }
 }
 
@@ -990,10 +964,21 @@ fn consume(storage: &dyn Storage, part: &mut Part) -> Result<()> {
     storage
         .sync_dir(&dir)
         .map_err(|e| Error::io("fsync directory", &dir, e))?;
+    remove_part_files(storage, &dir, &mut part.lock)
+}
+
+/// The rest of a part's removal once its manifest is gone: every file of the
+/// format or of this project, the lock (`lock`, held until then) last, then the
+/// directory if nothing else is in it.
+fn remove_part_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    lock: &mut Option<WriterLock>,
+) -> Result<()> {
     let mut names = Vec::new();
-    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let ours = parse_shard_name(name).is_some()
@@ -1017,12 +1002,12 @@ fn consume(storage: &dyn Storage, part: &mut Part) -> Result<()> {
             .map_err(|e| Error::io("remove", &path, e))?;
     }
     storage
-        .sync_dir(&dir)
-        .map_err(|e| Error::io("fsync directory", &dir, e))?;
-    part.lock = None;
-    match storage.remove_dir(&dir) {
+        .sync_dir(dir)
+        .map_err(|e| Error::io("fsync directory", dir, e))?;
+    *lock = None;
+    match storage.remove_dir(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => {
-            Err(Error::io("remove directory", &dir, e))
+            Err(Error::io("remove directory", dir, e))
         }
         _ => Ok(()),
     }

@@ -31,7 +31,7 @@ pub(crate) struct MergeFixture {
     /// Every file of every dataset before the merge, by directory name.
     files: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     /// The merge's operations when nothing fails.
-    ops: Vec<Op>,
+    pub(crate) ops: Vec<Op>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -3,25 +3,49 @@
 //! files now. Running the merge again must not add their records a second
 //! time: it recognises them and only finishes the clean-up.
 
-use bcd_test_support::sim_storage::Policy;
+use bcd_test_support::sim_storage::{OpKind, Policy};
 
 use crate::merge::{MergeFixture, MergeScenario, MOVE};
 
-fn check_rerun_after_kill_past_the_commit(scenario: MergeScenario) {
+/// Where the merge dies: after its first `ops` storage operations.
+#[derive(Clone, Copy, Debug)]
+enum KillPoint {
+    /// Right after the directory fsync that makes the commit durable: both
+    /// parts whole.
+    AfterCommit,
+    /// Right after the first part's manifest was removed: that part is no
+    /// longer a dataset but its shards are still there.
+    AfterFirstPartsManifest,
+}
+
+fn check_rerun_after_kill_past_the_commit(scenario: MergeScenario, kill: KillPoint) {
     let fx = MergeFixture::new(scenario);
     let work = fx.copy();
     let root = work.path();
-    // Operation `rename + 1` fsyncs the directory after the manifest's rename:
-    // the commit is durable, and the process dies before anything else.
-    let storage = fx.storage(root, Policy::CrashAfter(fx.rename_op() + 1), false);
+    let (ops, whole) = match kill {
+        // Operation `rename + 1` fsyncs the directory after the manifest's rename.
+        KillPoint::AfterCommit => (fx.rename_op() + 1, [true, true]),
+        KillPoint::AfterFirstPartsManifest => {
+            let at = fx
+                .ops
+                .iter()
+                .position(|op| op.kind == OpKind::Remove && op.name == "a/manifest.json")
+                .expect("the merge removes part a's manifest");
+            (at + 1, [false, true])
+        }
+    };
+    let storage = fx.storage(root, Policy::CrashAfter(ops), false);
     let killed = fx.merge(root, &storage);
-    let context = format!("{scenario:?}");
+    let context = format!("{scenario:?}, killed {kill:?}");
     fx.check_target(root, true, &context);
     assert_eq!(
         fx.check_parts(root, true, &context),
-        [true, true],
-        "{context}: the parts are whole after the kill ({killed:?})"
+        whole,
+        "{context}: the parts after the kill ({killed:?})"
     );
+    if !whole[0] {
+        assert!(root.join("a/000000.bin").is_file(), "{context}");
+    }
 
     let rerun = fx.storage(root, Policy::Pass, false);
     let summary = fx
@@ -50,9 +74,14 @@ fn check_rerun_after_kill_past_the_commit(scenario: MergeScenario) {
 #[test]
 fn a_merge_rerun_after_a_kill_between_commit_and_part_removal_only_removes_the_parts() {
     let _guard = crate::no_child_processes();
-    check_rerun_after_kill_past_the_commit(MOVE);
-    check_rerun_after_kill_past_the_commit(MergeScenario {
-        keyed: false,
-        ..MOVE
-    });
+    for kill in [KillPoint::AfterCommit, KillPoint::AfterFirstPartsManifest] {
+        check_rerun_after_kill_past_the_commit(MOVE, kill);
+        check_rerun_after_kill_past_the_commit(
+            MergeScenario {
+                keyed: false,
+                ..MOVE
+            },
+            kill,
+        );
+    }
 }
