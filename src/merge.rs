@@ -454,11 +454,11 @@ impl Dataset {
                 ));
             }
             let sidecars = list_sidecars(&dataset)?;
-            parts.push(Opened::Dataset(Part {
+            parts.push(Opened::Dataset(Box::new(Part {
                 dataset,
                 lock: Some(lock),
                 sidecars,
-            }));
+            })));
         }
         Ok(parts)
     }

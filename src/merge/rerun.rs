@@ -16,14 +16,14 @@ use crate::storage::Storage;
 /// A part as opened: a dataset, or a directory whose manifest a killed merge
 /// already removed.
 pub(super) enum Opened {
-    Dataset(Part),
+    Dataset(Box<Part>),
     Manifestless(PathBuf),
 }
 
 /// A part found merged already.
 pub(super) enum Merged {
     /// Still a whole dataset.
-    Whole(Part),
+    Whole(Box<Part>),
     /// Its manifest removed, the rest of its files left; its lock held.
     Manifestless {
         dir: PathBuf,
@@ -83,7 +83,7 @@ impl Dataset {
                     }
                     match linked {
                         true => merged.push(Merged::Whole(part)),
-                        false => fresh.push(part),
+                        false => fresh.push(*part),
                     }
                 }
                 Opened::Manifestless(dir) => {
