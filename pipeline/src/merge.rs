@@ -196,6 +196,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_summary_names_the_parts_found_merged_already() {
+        let report = MergeReport {
+            summary: MergeSummary {
+                parts: 0,
+                already_merged: vec![PathBuf::from("a"), PathBuf::from("b")],
+                ..MergeSummary::default()
+            },
+            created: false,
+            seconds: 0.5,
+        };
+        assert_eq!(
+            report.to_text(),
+            "merged 0 part(s): 0 records in 0 shards (moved), 0 duplicates skipped, 0 shards rewritten, 0.50 s; \
+             2 part(s) already merged by an interrupted merge, nothing of them added (a, b)"
+        );
+        assert_eq!(
+            report.to_json()["already_merged"],
+            serde_json::json!(["a", "b"])
+        );
+        assert_eq!(report.to_json()["records"], 0);
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
