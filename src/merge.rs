@@ -343,6 +343,9 @@ impl Dataset {
             }
             return Ok(summary);
         }
+        if !options.copy {
+            self.write_merge_record(&parts, &plan, &fingerprints, &mut created)?;
+        }
         if let Some(hook) = options.commit_file {
             self.write_commit_file(hook, &parts, &plan, &fingerprints, &mut created)?;
         }
@@ -984,6 +987,7 @@ fn remove_part_files(
         let ours = parse_shard_name(name).is_some()
             || parse_sidecar_name(name).is_some()
             || parse_commit_file_name(name).is_some()
+            || crate::format::parse_merge_record_name(name).is_some()
             || name == MANIFEST_TMP_NAME
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)

@@ -81,6 +81,7 @@ fn is_writer_file(name: &str) -> bool {
         || parse_shard_name(name).is_some()
         || parse_sidecar_name(name).is_some()
         || parse_commit_file_name(name).is_some()
+        || crate::format::parse_merge_record_name(name).is_some()
 }
 
 /// Whether `dir` holds a regular file named as [`is_writer_file`] says, or a

@@ -1,16 +1,22 @@
 //! Parts a merge committed but did not get to remove (it was killed between its
 //! commit and the parts' removal, FORMAT.md "Merging datasets"): their shards
-//! are the target's files now. The next merge naming them recognises them and
-//! only finishes their removal, instead of adding their records a second time.
+//! are in the target now. The next merge naming them recognises them and only
+//! finishes their removal, instead of adding their records a second time: by
+//! their shard files being the target's (hard links), or by the merge record
+//! (`merged.NNNNNN.json`) the move wrote with its commit, which names each part's
+//! committed state by its directory and manifest as file system objects.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::{consume, remove_part_files, Part};
+use super::{consume, remove_part_files, Part, Planned};
 use crate::commit::WriterLock;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::format::MANIFEST_NAME;
+use crate::fingerprint::ShardFingerprint;
+use crate::format::{
+    merge_record_path, parse_merge_record_name, MANIFEST_NAME, MAX_COMMIT_FILE_BYTES,
+};
 use crate::storage::Storage;
 
 /// A part as opened: a dataset, or a directory whose manifest a killed merge
@@ -58,8 +64,9 @@ impl Dataset {
     /// otherwise it is not a dataset ([`Error::NotADataset`]).
     ///
     /// Same file means the same file system object (device and inode), not
-    /// equal bytes: a part a merge copied (across file systems) is not
-    /// recognised.
+    /// equal bytes (two parts may hold the same records and both be merged). A
+    /// whole part a move copied (across file systems) is recognised by a merge
+    /// record of this dataset naming its committed state ([`part_stamp`]).
     pub(super) fn separate_merged(&self, opened: Vec<Opened>) -> Result<(Vec<Part>, Vec<Merged>)> {
         let (mut fresh, mut merged) = (Vec::new(), Vec::new());
         let mut committed = HashSet::new();
@@ -68,6 +75,10 @@ impl Dataset {
                 committed.extend(file_identity(&self.shard_data_path(shard))?);
             }
         }
+        let recorded = match opened.iter().any(|p| matches!(p, Opened::Dataset(_))) {
+            true => self.recorded_parts()?,
+            false => HashSet::new(),
+        };
         let is_committed = |path: &Path| -> Result<bool> {
             Ok(file_identity(path)?.is_some_and(|id| committed.contains(&id)))
         };
@@ -81,9 +92,11 @@ impl Dataset {
                             break;
                         }
                     }
-                    match linked {
-                        true => merged.push(Merged::Whole(part)),
-                        false => fresh.push(*part),
+                    let stamp = part_stamp(&part.dataset.dir)?;
+                    if linked || stamp.is_some_and(|s| recorded.contains(&s)) {
+                        merged.push(Merged::Whole(part));
+                    } else {
+                        fresh.push(*part);
                     }
                 }
                 Opened::Manifestless(dir) => {
@@ -116,6 +129,116 @@ impl Dataset {
             }
         }
         Ok((fresh, merged))
+    }
+}
+
+/// What names a part's committed state: its directory and its manifest as file
+/// system objects (device, inode), with the manifest's modification time (ns)
+/// and size. Every commit renames a new manifest into place, so a part changed
+/// since, or another dataset made at the same path, has another stamp.
+type Stamp = [u64; 6];
+
+fn part_stamp(dir: &Path) -> Result<Option<Stamp>> {
+    let manifest = dir.join(MANIFEST_NAME);
+    let (Some((dir_dev, dir_ino)), Some((dev, ino))) =
+        (file_identity(dir)?, file_identity(&manifest)?)
+    else {
+        return Ok(None);
+    };
+    let metadata = std::fs::metadata(&manifest).map_err(|e| Error::io("stat", &manifest, e))?;
+    let mtime = metadata
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok(Some([dir_dev, dir_ino, dev, ino, mtime, metadata.len()]))
+}
+
+fn fingerprint_json(f: &ShardFingerprint) -> serde_json::Value {
+    serde_json::json!([f.records, f.data_len, f.index_xxh3, f.edges_xxh3])
+}
+
+impl Dataset {
+    /// Writes the merge record of the state the merge makes
+    /// (`merged.{shards:06}.json`): the stamps of the parts it moves and the
+    /// fingerprint of its last shard, which ties the record to that state (a
+    /// record left by a merge that did not commit is stale: past the count, or
+    /// another last shard).
+    pub(super) fn write_merge_record(
+        &self,
+        parts: &[Part],
+        plan: &[Planned],
+        rewritten: &[Option<ShardFingerprint>],
+        created: &mut super::Created<'_>,
+    ) -> Result<()> {
+        let (Some(last), Some(last_rewritten)) = (plan.last(), rewritten.last()) else {
+            return Ok(());
+        };
+        let last_shard = match last_rewritten {
+            Some(fingerprint) => *fingerprint,
+            None => parts[last.part].dataset.shard_fingerprint(last.from)?,
+        };
+        let mut stamps = Vec::with_capacity(parts.len());
+        for part in parts {
+            stamps.extend(part_stamp(&part.dataset.dir)?);
+        }
+        if stamps.is_empty() {
+            return Ok(());
+        }
+        let record = serde_json::json!({
+            "format": 1,
+            "last_shard": fingerprint_json(&last_shard),
+            "parts": stamps,
+        });
+        let path = merge_record_path(&self.dir, self.shards() + plan.len() as u64);
+        created.paths.push(path.clone());
+        crate::extend::write_durably(self.storage.as_ref(), &path, record.to_string().as_bytes())
+    }
+
+    /// The stamps of the parts every current merge record names: a record
+    /// `merged.N.json` with `N` at most the committed count whose last shard is
+    /// shard `N - 1`. A record that does not read as one is passed over (it only
+    /// helps recognise parts).
+    fn recorded_parts(&self) -> Result<HashSet<Stamp>> {
+        let mut stamps = HashSet::new();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(n) = name.to_str().and_then(parse_merge_record_name) else {
+                continue;
+            };
+            if n == 0 || n > self.shards() {
+                continue;
+            }
+            let path = entry.path();
+            let len = entry
+                .metadata()
+                .map_err(|e| Error::io("stat", &path, e))?
+                .len();
+            if len > MAX_COMMIT_FILE_BYTES {
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+            let Ok(record) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+                continue;
+            };
+            let current = fingerprint_json(&self.shard_fingerprint(n - 1)?);
+            if record["format"] != 1 || record["last_shard"] != current {
+                continue;
+            }
+            let parts = record["parts"].as_array().map_or(&[][..], Vec::as_slice);
+            for part in parts {
+                let stamp: Option<Vec<u64>> = part
+                    .as_array()
+                    .map(|a| a.iter().map(serde_json::Value::as_u64).collect())
+                    .and_then(|v: Option<Vec<u64>>| v);
+                if let Some(Ok(stamp)) = stamp.map(Stamp::try_from) {
+                    stamps.insert(stamp);
+                }
+            }
+        }
+        Ok(stamps)
     }
 }
 

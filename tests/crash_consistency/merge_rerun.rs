@@ -84,4 +84,14 @@ fn a_merge_rerun_after_a_kill_between_commit_and_part_removal_only_removes_the_p
             kill,
         );
     }
+    // Across file systems the shards were copied, not linked: the merge record
+    // the move committed names the parts.
+    check_rerun_after_kill_past_the_commit(
+        MergeScenario {
+            keyed: false,
+            no_hard_links: true,
+            ..MOVE
+        },
+        KillPoint::AfterCommit,
+    );
 }
