@@ -229,11 +229,9 @@ impl Dataset {
             }
             let parts = record["parts"].as_array().map_or(&[][..], Vec::as_slice);
             for part in parts {
-                let stamp: Option<Vec<u64>> = part
-                    .as_array()
-                    .map(|a| a.iter().map(serde_json::Value::as_u64).collect())
-                    .and_then(|v: Option<Vec<u64>>| v);
-                if let Some(Ok(stamp)) = stamp.map(Stamp::try_from) {
+                let numbers = part.as_array().map_or(&[][..], Vec::as_slice);
+                let numbers: Option<Vec<u64>> = numbers.iter().map(|n| n.as_u64()).collect();
+                if let Some(Ok(stamp)) = numbers.map(Stamp::try_from) {
                     stamps.insert(stamp);
                 }
             }
