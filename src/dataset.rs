@@ -100,8 +100,11 @@ impl Default for OpenOptions {
 }
 
 impl Dataset {
-    /// Creates an empty dataset in `dir`, which must be missing or empty (or hold
-    /// only the staging directory `_staging/` of a distributed job).
+    /// Creates an empty dataset in `dir`, which must be missing or empty, or hold
+    /// only the staging directory `_staging/` of a distributed job and what a
+    /// writer killed while creating a dataset there left (the lock, a temporary
+    /// manifest, shard files and sidecars: removed first). Another file is
+    /// refused ([`Error::ForeignFile`]), a manifest too ([`Error::DirectoryNotEmpty`]).
     pub fn create(dir: impl AsRef<Path>, options: CreateOptions) -> Result<Dataset> {
         Self::create_with_storage(dir, options, Arc::new(FileSystem))
     }
@@ -128,19 +131,37 @@ impl Dataset {
                     .map_err(|e| Error::io("fsync directory", parent, e))?;
             }
         }
-        // A distributed job stages its parts inside the dataset directory before
-        // the dataset exists (FORMAT.md, "Staging").
-        let mut entries = fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
-        let occupied = entries.any(|entry| {
-            entry.map_or(true, |e| {
-                e.file_name() != crate::format::STAGING_DIR
-                    || !e.file_type().is_ok_and(|t| t.is_dir())
-            })
-        });
-        if occupied {
-            return Err(Error::DirectoryNotEmpty {
+        let no_manifest = || match fs::symlink_metadata(dir.join(crate::format::MANIFEST_NAME)) {
+            Ok(_) => Err(Error::DirectoryNotEmpty {
                 path: dir.to_owned(),
-            });
+            }),
+            Err(_) => Ok(()),
+        };
+        no_manifest()?;
+        // A distributed job stages its parts inside the dataset directory before
+        // the dataset exists (FORMAT.md, "Staging"); a run killed while creating
+        // a dataset here left files of ours (which a re-run replaces), and
+        // anything else is refused, by name (before the lock file is made).
+        let mut leftovers = crate::teardown::leftovers_without_manifest(dir)?;
+        // Held while the leftovers go, so no writer still running loses its
+        // files; they are listed again under it, as one that held it may have
+        // committed meanwhile.
+        let _lock = match leftovers.is_empty() {
+            true => None,
+            false => {
+                let lock = crate::commit::WriterLock::acquire(dir)?;
+                no_manifest()?;
+                leftovers = crate::teardown::leftovers_without_manifest(dir)?;
+                Some(lock)
+            }
+        };
+        for leftover in leftovers
+            .iter()
+            .filter(|p| !p.ends_with(crate::format::LOCK_NAME))
+        {
+            storage
+                .remove(leftover)
+                .map_err(|e| Error::io("remove leftover", leftover, e))?;
         }
         let manifest = Manifest {
             keyed: options.keyed,

@@ -52,6 +52,16 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
+    /// A directory without a manifest holds a file no writer of this project
+    /// makes, so it is not what a killed writer left: `create` and `gc` leave it
+    /// alone.
+    #[error("{}: directory is not empty and not a dataset: {} is not a file bcd writes; datasets are created in a new or empty directory, or one holding only what an interrupted bcd run left", dir.display(), file.display())]
+    ForeignFile {
+        /// The directory.
+        dir: PathBuf,
+        /// The first entry of it that is not a leftover of a writer.
+        file: PathBuf,
+    },
     /// `create` was pointed at a directory that already has files in it.
     #[error("{}: directory is not empty; datasets are created in a new or empty directory", path.display())]
     DirectoryNotEmpty {

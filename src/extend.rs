@@ -10,8 +10,8 @@ use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
 use crate::fork;
 use crate::format::{
-    commit_file_path, is_sidecar_suffix, parse_commit_file_name, parse_sidecar_name, sidecar_path,
-    COMMIT_FILE_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
+    commit_file_path, is_sidecar_suffix, parse_commit_file_name, parse_merge_record_name,
+    parse_sidecar_name, sidecar_path, COMMIT_FILE_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
 };
 use crate::lz4_block;
 use crate::manifest::{Compression, Manifest, ManifestVersion};
@@ -104,6 +104,7 @@ impl Dataset {
             let Some(name) = name.to_str() else { continue };
             let stale = parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
                 || parse_commit_file_name(name).is_some_and(|n| n > shards)
+                || parse_merge_record_name(name).is_some_and(|n| n > shards)
                 || name.starts_with(COMMIT_FILE_TMP_PREFIX);
             if stale {
                 let path = entry.path();

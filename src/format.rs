@@ -147,6 +147,28 @@ pub fn parse_commit_file_name(name: &str) -> Option<u64> {
     stem.parse().ok()
 }
 
+/// Prefix of a merge record's name: `merged.{shards:06}.json` lists the parts a
+/// merge that made the state of `shards` shards moved, so that a merge re-run
+/// after a kill between its commit and the parts' removal recognises them
+/// (FORMAT.md, "Merging datasets"). The reference ignores it.
+pub const MERGE_RECORD_PREFIX: &str = "merged.";
+
+/// Path of the merge record of the state with `shards` committed shards.
+pub fn merge_record_path(dir: &Path, shards: u64) -> PathBuf {
+    dir.join(format!("{MERGE_RECORD_PREFIX}{shards:06}.json"))
+}
+
+/// The shard count of a file named like a merge record (`merged.000042.json`).
+pub fn parse_merge_record_name(name: &str) -> Option<u64> {
+    let stem = name
+        .strip_prefix(MERGE_RECORD_PREFIX)?
+        .strip_suffix(".json")?;
+    if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
 /// Bytes at each end of a shard's data file that its fingerprint hashes
 /// (FORMAT.md section 9).
 pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;

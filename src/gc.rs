@@ -50,6 +50,12 @@ impl Dataset {
     /// directories (`_staging/<job>/`) of jobs no process is running. Committed
     /// files are never touched.
     ///
+    /// A directory without a manifest that holds only what a writer killed
+    /// while creating a dataset there left (the lock, a temporary manifest, shard
+    /// files, sidecars, commit files: nothing is committed) has all of it
+    /// removed, the lock last; one holding anything else is refused
+    /// ([`Error::ForeignFile`]) and left as it is.
+    ///
     /// Fails with [`Error::Locked`] while a writer holds the dataset's lock, and
     /// leaves alone a staging job whose job lock or any of whose parts' locks is
     /// held.
@@ -64,13 +70,24 @@ impl Dataset {
         storage: &dyn Storage,
     ) -> Result<GcReport> {
         let dir = dir.as_ref();
-        if !dir.join(crate::format::MANIFEST_NAME).is_file() {
-            return Err(Error::NotADataset {
-                path: dir.to_owned(),
-            });
-        }
+        let not_a_dataset = || Error::NotADataset {
+            path: dir.to_owned(),
+        };
+        // Without a manifest: what a killed creator left, or not ours at all.
+        let leftovers = match dir.join(crate::format::MANIFEST_NAME).is_file() {
+            true => None,
+            false if !dir.is_dir() => return Err(not_a_dataset()),
+            // Nothing of a writer at all: not a dataset, nor what one left.
+            false if !crate::teardown::holds_writer_files(dir)? => return Err(not_a_dataset()),
+            false => Some(crate::teardown::leftovers_without_manifest(dir)?),
+        };
         let _lock = WriterLock::acquire(dir)?;
-        let manifest = Manifest::read(dir)?;
+        // Listed again under the lock: a writer that held it may have committed.
+        let leftovers = match leftovers {
+            Some(_) if dir.join(crate::format::MANIFEST_NAME).is_file() => None,
+            Some(_) => Some(crate::teardown::leftovers_without_manifest(dir)?),
+            None => None,
+        };
         let cutoff = options.older_than.map(|age| {
             SystemTime::now()
                 .checked_sub(age)
@@ -80,10 +97,18 @@ impl Dataset {
 
         let mut report = GcReport::default();
         let mut found = Vec::new();
-        for path in uncommitted_files_in(dir, manifest.shards)? {
+        let lock_path = dir.join(LOCK_NAME);
+        let removable = match &leftovers {
+            None => uncommitted_files_in(dir, Manifest::read(dir)?.shards)?,
+            Some(files) => files.iter().filter(|p| **p != lock_path).cloned().collect(),
+        };
+        let mut kept_any = false;
+        for path in removable {
             let file = stat(&path)?;
             if old_enough(file.modified) {
                 found.push(file);
+            } else {
+                kept_any = true;
             }
         }
         // Held until the files are removed, so no job starts writing them meanwhile.
@@ -110,6 +135,11 @@ impl Dataset {
                 locks.extend(job_locks);
             }
             emptied.push(staging);
+        }
+        // A directory of leftovers loses its lock too, last, once nothing of a
+        // writer is left in it.
+        if leftovers.is_some() && !kept_any && report.kept_jobs.is_empty() {
+            found.push(stat(&lock_path)?);
         }
 
         report.bytes = found.iter().map(|f| f.len).sum();

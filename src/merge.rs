@@ -28,6 +28,9 @@ use crate::manifest::{Manifest, ManifestVersion};
 use crate::shard_writer::ShardWriter;
 use crate::storage::Storage;
 
+mod rerun;
+use rerun::{Merged, Opened};
+
 /// A dataset to merge into another: its directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartSource {
@@ -210,6 +213,12 @@ pub struct MergeSummary {
     /// succeeded), with why: their files are in the target too, so they must not
     /// be merged again; delete them.
     pub parts_not_removed: Vec<(PathBuf, String)>,
+    /// Parts found merged already: one of their shard files is the same file
+    /// as a committed shard of the target (a merge that committed them was
+    /// interrupted before it removed them). Nothing of them was added; they
+    /// were removed (unless [`MergeOptions::copy`]), or are in
+    /// [`MergeSummary::parts_not_removed`].
+    pub already_merged: Vec<PathBuf>,
 }
 
 /// A part, opened and locked.
@@ -299,7 +308,7 @@ impl Dataset {
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
         self.remove_stale_files()?;
-        let mut parts = self.open_parts(parts)?;
+        let (mut parts, mut merged_before) = self.separate_merged(self.open_parts(parts)?)?;
         let check = self.check_keys(&parts, options.on_duplicate)?;
         let plan = self.plan(&parts, &check.dropped);
 
@@ -311,6 +320,7 @@ impl Dataset {
         let mut summary = MergeSummary {
             parts: parts.len(),
             skipped: check.dropped.iter().map(|d| d.len() as u64).sum(),
+            already_merged: merged_before.iter().map(|m| m.dir().to_owned()).collect(),
             ..MergeSummary::default()
         };
         let mut fingerprints = Vec::with_capacity(plan.len());
@@ -320,17 +330,21 @@ impl Dataset {
         }
         let shards = self.shards() + plan.len() as u64;
         if plan.is_empty() {
-            // Nothing to add (empty parts, or every record a duplicate): no commit,
-            // and the current state's commit file stays as it is.
+            // Nothing to add (empty parts, every record a duplicate, or every
+            // part merged already): no commit, and the current state's commit
+            // file stays as it is.
             if !options.copy {
-                for part in &mut parts {
-                    let path = part.dataset.dir.clone();
-                    if let Err(e) = consume(storage.as_ref(), part) {
-                        summary.parts_not_removed.push((path, error_chain(&e)));
-                    }
-                }
+                remove_parts(
+                    storage.as_ref(),
+                    &mut parts,
+                    &mut merged_before,
+                    &mut summary,
+                );
             }
             return Ok(summary);
+        }
+        if !options.copy {
+            self.write_merge_record(&parts, &plan, &fingerprints, &mut created)?;
         }
         if let Some(hook) = options.commit_file {
             self.write_commit_file(hook, &parts, &plan, &fingerprints, &mut created)?;
@@ -365,12 +379,12 @@ impl Dataset {
         // Committed: what follows must not read as a failed merge.
         let loaded = self.apply_manifest_with(manifest, known.as_deref());
         if !options.copy {
-            for part in &mut parts {
-                let path = part.dataset.dir.clone();
-                if let Err(e) = consume(storage.as_ref(), part) {
-                    summary.parts_not_removed.push((path, error_chain(&e)));
-                }
-            }
+            remove_parts(
+                storage.as_ref(),
+                &mut parts,
+                &mut merged_before,
+                &mut summary,
+            );
         }
         loaded.map_err(|e| Error::CommittedNotLoaded {
             path: dir,
@@ -379,8 +393,9 @@ impl Dataset {
         Ok(summary)
     }
 
-    /// Opens and locks every part, checking that it can be merged.
-    fn open_parts(&self, sources: &[PartSource]) -> Result<Vec<Part>> {
+    /// Opens and locks every part, checking that it can be merged; a part
+    /// without a manifest is left for [`Dataset::separate_merged`] to judge.
+    fn open_parts(&self, sources: &[PartSource]) -> Result<Vec<Opened>> {
         let refuse = |part: &Path, reason: String| Error::MergePart {
             part: part.to_owned(),
             target: self.dir.clone(),
@@ -408,7 +423,8 @@ impl Dataset {
             }
             seen.push(real);
             if !path.join(MANIFEST_NAME).is_file() {
-                return Err(Error::NotADataset { path: path.clone() });
+                parts.push(Opened::Manifestless(path.clone()));
+                continue;
             }
             let lock = WriterLock::acquire(path)?;
             // Nothing is written into a part: no persisted index either.
@@ -441,11 +457,11 @@ impl Dataset {
                 ));
             }
             let sidecars = list_sidecars(&dataset)?;
-            parts.push(Part {
+            parts.push(Opened::Dataset(Box::new(Part {
                 dataset,
                 lock: Some(lock),
                 sidecars,
-            });
+            })));
         }
         Ok(parts)
     }
@@ -917,6 +933,28 @@ fn cannot_link(error: &std::io::Error) -> bool {
     )
 }
 
+/// Removes the parts merged now ([`consume`]) and those merged before,
+/// noting in `summary` those that could not be.
+fn remove_parts(
+    storage: &dyn Storage,
+    parts: &mut [Part],
+    merged_before: &mut [Merged],
+    summary: &mut MergeSummary,
+) {
+    for part in parts {
+        let path = part.dataset.dir.clone();
+        if let Err(e) = consume(storage, part) {
+            summary.parts_not_removed.push((path, error_chain(&e)));
+        }
+    }
+    for part in merged_before {
+        let path = part.dir().to_owned();
+        if let Err(e) = part.remove(storage) {
+            summary.parts_not_removed.push((path, error_chain(&e)));
+        }
+    }
+}
+
 /// Removes a merged part: its manifest first (made durable), so that it is no
 /// longer a dataset whatever happens next, then every file of the format or of
 /// this project, then the directory if nothing else is in it.
@@ -929,15 +967,27 @@ fn consume(storage: &dyn Storage, part: &mut Part) -> Result<()> {
     storage
         .sync_dir(&dir)
         .map_err(|e| Error::io("fsync directory", &dir, e))?;
+    remove_part_files(storage, &dir, &mut part.lock)
+}
+
+/// The rest of a part's removal once its manifest is gone: every file of the
+/// format or of this project, the lock (`lock`, held until then) last, then the
+/// directory if nothing else is in it.
+fn remove_part_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    lock: &mut Option<WriterLock>,
+) -> Result<()> {
     let mut names = Vec::new();
-    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let ours = parse_shard_name(name).is_some()
             || parse_sidecar_name(name).is_some()
             || parse_commit_file_name(name).is_some()
+            || crate::format::parse_merge_record_name(name).is_some()
             || name == MANIFEST_TMP_NAME
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)
@@ -956,12 +1006,12 @@ fn consume(storage: &dyn Storage, part: &mut Part) -> Result<()> {
             .map_err(|e| Error::io("remove", &path, e))?;
     }
     storage
-        .sync_dir(&dir)
-        .map_err(|e| Error::io("fsync directory", &dir, e))?;
-    part.lock = None;
-    match storage.remove_dir(&dir) {
+        .sync_dir(dir)
+        .map_err(|e| Error::io("fsync directory", dir, e))?;
+    *lock = None;
+    match storage.remove_dir(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => {
-            Err(Error::io("remove directory", &dir, e))
+            Err(Error::io("remove directory", dir, e))
         }
         _ => Ok(()),
     }

@@ -18,7 +18,10 @@ pub trait StorageFile: Write + Send {
 
 /// Where a writer's files go. [`FileSystem`] is the real one.
 pub trait Storage: Send + Sync + std::fmt::Debug {
-    /// Creates `path`, truncating any file already there.
+    /// Creates `path` as a new file. A file already there is unlinked first,
+    /// never written through: it is a leftover of an interrupted write, and may be
+    /// a hard link to a committed file of another dataset (a merge killed before
+    /// its commit leaves links to its parts' shards past the target's count).
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
     /// Makes the directory's entries (created, renamed, removed files) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
@@ -31,8 +34,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// the two are on different file systems or links are not supported. The new
     /// entry is durable once `to`'s directory is fsynced.
     fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Creates `to` (truncating any file there) with the contents of `from`, and
-    /// fsyncs it. The new entry is durable once `to`'s directory is fsynced.
+    /// Creates `to` as a new file (unlinking any file there first, as
+    /// [`Storage::create`]) with the contents of `from`, and fsyncs it. The new
+    /// entry is durable once `to`'s directory is fsynced.
     fn copy(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes an empty directory; a missing one is not an error.
     fn remove_dir(&self, dir: &Path) -> io::Result<()>;
@@ -106,14 +110,20 @@ impl StorageFile for OsFile {
     }
 }
 
+/// A new file at `path`, whatever was there: an existing file is unlinked, and
+/// the new one created exclusively (`O_EXCL`), so no write goes through an old
+/// name to a file another name shares.
+fn create_new(path: &Path) -> io::Result<File> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    OpenOptions::new().write(true).create_new(true).open(path)
+}
+
 impl Storage for FileSystem {
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Box::new(OsFile::new(file)))
+        Ok(Box::new(OsFile::new(create_new(path)?)))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -136,16 +146,49 @@ impl Storage for FileSystem {
     }
 
     fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
-        // fs::copy uses copy_file_range where it can: a reflink or a server-side
-        // copy on file systems that have them, never through this process's memory.
-        fs::copy(from, to)?;
-        File::open(to)?.sync_all()
+        let mut source = File::open(from)?;
+        let mut copy = create_new(to)?;
+        // io::copy between files uses copy_file_range where it can (as fs::copy
+        // does): a reflink or a server-side copy on file systems that have them,
+        // never through this process's memory.
+        io::copy(&mut source, &mut copy)?;
+        copy.sync_all()
     }
 
     fn remove_dir(&self, dir: &Path) -> io::Result<()> {
         match fs::remove_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leftover that is a hard link to another dataset's committed file is
+    /// replaced, not written through: the other name keeps its bytes.
+    #[test]
+    fn create_and_copy_replace_a_hard_link_instead_of_writing_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let committed = dir.path().join("committed");
+        let source = dir.path().join("source");
+        fs::write(&committed, b"committed bytes").unwrap();
+        fs::write(&source, b"copied").unwrap();
+        for (i, via_copy) in [false, true].into_iter().enumerate() {
+            let leftover = dir.path().join(format!("leftover-{i}"));
+            fs::hard_link(&committed, &leftover).unwrap();
+            if via_copy {
+                FileSystem.copy(&source, &leftover).unwrap();
+            } else {
+                let mut file = FileSystem.create(&leftover).unwrap();
+                file.write_all(b"new").unwrap();
+                file.sync().unwrap();
+            }
+            assert_eq!(fs::read(&committed).unwrap(), b"committed bytes");
+            let expected: &[u8] = if via_copy { b"copied" } else { b"new" };
+            assert_eq!(fs::read(&leftover).unwrap(), expected);
         }
     }
 }

@@ -1,11 +1,18 @@
 //! Removing a dataset that holds no records: what a run that created a dataset and
-//! then failed leaves behind, so that it can leave the directory as it found it.
+//! then failed leaves behind, so that it can leave the directory as it found it;
+//! and recognising what such a run left when it was killed before its manifest
+//! was written or after it was removed (FORMAT.md section 6).
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 use crate::commit::WriterLock;
 use crate::error::{Error, Result};
-use crate::format::{INDEX_FILE_NAME, LOCK_NAME, MANIFEST_NAME};
+use crate::format::{
+    parse_commit_file_name, parse_shard_name, parse_sidecar_name, COMMIT_FILE_TMP_PREFIX,
+    INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX, LOCK_NAME, MANIFEST_NAME, MANIFEST_TMP_NAME,
+    STAGING_DIR,
+};
 use crate::manifest::Manifest;
 use crate::verify::uncommitted_files_in;
 use crate::Dataset;
@@ -59,4 +66,73 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a file a writer of this project creates in a dataset
+/// directory before its manifest exists or after it is removed: the lock, the
+/// temporary manifest, shard files and their sidecars, commit files, the index
+/// file and the temporaries of both.
+fn is_writer_file(name: &str) -> bool {
+    name == LOCK_NAME
+        || name == MANIFEST_TMP_NAME
+        || name == INDEX_FILE_NAME
+        || name.starts_with(INDEX_FILE_TMP_PREFIX)
+        || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+        || parse_shard_name(name).is_some()
+        || parse_sidecar_name(name).is_some()
+        || parse_commit_file_name(name).is_some()
+        || crate::format::parse_merge_record_name(name).is_some()
+}
+
+/// Whether `dir` holds a regular file named as [`is_writer_file`] says, or a
+/// staging directory.
+pub(crate) fn holds_writer_files(dir: &Path) -> Result<bool> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io("stat", entry.path(), e))?;
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or("");
+        if (kind.is_file() && is_writer_file(name)) || (kind.is_dir() && name == STAGING_DIR) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The files in `dir`, a directory without a manifest, that a writer killed
+/// while creating a dataset there (or removing the one it had created) left:
+/// regular files named as [`is_writer_file`] says, sorted. A staging directory
+/// (`_staging/`) may be there too and is not listed. Anything else makes the
+/// directory someone else's: [`Error::ForeignFile`] names the first such entry,
+/// and nothing is to be removed.
+pub(crate) fn leftovers_without_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io("stat", entry.path(), e))?;
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or("");
+        let ours = match (kind.is_file(), kind.is_dir()) {
+            (true, _) => is_writer_file(name),
+            (_, true) => name == STAGING_DIR,
+            _ => false,
+        };
+        if !ours {
+            return Err(Error::ForeignFile {
+                dir: dir.to_owned(),
+                file: entry.path(),
+            });
+        }
+        if kind.is_file() {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
 }

@@ -63,7 +63,8 @@ pub(crate) fn uncommitted_files_in(dir: &Path, shards: u64) -> Result<Vec<PathBu
             || name.starts_with(crate::format::COMMIT_FILE_TMP_PREFIX)
             || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards)
             || crate::format::parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
-            || crate::format::parse_commit_file_name(name).is_some_and(|n| n > shards);
+            || crate::format::parse_commit_file_name(name).is_some_and(|n| n > shards)
+            || crate::format::parse_merge_record_name(name).is_some_and(|n| n > shards);
         if leftover {
             found.push(entry.path());
         }

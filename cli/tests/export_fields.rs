@@ -332,3 +332,41 @@ fn misplaced_field_export_options_are_usage_errors_and_nothing_is_written() {
     assert_eq!(columns[1], reference.len());
     assert_eq!(columns[2], "binary");
 }
+
+#[test]
+fn a_parquet_batch_that_spans_more_than_ten_shards_with_fields_exports_every_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("s");
+    for i in 0..12 {
+        let class = ["cat", "dog"][i % 2];
+        std::fs::create_dir_all(tree.join(class)).unwrap();
+        std::fs::write(tree.join(format!("{class}/{i:02}.jpg")), format!("img {i}")).unwrap();
+    }
+    let dataset = tmp.path().join("ds");
+    // One record per shard: twelve shards, all in one batch of the export.
+    ok(&[
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&dataset),
+        "--labels",
+        "folder",
+        "--max-shard-size",
+        "1",
+        "--quiet",
+    ]);
+    assert_eq!(bcd::Dataset::open(&dataset).unwrap().shards(), 12);
+    let parquet = tmp.path().join("x.parquet");
+    ok(&["export", s(&dataset), "--to", s(&parquet)]);
+    let table = python_json(
+        "import json,sys,pyarrow.parquet as pq; t=pq.read_table(sys.argv[1]); print(json.dumps([t.column('key').to_pylist(), t.column('label').to_pylist()]))",
+        &[s(&parquet)],
+    );
+    let keys: Vec<String> = (0..12)
+        .map(|i| format!("{}/{i:02}.jpg", ["cat", "dog"][i % 2]))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let labels: Vec<&str> = sorted.iter().map(|k| &k[..3]).collect();
+    assert_eq!(table, serde_json::json!([sorted, labels]));
+}

@@ -222,3 +222,177 @@ fn usage_errors_are_found_before_anything_is_read() {
     }
     assert!(!dir.path().join("a.tar").exists() && !dir.path().join("b").exists());
 }
+
+/// Rows of `bcd ls --fields`: one JSON object per record.
+fn field_rows(dataset: &Path) -> Vec<serde_json::Value> {
+    String::from_utf8(ok(&["ls", s(dataset), "--fields"]))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn json_out(args: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&ok(args)).unwrap()
+}
+
+/// The reference's (key, value) pairs of a dataset.
+fn reference_dump(dataset: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let step = serde_json::json!({"command": "dump", "path": s(dataset)});
+    let dump = &bcd_test_support::reference_batch("0.3.0", &[step])[0];
+    dump["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| {
+            (
+                bcd_test_support::unhex_json(&pair[0]),
+                bcd_test_support::unhex_json(&pair[1]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn into_carries_the_fields_statistics_and_metadata_of_the_records_it_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    for i in 0..40 {
+        let class = ["cat", "dog", "bird"][i % 3];
+        std::fs::create_dir_all(tree.join(class)).unwrap();
+        let value = format!("picture {i} ").repeat(10 + i);
+        std::fs::write(tree.join(format!("{class}/{i:02}.jpg")), value).unwrap();
+    }
+    let ds = dir.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&ds),
+        "--labels",
+        "folder",
+        "--max-shard-size",
+        "1K",
+        "--quiet",
+    ]);
+    let source_rows = field_rows(&ds);
+    let source_info = json_out(&["info", s(&ds), "--json"]);
+    assert_eq!(
+        source_info["metadata"]["class_names"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    for sample in [None, Some(12u64)] {
+        let copy = dir.path().join(format!("copy-{sample:?}"));
+        let mut args = vec!["export", s(&ds), "--into", s(&copy)];
+        let count = sample.map(|n| n.to_string());
+        if let Some(count) = &count {
+            args.extend(["--sample", count, "--seed", "5"]);
+        }
+        ok(&args);
+        let chosen: Vec<u64> = match sample {
+            Some(n) => bcd_sampling::uniform_subset(40, n, 5).unwrap(),
+            None => (0..40).collect(),
+        };
+        let context = format!("--sample {sample:?}");
+        // Each record's fields (label, label_index), in the new order.
+        let expected: Vec<&serde_json::Value> =
+            chosen.iter().map(|&r| &source_rows[r as usize]).collect();
+        let rows = field_rows(&copy);
+        assert_eq!(rows.iter().collect::<Vec<_>>(), expected, "{context}");
+        // The schema and the metadata (the class names).
+        let info = json_out(&["info", s(&copy), "--json"]);
+        assert_eq!(info["schema"], source_info["schema"], "{context}");
+        assert_eq!(info["metadata"], source_info["metadata"], "{context}");
+        // Statistics of the new dataset: its records and label counts.
+        let stats = json_out(&["stats", s(&copy), "--json"]);
+        assert_eq!(stats["records"], chosen.len(), "{context}");
+        let mut counts = std::collections::BTreeMap::new();
+        for row in &expected {
+            *counts.entry(row["label"].as_str().unwrap()).or_insert(0u64) += 1;
+        }
+        let label = &stats["fields"]["label"];
+        assert_eq!(label["count"], chosen.len(), "{context}: {label}");
+        let stored: std::collections::BTreeMap<&str, u64> = label["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|pair| (pair[0].as_str().unwrap(), pair[1].as_u64().unwrap()))
+            .collect();
+        assert_eq!(stored, counts, "{context}");
+        ok(&["verify", s(&copy)]);
+        let ours = bcd_test_support::read_all(&Dataset::open(&copy).unwrap());
+        assert_eq!(
+            reference_dump(&copy),
+            ours,
+            "{context}: the reference reads it"
+        );
+    }
+}
+
+#[test]
+fn into_carries_webdataset_members_so_a_sample_exports_as_the_samples_it_chose() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("shard.tar");
+    let mut tar = Vec::new();
+    for i in 0..20 {
+        let key = format!("s/{i:05}");
+        write_member(
+            &mut tar,
+            format!("{key}.jpg").as_bytes(),
+            &vec![i as u8; 50 + i],
+        )
+        .unwrap();
+        write_member(
+            &mut tar,
+            format!("{key}.cls").as_bytes(),
+            (i % 4).to_string().as_bytes(),
+        )
+        .unwrap();
+        if i % 3 != 0 {
+            write_member(
+                &mut tar,
+                format!("{key}.txt").as_bytes(),
+                format!("text {i}").as_bytes(),
+            )
+            .unwrap();
+        }
+    }
+    tar.extend_from_slice(&[0; 1024]);
+    std::fs::write(&shard, &tar).unwrap();
+    let ds = dir.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&shard),
+        "--into",
+        s(&ds),
+        "--samples",
+        "--quiet",
+        "--max-shard-size",
+        "300",
+    ]);
+    let copy = dir.path().join("copy");
+    ok(&[
+        "export",
+        s(&ds),
+        "--into",
+        s(&copy),
+        "--sample",
+        "7",
+        "--seed",
+        "2",
+    ]);
+    let (all, some) = (dir.path().join("all.tar"), dir.path().join("some.tar"));
+    ok(&["export", s(&ds), "--to", s(&all), "--samples"]);
+    ok(&["export", s(&copy), "--to", s(&some), "--samples"]);
+    let chosen = bcd_sampling::uniform_subset(20, 7, 2).unwrap();
+    let keys: Vec<String> = chosen.iter().map(|i| format!("s/{i:05}.")).collect();
+    let expected: Vec<(String, Vec<u8>)> = members(&all)
+        .into_iter()
+        .filter(|(name, _)| keys.iter().any(|key| name.starts_with(key)))
+        .collect();
+    assert!(expected.len() >= 14, "{expected:?}");
+    assert_eq!(members(&some), expected);
+}

@@ -38,6 +38,10 @@ use crate::ExportError;
 const BATCH_ROWS: usize = 1024;
 /// Value bytes per written batch, at most (one larger value makes a batch alone).
 const BATCH_BYTES: usize = 64 << 20;
+/// Shards whose fields one written batch gathers from, at most: a batch ends
+/// early rather than hold the fields of more (records in order read one or two
+/// per batch; many small shards, such as nightly appends, read more).
+const BATCH_SHARDS: usize = 8;
 
 /// Settings of one Parquet export.
 #[derive(Clone, Debug, Default)]
@@ -168,6 +172,7 @@ pub fn export_parquet(
     let mut shards: HashMap<u64, RecordBatch> = HashMap::new();
     let mut buffer = Vec::new();
     let mut summary = ParquetExportSummary { rows: 0, bytes: 0 };
+    let mut last_shard = None;
     let mut start = 0;
     while start < records.len() {
         if options
@@ -183,11 +188,25 @@ pub fn export_parquet(
         let mut picks: Vec<(u64, usize)> = Vec::new();
         let mut bytes = 0;
         let mut end = start;
+        // The fields of the shards this batch reads; the last one read may go on
+        // into this batch.
+        shards.retain(|&shard, _| Some(shard) == last_shard);
         while end < records.len()
             && end - start < BATCH_ROWS
             && (end == start || bytes < BATCH_BYTES)
         {
             let index = records[end];
+            let shard = dataset.value_location(index)?.shard;
+            if !shards.contains_key(&shard) {
+                if shards.len() >= BATCH_SHARDS && end > start {
+                    break;
+                }
+                let batches = fields.shard_batches(dataset, shard, None)?;
+                let batch =
+                    arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
+                        .map_err(arrow_error("joining a shard's fields"))?;
+                shards.insert(shard, batch);
+            }
             if keyed {
                 let key = dataset.key_at(index)?;
                 match utf8_keys {
@@ -198,20 +217,8 @@ pub fn export_parquet(
             let value = dataset.at_with_buffer(index, &mut buffer)?;
             values.append_value(value);
             bytes += value.len();
-            let shard = dataset.value_location(index)?.shard;
-            if !shards.contains_key(&shard) {
-                // The fields of the shards this batch reads (records in order
-                // read one or two).
-                if shards.len() > 8 {
-                    shards.clear();
-                }
-                let batches = fields.shard_batches(dataset, shard, None)?;
-                let batch =
-                    arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
-                        .map_err(arrow_error("joining a shard's fields"))?;
-                shards.insert(shard, batch);
-            }
             picks.push((shard, index - dataset.shard_first_record(shard) as usize));
+            last_shard = Some(shard);
             end += 1;
         }
         // Gather each field column's rows from the shards' batches.

@@ -126,6 +126,12 @@ impl FieldsWriter {
         }
     }
 
+    /// Sets metadata on a column's field (`bcd.member_ext`, FORMAT.md section 9),
+    /// for the shards finished from now on and so the dataset schema.
+    pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
+        self.builder.set_metadata(column, key, value);
+    }
+
     /// The dataset schema as of the records pushed so far (of finished shards).
     pub fn schema(&self) -> &DatasetSchema {
         &self.schema

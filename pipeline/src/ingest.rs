@@ -269,7 +269,11 @@ fn open_or_create(
 ) -> Result<(Dataset, Option<Created>), IngestError> {
     let keyed = source_keyed && !options.keyless;
     let state = is_empty_dir(dir)?;
-    if state != Some(false) {
+    // No manifest: a new dataset, in a directory that is empty or holds what a
+    // run killed while creating one left (`Dataset::create` refuses anything else).
+    let no_manifest =
+        state == Some(false) && fs::symlink_metadata(dir.join(bcd::format::MANIFEST_NAME)).is_err();
+    if state != Some(false) || no_manifest {
         let create = CreateOptions {
             keyed,
             compression: options.compression.unwrap_or(Compression::Lz4),

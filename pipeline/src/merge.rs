@@ -35,7 +35,8 @@ pub struct MergeReport {
 impl MergeReport {
     /// The summary as one JSON object: `parts`, `records`, `skipped`, `shards`,
     /// `rewritten_shards`, `linked_files`, `copied_files`, `bytes_stored`,
-    /// `created`, `seconds` and `parts_not_removed` (`[{"path", "error"}]`).
+    /// `created`, `seconds`, `parts_not_removed` (`[{"path", "error"}]`) and
+    /// `already_merged` (paths of parts an interrupted merge had committed).
     pub fn to_json(&self) -> serde_json::Value {
         let s = &self.summary;
         serde_json::json!({
@@ -52,6 +53,8 @@ impl MergeReport {
             "parts_not_removed": s.parts_not_removed.iter().map(|(path, error)| {
                 serde_json::json!({"path": path.display().to_string(), "error": error})
             }).collect::<Vec<_>>(),
+            "already_merged": s.already_merged.iter().map(|path| path.display().to_string())
+                .collect::<Vec<_>>(),
         })
     }
 
@@ -63,8 +66,19 @@ impl MergeReport {
             (0, _) => "copied".to_owned(),
             (l, c) => format!("{l} files linked, {c} copied"),
         };
+        let before = match s.already_merged.len() {
+            0 => String::new(),
+            n => format!(
+                "; {n} part(s) already merged by an interrupted merge, nothing of them added ({})",
+                s.already_merged
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         format!(
-            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s",
+            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s{before}",
             s.parts, s.records, s.shards, s.skipped, s.rewritten_shards, self.seconds
         )
     }
@@ -83,11 +97,10 @@ pub fn merge(
     options: &MergeRunOptions,
 ) -> bcd::Result<MergeReport> {
     let started = Instant::now();
-    // Missing: no directory, or one holding nothing but a job's staging parts.
-    let missing = !into.join(bcd::format::MANIFEST_NAME).exists()
-        && std::fs::read_dir(into).map_or(true, |mut d| {
-            d.all(|e| e.is_ok_and(|e| e.file_name() == bcd::format::STAGING_DIR))
-        });
+    // Missing: no directory, or one without a manifest (holding a job's staging
+    // parts, or what a run killed while creating the dataset left: `create`
+    // refuses anything else).
+    let missing = std::fs::symlink_metadata(into.join(bcd::format::MANIFEST_NAME)).is_err();
     let (mut dataset, created) = if missing {
         let Some(first) = parts.first() else {
             return Err(bcd::Error::NotADataset {
@@ -181,6 +194,29 @@ pub fn parse_duration(text: &str) -> Result<Duration, crate::InvalidValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_names_the_parts_found_merged_already() {
+        let report = MergeReport {
+            summary: MergeSummary {
+                parts: 0,
+                already_merged: vec![PathBuf::from("a"), PathBuf::from("b")],
+                ..MergeSummary::default()
+            },
+            created: false,
+            seconds: 0.5,
+        };
+        assert_eq!(
+            report.to_text(),
+            "merged 0 part(s): 0 records in 0 shards (moved), 0 duplicates skipped, 0 shards rewritten, 0.50 s; \
+             2 part(s) already merged by an interrupted merge, nothing of them added (a, b)"
+        );
+        assert_eq!(
+            report.to_json()["already_merged"],
+            serde_json::json!(["a", "b"])
+        );
+        assert_eq!(report.to_json()["records"], 0);
+    }
 
     #[test]
     fn durations() {

@@ -13,10 +13,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bcd::{CreateOptions, Dataset};
+use arrow_array::ArrayRef;
+use bcd::{Compression, CreateOptions, Dataset};
+use bcd_fields::{FieldValue, Fields, FieldsError};
 use bcd_sampling::PlanError;
 
 use crate::export::ExportError;
+use crate::fields::{DatasetFields, FieldsIoError, FieldsWriter};
 
 /// How many records to sample, and with which seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,9 +131,14 @@ pub struct CopySummary {
 
 /// Copies records of `dataset` into a new dataset at `into` (a missing path or
 /// an empty directory) with the same settings (keyed, compression, shard size),
-/// in one commit. Values are copied as stored (LZ4 values are not compressed
-/// again), so they read back identical. On any failure, or an interrupt,
-/// nothing is committed and the new dataset is removed.
+/// in one commit. Each record is copied whole: its key, its value as stored (LZ4
+/// values are not compressed again, so they read back identical) and its fields
+/// (labels, WebDataset members, `bcd.value_ext`: the source's columns, of the
+/// records copied, in their new order), through the [`FieldsWriter`] every
+/// extend with fields uses, so the new dataset's statistics are its own and its
+/// commit file carries the source's metadata (class names, how the value was
+/// extracted). On any failure, or an interrupt, nothing is committed and the new
+/// dataset is removed.
 pub fn copy_into(
     dataset: &Dataset,
     into: &Path,
@@ -179,7 +187,19 @@ fn copy_records(
             &all
         }
     };
+    let source = DatasetFields::load(dataset)?;
+    let names: Vec<Arc<str>> = (source.schema.fields().iter())
+        .map(|field| Arc::from(field.name().as_str()))
+        .collect();
+    let mut columns = ShardColumns::default();
     let mut extend = target.begin_extend()?;
+    let mut writer = FieldsWriter::begin(extend.dataset())?;
+    writer.add_metadata(source.metadata.clone());
+    for field in source.schema.fields() {
+        for (key, value) in field.metadata() {
+            writer.set_column_metadata(field.name(), key, value);
+        }
+    }
     for &record in records {
         if interrupted() {
             return Err(ExportError::Interrupted);
@@ -190,15 +210,64 @@ fn copy_records(
         } else {
             &[]
         };
-        extend.push_stored(key, dataset.stored_at(index)?)?;
+        let stored = dataset.stored_at(index)?;
+        extend.push_stored(key, stored)?;
+        let (arrays, row) = columns.of(dataset, &source, index)?;
+        let mut fields = Fields::new();
+        for (name, array) in names.iter().zip(arrays) {
+            fields.push(name.clone(), FieldValue::Arrow(array.clone(), row));
+        }
+        let raw_len = match dataset.compression() {
+            Compression::None => stored.len(),
+            Compression::Lz4 => bcd::lz4_block::declared_len(stored).unwrap_or(0),
+        };
+        let origin = format_args!("record {index} of {}", dataset.path().display());
+        writer.push(key.len(), raw_len, &fields, &origin)?;
+        writer.shards_finished(&mut extend)?;
     }
     if interrupted() {
         return Err(ExportError::Interrupted);
     }
+    writer.finish(&mut extend)?;
     let committed = extend.commit()?;
     Ok(CopySummary {
         dataset: PathBuf::new(),
         records: committed.records,
         bytes_stored: committed.bytes_stored,
     })
+}
+
+/// The fields of the source shard last read, as the dataset schema's columns
+/// (a copy in record order reads each shard once).
+#[derive(Default)]
+struct ShardColumns {
+    shard: Option<u64>,
+    arrays: Vec<ArrayRef>,
+}
+
+impl ShardColumns {
+    /// The columns of the shard holding record `index`, and its row there.
+    fn of(
+        &mut self,
+        dataset: &Dataset,
+        fields: &DatasetFields,
+        index: usize,
+    ) -> Result<(&[ArrayRef], usize), ExportError> {
+        let shard = dataset.value_location(index)?.shard;
+        if self.shard != Some(shard) {
+            let batches = fields.shard_batches(dataset, shard, None)?;
+            let joined =
+                arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
+                    .map_err(|source| {
+                        FieldsIoError::from(FieldsError::Arrow {
+                            context: "joining a shard's fields".into(),
+                            source,
+                        })
+                    })?;
+            self.arrays = joined.columns().to_vec();
+            self.shard = Some(shard);
+        }
+        let row = index - dataset.shard_first_record(shard) as usize;
+        Ok((&self.arrays, row))
+    }
 }

@@ -157,3 +157,55 @@ fn an_interrupted_copy_commits_nothing_and_removes_the_new_dataset() {
     assert_eq!(summary.records, 20);
     assert_eq!(Dataset::open(&into).unwrap().at(19).unwrap(), &b"00019"[..]);
 }
+
+/// A copy keeps a column's field metadata (`bcd.member_ext`, which a writer
+/// may set and the sample export reads) along with the column.
+#[test]
+fn a_copy_keeps_the_field_metadata_of_the_columns() {
+    use bcd_fields::{FieldValue, Fields};
+    use bcd_pipeline::fields::{DatasetFields, FieldsWriter};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let mut dataset = Dataset::create(&path, CreateOptions::default()).unwrap();
+    let mut extend = dataset.begin_extend().unwrap();
+    let mut writer = FieldsWriter::begin(extend.dataset()).unwrap();
+    writer.set_column_metadata("seg", "bcd.member_ext", "seg.png");
+    for i in 0..6u8 {
+        extend.push_value(&[i; 10]).unwrap();
+        let mut fields = Fields::new();
+        fields.push("seg", FieldValue::Binary(vec![i; 3]));
+        writer
+            .push(0, 10, &fields, &format_args!("value {i}"))
+            .unwrap();
+        writer.shards_finished(&mut extend).unwrap();
+    }
+    writer.finish(&mut extend).unwrap();
+    extend.commit().unwrap();
+    let source = DatasetFields::load(&dataset).unwrap();
+    let ext = |fields: &DatasetFields| {
+        fields
+            .schema
+            .field("seg")
+            .unwrap()
+            .metadata()
+            .get("bcd.member_ext")
+            .cloned()
+    };
+    assert_eq!(ext(&source).as_deref(), Some("seg.png"));
+
+    let into = dir.path().join("copy");
+    let options = CopyOptions {
+        records: Some(vec![1, 4]),
+        ..CopyOptions::default()
+    };
+    copy_into(&dataset, &into, &options).unwrap();
+    let copy = Dataset::open(&into).unwrap();
+    let fields = DatasetFields::load(&copy).unwrap();
+    assert_eq!(ext(&fields), ext(&source));
+    let batches = fields.shard_batches(&copy, 0, None).unwrap();
+    assert_eq!(
+        batches[0].schema().field(0).metadata(),
+        source.schema.field("seg").unwrap().metadata()
+    );
+}

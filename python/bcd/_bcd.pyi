@@ -408,7 +408,8 @@ def merge(
     commit: ``bcd merge PART... --into DATASET``. Returns the summary ``bcd merge
     --json`` prints (``parts``, ``records``, ``skipped``, ``shards``,
     ``rewritten_shards``, ``linked_files``, ``copied_files``, ``bytes_stored``,
-    ``created``, ``seconds``, ``parts_not_removed``).
+    ``created``, ``seconds``, ``parts_not_removed``, ``already_merged``: parts
+    an interrupted merge had committed, only removed now).
 
     Parts must have the target's ``keyed`` and ``compression`` settings; a
     missing ``into`` is created with the first part's. Without ``copy``, shards

@@ -29,7 +29,9 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         E::NotADataset { .. } | E::MissingShard { .. } => {
             PyFileNotFoundError::new_err((ENOENT, message))
         }
-        E::DirectoryNotEmpty { .. } => PyFileExistsError::new_err((EEXIST, message)),
+        E::DirectoryNotEmpty { .. } | E::ForeignFile { .. } => {
+            PyFileExistsError::new_err((EEXIST, message))
+        }
         E::InvalidManifest { .. }
         | E::CorruptShard { .. }
         | E::CorruptIndexFile { .. }

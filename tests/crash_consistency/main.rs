@@ -39,6 +39,7 @@ mod child_process;
 mod failure_at_every_operation;
 mod index_file;
 mod merge;
+mod merge_rerun;
 mod power_loss;
 mod second_writer;
 

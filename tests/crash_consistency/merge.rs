@@ -22,7 +22,7 @@ use tempfile::TempDir;
 use crate::{records, scratch_dir};
 
 /// A merge's datasets: the target and two parts, all in one scratch directory.
-struct MergeFixture {
+pub(crate) struct MergeFixture {
     scenario: MergeScenario,
     old: Vec<Record>,
     parts: Vec<Vec<Record>>,
@@ -31,20 +31,20 @@ struct MergeFixture {
     /// Every file of every dataset before the merge, by directory name.
     files: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     /// The merge's operations when nothing fails.
-    ops: Vec<Op>,
+    pub(crate) ops: Vec<Op>,
 }
 
 #[derive(Clone, Copy, Debug)]
-struct MergeScenario {
-    keyed: bool,
-    copy: bool,
-    no_hard_links: bool,
+pub(crate) struct MergeScenario {
+    pub(crate) keyed: bool,
+    pub(crate) copy: bool,
+    pub(crate) no_hard_links: bool,
     /// A key of the target and one of the first part repeat in the second part,
     /// which is merged with `Skip` (two of its shards are rewritten).
-    duplicates: bool,
+    pub(crate) duplicates: bool,
 }
 
-const MOVE: MergeScenario = MergeScenario {
+pub(crate) const MOVE: MergeScenario = MergeScenario {
     keyed: true,
     copy: false,
     no_hard_links: false,
@@ -107,7 +107,7 @@ fn create(dir: &Path, keyed: bool, records: &[Record]) {
 }
 
 impl MergeFixture {
-    fn new(scenario: MergeScenario) -> MergeFixture {
+    pub(crate) fn new(scenario: MergeScenario) -> MergeFixture {
         let keyed = scenario.keyed;
         let old = records("old", 30, keyed, 11, 300, 2000);
         let a = records("a", 60, keyed, 12, 300, 4000);
@@ -150,7 +150,7 @@ impl MergeFixture {
     }
 
     /// A fresh copy of the three datasets.
-    fn copy(&self) -> TempDir {
+    pub(crate) fn copy(&self) -> TempDir {
         let root = scratch_dir();
         for (name, files) in &self.files {
             let dir = root.path().join(name);
@@ -162,7 +162,7 @@ impl MergeFixture {
         root
     }
 
-    fn storage(&self, root: &Path, policy: Policy, real_sync: bool) -> SimStorage {
+    pub(crate) fn storage(&self, root: &Path, policy: Policy, real_sync: bool) -> SimStorage {
         let storage = SimStorage::new(
             &root.join("target"),
             Config {
@@ -177,7 +177,11 @@ impl MergeFixture {
         storage
     }
 
-    fn merge(&self, root: &Path, storage: &SimStorage) -> bcd::Result<bcd::MergeSummary> {
+    pub(crate) fn merge(
+        &self,
+        root: &Path,
+        storage: &SimStorage,
+    ) -> bcd::Result<bcd::MergeSummary> {
         let mut dataset = storage.open(&root.join("target"));
         let parts = [
             PartSource::new(root.join("a")),
@@ -197,7 +201,7 @@ impl MergeFixture {
     }
 
     /// 1-based number of the rename of the target's manifest (the commit).
-    fn rename_op(&self) -> usize {
+    pub(crate) fn rename_op(&self) -> usize {
         1 + self
             .ops
             .iter()
@@ -207,7 +211,7 @@ impl MergeFixture {
 
     /// Checks the target in `root` holds the old records (or, if `committed`,
     /// the merged ones) and that every sidecar of it describes its shard.
-    fn check_target(&self, root: &Path, committed: bool, context: &str) {
+    pub(crate) fn check_target(&self, root: &Path, committed: bool, context: &str) {
         let dir = root.join("target");
         let dataset = Dataset::open(&dir)
             .unwrap_or_else(|e| panic!("{context}: the target does not open: {e}"));
@@ -234,7 +238,7 @@ impl MergeFixture {
 
     /// Checks each part in `root`: whole, or (only if `committed`) no longer a
     /// dataset. Returns whether each is whole.
-    fn check_parts(&self, root: &Path, committed: bool, context: &str) -> Vec<bool> {
+    pub(crate) fn check_parts(&self, root: &Path, committed: bool, context: &str) -> Vec<bool> {
         let mut whole = Vec::new();
         for (name, records) in NAMES[1..].iter().zip(&self.parts) {
             let dir = root.join(name);

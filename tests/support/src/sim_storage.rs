@@ -254,17 +254,21 @@ impl Model {
         self.dirs.get_mut(dir).expect("a watched directory")
     }
 
-    /// Creating an existing name truncates that file; otherwise a new, empty file.
+    /// A new, empty file; an existing name is unlinked first (its inode, which
+    /// another name may share, is left as it is), as `Storage::create` does.
     fn create(&mut self, path: &Path) -> usize {
+        self.new_inode(path, Inode::default())
+    }
+
+    /// Names `path` a new inode holding `contents`, unlinking any file there.
+    fn new_inode(&mut self, path: &Path, contents: Inode) -> usize {
         let (dir, name) = self.entry(path);
-        if let Some(&inode) = self.dirs[&dir].live.get(&name) {
-            self.inodes[inode].current.clear();
-            return inode;
-        }
-        self.inodes.push(Inode::default());
+        self.inodes.push(contents);
         let inode = self.inodes.len() - 1;
         let watched = self.dir_mut(&dir);
-        watched.live.insert(name, inode);
+        if watched.live.insert(name.clone(), inode).is_some() {
+            watched.pending.push(DirChange::Remove(name));
+        }
         watched.pending.push(DirChange::Create);
         inode
     }
@@ -282,15 +286,11 @@ impl Model {
 
     /// A new inode holding `bytes`, durably, named `to`.
     fn copy(&mut self, bytes: Vec<u8>, to: &Path) {
-        let (dir, name) = self.entry(to);
-        self.inodes.push(Inode {
+        let contents = Inode {
             synced: bytes.clone(),
             current: bytes,
-        });
-        let inode = self.inodes.len() - 1;
-        let watched = self.dir_mut(&dir);
-        watched.live.insert(name, inode);
-        watched.pending.push(DirChange::Create);
+        };
+        self.new_inode(to, contents);
     }
 
     fn rename(&mut self, from: &Path, to: &Path) {
