@@ -112,9 +112,10 @@ impl FieldsWriter {
         Ok(())
     }
 
-    /// Sets metadata on a field column (an Arrow extension type's name and
-    /// parameters, which say what the storage type's values mean), kept for
-    /// every shard this writer writes.
+    /// Sets metadata on a field column (`bcd.member_ext`, or an Arrow extension
+    /// type's name and parameters, which say what the storage type's values
+    /// mean; FORMAT.md section 9), for the shards finished from now on and so the
+    /// dataset schema.
     pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
         self.builder.set_metadata(column, key, value);
     }
@@ -124,12 +125,6 @@ impl FieldsWriter {
         for (key, value) in metadata {
             self.metadata.insert(key, value);
         }
-    }
-
-    /// Sets metadata on a column's field (`bcd.member_ext`, FORMAT.md section 9),
-    /// for the shards finished from now on and so the dataset schema.
-    pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
-        self.builder.set_metadata(column, key, value);
     }
 
     /// The dataset schema as of the records pushed so far (of finished shards).
