@@ -1,0 +1,280 @@
+//! The dataset owns its class vocabularies (FORMAT.md, "Merging metadata"): an
+//! append or a merge whose source numbers its classes differently keeps every
+//! stored record's class, renumbering the new records to the dataset's names.
+//! Checked through the binary: `ls --fields`, `info --json`, `stats --json`,
+//! `export --to x.parquet` read back by Hugging Face `datasets`.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+mod common;
+use common::{fails, ok, run_python, s};
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+/// `n` files per class folder, named `<class>/<tag><i>.jpg`.
+fn labelled_tree(root: &Path, classes: &[&str], n: usize, tag: &str) {
+    for class in classes {
+        fs::create_dir_all(root.join(class)).unwrap();
+        for i in 0..n {
+            let name = format!("{class}/{tag}{i:02}.jpg");
+            fs::write(root.join(&name), format!("{name} ").repeat(9)).unwrap();
+        }
+    }
+}
+
+fn ingest_folders(tree: &Path, into: &Path) {
+    ok(&[
+        "ingest",
+        s(tree),
+        "--into",
+        s(into),
+        "--labels",
+        "folder",
+        "--max-shard-size",
+        "400",
+        "--quiet",
+    ]);
+}
+
+/// Asserts that every record's `class_names[label_index]` is the folder its
+/// key starts with (and its `label`), and that the statistics count the
+/// indices the records hold; returns the class names.
+fn assert_every_record_names_its_folder(dataset: &Path, records: usize) -> Vec<String> {
+    let info = json_of(&ok(&["info", s(dataset), "--json"]));
+    let names: Vec<String> = serde_json::from_value(info["metadata"]["class_names"].clone())
+        .unwrap_or_else(|e| panic!("class_names in {info}: {e}"));
+    let listed = String::from_utf8(ok(&["ls", s(dataset), "--fields"])).unwrap();
+    let mut indices = std::collections::BTreeMap::new();
+    for line in listed.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let key = record["key"].as_str().unwrap();
+        let folder = key.split('/').next().unwrap();
+        let index = record["label_index"].as_u64().unwrap();
+        assert_eq!(names[index as usize], folder, "{record} with {names:?}");
+        assert_eq!(record["label"], folder, "{record}");
+        *indices.entry(index).or_insert(0u64) += 1;
+    }
+    assert_eq!(indices.values().sum::<u64>(), records as u64, "{listed}");
+    let stats = json_of(&ok(&["stats", s(dataset), "--json"]));
+    let mut counted: Vec<(u64, u64)> =
+        serde_json::from_value(stats["fields"]["label_index"]["counts"].clone()).unwrap();
+    counted.sort();
+    assert_eq!(counted, indices.into_iter().collect::<Vec<_>>(), "{stats}");
+    ok(&["verify", s(dataset)]);
+    names
+}
+
+#[test]
+fn an_append_of_other_classes_keeps_every_records_class_and_numbers_new_classes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (t1, t2, ds) = (
+        tmp.path().join("t1"),
+        tmp.path().join("t2"),
+        tmp.path().join("ds"),
+    );
+    labelled_tree(&t1, &["cat", "dog"], 5, "a");
+    labelled_tree(&t2, &["ant", "cat"], 5, "b");
+    ingest_folders(&t1, &ds);
+    ingest_folders(&t2, &ds);
+    // cat and dog keep 0 and 1; ant, new, is 2; the second run's cat is 0.
+    assert_eq!(
+        assert_every_record_names_its_folder(&ds, 20),
+        ["cat", "dog", "ant"]
+    );
+}
+
+#[test]
+fn a_merge_of_parts_with_other_class_numbers_renumbers_each_part_into_the_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    labelled_tree(&root.join("t1"), &["cat", "dog"], 5, "a");
+    labelled_tree(&root.join("t2"), &["ant", "cat"], 5, "b");
+    labelled_tree(&root.join("t3"), &["dog", "eel"], 4, "c");
+    for n in ["1", "2", "3"] {
+        ingest_folders(&root.join(format!("t{n}")), &root.join(format!("p{n}")));
+    }
+    // Into a new target (the first part's numbers) ...
+    let merged = root.join("merged");
+    ok(&[
+        "merge",
+        s(&root.join("p1")),
+        s(&root.join("p2")),
+        "--into",
+        s(&merged),
+    ]);
+    assert_eq!(
+        assert_every_record_names_its_folder(&merged, 20),
+        ["cat", "dog", "ant"]
+    );
+    // ... and into an existing one, with copies: part three's eel is 3.
+    ok(&["merge", s(&root.join("p3")), "--into", s(&merged), "--copy"]);
+    assert_eq!(
+        assert_every_record_names_its_folder(&merged, 28),
+        ["cat", "dog", "ant", "eel"]
+    );
+    // The part merged by copy is untouched: its own numbers, its own names.
+    assert_eq!(
+        assert_every_record_names_its_folder(&root.join("p3"), 8),
+        ["dog", "eel"]
+    );
+}
+
+#[test]
+fn a_merge_that_drops_duplicates_renumbers_the_rewritten_shards_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    labelled_tree(&root.join("t1"), &["cat", "dog"], 5, "a");
+    // t2 repeats t1's cat files (same keys) beside new ant files.
+    labelled_tree(&root.join("t2"), &["ant"], 5, "b");
+    labelled_tree(&root.join("t2"), &["cat"], 5, "a");
+    ingest_folders(&root.join("t1"), &root.join("p1"));
+    ingest_folders(&root.join("t2"), &root.join("p2"));
+    let target = root.join("merged");
+    let summary = json_of(&ok(&[
+        "merge",
+        s(&root.join("p1")),
+        s(&root.join("p2")),
+        "--into",
+        s(&target),
+        "--on-duplicate",
+        "skip",
+        "--json",
+    ]));
+    assert_eq!(summary["skipped"], 5, "{summary}");
+    assert!(
+        summary["rewritten_shards"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    assert_eq!(
+        assert_every_record_names_its_folder(&target, 15),
+        ["cat", "dog", "ant"]
+    );
+}
+
+#[test]
+fn metadata_that_conflicts_with_the_datasets_is_refused_leaving_it_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, ds) = (
+        tmp.path().join("a.parquet"),
+        tmp.path().join("b.parquet"),
+        tmp.path().join("ds"),
+    );
+    // Two dumps whose value layouts differ: one plain binary, one an Image struct.
+    run_python(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({"id": ["a"], "image": [b"x"]}), sys.argv[1])
+image = pa.array([{"bytes": b"y", "path": "y.png"}],
+                 pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+pq.write_table(pa.table({"id": ["b"], "image": image}), sys.argv[2])
+"#,
+        &[s(&a), s(&b)],
+    );
+    let args = |file: &Path| {
+        vec![
+            "ingest".to_owned(),
+            s(file).to_owned(),
+            "--into".into(),
+            s(&ds).into(),
+            "--value-column".into(),
+            "image".into(),
+            "--key-column".into(),
+            "id".into(),
+            "--quiet".into(),
+        ]
+    };
+    ok(&args(&a));
+    let before = bcd_test_support::tree_snapshot(&ds);
+    let message = fails(&args(&b));
+    assert!(
+        message.contains(
+            r#"metadata "value.hf_struct": true conflicts with false already in the dataset"#
+        ),
+        "{message}"
+    );
+    assert_eq!(bcd_test_support::tree_snapshot(&ds), before);
+}
+
+/// Writes a Parquet file as `datasets` would: an `id`, an `image` binary and a
+/// ClassLabel `label`, with the `huggingface` schema metadata naming `names`.
+const WRITE_DUMP: &str = r#"
+import json, sys, pyarrow as pa, pyarrow.parquet as pq
+path, names, rows = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+features = {"id": {"dtype": "string", "_type": "Value"},
+            "image": {"dtype": "binary", "_type": "Value"},
+            "label": {"names": names, "_type": "ClassLabel"}}
+table = pa.table({"id": [r[0] for r in rows],
+                  "image": [r[0].encode() * 3 for r in rows],
+                  "label": pa.array([names.index(r[1]) for r in rows], pa.int64())})
+table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+pq.write_table(table, path)
+"#;
+
+/// Every row of a Parquet file as `datasets` reads it: id and label name.
+const READ_BACK: &str = r#"
+import json, sys, datasets
+ds = datasets.Dataset.from_parquet(sys.argv[1])
+label = ds.features["label"]
+print(json.dumps({"names": label.names,
+                  "rows": [[r["id"], label.int2str(r["label"])] for r in ds]}))
+"#;
+
+#[test]
+fn hugging_face_dumps_naming_other_classes_append_and_export_with_every_rows_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two, ds, out) = (
+        tmp.path().join("one.parquet"),
+        tmp.path().join("two.parquet"),
+        tmp.path().join("ds"),
+        tmp.path().join("x.parquet"),
+    );
+    let first = json!([["a0", "cat"], ["a1", "dog"], ["a2", "cat"]]);
+    let second = json!([["b0", "ant"], ["b1", "cat"], ["b2", "ant"]]);
+    for (path, names, rows) in [
+        (&one, json!(["cat", "dog"]), &first),
+        (&two, json!(["ant", "cat"]), &second),
+    ] {
+        run_python(
+            WRITE_DUMP,
+            &[s(path), &names.to_string(), &rows.to_string()],
+        );
+        ok(&[
+            "ingest",
+            s(path),
+            "--into",
+            s(&ds),
+            "--value-column",
+            "image",
+            "--key-column",
+            "id",
+            "--quiet",
+        ]);
+    }
+    let info = json_of(&ok(&["info", s(&ds), "--json"]));
+    assert_eq!(
+        info["metadata"]["class_labels"],
+        json!({"label": ["cat", "dog", "ant"]}),
+        "{info}"
+    );
+    assert_eq!(
+        info["metadata"]["huggingface"]["info"]["features"]["label"]["names"],
+        json!(["cat", "dog", "ant"]),
+        "{info}"
+    );
+    ok(&["export", s(&ds), "--to", s(&out)]);
+    let back = json_of(&run_python(READ_BACK, &[s(&out)]));
+    let expected: Vec<Value> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second.as_array().unwrap())
+        .cloned()
+        .collect();
+    assert_eq!(back["rows"], Value::Array(expected), "{back}");
+    assert_eq!(back["names"], json!(["cat", "dog", "ant"]));
+}
