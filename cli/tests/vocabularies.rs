@@ -156,62 +156,22 @@ fn a_merge_that_drops_duplicates_renumbers_the_rewritten_shards_too() {
     );
 }
 
-#[test]
-fn metadata_that_conflicts_with_the_datasets_is_refused_leaving_it_unchanged() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b, ds) = (
-        tmp.path().join("a.parquet"),
-        tmp.path().join("b.parquet"),
-        tmp.path().join("ds"),
-    );
-    // Two dumps whose value layouts differ: one plain binary, one an Image struct.
-    run_python(
-        r#"
-import sys, pyarrow as pa, pyarrow.parquet as pq
-pq.write_table(pa.table({"id": ["a"], "image": [b"x"]}), sys.argv[1])
-image = pa.array([{"bytes": b"y", "path": "y.png"}],
-                 pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
-pq.write_table(pa.table({"id": ["b"], "image": image}), sys.argv[2])
-"#,
-        &[s(&a), s(&b)],
-    );
-    let args = |file: &Path| {
-        vec![
-            "ingest".to_owned(),
-            s(file).to_owned(),
-            "--into".into(),
-            s(&ds).into(),
-            "--value-column".into(),
-            "image".into(),
-            "--key-column".into(),
-            "id".into(),
-            "--quiet".into(),
-        ]
-    };
-    ok(&args(&a));
-    let before = bcd_test_support::tree_snapshot(&ds);
-    let message = fails(&args(&b));
-    assert!(
-        message.contains(
-            r#"metadata "value.hf_struct": true conflicts with false already in the dataset"#
-        ),
-        "{message}"
-    );
-    assert_eq!(bcd_test_support::tree_snapshot(&ds), before);
-}
-
 /// Writes a Parquet file as `datasets` would: an `id`, an `image` binary and a
 /// ClassLabel `label`, with the `huggingface` schema metadata naming `names`.
 const WRITE_DUMP: &str = r#"
 import json, sys, pyarrow as pa, pyarrow.parquet as pq
 path, names, rows = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+description = sys.argv[4] if len(sys.argv) > 4 else None
 features = {"id": {"dtype": "string", "_type": "Value"},
             "image": {"dtype": "binary", "_type": "Value"},
             "label": {"names": names, "_type": "ClassLabel"}}
 table = pa.table({"id": [r[0] for r in rows],
                   "image": [r[0].encode() * 3 for r in rows],
                   "label": pa.array([names.index(r[1]) for r in rows], pa.int64())})
-table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+info = {"features": features}
+if description is not None:
+    info["description"] = description
+table = table.replace_schema_metadata({"huggingface": json.dumps({"info": info})})
 pq.write_table(table, path)
 "#;
 
@@ -243,17 +203,7 @@ fn hugging_face_dumps_naming_other_classes_append_and_export_with_every_rows_nam
             WRITE_DUMP,
             &[s(path), &names.to_string(), &rows.to_string()],
         );
-        ok(&[
-            "ingest",
-            s(path),
-            "--into",
-            s(&ds),
-            "--value-column",
-            "image",
-            "--key-column",
-            "id",
-            "--quiet",
-        ]);
+        ok(&ingest_dump(path, &ds));
     }
     let info = json_of(&ok(&["info", s(&ds), "--json"]));
     assert_eq!(
@@ -277,4 +227,59 @@ fn hugging_face_dumps_naming_other_classes_append_and_export_with_every_rows_nam
         .collect();
     assert_eq!(back["rows"], Value::Array(expected), "{back}");
     assert_eq!(back["names"], json!(["cat", "dog", "ant"]));
+}
+
+fn ingest_dump(path: &Path, into: &Path) -> Vec<String> {
+    [
+        "ingest",
+        s(path),
+        "--into",
+        s(into),
+        "--value-column",
+        "image",
+        "--key-column",
+        "id",
+        "--quiet",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+#[test]
+fn metadata_that_conflicts_with_the_datasets_is_refused_leaving_it_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two, ds) = (
+        tmp.path().join("one.parquet"),
+        tmp.path().join("two.parquet"),
+        tmp.path().join("ds"),
+    );
+    // Two dumps whose Hugging Face descriptions differ: no rule merges them.
+    for (path, description) in [(&one, "pets"), (&two, "insects")] {
+        let rows = json!([[format!("{description}0"), "cat"]]);
+        run_python(
+            WRITE_DUMP,
+            &[s(path), r#"["cat"]"#, &rows.to_string(), description],
+        );
+    }
+    ok(&ingest_dump(&one, &ds));
+    let before = bcd_test_support::tree_snapshot(&ds).unwrap();
+    let message = fails(&ingest_dump(&two, &ds));
+    assert!(
+        message.contains(
+            r#"metadata "huggingface.info.description": "insects" conflicts with "pets" already in the dataset"#
+        ),
+        "{message}"
+    );
+    assert_eq!(bcd_test_support::tree_snapshot(&ds).unwrap(), before);
+    // The same dumps as parts of a merge: refused before anything is written.
+    let part = tmp.path().join("part");
+    ok(&ingest_dump(&two, &part));
+    let message = fails(&["merge", s(&part), "--into", s(&ds)]);
+    assert!(
+        message.contains(r#"metadata "huggingface.info.description""#),
+        "{message}"
+    );
+    assert_eq!(bcd_test_support::tree_snapshot(&ds).unwrap(), before);
+    // The part is still whole, to be merged once it agrees.
+    ok(&["verify", s(&part)]);
 }

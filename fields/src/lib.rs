@@ -51,7 +51,7 @@ pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADA
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
-    CLASS_NAMES_COLUMN, CLASS_NAMES_KEY, HUGGINGFACE_KEY,
+    CLASS_NAMES_COLUMN, CLASS_NAMES_KEY, HUGGINGFACE_KEY, VALUE_KEY,
 };
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};

@@ -19,6 +19,8 @@ pub const CLASS_NAMES_COLUMN: &str = "label_index";
 pub const CLASS_LABELS_KEY: &str = "class_labels";
 /// The metadata key of a Parquet file's `huggingface` schema metadata.
 pub const HUGGINGFACE_KEY: &str = "huggingface";
+/// The metadata key of how a source's value and key were extracted.
+pub const VALUE_KEY: &str = "value";
 
 /// The metadata of a commit after a run, and how the run's index columns are
 /// renumbered into the dataset's vocabularies.
@@ -58,7 +60,9 @@ impl Remap {
 ///   run's new names in the run's order; the run's indices of `label_index`
 ///   (for `class_names`) and of each `class_labels` column are renumbered by name;
 /// - `derived_fields` is the union (the dataset's names, then the run's new ones),
-///   `sources` the dataset's entries followed by the run's;
+///   `sources` the dataset's entries followed by the run's; `value` (the value
+///   and key columns of the first source, which an export names its columns
+///   after) stays the dataset's;
 /// - objects merge member by member; any other value the run gives must equal
 ///   the dataset's (a key only one side has is taken as it is), else the merge
 ///   is refused naming the key and both values.
@@ -108,6 +112,10 @@ pub fn merge_metadata(
                 }
                 Value::Object(labels)
             }
+            // How the first source's value and key were extracted names the
+            // columns of an export; a later source's own layout does not change
+            // what the stored values are.
+            VALUE_KEY => old.clone(),
             "derived_fields" => union(old, new, key)?,
             "sources" => concatenation(old, new, key)?,
             _ => agree(old, new, key)?,

@@ -103,13 +103,13 @@ fn huggingface_class_label_features_describe_the_merged_names() {
 #[test]
 fn a_conflicting_value_is_refused_naming_the_key_and_both_values() {
     let err = merged(
-        json!({"description": "pets", "value": {"column": "image"}}),
-        json!({"description": "pets", "value": {"column": "img"}}),
+        json!({"description": "pets", "info": {"licence": "cc0", "year": 2024}}),
+        json!({"description": "pets", "info": {"licence": "cc-by"}}),
     )
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "metadata \"value.column\": \"img\" conflicts with \"image\" already in the dataset; a dataset's metadata is not replaced by an append"
+        "metadata \"info.licence\": \"cc-by\" conflicts with \"cc0\" already in the dataset; a dataset's metadata is not replaced by an append"
     );
     let err = merged(json!({"class_names": ["a"]}), json!({"class_names": "a"})).unwrap_err();
     assert!(
@@ -126,6 +126,19 @@ fn a_conflicting_value_is_refused_naming_the_key_and_both_values() {
     assert_eq!(
         Value::Object(m.metadata),
         json!({"description": "pets", "a": 1, "b": 2})
+    );
+}
+
+#[test]
+fn the_first_sources_value_layout_stays_the_datasets() {
+    let m = merged(
+        json!({"value": {"column": "image", "hf_struct": true, "key_column": "id"}}),
+        json!({"value": {"column": "img", "hf_struct": false}}),
+    )
+    .unwrap();
+    assert_eq!(
+        m.metadata["value"],
+        json!({"column": "image", "hf_struct": true, "key_column": "id"})
     );
 }
 
