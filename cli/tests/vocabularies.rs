@@ -283,3 +283,42 @@ fn metadata_that_conflicts_with_the_datasets_is_refused_leaving_it_unchanged() {
     // The part is still whole, to be merged once it agrees.
     ok(&["verify", s(&part)]);
 }
+
+#[test]
+fn class_names_a_later_file_of_the_run_gives_that_would_renumber_its_records_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, plain, named, ds) = (
+        tmp.path().join("one.parquet"),
+        tmp.path().join("a-plain.parquet"),
+        tmp.path().join("b-named.parquet"),
+        tmp.path().join("ds"),
+    );
+    run_python(
+        WRITE_DUMP,
+        &[s(&one), r#"["cat", "dog"]"#, r#"[["c0", "cat"]]"#],
+    );
+    // The run's first file has no Hugging Face metadata: its labels have no
+    // names until the second file's, ant and cat, which the records already
+    // written would need to be renumbered into.
+    run_python(
+        WRITE_DUMP,
+        &[s(&named), r#"["ant", "cat"]"#, r#"[["b0", "ant"]]"#],
+    );
+    run_python(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({"id": ["p0"], "image": [b"p"], "label": pa.array([1], pa.int64())}), sys.argv[1])
+"#,
+        &[s(&plain)],
+    );
+    ok(&ingest_dump(&one, &ds));
+    let before = bcd_test_support::tree_snapshot(&ds).unwrap();
+    let mut args = ingest_dump(&plain, &ds);
+    args.insert(2, s(&named).to_owned());
+    let message = fails(&args);
+    assert!(
+        message.contains("class names given after 2 records would renumber them"),
+        "{message}"
+    );
+    assert_eq!(bcd_test_support::tree_snapshot(&ds).unwrap(), before);
+}

@@ -137,9 +137,14 @@ impl FieldsWriter {
         run.extend(metadata);
         let merged = merge_metadata(&self.committed, &run)?;
         if self.pushed > 0 && merged.remap != self.remap {
+            let columns = |remap: &Remap| -> Vec<String> {
+                remap.columns().map(|(c, _)| c.to_owned()).collect()
+            };
             return Err(FieldsError::Unsupported(format!(
-                "the class names given after {} records renumber their classes ({:?} before, {:?} now); give the class names before the records",
-                self.pushed, self.remap, merged.remap
+                "class names given after {} records would renumber them differently (columns renumbered before: {:?}, now: {:?}); give the class names before the records",
+                self.pushed,
+                columns(&self.remap),
+                columns(&merged.remap)
             ))
             .into());
         }
