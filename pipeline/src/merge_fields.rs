@@ -60,8 +60,15 @@ impl FieldsMerge {
     pub(crate) fn plan(target: &Dataset, parts: &[PathBuf]) -> Result<FieldsMerge, FieldsIoError> {
         let mut metadata = DatasetFields::load(target)?.metadata;
         let mut remaps = HashMap::new();
+        // Read only, as the merge opens its parts: no persisted index is written.
+        let read_only = bcd::OpenOptions {
+            index_file_min_records: None,
+            index_file_min_bytes: None,
+            ..bcd::OpenOptions::default()
+        };
         for path in parts {
-            let Ok(part) = Dataset::open(path) else {
+            let storage = Arc::new(bcd::storage::FileSystem);
+            let Ok(part) = Dataset::open_with(path, read_only, storage) else {
                 continue;
             };
             let merged = merge_metadata(&metadata, &DatasetFields::load(&part)?.metadata)?;
