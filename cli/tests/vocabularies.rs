@@ -322,3 +322,66 @@ pq.write_table(pa.table({"id": ["p0"], "image": [b"p"], "label": pa.array([1], p
     );
     assert_eq!(bcd_test_support::tree_snapshot(&ds).unwrap(), before);
 }
+
+/// A `datasets` dump with a list of objects, each with a ClassLabel category.
+const WRITE_OBJECTS: &str = r#"
+import json, sys
+from datasets import ClassLabel, Dataset, Features, List, Value
+path, names, rows = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+features = Features({"id": Value("string"), "image": Value("binary"),
+                     "objects": List({"category": ClassLabel(names=names)})})
+Dataset.from_dict({"id": [r[0] for r in rows],
+                   "image": [r[0].encode() for r in rows],
+                   "objects": [[{"category": names.index(c)} for c in r[1]] for r in rows]},
+                  features=features).to_parquet(path)
+"#;
+
+/// Every row as `datasets` reads it: id and its objects' category names.
+const READ_OBJECTS: &str = r#"
+import json, sys, datasets
+ds = datasets.Dataset.from_parquet(sys.argv[1])
+category = ds.features["objects"].feature["category"]
+print(json.dumps({"names": category.names,
+                  "rows": [[r["id"], [category.int2str(o["category"]) for o in r["objects"]]]
+                           for r in ds]}))
+"#;
+
+#[test]
+fn a_nested_class_label_of_appended_dumps_is_renumbered_inside_its_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two, ds, out) = (
+        tmp.path().join("one.parquet"),
+        tmp.path().join("two.parquet"),
+        tmp.path().join("ds"),
+        tmp.path().join("x.parquet"),
+    );
+    let first = json!([["a0", ["cat", "dog"]], ["a1", []], ["a2", ["dog"]]]);
+    let second = json!([["b0", ["ant", "cat", "ant"]], ["b1", ["cat"]]]);
+    for (path, names, rows) in [
+        (&one, json!(["cat", "dog"]), &first),
+        (&two, json!(["ant", "cat"]), &second),
+    ] {
+        run_python(
+            WRITE_OBJECTS,
+            &[s(path), &names.to_string(), &rows.to_string()],
+        );
+        ok(&ingest_dump(path, &ds));
+    }
+    let info = json_of(&ok(&["info", s(&ds), "--json"]));
+    assert_eq!(
+        info["metadata"]["class_labels"],
+        json!({"objects.category": ["cat", "dog", "ant"]}),
+        "{info}"
+    );
+    ok(&["export", s(&ds), "--to", s(&out)]);
+    let back = json_of(&run_python(READ_OBJECTS, &[s(&out)]));
+    let expected: Vec<Value> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second.as_array().unwrap())
+        .cloned()
+        .collect();
+    assert_eq!(back["rows"], Value::Array(expected), "{back}");
+    assert_eq!(back["names"], json!(["cat", "dog", "ant"]));
+}

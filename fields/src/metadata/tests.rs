@@ -1,6 +1,9 @@
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int64Array, Int8Array, RecordBatch, StringArray, StructArray};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, Int8Array, ListArray, RecordBatch, StringArray, StructArray,
+};
+use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field};
 use serde_json::{json, Value};
 
@@ -215,31 +218,61 @@ fn an_index_beyond_the_runs_names_or_the_columns_type_is_refused() {
 }
 
 #[test]
-fn a_nested_class_label_that_would_need_renumbering_is_refused() {
-    let category = Arc::new(Int64Array::from(vec![0])) as ArrayRef;
-    let objects = StructArray::from(vec![(
-        Arc::new(Field::new("category", DataType::Int64, true)),
-        category,
+fn a_nested_class_label_is_renumbered_through_structs_and_lists() {
+    // `datasets` writes a Sequence of dicts as a struct of lists, a List of
+    // dicts as a list of structs: both reach `objects.category`.
+    let category = Field::new("category", DataType::Int64, true);
+    let item = Arc::new(Field::new("item", DataType::Int64, true));
+    let lists = ListArray::new(
+        item,
+        OffsetBuffer::from_lengths([2, 0, 1]),
+        Arc::new(Int64Array::from(vec![0, 1, 1])),
+        None,
+    );
+    let struct_of_lists = StructArray::from(vec![(
+        Arc::new(Field::new("category", lists.data_type().clone(), true)),
+        Arc::new(lists) as ArrayRef,
     )]);
-    let batch = RecordBatch::try_from_iter([("objects", Arc::new(objects) as ArrayRef)]).unwrap();
-    let err = remap_of("objects.category", vec![1, 0])
-        .apply(&batch, "shard 0")
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("nested column \"objects.category\""),
-        "{err}"
+    let structs = StructArray::from(vec![(
+        Arc::new(category.clone()),
+        Arc::new(Int64Array::from(vec![1, 0, 0])) as ArrayRef,
+    )]);
+    let list_of_structs = ListArray::new(
+        Arc::new(Field::new("item", structs.data_type().clone(), true)),
+        OffsetBuffer::from_lengths([1, 2]),
+        Arc::new(structs),
+        None,
+    );
+    let remap = remap_of("objects.category", vec![2, 0]);
+    let rows = |batch: &RecordBatch| -> Value {
+        (0..batch.num_rows())
+            .map(|r| Value::Object(crate::json_row::row_to_json(batch, r)))
+            .collect()
+    };
+    let a =
+        RecordBatch::try_from_iter([("objects", Arc::new(struct_of_lists) as ArrayRef)]).unwrap();
+    assert_eq!(
+        rows(&remap.apply(&a, "s").unwrap()),
+        json!([
+            {"objects": {"category": [2, 0]}},
+            {"objects": {"category": []}},
+            {"objects": {"category": [0]}}
+        ])
+    );
+    let b =
+        RecordBatch::try_from_iter([("objects", Arc::new(list_of_structs) as ArrayRef)]).unwrap();
+    assert_eq!(
+        rows(&remap.apply(&b, "s").unwrap()),
+        json!([
+            {"objects": [{"category": 0}]},
+            {"objects": [{"category": 2}, {"category": 2}]}
+        ])
     );
     // A batch without the column is left as it is.
     let other =
         RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![7])) as ArrayRef)])
             .unwrap();
-    assert_eq!(
-        remap_of("objects.category", vec![1, 0])
-            .apply(&other, "s")
-            .unwrap(),
-        other
-    );
+    assert_eq!(remap.apply(&other, "s").unwrap(), other);
 }
 
 #[test]
