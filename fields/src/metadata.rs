@@ -162,17 +162,22 @@ fn agree(old: &Value, new: &Value, key: &str) -> Result<Value> {
         (Value::Object(o), Value::Object(n)) if is_class_label(o) && is_class_label(n) => {
             let mut merged = o.clone();
             let mut n = n.clone();
-            if let (Some(known), Some(added)) = (o.get("names"), n.remove("names")) {
-                let (names, _) = vocabulary(known, &added, &format!("{key}.names"))?;
-                if merged.contains_key("num_classes") {
-                    merged.insert(
-                        "num_classes".into(),
-                        names.as_array().map_or(0, Vec::len).into(),
-                    );
+            // The count follows the names: it is the merged vocabulary's size.
+            let (added, counted) = (n.remove("names"), n.remove("num_classes"));
+            let names = match (o.get("names"), added) {
+                (Some(known), Some(added)) => {
+                    Some(vocabulary(known, &added, &format!("{key}.names"))?.0)
+                }
+                (None, Some(added)) => Some(added),
+                (_, None) => None,
+            };
+            if let Some(names) = names {
+                if merged.contains_key("num_classes") || counted.is_some() {
+                    let count = names.as_array().map_or(0, Vec::len);
+                    merged.insert("num_classes".into(), count.into());
                 }
                 merged.insert("names".into(), names);
             }
-            n.remove("num_classes");
             for (member, value) in n {
                 let path = format!("{key}.{member}");
                 let value = match o.get(&member) {

@@ -81,6 +81,16 @@ fn huggingface_class_label_features_describe_the_merged_names() {
     let label = &m.metadata["huggingface"]["info"]["features"]["label"];
     assert_eq!(label["names"], json!(["cat", "dog", "ant"]));
     assert_eq!(label["num_classes"], 3);
+    // Names the dataset's ClassLabel lacked are the run's.
+    let named = merged(
+        json!({"huggingface": {"label": {"_type": "ClassLabel", "num_classes": 2}}}),
+        json!({"huggingface": {"label": {"_type": "ClassLabel", "names": ["a", "b", "c"]}}}),
+    )
+    .unwrap();
+    assert_eq!(
+        named.metadata["huggingface"]["label"],
+        json!({"_type": "ClassLabel", "names": ["a", "b", "c"], "num_classes": 3})
+    );
     // A feature only the run has is added.
     let more = merged(
         json!({"huggingface": {"info": {"features": {"a": {"_type": "Value", "dtype": "int64"}}}}}),
