@@ -101,6 +101,21 @@ pub trait SidecarRewrite: Sync {
         let _ = (part, from, kept_rows, fingerprint);
         Ok(())
     }
+
+    /// The new content of the sidecar `suffix` of shard `from` of `part`, a
+    /// shard moved whole (its records unchanged, so its fingerprint too) whose
+    /// sidecar must change all the same (the fields layer renumbers class
+    /// indices into the target's vocabulary); `None` moves the file as it is.
+    /// The default moves every sidecar as it is.
+    fn moved(
+        &self,
+        part: &Dataset,
+        from: u64,
+        suffix: &str,
+    ) -> std::result::Result<Option<Vec<u8>>, HookError> {
+        let _ = (part, from, suffix);
+        Ok(None)
+    }
 }
 
 /// The default [`SidecarRewrite`]: a rewritten shard keeps no sidecar.
@@ -681,10 +696,22 @@ impl Dataset {
                 let (to_data, to_index) = shard_paths(&self.dir, planned.to);
                 let mut files = vec![(from_data, to_data), (from_index, to_index)];
                 for suffix in suffixes {
-                    files.push((
-                        sidecar_path(&source.dir, planned.from, suffix),
-                        sidecar_path(&self.dir, planned.to, suffix),
-                    ));
+                    let from = sidecar_path(&source.dir, planned.from, suffix);
+                    let to = sidecar_path(&self.dir, planned.to, suffix);
+                    let replaced = options
+                        .sidecars
+                        .moved(source, planned.from, suffix)
+                        .map_err(|source| Error::Hook {
+                            what: format!("rewriting {} for {}", from.display(), to.display()),
+                            source,
+                        })?;
+                    match replaced {
+                        Some(bytes) => {
+                            created.paths.push(to.clone());
+                            crate::extend::write_durably(storage, &to, &bytes)?;
+                        }
+                        None => files.push((from, to)),
+                    }
                 }
                 for (from, to) in files {
                     transfer(storage, &from, &to, options.copy, created, summary)?;

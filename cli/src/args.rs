@@ -363,7 +363,8 @@ pub struct IngestArgs {
     /// Store fields from each file's path: `folder` gives label (its first folder
     /// under the root) and label_index (that folder's index among the sorted
     /// folders, as torchvision's ImageFolder); files directly under the root are
-    /// skipped.
+    /// skipped. Appended to an existing dataset, known classes keep the
+    /// dataset's indices and new ones are numbered after them.
     #[arg(
         long,
         value_enum,

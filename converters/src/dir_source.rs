@@ -22,6 +22,8 @@
 //!   a class.
 //!
 //! The class names, in index order, are the source's metadata `"class_names"`.
+//! These are the run's numbers: a writer appending to a dataset renumbers them
+//! by name into the dataset's classes (`bcd_fields::merge_metadata`).
 //! A class folder's files are read as any other's: without `follow_links`, a
 //! class folder that is a symbolic link is in the list but its files are skipped
 //! (counted as "symlink").

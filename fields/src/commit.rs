@@ -144,16 +144,6 @@ impl CommitFile {
     }
 }
 
-/// The metadata a commit carries forward: `old`'s keys with `new`'s added or
-/// replacing them (key by key, not recursively).
-pub fn merge_metadata(old: &Map<String, Value>, new: &Map<String, Value>) -> Map<String, Value> {
-    let mut merged = old.clone();
-    for (k, v) in new {
-        merged.insert(k.clone(), v.clone());
-    }
-    merged
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,17 +233,6 @@ mod tests {
         let mut extra = good;
         extra["later_version_member"] = json!(1);
         assert!(CommitFile::decode(extra.to_string().as_bytes(), "c").is_ok());
-    }
-
-    #[test]
-    fn metadata_merges_key_by_key_new_wins() {
-        let old = json!({"description": "old", "class_names": ["a"], "sources": [1]});
-        let new = json!({"description": "new", "huggingface": {"info": 1}});
-        let merged = merge_metadata(old.as_object().unwrap(), new.as_object().unwrap());
-        assert_eq!(
-            Value::Object(merged),
-            json!({"description": "new", "class_names": ["a"], "sources": [1], "huggingface": {"info": 1}})
-        );
     }
 
     #[test]

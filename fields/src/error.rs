@@ -84,6 +84,17 @@ pub enum FieldsError {
         #[source]
         source: ArrowError,
     },
+    /// A run's metadata gives a key a value other than the dataset's, where no
+    /// merging rule applies (FORMAT.md, "Merging metadata").
+    #[error("metadata \"{key}\": {run} conflicts with {dataset} already in the dataset; a dataset's metadata is not replaced by an append")]
+    MetadataConflict {
+        /// The key, with a path into nested objects (`huggingface.info.description`).
+        key: String,
+        /// The dataset's value, as JSON.
+        dataset: String,
+        /// The run's value, as JSON.
+        run: String,
+    },
     /// A value or column this crate does not handle.
     #[error("{0}")]
     Unsupported(String),

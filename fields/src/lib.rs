@@ -11,6 +11,8 @@
 //! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
 //! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
+//! - [`merge_metadata`] / [`Remap`]: a run's metadata joined to the dataset's, its
+//!   class indices renumbered into the dataset's vocabularies.
 //! - [`row_to_json`] / [`member_bytes`]: a row for people, a value for WebDataset.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
 
@@ -28,6 +30,8 @@ mod hll;
 mod ipc;
 mod json_row;
 mod json_util;
+mod metadata;
+mod remap;
 mod schema;
 mod stats;
 mod types;
@@ -35,8 +39,8 @@ mod value;
 
 pub use builder::BatchBuilder;
 pub use commit::{
-    commit_file_name, fields_file_name, merge_metadata, parse_commit_file_name, stats_file_name,
-    CommitFile, COMMIT_FORMAT, MAX_COMMIT_BYTES,
+    commit_file_name, fields_file_name, parse_commit_file_name, stats_file_name, CommitFile,
+    COMMIT_FORMAT, MAX_COMMIT_BYTES,
 };
 pub use conform::align;
 pub use error::{FieldsError, Result};
@@ -45,6 +49,10 @@ pub use fingerprint::Fingerprint;
 pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
 pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
+pub use metadata::{
+    merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
+    CLASS_NAMES_COLUMN, CLASS_NAMES_KEY, HUGGINGFACE_KEY, VALUE_KEY,
+};
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;

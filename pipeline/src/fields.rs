@@ -10,8 +10,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use bcd::{Compression, Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
-    align, decode_shard, encode_shard, BatchBuilder, CommitFile, CountKey, DatasetSchema, Fields,
-    FieldsError, Fingerprint, Scalar, ShardStats,
+    align, decode_shard, encode_shard, merge_metadata, BatchBuilder, CommitFile, CountKey,
+    DatasetSchema, Fields, FieldsError, Fingerprint, Remap, Scalar, ShardStats,
 };
 use serde_json::{Map, Value};
 
@@ -64,7 +64,14 @@ pub struct FieldsWriter {
     pending: VecDeque<Pending>,
     shards_with_stats: u64,
     schema: DatasetSchema,
+    /// The committed metadata, the run's (as given so far), and the two merged.
+    committed: Map<String, Value>,
+    run: Map<String, Value>,
     metadata: Map<String, Value>,
+    /// How the run's class indices become the dataset's (from the merge).
+    remap: Remap,
+    /// Records pushed so far.
+    pushed: u64,
     totals: ShardStats,
     shards: u64,
     /// The last shard this writer wrote, with its fingerprint.
@@ -83,7 +90,11 @@ impl FieldsWriter {
             pending: VecDeque::new(),
             shards_with_stats: state.shards_with_stats,
             schema: state.schema,
+            committed: state.metadata.clone(),
+            run: Map::new(),
             metadata: state.metadata,
+            remap: Remap::default(),
+            pushed: 0,
             totals,
             shards: dataset.shards(),
             last_written: None,
@@ -109,6 +120,7 @@ impl FieldsWriter {
             key_len: key_len as u64,
             raw_len: raw_len as u64,
         });
+        self.pushed += 1;
         Ok(())
     }
 
@@ -120,11 +132,34 @@ impl FieldsWriter {
         self.builder.set_metadata(column, key, value);
     }
 
-    /// Merges `metadata` into the dataset's (key-wise, these keys win).
-    pub fn add_metadata(&mut self, metadata: Map<String, Value>) {
-        for (key, value) in metadata {
-            self.metadata.insert(key, value);
+    /// Adds the run's metadata (`metadata`: keys given again replace the run's
+    /// earlier ones) and merges it into the dataset's by the rules of
+    /// [`merge_metadata`]: class vocabularies are the dataset's, extended by the
+    /// run's new names, and the run's class indices are renumbered to them as
+    /// each shard's fields are written. Give the vocabularies before the first
+    /// record: once records are pushed, metadata that would renumber them
+    /// differently is refused. On an error (a value conflicting with the
+    /// dataset's) nothing changes.
+    pub fn add_metadata(&mut self, metadata: Map<String, Value>) -> Result<(), FieldsIoError> {
+        let mut run = self.run.clone();
+        run.extend(metadata);
+        let merged = merge_metadata(&self.committed, &run)?;
+        if self.pushed > 0 && merged.remap != self.remap {
+            let columns = |remap: &Remap| -> Vec<String> {
+                remap.columns().map(|(c, _)| c.to_owned()).collect()
+            };
+            return Err(FieldsError::Unsupported(format!(
+                "class names given after {} records would renumber them differently (columns renumbered before: {:?}, now: {:?}); give the class names before the records",
+                self.pushed,
+                columns(&self.remap),
+                columns(&merged.remap)
+            ))
+            .into());
         }
+        self.run = run;
+        self.metadata = merged.metadata;
+        self.remap = merged.remap;
+        Ok(())
     }
 
     /// The dataset schema as of the records pushed so far (of finished shards).
@@ -182,6 +217,9 @@ impl FieldsWriter {
     ) -> Result<(), FieldsIoError> {
         let records = shard.fingerprint.records as usize;
         let batch = self.builder.take(records)?;
+        let batch = self
+            .remap
+            .apply(&batch, &format!("the fields of new shard {}", shard.id))?;
         let mut stats = ShardStats::new();
         let mut key_bytes = 0;
         for record in self.pending.drain(..records.min(self.pending.len())) {

@@ -382,6 +382,9 @@ fn run(
 
     let mut extend = dataset.begin_extend()?;
     let mut fields = FieldsWriter::begin(extend.dataset())?;
+    // The class names are known when the source is opened: the records' indices
+    // are renumbered to the dataset's names as they are written.
+    fields.add_metadata(source.metadata())?;
     let mut state = Progress::default();
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
     let interrupt = options.interrupt.clone();
@@ -450,7 +453,7 @@ fn run(
     let (skipped_members, metadata) = reader
         .join()
         .map_err(|_| IngestError::Internal("the reader thread panicked"))?;
-    fields.add_metadata(metadata);
+    fields.add_metadata(metadata)?;
     // A signal before the commit still wins; once the commit starts it completes.
     if interrupted(options) {
         return Err(IngestError::Interrupted);

@@ -88,9 +88,11 @@ impl MergeReport {
 /// [`Dataset::merge`]). A missing or empty `into` is created with the first
 /// part's settings (keyed, compression, max_shard_size), and removed again if
 /// the merge fails. Fields come along (FORMAT.md section 9): shards moved whole
-/// keep their fields and statistics files, a shard rewritten without dropped
-/// duplicates gets both anew, and the commit file of the merged state unifies
-/// the schemas, carries the metadata forward and adds up the statistics.
+/// keep their fields and statistics files (written anew when the part's class
+/// indices are renumbered into the target's vocabulary), a shard rewritten
+/// without dropped duplicates gets both anew, and the commit file of the merged
+/// state unifies the schemas, merges the metadata (`bcd_fields::merge_metadata`)
+/// and adds up the statistics.
 pub fn merge(
     parts: &[PathBuf],
     into: &Path,
@@ -118,7 +120,20 @@ pub fn merge(
         (Dataset::open(into)?, false)
     };
     let sources: Vec<PartSource> = parts.iter().map(PartSource::new).collect();
-    let fields = crate::merge_fields::FieldsMerge::default();
+    // The parts' metadata merged into the target's before anything is written:
+    // a conflict leaves the target as it was.
+    let fields = match crate::merge_fields::FieldsMerge::plan(&dataset, parts) {
+        Ok(fields) => fields,
+        Err(e) => {
+            if created {
+                let _ = dataset.remove_empty(true);
+            }
+            return Err(bcd::Error::Hook {
+                what: format!("merging the parts' metadata into {}", into.display()),
+                source: Box::new(e),
+            });
+        }
+    };
     let commit_file = |input: &bcd::MergeCommitInput<'_>| {
         fields
             .commit_file(input)

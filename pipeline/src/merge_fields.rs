@@ -3,15 +3,23 @@
 //! sidecars (their fingerprint does not depend on the shard's number); a shard
 //! rewritten without dropped duplicates gets its fields file filtered to the
 //! records kept and its statistics computed anew from them; the commit file of
-//! the merged state unifies the schemas, carries the metadata forward (later
-//! parts' keys win) and adds every merged shard's statistics to the totals.
+//! the merged state unifies the schemas, merges the parts' metadata into the
+//! target's in order (`bcd_fields::merge_metadata`: class vocabularies extended,
+//! conflicts refused) and adds every merged shard's statistics to the totals.
+//!
+//! A part whose class indices mean other names in the target's vocabulary has
+//! them renumbered: its shards' fields and statistics files are written anew
+//! (through [`SidecarRewrite::moved`]) instead of being linked.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
-use bcd_fields::{encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, ShardStats};
+use bcd_fields::{
+    encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats,
+};
 
 use crate::fields::{
     fingerprint, size_stats, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX,
@@ -23,11 +31,21 @@ struct Kept {
     fields: RecordBatch,
 }
 
-/// The state both hooks share: what each rewritten shard keeps, by its new
-/// fingerprint, for its sidecars and for the commit file.
+/// The state both hooks share: what each rewritten or renumbered shard keeps,
+/// by its new fingerprint, for its sidecars and for the commit file; and each
+/// part's renumbering of class indices, planned before the merge.
 #[derive(Default)]
 pub(crate) struct FieldsMerge {
     rewritten: Mutex<HashMap<String, Kept>>,
+    /// Shards moved whole whose class indices were renumbered, by fingerprint.
+    renumbered: Mutex<HashMap<String, Kept>>,
+    /// Each part's renumbering, by its path (canonical where it resolves).
+    remaps: HashMap<PathBuf, Remap>,
+}
+
+/// The key of a part in [`FieldsMerge::remaps`].
+fn part_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
 fn hook_error(error: impl Into<FieldsIoError>) -> HookError {
@@ -35,17 +53,76 @@ fn hook_error(error: impl Into<FieldsIoError>) -> HookError {
 }
 
 impl FieldsMerge {
+    /// Plans the merge of `parts` (in order) into `target`: each part's metadata
+    /// merged into the target's, and how each part's class indices are
+    /// renumbered. A conflict is an error before anything is written. A part
+    /// that does not open is left for the merge to report.
+    pub(crate) fn plan(target: &Dataset, parts: &[PathBuf]) -> Result<FieldsMerge, FieldsIoError> {
+        let mut metadata = DatasetFields::load(target)?.metadata;
+        let mut remaps = HashMap::new();
+        // Read only, as the merge opens its parts: no persisted index is written.
+        let read_only = bcd::OpenOptions {
+            index_file_min_records: None,
+            index_file_min_bytes: None,
+            ..bcd::OpenOptions::default()
+        };
+        for path in parts {
+            let storage = Arc::new(bcd::storage::FileSystem);
+            let Ok(part) = Dataset::open_with(path, read_only, storage) else {
+                continue;
+            };
+            let merged = merge_metadata(&metadata, &DatasetFields::load(&part)?.metadata)?;
+            metadata = merged.metadata;
+            remaps.insert(part_key(path), merged.remap);
+        }
+        Ok(FieldsMerge {
+            remaps,
+            ..FieldsMerge::default()
+        })
+    }
+
+    fn remap(&self, part: &Dataset) -> Remap {
+        self.remaps
+            .get(&part_key(part.path()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Shard `from` of `part`, restricted to `kept_rows`: statistics of the kept
-    /// records' sizes and fields, and those fields.
-    fn kept(part: &Dataset, from: u64, kept_rows: &[bool]) -> Result<Kept, FieldsIoError> {
+    /// records' sizes and fields, and those fields, class indices renumbered.
+    fn kept(&self, part: &Dataset, from: u64, kept_rows: &[bool]) -> Result<Kept, FieldsIoError> {
         // The kept records are copied as stored: their sizes are the part's.
         let mut stats = size_stats(part, from, |row| kept_rows[row])?;
         let state = DatasetFields::load(part)?;
         let fields = filter(&state.shard_batches(part, from, None)?, kept_rows)?;
+        let what = format!("the fields of shard {from} of {}", part.path().display());
+        let fields = self.remap(part).apply(&fields, &what)?;
         if fields.num_columns() > 0 {
             stats.add_fields(&fields)?;
         }
         Ok(Kept { stats, fields })
+    }
+
+    /// The new sidecar `suffix` of shard `from` of `part`, moved whole, when its
+    /// class indices are renumbered.
+    fn renumbered_sidecar(
+        &self,
+        part: &Dataset,
+        from: u64,
+        suffix: &str,
+    ) -> Result<Option<Vec<u8>>, FieldsIoError> {
+        if self.remap(part).is_identity() || !matches!(suffix, FIELDS_SUFFIX | STATS_SUFFIX) {
+            return Ok(None);
+        }
+        let print = fingerprint(&part.shard_fingerprint(from)?);
+        let key = print_key(&print);
+        let mut renumbered = self.renumbered.lock().unwrap_or_else(|e| e.into_inner());
+        if !renumbered.contains_key(&key) {
+            let all = vec![true; part.shard_records(from) as usize];
+            renumbered.insert(key.clone(), self.kept(part, from, &all)?);
+        }
+        let kept = &renumbered[&key];
+        Ok(sidecar(kept, suffix, &print)?)
     }
 
     /// The commit file of the merged state.
@@ -69,10 +146,20 @@ impl FieldsMerge {
             ))
             .into()
         };
+        let renumbered = self.renumbered.lock().unwrap_or_else(|e| e.into_inner());
         for part in &input.parts {
             let state = DatasetFields::load(part.dataset)?;
             schema = schema.unified(state.schema.fields())?;
-            metadata = merge_metadata(&metadata, &state.metadata);
+            let merged = merge_metadata(&metadata, &state.metadata)?;
+            if merged.remap != self.remap(part.dataset) {
+                // The part or the target changed between the plan and the locks.
+                return Err(FieldsError::Unsupported(format!(
+                    "the class names of {} changed while it was merged; nothing was committed: merge again",
+                    part.dataset.path().display()
+                ))
+                .into());
+            }
+            metadata = merged.metadata;
             for shard in &part.shards {
                 let print = fingerprint(&shard.fingerprint);
                 let stats = match shard.rewritten {
@@ -80,7 +167,10 @@ impl FieldsMerge {
                         .ok_or_else(|| no_stats(shard.to))?
                         .stats
                         .clone(),
-                    false => state.shard_stats(part.dataset, shard.from)?,
+                    false => match renumbered.get(&print_key(&print)) {
+                        Some(kept) => kept.stats.clone(),
+                        None => state.shard_stats(part.dataset, shard.from)?,
+                    },
                 };
                 totals.merge(&stats)?;
                 shards_with_stats += 1;
@@ -135,7 +225,7 @@ impl SidecarRewrite for FieldsMerge {
         kept_rows: &[bool],
         new: &ShardFingerprint,
     ) -> Result<(), HookError> {
-        let kept = FieldsMerge::kept(part, from, kept_rows).map_err(hook_error)?;
+        let kept = self.kept(part, from, kept_rows).map_err(hook_error)?;
         self.rewritten
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -155,16 +245,27 @@ impl SidecarRewrite for FieldsMerge {
         let Some(kept) = rewritten.get(&print_key(&print)) else {
             return Ok(None);
         };
-        match suffix {
-            FIELDS_SUFFIX if kept.fields.num_columns() > 0 => Ok(Some(
-                encode_shard(&kept.fields, &print).map_err(hook_error)?,
-            )),
-            STATS_SUFFIX => {
-                let mut stats = kept.stats.clone();
-                stats.fingerprint = Some(print);
-                Ok(Some(stats.encode()))
-            }
-            _ => Ok(None),
+        sidecar(kept, suffix, &print).map_err(hook_error)
+    }
+
+    fn moved(&self, part: &Dataset, from: u64, suffix: &str) -> Result<Option<Vec<u8>>, HookError> {
+        self.renumbered_sidecar(part, from, suffix)
+            .map_err(hook_error)
+    }
+}
+
+/// The content of sidecar `suffix` of a shard whose records keep `kept`, with
+/// fingerprint `print`; `None` for no file (no fields, or a suffix not ours).
+fn sidecar(kept: &Kept, suffix: &str, print: &Fingerprint) -> Result<Option<Vec<u8>>, FieldsError> {
+    match suffix {
+        FIELDS_SUFFIX if kept.fields.num_columns() > 0 => {
+            Ok(Some(encode_shard(&kept.fields, print)?))
         }
+        STATS_SUFFIX => {
+            let mut stats = kept.stats.clone();
+            stats.fingerprint = Some(*print);
+            Ok(Some(stats.encode()))
+        }
+        _ => Ok(None),
     }
 }

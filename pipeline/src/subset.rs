@@ -194,7 +194,7 @@ fn copy_records(
     let mut columns = ShardColumns::default();
     let mut extend = target.begin_extend()?;
     let mut writer = FieldsWriter::begin(extend.dataset())?;
-    writer.add_metadata(source.metadata.clone());
+    writer.add_metadata(source.metadata.clone())?;
     for field in source.schema.fields() {
         for (key, value) in field.metadata() {
             writer.set_column_metadata(field.name(), key, value);

@@ -170,8 +170,14 @@ class Dataset:
         them, NumPy scalars). Fields new to the dataset are null for earlier
         records; a field whose type conflicts with the dataset's schema is a
         ``TypeError`` naming the field and both types, and nothing is committed.
-        ``metadata`` (a dict of JSON values) is merged key-wise into the dataset
-        metadata with this commit.
+        ``metadata`` (a dict of JSON values) is merged into the dataset
+        metadata with this commit by the rules of FORMAT.md ("Merging
+        metadata"): class names (``class_names``, ``class_labels``) are
+        append-only, and this extend's ``label_index`` (and ``class_labels``
+        columns) are renumbered by name into the dataset's classes; any other
+        key whose value differs from the dataset's is a ``ValueError`` naming it,
+        as is an integer JSON cannot keep exactly (beyond ``-2**63 .. 2**64``),
+        and nothing is committed.
 
         ``entries`` may be any iterable, including a generator, and is read
         lazily: batches of up to 256 records or 8 MiB per core are copied, then

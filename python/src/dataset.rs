@@ -324,7 +324,7 @@ impl PyDataset {
         let mut fields = py
             .detach(|| FieldsWriter::begin(committed))
             .map_err(fields_to_py)?;
-        fields.add_metadata(metadata);
+        fields.add_metadata(metadata).map_err(fields_to_py)?;
         let mut rows: Vec<Fields> = Vec::new();
 
         // Pulled from the iterable per compression round: the store's one policy.

@@ -75,14 +75,16 @@ pub fn metadata_arg(
         )));
     }
     let json = metadata.py().import("json")?;
+    // NaN and infinities are not JSON: refused here, by name.
+    let kwargs = PyDict::new(metadata.py());
+    kwargs.set_item("allow_nan", false)?;
     let text: String = json
-        .call_method1("dumps", (metadata,))
+        .call_method("dumps", (metadata,), Some(&kwargs))
         .map_err(|e| PyValueError::new_err(format!("metadata is not JSON-serialisable: {e}")))?
         .extract()?;
-    match serde_json::from_str(&text) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
-        _ => Err(PyValueError::new_err("metadata must be a JSON object")),
-    }
+    // Exactly: an integer JSON readers would round is refused, not stored as a float.
+    bcd_fields::metadata_from_json(&text, "metadata")
+        .map_err(|e| PyValueError::new_err(crate::errors::message(&e)))
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -138,3 +138,36 @@ def test_extension_types_come_back_as_they_were_stored(tmp_path):
     with pytest.raises(ValueError, match='field "id".*extension arrow.uuid'):
         ds.extend_arrow(plain, "v")
     assert len(bcd.Dataset(tmp_path / "ds")) == 3
+
+
+def test_extend_renumbers_label_index_into_the_datasets_class_names(tmp_path):
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=True)
+    ds.extend([{"key": b"c0", "value": b"", "label_index": 0},
+               {"key": b"d0", "value": b"", "label_index": 1}],
+              metadata={"class_names": ["cat", "dog"], "description": "pets"})
+    # A second extend numbering its classes otherwise: ant 0, cat 1.
+    ds.extend([{"key": b"a1", "value": b"", "label_index": 0},
+               {"key": b"c1", "value": b"", "label_index": 1}],
+              metadata={"class_names": ["ant", "cat"]})
+    names = ds.metadata["class_names"]
+    assert names == ["cat", "dog", "ant"]
+    indices = ds.fields(["label_index"]).column("label_index").to_pylist()
+    assert [names[i] for i in indices] == ["cat", "dog", "ant", "cat"]
+    # Other metadata is not replaced: a different value is refused.
+    before = sorted(os.listdir(tmp_path / "ds"))
+    with pytest.raises(ValueError, match='metadata "description": "birds" conflicts with "pets"'):
+        ds.extend([(b"x", b"")], metadata={"description": "birds"})
+    assert len(ds) == 4
+    assert sorted(os.listdir(tmp_path / "ds")) == before
+
+
+def test_metadata_json_cannot_keep_exactly_is_refused(tmp_path):
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=True)
+    with pytest.raises(ValueError, match=r"18446744073709551617 is outside -2\^63 \.\. 2\^64"):
+        ds.extend([(b"a", b"x")], metadata={"id": 2**64 + 1})
+    with pytest.raises(ValueError, match="not JSON-serialisable"):
+        ds.extend([(b"a", b"x")], metadata={"ratio": float("nan")})
+    assert len(ds) == 0 and ds.metadata == {}
+    ds.extend([(b"a", b"x")], metadata={"id": 2**64 - 1, "low": -(2**63)})
+    assert ds.metadata == {"id": 2**64 - 1, "low": -(2**63)}
+    assert bcd.Dataset(tmp_path / "ds").metadata["id"] == 2**64 - 1
