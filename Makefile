@@ -2,7 +2,7 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test test-torch check strace python-env demo soak
+.PHONY: test test-torch check strace python-env demo soak soak-model
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
@@ -74,3 +74,14 @@ soak:
 	    cargo test --release -p bcd-fields --test properties && \
 	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_STORE_CASES) \
 	    cargo test --release -p bcd --test corrupt_input --test hostile_index_file --test index_file
+
+# The model-based test of the whole toolkit (cli/tests/model.rs: ingests with
+# labels, appends, merges, export --into, push and pull through a local S3
+# server, gc, killed ingests) with a fresh random seed, SOAK_MODEL_CASES cases.
+SOAK_MODEL_CASES ?= 300
+soak-model: strace
+	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
+	@seed=$${SOAK_SEED:-$$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}; \
+	echo "soak seed: $$seed (SOAK_SEED=$$seed make soak-model repeats it)"; \
+	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_MODEL_CASES) \
+	    cargo test --release -p bcd-cli --test model -- --nocapture
