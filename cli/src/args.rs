@@ -155,6 +155,11 @@ pub enum Command {
         dataset: OsString,
         /// Where: s3://bucket/prefix, gs://bucket/prefix or az://container/prefix.
         uri: OsString,
+        /// Replace a dataset there that is not an earlier state of this one
+        /// (refused otherwise): its manifest is removed first, so the prefix
+        /// reads as no dataset until the push commits, then its files.
+        #[arg(long)]
+        replace: bool,
         #[command(flatten)]
         transfer: TransferArgs,
     },

@@ -169,7 +169,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             dataset,
             uri,
             transfer,
-        } => crate::remote_cmd::push(&dataset, &uri, &transfer),
+            replace,
+        } => crate::remote_cmd::push(&dataset, &uri, &transfer, replace),
         Command::Pull {
             uri,
             dataset,

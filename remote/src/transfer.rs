@@ -17,7 +17,7 @@ use object_store::{
 use tokio::sync::Semaphore;
 
 use crate::error::{RemoteError, Result};
-use crate::objects::{is_conflict, time_of, Stamp};
+use crate::objects::{is_conflict, same_content, time_of, Stamp};
 use crate::store::{Clients, Remote};
 
 /// Where the journal of multipart uploads in progress lives, below the prefix.
@@ -37,6 +37,11 @@ pub struct TransferOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Called with the bytes moved so far, after each file, part or range.
     pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+    /// Push only: replace a remote that holds another dataset (committed files
+    /// whose contents differ from the local ones, other settings, more shards)
+    /// instead of refusing it. The prefix reads as no dataset until the new
+    /// manifest is committed. Default: false.
+    pub replace: bool,
 }
 
 impl Default for TransferOptions {
@@ -47,6 +52,7 @@ impl Default for TransferOptions {
             part_size: 16 << 20,
             interrupt: None,
             progress: None,
+            replace: false,
         }
     }
 }
@@ -57,6 +63,7 @@ impl std::fmt::Debug for TransferOptions {
             .field("concurrency", &self.concurrency)
             .field("multipart_threshold", &self.multipart_threshold)
             .field("part_size", &self.part_size)
+            .field("replace", &self.replace)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +95,10 @@ pub(crate) struct Context<'a> {
     pub(crate) options: TransferOptions,
     permits: Arc<Semaphore>,
     moved: AtomicU64,
+    /// Set when one transfer failed: the others stop at their next file or part
+    /// and clean up after themselves (abort their multipart uploads) rather than
+    /// being dropped mid-way.
+    failed: AtomicBool,
 }
 
 impl<'a> Context<'a> {
@@ -98,13 +109,57 @@ impl<'a> Context<'a> {
             permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
             options,
             moved: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
         })
     }
 
     pub(crate) fn check_interrupt(&self) -> Result<()> {
         match &self.options.interrupt {
             Some(flag) if flag.load(Ordering::Relaxed) => Err(RemoteError::Interrupted),
+            _ if self.failed.load(Ordering::Relaxed) => Err(RemoteError::Interrupted),
             _ => Ok(()),
+        }
+    }
+
+    /// Runs `transfers` (at most `concurrency` at once) to their ends and returns
+    /// their results in any order, or the first error. Unlike `try_collect`, a
+    /// failure does not drop the transfers in flight (a dropped multipart upload
+    /// stays open until a gc): it makes them stop at their next file or part,
+    /// and each cleans up before this returns.
+    pub(crate) async fn run_all<T, F>(
+        &self,
+        transfers: impl IntoIterator<Item = F>,
+    ) -> Result<Vec<T>>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let results: Vec<Result<T>> = futures::stream::iter(transfers)
+            .map(|transfer| async move {
+                let result = transfer.await;
+                if result.is_err() {
+                    self.failed.store(true, Ordering::Relaxed);
+                }
+                result
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        let mut done = Vec::with_capacity(results.len());
+        let mut first = None;
+        for result in results {
+            match result {
+                Ok(value) => done.push(value),
+                // The others' errors are mostly the stop this one caused.
+                Err(RemoteError::Interrupted) if first.is_some() => {}
+                Err(e) => match &first {
+                    Some(RemoteError::Interrupted) | None => first = Some(e),
+                    Some(_) => {}
+                },
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(done),
         }
     }
 
@@ -271,6 +326,9 @@ where
                     .buffered(ctx.options.concurrency.max(1))
                     .try_collect()
                     .await?;
+                // A transfer that failed meanwhile stops this one short of its
+                // completion: it is aborted below.
+                ctx.check_interrupt()?;
                 before_complete().await?;
                 let _permit = ctx.permit().await;
                 multipart
@@ -307,10 +365,14 @@ where
             });
             match put.await {
                 Ok(_) => {}
+                // Already there with these very bytes: this push's own, uploaded by
+                // a run of it that was killed while the request was on its way, or
+                // by a first attempt whose answer was lost before a retry.
+                Err(e) if is_conflict(&e) && same_content(ctx.remote.stamp(&upload.name).await?, xxh3) => {}
                 Err(e) if is_conflict(&e) => {
                     return Err(RemoteError::Conflict {
                         uri,
-                        reason: "the object appeared while this push uploaded it: another writer is pushing to this prefix".into(),
+                        reason: "an object of other content appeared while this push uploaded it: another writer is pushing to this prefix".into(),
                     })
                 }
                 Err(e) => return Err(RemoteError::store(uri, "upload", e)),
@@ -398,7 +460,8 @@ pub(crate) enum Expected {
 
 /// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
 /// and fsyncs it; checks the size and, when the object has one, its checksum
-/// (see [`Expected`]); gives the file the recorded modification time.
+/// (see [`Expected`]); gives the file the recorded modification time. On failure
+/// `dest` is removed.
 pub(crate) async fn download(
     ctx: &Context<'_>,
     name: &str,
@@ -407,6 +470,22 @@ pub(crate) async fn download(
     dest: &Path,
 ) -> Result<()> {
     ctx.check_interrupt()?;
+    let result = download_into(ctx, name, size, expected, dest).await;
+    if result.is_err() {
+        // Bytes that failed their check, or a part of the file: never left for
+        // anything to take for the object (best effort).
+        let _ = std::fs::remove_file(dest);
+    }
+    result
+}
+
+async fn download_into(
+    ctx: &Context<'_>,
+    name: &str,
+    size: u64,
+    expected: Expected,
+    dest: &Path,
+) -> Result<()> {
     let uri = ctx.remote.object_uri(name);
     let location = ctx.remote.path(name);
     let file = Arc::new(

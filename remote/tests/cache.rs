@@ -386,3 +386,31 @@ fn files_pushed_beside_an_unchanged_manifest_reach_a_current_cache() {
     let again = push(&source, &remote(), &TransferOptions::default()).unwrap();
     assert_eq!((again.files, again.committed), (0, false));
 }
+
+#[test]
+fn a_dataset_under_a_prefix_of_any_legal_characters_opens_through_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let local = dataset(&source, true, Compression::Lz4, 120, 1500);
+    let memory = Arc::new(InMemory::new());
+    let prefix = "données/数据 #1/100%";
+    // Uploaded by another tool: the keys as written, no checksums.
+    for (name, bytes) in files(&source) {
+        let key = object_store::path::Path::parse(format!("{prefix}/{name}")).unwrap();
+        futures::executor::block_on(object_store::ObjectStoreExt::put(
+            memory.as_ref(),
+            &key,
+            bytes.into(),
+        ))
+        .unwrap();
+    }
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let cache = Arc::new(
+        RemoteCache::with_remote(memory_remote(memory.clone(), prefix), &options).unwrap(),
+    );
+    let (remote, _) = open_cache(cache).unwrap();
+    assert_eq!(records(&remote), records(&local));
+}
