@@ -35,11 +35,12 @@ use std::time::SystemTime;
 
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
+use crate::download::{download, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
 use crate::objects::{RemoteManifest, RemoteObject};
 use crate::store::{block_on, Remote};
-use crate::transfer::{download, Context, Expected, TransferOptions};
+use crate::transfer::{Context, TransferOptions};
 use crate::uri::RemoteUri;
 
 /// Where a cache lives and how large it may grow.

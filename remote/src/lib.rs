@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod download;
 mod error;
 pub mod gc;
 pub mod names;

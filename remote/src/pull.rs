@@ -23,11 +23,12 @@ use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 
+use crate::download::{download, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
 use crate::objects::{file_checksum, same_content, RemoteObject, Stamp};
 use crate::store::{block_on, Remote};
-use crate::transfer::{download, Context, Expected, TransferOptions, TransferSummary};
+use crate::transfer::{Context, TransferOptions, TransferSummary};
 
 /// Makes the local dataset at `dir` (created when missing) equal to the dataset at
 /// `remote`: see the module documentation.

@@ -2,20 +2,31 @@
 //! conditional write of the manifest after everything it names is uploaded.
 //!
 //! 1. Read the local manifest (the state pushed) and the remote one, with its
-//!    version. Settings must agree, the remote may not have more shards, and its
-//!    committed files must have the local sizes.
-//! 2. Abort multipart uploads a killed push left (the upload journal).
-//! 3. Upload the committed files the remote lacks, in parallel: new immutable
+//!    version, and list the prefix. A local file and an object of its name are
+//!    the same file only if their content checksums are equal
+//!    ([`crate::same_content`]; sizes never make them so).
+//! 2. The remote must hold an earlier state of the local dataset: the same
+//!    settings, no more shards, every file its state commits the same as the
+//!    local one, and no object the new state would commit by its name that the
+//!    local state lacks. Otherwise it holds another dataset: refused, or, with
+//!    [`TransferOptions::replace`], its manifest is removed first (the prefix
+//!    then holds no dataset, so that no reader takes its files and the new ones
+//!    for one dataset) and its files are overwritten or deleted below.
+//! 3. Abort multipart uploads a killed push left (the upload journal).
+//! 4. Upload the committed files the remote lacks, in parallel: new immutable
 //!    files with create-if-absent, files past the remote's count that it has
-//!    already are skipped when size and checksum match (a re-run after an
-//!    interruption) and refused otherwise (another push's, or other data's).
-//! 4. List again: every file the new manifest names must be there.
-//! 5. Put the manifest: create-if-absent for a new remote, compare-and-swap on the
-//!    version read in 1 otherwise. A failed condition is a [`RemoteError::Conflict`]
-//!    and the remote stays as the other writer left it.
+//!    already are skipped when the same (a re-run after an interruption) and
+//!    refused otherwise (another push's, or other data's). A create that finds
+//!    its object there with the same checksum is this push's own (a killed
+//!    run's request that landed late).
+//! 5. List again: every file the new manifest names must be there.
+//! 6. Put the manifest: create-if-absent for a new remote (or a replaced one),
+//!    compare-and-swap on the version read in 1 otherwise. A failed condition is
+//!    a [`RemoteError::Conflict`] and the remote stays as the other writer left
+//!    it.
 //!
-//! Until 5 the remote reads as its old state; a push interrupted anywhere leaves
-//! it so, and running it again completes it.
+//! Until 6 the remote reads as its old state (as no dataset, for a replace); a
+//! push interrupted anywhere leaves it so, and running it again completes it.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -129,7 +140,6 @@ fn replace_advice(remote: &Remote) -> String {
 /// Checks that the remote holds an earlier state of the local dataset, so that the
 /// push only adds to it: the same settings, no more shards, and every file its
 /// state commits the same file (by content checksum) as the local one.
-#[allow(clippy::too_many_arguments)]
 fn check_compatible(
     remote: &Remote,
     remote_manifest: &RemoteManifest,

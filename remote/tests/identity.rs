@@ -298,7 +298,7 @@ fn a_push_killed_mid_way_is_completed_by_its_rerun_leaving_no_upload_open() {
         .into_iter()
         .filter(|(name, _)| {
             name != "manifest.json"
-                && !block_on(store.inner.head(&ObjectPath::from(format!("p/{name}")))).is_ok()
+                && block_on(store.inner.head(&ObjectPath::from(format!("p/{name}")))).is_err()
         })
         .map(|(name, bytes)| (name, bytes.len() as u64))
         .collect();
