@@ -74,7 +74,7 @@ pub struct TransferSummary {
     pub files: u64,
     /// Bytes copied.
     pub bytes: u64,
-    /// Files already on the other side (same size and checksum, or committed there).
+    /// Files already on the other side (the same content checksum).
     pub skipped: u64,
     /// Their bytes.
     pub skipped_bytes: u64,
