@@ -26,15 +26,16 @@ pub(crate) enum Expected {
 
 /// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
 /// and fsyncs it; checks the size and, when the object has one, its checksum
-/// (see [`Expected`]); gives the file the recorded modification time. On failure
-/// `dest` is removed.
+/// (see [`Expected`]); gives the file the recorded modification time. Returns
+/// the checksum of the bytes written, when known (always for objects that carry
+/// one). On failure `dest` is removed.
 pub(crate) async fn download(
     ctx: &Context<'_>,
     name: &str,
     size: u64,
     expected: Expected,
     dest: &Path,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     ctx.check_interrupt()?;
     let result = download_into(ctx, name, size, expected, dest).await;
     if result.is_err() {
@@ -51,7 +52,7 @@ async fn download_into(
     size: u64,
     expected: Expected,
     dest: &Path,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let uri = ctx.remote.object_uri(name);
     let location = ctx.remote.path(name);
     let file = Arc::new(
@@ -69,6 +70,7 @@ async fn download_into(
         Expected::FromRead { times: false } => false,
     };
     let stamp;
+    let checksum;
     if size > ctx.options.multipart_threshold {
         // Read in ranges, which answer without the stamp: one request for it.
         stamp = match expected {
@@ -109,6 +111,7 @@ async fn download_into(
             let (xxh3, _) = crate::objects::file_checksum(dest)?;
             check_checksum(&uri, stamp, Some(xxh3))?;
         }
+        checksum = stamp.xxh3;
     } else {
         let _permit = ctx.permit().await;
         let result = ctx
@@ -138,6 +141,7 @@ async fn download_into(
         }
         ctx.moved(size);
         check_checksum(&uri, stamp, Some(hasher.digest()))?;
+        checksum = Some(hasher.digest());
     }
     let dest_owned = dest.to_owned();
     tokio::task::spawn_blocking(move || {
@@ -149,7 +153,8 @@ async fn download_into(
             .map_err(|e| RemoteError::io(&dest_owned, "fsync", e))
     })
     .await
-    .expect("the fsync task does not panic")
+    .expect("the fsync task does not panic")?;
+    Ok(checksum)
 }
 
 fn short(uri: &str, start: u64, end: u64, got: usize) -> RemoteError {

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod cache_records;
 mod download;
 mod error;
 pub mod gc;
