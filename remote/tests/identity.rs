@@ -140,6 +140,54 @@ fn a_push_over_another_dataset_of_the_same_sizes_is_refused_and_never_mixed() {
 }
 
 #[test]
+fn a_replace_cut_off_midway_leaves_no_dataset_and_its_rerun_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    spelled(&a, "value", FULL * 2);
+    spelled(&b, "VALUE", FULL * 3);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &a,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    // The server goes away after the first upload of the replace (B's first
+    // data file: the index files of A and B are the same bytes, and stay).
+    store.replan(Plan {
+        writes_before_failure: Some(1),
+        ..Plan::default()
+    });
+    let options = TransferOptions {
+        concurrency: 1,
+        ..replacing()
+    };
+    push(&b, &remote_on(store.clone(), "p"), &options).unwrap_err();
+    store.replan(Plan::default());
+    // Never a mix of the two: no dataset at all.
+    let error = pull(
+        &remote_on(store.clone(), "p"),
+        &dir.path().join("x"),
+        &TransferOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, RemoteError::NotADataset { .. }),
+        "{error:?}"
+    );
+    // A push that does not replace does not take A's files for its own.
+    let error = push(
+        &b,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(error, RemoteError::Conflict { .. }), "{error:?}");
+    push(&b, &remote_on(store.clone(), "p"), &replacing()).unwrap();
+    assert_eq!(remote_files(store.inner.as_ref(), "p"), files(&b));
+}
+
+#[test]
 fn a_corrected_reingest_over_its_old_prefix_is_refused_then_replaced_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("old");
