@@ -175,7 +175,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             uri,
             dataset,
             transfer,
-        } => crate::remote_cmd::pull(&uri, &dataset, &transfer),
+            replace,
+        } => crate::remote_cmd::pull(&uri, &dataset, &transfer, replace),
     }
 }
 

@@ -148,7 +148,7 @@ pub fn push(dataset: &OsStr, uri: &OsStr, args: &TransferArgs, replace: bool) ->
     )
 }
 
-pub fn pull(uri: &OsStr, dataset: &OsStr, args: &TransferArgs) -> Result<ExitCode> {
+pub fn pull(uri: &OsStr, dataset: &OsStr, args: &TransferArgs, replace: bool) -> Result<ExitCode> {
     let uri = remote_uri(uri, "pull")?;
     let dir = local(dataset, "the dataset pulled into")?;
     let remote = remote(uri)?;
@@ -171,7 +171,7 @@ pub fn pull(uri: &OsStr, dataset: &OsStr, args: &TransferArgs) -> Result<ExitCod
         "pulled",
         dir.display().to_string(),
         args,
-        false,
+        replace,
         after_failure,
         |options| bcd_remote::pull(&remote, &dir, options),
     )

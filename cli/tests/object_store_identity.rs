@@ -101,8 +101,18 @@ fn a_push_over_another_dataset_of_the_same_sizes_is_refused_unless_replace_is_as
     assert_eq!(files(&copy), files(&a));
 
     ok(&server, &["push", s(&b), &target, "--replace"]);
-    let copy = dir.path().join("copy-b");
-    ok(&server, &["pull", &target, s(&copy)]);
+    let copy_b = dir.path().join("copy-b");
+    ok(&server, &["pull", &target, s(&copy_b)]);
+    assert_eq!(files(&copy_b), files(&b));
+
+    // The copy of A, pulled from the prefix that holds B now: refused, left as
+    // it was, then replaced when asked.
+    let run = bcd(&server, &["pull", &target, s(&copy)]);
+    assert_clean_failure(&run, "a pull into another dataset");
+    assert!(run.stderr.contains("different datasets"), "{}", run.stderr);
+    assert!(run.stderr.contains("is as it was"), "{}", run.stderr);
+    assert_eq!(files(&copy), files(&a));
+    ok(&server, &["pull", &target, s(&copy), "--replace"]);
     assert_eq!(files(&copy), files(&b));
 }
 

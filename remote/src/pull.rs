@@ -14,7 +14,9 @@
 //! Local files are the same as the remote's only when their content checksums
 //! are equal ([`crate::same_content`]): a committed local file that differs, or
 //! one the remote's state lacks, means the two are different datasets, and the
-//! pull is refused before anything is written.
+//! pull is refused before anything is written, or, with
+//! [`TransferOptions::replace`], the local dataset is replaced whole (see
+//! `pull_replacing`).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -33,6 +35,63 @@ use crate::transfer::{Context, TransferOptions, TransferSummary};
 /// Makes the local dataset at `dir` (created when missing) equal to the dataset at
 /// `remote`: see the module documentation.
 pub fn pull(remote: &Remote, dir: &Path, options: &TransferOptions) -> Result<TransferSummary> {
+    match pull_creating(remote, dir, options) {
+        Err(RemoteError::Diverged { .. }) if options.replace => {
+            pull_replacing(remote, dir, options)
+        }
+        result => result,
+    }
+}
+
+/// [`TransferOptions::replace`]: the local dataset at `dir` is not an earlier
+/// state of the remote one (refused before anything was written): the remote
+/// dataset is pulled into a new directory beside it, which then takes its place
+/// by two renames. Between them `dir` does not exist, so it is never read as a
+/// mix of the two; a reader that has the old dataset open keeps reading it.
+fn pull_replacing(
+    remote: &Remote,
+    dir: &Path,
+    options: &TransferOptions,
+) -> Result<TransferSummary> {
+    let name = dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let parent = dir.parent().unwrap_or(Path::new(""));
+    let beside = |what: &str| parent.join(format!(".{name}.bcd-{what}-{}", std::process::id()));
+    let fresh = beside("pull");
+    if fs::symlink_metadata(&fresh).is_ok() {
+        // A run of this process id that was killed.
+        fs::remove_dir_all(&fresh).map_err(|e| RemoteError::io(&fresh, "remove", e))?;
+    }
+    let mut summary = match pull_creating(remote, &fresh, options) {
+        Ok(summary) => summary,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&fresh);
+            return Err(e);
+        }
+    };
+    // No other writer may hold the dataset replaced.
+    let lock = bcd::Import::begin(dir)?;
+    let old = beside("replaced");
+    fs::rename(dir, &old).map_err(|e| RemoteError::io(dir, "rename", e))?;
+    if let Err(e) = fs::rename(&fresh, dir) {
+        let _ = fs::rename(&old, dir);
+        return Err(RemoteError::io(&fresh, "rename", e));
+    }
+    drop(lock);
+    // Best effort: the replaced dataset's files are no dataset's now.
+    let _ = fs::remove_dir_all(&old);
+    summary.committed = true;
+    Ok(summary)
+}
+
+fn pull_creating(
+    remote: &Remote,
+    dir: &Path,
+    options: &TransferOptions,
+) -> Result<TransferSummary> {
     // What this pull creates (the directory, and parents it lacked) it removes
     // again if it fails, so that a failed pull leaves nothing behind; an
     // interrupted one keeps what it downloaded, for a rerun to complete.

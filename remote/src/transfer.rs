@@ -36,10 +36,11 @@ pub struct TransferOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Called with the bytes moved so far, after each file, part or range.
     pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
-    /// Push only: replace a remote that holds another dataset (committed files
-    /// whose contents differ from the local ones, other settings, more shards)
-    /// instead of refusing it. The prefix reads as no dataset until the new
-    /// manifest is committed. Default: false.
+    /// Replace a destination that holds another dataset (not an earlier state
+    /// of the source: committed files whose contents differ, other settings,
+    /// more shards) instead of refusing it. A pushed prefix reads as no dataset
+    /// until the new manifest is committed; a pulled directory is pulled beside
+    /// it and renamed into its place. Default: false.
     pub replace: bool,
 }
 

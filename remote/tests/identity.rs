@@ -247,6 +247,16 @@ fn a_pull_into_a_dataset_of_the_same_sizes_but_other_bytes_is_refused_and_never_
     );
     // Left as it was: no shard of the remote's was added or committed.
     assert_eq!(files(&b), before);
+    // Asked to, the pull replaces it whole, leaving nothing beside it.
+    let summary = pull(&remote, &b, &replacing()).unwrap();
+    assert!(summary.committed);
+    assert_eq!(files(&b), files(&a));
+    let mut beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["a", "b"]);
     // An earlier state of the remote's dataset is brought up to it, ending with
     // the remote's bytes.
     let earlier = dir.path().join("earlier");
