@@ -287,27 +287,26 @@ fn leftover(remote: &Remote, name: &str, dir: &Path) -> RemoteError {
     }
 }
 
-/// Whether the remote's state is an earlier state of the local dataset: what a
-/// push without `replace` accepts (see [`check_compatible`]).
-fn is_earlier_state(
-    local: &bcd::Manifest,
-    files: &[LocalFile],
-    same: &BTreeMap<String, bool>,
-    strays: &[&RemoteObject],
-    remote_manifest: &Option<RemoteManifest>,
-) -> bool {
-    let Some(theirs) = remote_manifest else {
-        return true;
-    };
-    let m = &theirs.manifest;
-    (m.keyed, m.compression, m.max_shard_size)
-        == (local.keyed, local.compression, local.max_shard_size)
-        && m.shards <= local.shards
-        && strays.is_empty()
-        && files.iter().all(|f| {
-            let kind = FileKind::of(&f.name);
-            !(kind.immutable() && kind.committed(m.shards)) || same.get(&f.name) != Some(&false)
-        })
+/// The refusal of `name`, an object the new state would commit by its name that
+/// is not one of its files: committed there (another dataset's), or a leftover.
+fn stray_error(
+    remote: &Remote,
+    remote_manifest: Option<&RemoteManifest>,
+    name: &str,
+    dir: &Path,
+) -> RemoteError {
+    match remote_manifest.is_some_and(|m| FileKind::of(name).committed(m.manifest.shards)) {
+        true => RemoteError::Diverged {
+            uri: remote.uri().to_string(),
+            reason: format!(
+                "{} is committed there, but {} has no such file: they are different datasets (the remote's is not an earlier state of the local one); {}",
+                remote.object_uri(name),
+                dir.display(),
+                replace_advice(remote)
+            ),
+        },
+        false => leftover(remote, name, dir),
+    }
 }
 
 /// Removes the manifest of the dataset being replaced, if it is still the one
@@ -357,40 +356,34 @@ async fn push_async(
     let objects = remote.list().await?;
     let same = compare(ctx, dir, files, &objects).await?;
     let replace = ctx.options.replace;
-    if let (Some(theirs), false) = (&remote_manifest, replace) {
-        check_compatible(remote, theirs, local, files, &objects, &same, dir)?;
-    }
     let strays = strays(&objects, files, local.shards);
-    if let (Some(stray), false) = (strays.first(), replace) {
-        let committed = remote_manifest
-            .as_ref()
-            .is_some_and(|m| FileKind::of(&stray.name).committed(m.manifest.shards));
-        return Err(match committed {
-            true => RemoteError::Diverged {
-                uri: remote.uri().to_string(),
-                reason: format!(
-                    "{} is committed there, but {} has no such file: they are different datasets (the remote's is not an earlier state of the local one); {}",
-                    remote.object_uri(&stray.name),
-                    dir.display(),
-                    replace_advice(remote)
-                ),
-            },
-            false => leftover(remote, &stray.name, dir),
-        });
+    let earlier = match &remote_manifest {
+        Some(theirs) => check_compatible(remote, theirs, local, files, &objects, &same, dir),
+        None => Ok(()),
     }
+    .and_then(|()| match strays.first() {
+        Some(stray) => Err(stray_error(
+            remote,
+            remote_manifest.as_ref(),
+            &stray.name,
+            dir,
+        )),
+        None => Ok(()),
+    });
+    let earlier = match (earlier, replace) {
+        (Err(e), false) => return Err(e),
+        (earlier, _) => earlier.is_ok(),
+    };
     // Multipart uploads a killed push left behind: they cannot become part of any
     // commit (a push completes its uploads before committing).
     abort_journaled(remote, &ctx.clients, None).await?;
     let mut remote_manifest = remote_manifest;
-    if replace
-        && remote_manifest.is_some()
-        && !is_earlier_state(local, files, &same, &strays, &remote_manifest)
-    {
+    if let (Some(theirs), false) = (&remote_manifest, earlier) {
         // Another dataset is replaced: first it stops being one, so that no
         // reader ever takes its files and these for one dataset, and a push
         // interrupted from here on leaves no dataset (a rerun completes it).
-        let theirs = remote_manifest.take().expect("checked above");
-        withdraw(ctx, &theirs).await?;
+        withdraw(ctx, theirs).await?;
+        remote_manifest = None;
     }
 
     let mut summary = TransferSummary {
