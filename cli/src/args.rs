@@ -155,6 +155,11 @@ pub enum Command {
         dataset: OsString,
         /// Where: s3://bucket/prefix, gs://bucket/prefix or az://container/prefix.
         uri: OsString,
+        /// Replace a dataset there that is not an earlier state of this one
+        /// (refused otherwise): its manifest is removed first, so that the
+        /// prefix reads as no dataset, never as a mix, until the push commits.
+        #[arg(long)]
+        replace: bool,
         #[command(flatten)]
         transfer: TransferArgs,
     },
@@ -165,6 +170,11 @@ pub enum Command {
         uri: OsString,
         /// The local dataset directory (created when missing).
         dataset: OsString,
+        /// Replace a local dataset that is not an earlier state of the remote
+        /// one (refused otherwise): the remote one is pulled beside it, then
+        /// renamed into its place.
+        #[arg(long)]
+        replace: bool,
         #[command(flatten)]
         transfer: TransferArgs,
     },

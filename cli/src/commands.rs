@@ -169,12 +169,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             dataset,
             uri,
             transfer,
-        } => crate::remote_cmd::push(&dataset, &uri, &transfer),
+            replace,
+        } => crate::remote_cmd::push(&dataset, &uri, &transfer, replace),
         Command::Pull {
             uri,
             dataset,
             transfer,
-        } => crate::remote_cmd::pull(&uri, &dataset, &transfer),
+            replace,
+        } => crate::remote_cmd::pull(&uri, &dataset, &transfer, replace),
     }
 }
 

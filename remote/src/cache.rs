@@ -20,11 +20,16 @@
 //! - a sync makes one request when the mirror is current: the marker
 //!   `.bcd-remote-synced.json`, written last, names the manifest object (ETag,
 //!   version, time written) the mirror was completed for. Otherwise the prefix is
-//!   listed, and an object whose version (size, ETag, time written, recorded in
-//!   `.bcd-remote-versions.json`) changed since the last sync was replaced: its
-//!   copy is fetched again and a replaced shard's cached data file and the
-//!   mirror's persisted index are removed, so a prefix pushed again with other
-//!   data never reads as the old.
+//!   listed. An object whose version (size, ETag, time written, recorded in
+//!   `.bcd-remote-versions.json` with the checksum of its copy) is the one
+//!   recorded is the write its copy was made from. One written again (or never
+//!   recorded) is the same file as its copy only by the one rule of push and
+//!   pull ([`crate::same_content`]: its stored checksum equals the copy's, kept
+//!   in `data/NNNNNN.bin.xxh3` for data files): a mirrored file is fetched
+//!   again, a cached data file of other content is removed with the mirror's
+//!   persisted index, so a prefix pushed again with other data (of the same
+//!   sizes, even) never reads as the old, and one pushed again with the same
+//!   files keeps its cached shards.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -35,11 +40,16 @@ use std::time::SystemTime;
 
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
+use crate::cache_records::{
+    checksum_path, read_checksum, read_stamps, read_versions, record_of, remove_if_present,
+    replace_file, version_of, write_stamps, write_versions, Recorded,
+};
+use crate::download::{download, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
-use crate::objects::{RemoteManifest, RemoteObject};
+use crate::objects::{same_content, RemoteManifest, RemoteObject};
 use crate::store::{block_on, Remote};
-use crate::transfer::{download, Context, Expected, TransferOptions};
+use crate::transfer::{Context, TransferOptions};
 use crate::uri::RemoteUri;
 
 /// Where a cache lives and how large it may grow.
@@ -175,15 +185,18 @@ impl RemoteCache {
         let objects = remote.list().await?;
         let ctx = Context::new(remote, TransferOptions::default())?;
         let with_index = objects.contains_key(INDEX_FILE_NAME);
-        // The versions of the objects mirrored, as last synced: an object whose
-        // version changed was replaced (the prefix removed and another dataset
-        // pushed there), and its copy here is stale even at the same size.
+        // The versions of the objects mirrored, as last synced, with the checksums
+        // of the copies here. An object whose version is the one recorded is the
+        // write the copy was made from. One whose version changed (or was never
+        // recorded) was written again, maybe with other data (the prefix removed
+        // and another dataset pushed there): its copy is kept only if it is the
+        // same file by the one rule (`same_content`), never for its size.
         let versions_path = self.mirror.join(VERSIONS_NAME);
         let mut versions = read_versions(&versions_path);
-        let replaced = |versions: &BTreeMap<String, String>, object: &RemoteObject| {
+        let unchanged = |versions: &BTreeMap<String, Recorded>, object: &RemoteObject| {
             versions
                 .get(&object.name)
-                .is_some_and(|v| *v != version_of(object))
+                .is_some_and(|r| r.0 == version_of(object))
         };
         let mut shard_replaced = false;
         for id in 0..shards {
@@ -196,17 +209,36 @@ impl RemoteCache {
             };
             let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
             let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
-            let local = self.mirror.join(&index);
-            let index_replaced = replaced(&versions, index_object);
-            if index_replaced || fs::metadata(&local).map_or(true, |m| m.len() != index_object.size)
-            {
-                self.mirror_object(&ctx, index_object).await?;
+            if !unchanged(&versions, index_object) || !self.mirror.join(&index).is_file() {
+                let before = versions.get(&index).and_then(|r| r.1);
+                let after = self.mirror_object(&ctx, index_object).await?;
+                shard_replaced |= before.is_none() && versions.contains_key(&index)
+                    || before.is_some() && before != after;
+                versions.insert(index.clone(), record_of(index_object, after));
             }
-            if index_replaced || replaced(&versions, data_object) {
-                shard_replaced = true;
-                recorded.remove(&id);
+            if !unchanged(&versions, data_object) {
+                let known = versions.contains_key(&data);
                 let _lock = lock(&self.data.join(format!("{data}.lock")))?;
-                remove_if_present(&self.data.join(&data))?;
+                let cached = self.data.join(&data);
+                let copy = read_checksum(&checksum_path(&cached))
+                    .filter(|_| cached.is_file())
+                    .or(versions.get(&data).and_then(|r| r.1));
+                let stamp = match copy.is_some() || known {
+                    true => Some(remote.stamp(&data).await?),
+                    false => None,
+                };
+                let same = match (stamp, copy) {
+                    (Some(stamp), Some(copy)) => same_content(stamp, copy),
+                    _ => false,
+                };
+                if !same {
+                    shard_replaced |= known;
+                    recorded.remove(&id);
+                    remove_if_present(&cached)?;
+                    remove_if_present(&checksum_path(&cached))?;
+                }
+                let xxh3 = stamp.and_then(|s| s.xxh3);
+                versions.insert(data.clone(), record_of(data_object, xxh3));
             }
             match recorded.get(&id) {
                 Some(&(len, _)) if len == data_object.size => {}
@@ -219,8 +251,6 @@ impl RemoteCache {
                     recorded.insert(id, (data_object.size, mtime));
                 }
             }
-            versions.insert(data.clone(), version_of(data_object));
-            versions.insert(index.clone(), version_of(index_object));
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
         // The files beside the shards (fields, statistics) and the commit files
@@ -234,27 +264,24 @@ impl RemoteCache {
             if !wanted {
                 continue;
             }
-            let local = self.mirror.join(name);
-            if replaced(&versions, object)
-                || !fs::metadata(&local).is_ok_and(|m| m.len() == object.size)
-            {
-                self.mirror_object(&ctx, object).await?;
+            if !unchanged(&versions, object) || !self.mirror.join(name).is_file() {
+                let xxh3 = self.mirror_object(&ctx, object).await?;
+                versions.insert(name.clone(), record_of(object, xxh3));
             }
-            versions.insert(name.clone(), version_of(object));
         }
         // The persisted index: a stale one (of replaced shards) goes, whether the
         // remote's or one a reader here built; the remote's is fetched when the
         // mirror has none.
         let index_path = self.mirror.join(INDEX_FILE_NAME);
         let remote_index = objects.get(INDEX_FILE_NAME);
-        if shard_replaced || remote_index.is_some_and(|o| replaced(&versions, o)) {
+        if shard_replaced || remote_index.is_some_and(|o| !unchanged(&versions, o)) {
             remove_if_present(&index_path)?;
         }
         if let Some(object) = remote_index {
             if !index_path.exists() {
-                self.mirror_object(&ctx, object).await?;
+                let xxh3 = self.mirror_object(&ctx, object).await?;
+                versions.insert(INDEX_FILE_NAME.to_owned(), record_of(object, xxh3));
             }
-            versions.insert(INDEX_FILE_NAME.to_owned(), version_of(object));
         }
         write_versions(&versions_path, &versions)?;
         self.shards
@@ -275,16 +302,18 @@ impl RemoteCache {
     }
 
     /// Downloads `object` into the mirror under its name (through a temporary
-    /// name, checked against its size and stored checksum).
-    async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<()> {
+    /// name, checked against its size and stored checksum); returns the checksum
+    /// of its bytes.
+    async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<Option<u64>> {
         let name = &object.name;
         let tmp = self
             .mirror
             .join(format!(".{name}.tmp-sync-{}", std::process::id()));
         let expected = Expected::FromRead { times: true };
-        download(ctx, name, object.size, expected, &tmp).await?;
+        let xxh3 = download(ctx, name, object.size, expected, &tmp).await?;
         let local = self.mirror.join(name);
-        fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))
+        fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
+        Ok(xxh3)
     }
 
     /// Whether the mirror is complete for `manifest`: its marker names this very
@@ -329,9 +358,19 @@ impl RemoteCache {
                 let stamp = Expected::FromRead { times: false };
                 download(&ctx, &name, expected, stamp, &tmp).await
             });
-            if let Err(e) = fetched {
-                let _ = fs::remove_file(&tmp);
-                return Err(io::Error::other(e));
+            let xxh3 = match fetched {
+                Ok(xxh3) => xxh3,
+                Err(e) => {
+                    let _ = fs::remove_file(&tmp);
+                    return Err(io::Error::other(e));
+                }
+            };
+            // What a later sync compares the object with (`same_content`) when it
+            // has been written again.
+            let checksum = checksum_path(&path);
+            match xxh3 {
+                Some(xxh3) => fs::write(&checksum, format!("{xxh3:016x}"))?,
+                None => remove_if_present(&checksum).map_err(io::Error::other)?,
             }
             fs::rename(&tmp, &path)?;
             self.evict(&name);
@@ -518,66 +557,6 @@ fn sanitize(text: &str) -> String {
         )
         .take(64)
         .collect()
-}
-
-/// What tells one write of an object from another: size, ETag, time written.
-fn version_of(object: &RemoteObject) -> String {
-    format!(
-        "{} {} {}",
-        object.size,
-        object.e_tag.as_deref().unwrap_or("-"),
-        object.last_modified.to_rfc3339()
-    )
-}
-
-fn read_versions(path: &Path) -> BTreeMap<String, String> {
-    fs::read(path)
-        .ok()
-        .and_then(|text| serde_json::from_slice(&text).ok())
-        .unwrap_or_default()
-}
-
-fn write_versions(path: &Path, versions: &BTreeMap<String, String>) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    replace_file(
-        path,
-        &tmp,
-        &serde_json::to_vec(versions).expect("serializable"),
-    )
-}
-
-/// Replaces `path` with `bytes`, written to `tmp` first and renamed over it.
-fn replace_file(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
-    fs::write(tmp, bytes).map_err(|e| RemoteError::io(tmp, "write", e))?;
-    fs::rename(tmp, path).map_err(|e| RemoteError::io(tmp, "rename", e))
-}
-
-/// Removes `path`; a file already gone is no error.
-fn remove_if_present(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RemoteError::io(path, "remove", e)),
-        _ => Ok(()),
-    }
-}
-
-fn read_stamps(path: &Path) -> BTreeMap<u64, (u64, u64)> {
-    let Ok(text) = fs::read(path) else {
-        return BTreeMap::new();
-    };
-    serde_json::from_slice::<BTreeMap<String, (u64, u64)>>(&text)
-        .map(|map| {
-            map.into_iter()
-                .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn write_stamps(path: &Path, stamps: &BTreeMap<u64, (u64, u64)>) -> Result<()> {
-    let map: BTreeMap<String, (u64, u64)> =
-        stamps.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    replace_file(path, &tmp, &serde_json::to_vec(&map).expect("serializable"))
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod cache_records;
+mod download;
 mod error;
 pub mod gc;
 pub mod names;
@@ -37,7 +39,9 @@ pub use cache::{CacheOptions, RemoteCache};
 pub use error::{RemoteError, Result};
 pub use gc::{gc, GcOptions, GcSummary};
 pub use names::{committed_files, FileKind};
-pub use objects::{file_checksum, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY};
+pub use objects::{
+    file_checksum, same_content, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY,
+};
 pub use pull::pull;
 pub use push::{push, push_onto, Base};
 pub use read::{RecordSpan, RemoteDataset};

@@ -4,11 +4,13 @@
 //! Every object this crate uploads carries two user-metadata fields (S3
 //! `x-amz-meta-*`, GCS `x-goog-meta-*`, Azure `x-ms-meta-*`):
 //!
-//! - `bcd-xxh3`: the xxh3-64 of the object's bytes, 16 lower-case hex digits. A
-//!   push skips a file the remote has with the same size and checksum, and a pull
-//!   a local file with the same size and checksum. ETags are not compared: a
-//!   multipart upload's ETag is not the MD5 of the bytes, and it depends on the
-//!   part size.
+//! - `bcd-xxh3`: the xxh3-64 of the object's bytes, 16 lower-case hex digits:
+//!   what makes a local file and an object the same file ([`same_content`]). A
+//!   push skips a file the remote has with the same checksum, and a pull a local
+//!   file with the same checksum; sizes are never compared for that. ETags are
+//!   not compared: a multipart upload's ETag is not the MD5 of the bytes, and it
+//!   depends on the part size. An object without the field (uploaded by another
+//!   tool) is compared by the checksum of its bytes, read whole.
 //! - `bcd-mtime-ns`: the local file's modification time in nanoseconds, which a
 //!   pull gives the file back, so a pulled persisted index (`.bcd-index`, which
 //!   records its shards' times) stays usable.
@@ -86,6 +88,15 @@ impl Stamp {
             mtime_ns: field(MTIME_KEY).and_then(|v| v.trim().parse().ok()),
         }
     }
+}
+
+/// Whether a file whose bytes have checksum `xxh3` and the object stamped
+/// `stamp` are the same file: the one rule of push, pull, verify and the cache.
+/// Only equal content checksums make two files the same; equal sizes never do,
+/// and an object without a recorded checksum (uploaded by another tool) is the
+/// same as nothing ([`Remote::content_stamp`] reads its bytes to compare).
+pub fn same_content(stamp: Stamp, xxh3: u64) -> bool {
+    stamp.xxh3 == Some(xxh3)
 }
 
 /// The manifest of a remote dataset, with the version a conditional put compares.
@@ -212,6 +223,31 @@ impl Remote {
             .await
             .map_err(|e| RemoteError::store(self.object_uri(name), "read metadata", e))?;
         Ok(Stamp::from_attributes(&result.attributes))
+    }
+
+    /// [`Remote::stamp`], with the checksum of the object's bytes, read whole,
+    /// when none is stored with it (an object uploaded by another tool): what
+    /// [`same_content`] compares a local file with.
+    pub async fn content_stamp(&self, name: &str) -> Result<Stamp> {
+        let stamp = self.stamp(name).await?;
+        if stamp.xxh3.is_some() {
+            return Ok(stamp);
+        }
+        let store = self.store()?;
+        let read = |e| RemoteError::store(self.object_uri(name), "read", e);
+        let mut stream = store
+            .get_opts(&self.path(name), GetOptions::default())
+            .await
+            .map_err(read)?
+            .into_stream();
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+            hasher.update(&chunk.map_err(read)?);
+        }
+        Ok(Stamp {
+            xxh3: Some(hasher.digest()),
+            ..stamp
+        })
     }
 
     /// Object `name`'s bytes in `range`.

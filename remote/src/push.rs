@@ -2,20 +2,31 @@
 //! conditional write of the manifest after everything it names is uploaded.
 //!
 //! 1. Read the local manifest (the state pushed) and the remote one, with its
-//!    version. Settings must agree, the remote may not have more shards, and its
-//!    committed files must have the local sizes.
-//! 2. Abort multipart uploads a killed push left (the upload journal).
-//! 3. Upload the committed files the remote lacks, in parallel: new immutable
+//!    version, and list the prefix. A local file and an object of its name are
+//!    the same file only if their content checksums are equal
+//!    ([`crate::same_content`]; sizes never make them so).
+//! 2. The remote must hold an earlier state of the local dataset: the same
+//!    settings, no more shards, every file its state commits the same as the
+//!    local one, and no object the new state would commit by its name that the
+//!    local state lacks. Otherwise it holds another dataset: refused, or, with
+//!    [`TransferOptions::replace`], its manifest is removed first (the prefix
+//!    then holds no dataset, so that no reader takes its files and the new ones
+//!    for one dataset) and its files are overwritten or deleted below.
+//! 3. Abort multipart uploads a killed push left (the upload journal).
+//! 4. Upload the committed files the remote lacks, in parallel: new immutable
 //!    files with create-if-absent, files past the remote's count that it has
-//!    already are skipped when size and checksum match (a re-run after an
-//!    interruption) and refused otherwise (another push's, or other data's).
-//! 4. List again: every file the new manifest names must be there.
-//! 5. Put the manifest: create-if-absent for a new remote, compare-and-swap on the
-//!    version read in 1 otherwise. A failed condition is a [`RemoteError::Conflict`]
-//!    and the remote stays as the other writer left it.
+//!    already are skipped when the same (a re-run after an interruption) and
+//!    refused otherwise (another push's, or other data's). A create that finds
+//!    its object there with the same checksum is this push's own (a killed
+//!    run's request that landed late).
+//! 5. List again: every file the new manifest names must be there.
+//! 6. Put the manifest: create-if-absent for a new remote (or a replaced one),
+//!    compare-and-swap on the version read in 1 otherwise. A failed condition is
+//!    a [`RemoteError::Conflict`] and the remote stays as the other writer left
+//!    it.
 //!
-//! Until 5 the remote reads as its old state; a push interrupted anywhere leaves
-//! it so, and running it again completes it.
+//! Until 6 the remote reads as its old state (as no dataset, for a replace); a
+//! push interrupted anywhere leaves it so, and running it again completes it.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,11 +34,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
-use crate::objects::{is_conflict, mtime_ns, RemoteManifest, RemoteObject};
+use crate::objects::{
+    file_checksum, is_conflict, mtime_ns, same_content, RemoteManifest, RemoteObject,
+};
 use crate::store::{block_on, Remote};
 use crate::transfer::{abort_journaled, upload, Context, TransferOptions, TransferSummary, Upload};
 
@@ -85,14 +98,55 @@ fn local_state(dir: &Path) -> Result<(Vec<u8>, bcd::Manifest, Vec<LocalFile>)> {
     Ok((bytes, manifest, files))
 }
 
-/// Checks that the remote's settings and committed files agree with the local
-/// dataset's, so that the push only adds to it.
+/// For each local file the remote has an object of, whether the two are the same
+/// file ([`same_content`]: equal content checksums, from the object's stamp and
+/// the local bytes). Objects of another size differ without a request.
+async fn compare(
+    ctx: &Context<'_>,
+    dir: &Path,
+    files: &[LocalFile],
+    objects: &BTreeMap<String, RemoteObject>,
+) -> Result<BTreeMap<String, bool>> {
+    let remote = ctx.remote;
+    futures::stream::iter(
+        files
+            .iter()
+            .filter_map(|f| Some((f, objects.get(&f.name)?))),
+    )
+    .map(|(file, object)| async move {
+        if object.size != file.size {
+            return Ok::<_, RemoteError>((file.name.clone(), false));
+        }
+        let stamp = remote.content_stamp(&file.name).await?;
+        let path = dir.join(&file.name);
+        let (local, _) = tokio::task::spawn_blocking(move || file_checksum(&path))
+            .await
+            .expect("the checksum task does not panic")?;
+        Ok((file.name.clone(), same_content(stamp, local)))
+    })
+    .buffer_unordered(ctx.options.concurrency.max(1))
+    .try_collect()
+    .await
+}
+
+/// The advice of a refusal to push over another dataset.
+fn replace_advice(remote: &Remote) -> String {
+    format!(
+        "push to a new prefix, or push with the `replace` option to replace the dataset at {}",
+        remote.uri()
+    )
+}
+
+/// Checks that the remote holds an earlier state of the local dataset, so that the
+/// push only adds to it: the same settings, no more shards, and every file its
+/// state commits the same file (by content checksum) as the local one.
 fn check_compatible(
     remote: &Remote,
     remote_manifest: &RemoteManifest,
     local: &bcd::Manifest,
     local_files: &[LocalFile],
     objects: &BTreeMap<String, RemoteObject>,
+    same: &BTreeMap<String, bool>,
     dir: &Path,
 ) -> Result<()> {
     let theirs = &remote_manifest.manifest;
@@ -104,7 +158,7 @@ fn check_compatible(
         != (local.keyed, local.compression, local.max_shard_size)
     {
         return Err(diverged(format!(
-            "the remote dataset's settings (keyed {}, compression {}, max_shard_size {}) differ from {}'s (keyed {}, compression {}, max_shard_size {}); push to a new prefix",
+            "the remote dataset's settings (keyed {}, compression {}, max_shard_size {}) differ from {}'s (keyed {}, compression {}, max_shard_size {}); {}",
             theirs.keyed,
             theirs.compression.as_manifest_str().unwrap_or("none"),
             theirs.max_shard_size,
@@ -112,14 +166,16 @@ fn check_compatible(
             local.keyed,
             local.compression.as_manifest_str().unwrap_or("none"),
             local.max_shard_size,
+            replace_advice(remote),
         )));
     }
     if theirs.shards > local.shards {
         return Err(diverged(format!(
-            "the remote has {} shards, {} only {}: pull the remote first, or push to a new prefix",
+            "the remote has {} shards, {} only {}: pull the remote first, or {}",
             theirs.shards,
             dir.display(),
-            local.shards
+            local.shards,
+            replace_advice(remote),
         )));
     }
     for file in local_files {
@@ -128,14 +184,19 @@ fn check_compatible(
             continue;
         }
         match objects.get(&file.name) {
-            Some(object) if object.size == file.size => {}
+            Some(_) if same.get(&file.name) == Some(&true) => {}
             Some(object) => {
                 return Err(diverged(format!(
-                    "{} is {} bytes in the remote but {} bytes in {}: they are different datasets",
-                    file.name,
+                    "{} differs from {} ({} and {} bytes, {}): they are different datasets (the remote's is not an earlier state of the local one); {}",
+                    remote.object_uri(&file.name),
+                    dir.join(&file.name).display(),
                     object.size,
                     file.size,
-                    dir.display()
+                    match object.size == file.size {
+                        true => "other content",
+                        false => "other sizes",
+                    },
+                    replace_advice(remote),
                 )))
             }
             None if matches!(kind, FileKind::Shard(_)) => {
@@ -153,6 +214,23 @@ fn check_compatible(
         }
     }
     Ok(())
+}
+
+/// Objects under the prefix that the new state would commit by their names
+/// (FORMAT.md section 10) but that are not files of the local state: files of
+/// another dataset, which would be read with this one's.
+fn strays<'a>(
+    objects: &'a BTreeMap<String, RemoteObject>,
+    files: &[LocalFile],
+    shards: u64,
+) -> Vec<&'a RemoteObject> {
+    objects
+        .values()
+        .filter(|o| {
+            let kind = FileKind::of(&o.name);
+            kind.immutable() && kind.committed(shards) && !files.iter().any(|f| f.name == o.name)
+        })
+        .collect()
 }
 
 /// Makes the dataset at `remote` equal to the local dataset at `dir`: see the
@@ -196,6 +274,63 @@ pub fn push_onto(
     Ok(summary)
 }
 
+/// The error for an uncommitted object under a name of the new state, of other
+/// content than the local file (or not one of its files).
+fn leftover(remote: &Remote, name: &str, dir: &Path) -> RemoteError {
+    RemoteError::Conflict {
+        uri: remote.object_uri(name),
+        reason: format!(
+            "exists, uncommitted, and is not {}: another push to this prefix is in progress, or an interrupted push of other data left it (if no push runs, remove it with `bcd gc {} --older-than 0s`)",
+            dir.join(name).display(),
+            remote.uri()
+        ),
+    }
+}
+
+/// The refusal of `name`, an object the new state would commit by its name that
+/// is not one of its files: committed there (another dataset's), or a leftover.
+fn stray_error(
+    remote: &Remote,
+    remote_manifest: Option<&RemoteManifest>,
+    name: &str,
+    dir: &Path,
+) -> RemoteError {
+    match remote_manifest.is_some_and(|m| FileKind::of(name).committed(m.manifest.shards)) {
+        true => RemoteError::Diverged {
+            uri: remote.uri().to_string(),
+            reason: format!(
+                "{} is committed there, but {} has no such file: they are different datasets (the remote's is not an earlier state of the local one); {}",
+                remote.object_uri(name),
+                dir.display(),
+                replace_advice(remote)
+            ),
+        },
+        false => leftover(remote, name, dir),
+    }
+}
+
+/// Removes the manifest of the dataset being replaced, if it is still the one
+/// read (`theirs`): from then on the prefix holds no dataset.
+async fn withdraw(ctx: &Context<'_>, theirs: &RemoteManifest) -> Result<()> {
+    let remote = ctx.remote;
+    let now = remote.manifest().await?;
+    if now.map(|m| m.version) != Some(theirs.version.clone()) {
+        return Err(RemoteError::Conflict {
+            uri: remote.uri().to_string(),
+            reason: "another writer committed to the dataset during the push".into(),
+        });
+    }
+    remove(ctx, bcd::format::MANIFEST_NAME).await
+}
+
+/// Deletes object `name`; one already gone is no error.
+async fn remove(ctx: &Context<'_>, name: &str) -> Result<()> {
+    match ctx.clients.store.delete(&ctx.remote.path(name)).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(RemoteError::store(ctx.remote.object_uri(name), "delete", e)),
+    }
+}
+
 async fn push_async(
     ctx: &Context<'_>,
     dir: &Path,
@@ -219,65 +354,61 @@ async fn push_async(
         }
     }
     let objects = remote.list().await?;
-    if let Some(theirs) = &remote_manifest {
-        check_compatible(remote, theirs, local, files, &objects, dir)?;
+    let same = compare(ctx, dir, files, &objects).await?;
+    let replace = ctx.options.replace;
+    let strays = strays(&objects, files, local.shards);
+    let earlier = match &remote_manifest {
+        Some(theirs) => check_compatible(remote, theirs, local, files, &objects, &same, dir),
+        None => Ok(()),
     }
-    let remote_shards = remote_manifest.as_ref().map_or(0, |m| m.manifest.shards);
+    .and_then(|()| match strays.first() {
+        Some(stray) => Err(stray_error(
+            remote,
+            remote_manifest.as_ref(),
+            &stray.name,
+            dir,
+        )),
+        None => Ok(()),
+    });
+    let earlier = match (earlier, replace) {
+        (Err(e), false) => return Err(e),
+        (earlier, _) => earlier.is_ok(),
+    };
     // Multipart uploads a killed push left behind: they cannot become part of any
     // commit (a push completes its uploads before committing).
     abort_journaled(remote, &ctx.clients, None).await?;
+    let mut remote_manifest = remote_manifest;
+    if let (Some(theirs), false) = (&remote_manifest, earlier) {
+        // Another dataset is replaced: first it stops being one, so that no
+        // reader ever takes its files and these for one dataset, and a push
+        // interrupted from here on leaves no dataset (a rerun completes it).
+        withdraw(ctx, theirs).await?;
+        remote_manifest = None;
+    }
 
     let mut summary = TransferSummary {
         shards: local.shards,
         ..TransferSummary::default()
     };
     let mut uploads = Vec::new();
-    // The checksums of pending objects already there, fetched in parallel.
-    let pending_present: Vec<&LocalFile> = files
-        .iter()
-        .filter(|f| {
-            let kind = FileKind::of(&f.name);
-            !(kind.immutable() && kind.committed(remote_shards))
-                && objects.get(&f.name).is_some_and(|o| o.size == f.size)
-        })
-        .collect();
-    let stamps: BTreeMap<String, Option<u64>> = futures::stream::iter(pending_present)
-        .map(|file| async move {
-            let stamp = remote.stamp(&file.name).await?;
-            let path = dir.join(&file.name);
-            let local = tokio::task::spawn_blocking(move || crate::objects::file_checksum(&path))
-                .await
-                .expect("the checksum task does not panic")?;
-            Ok::<_, RemoteError>((file.name.clone(), stamp.xxh3.filter(|&x| x == local.0)))
-        })
-        .buffer_unordered(ctx.options.concurrency.max(1))
-        .try_collect()
-        .await?;
     for file in files {
         let kind = FileKind::of(&file.name);
-        let committed_there = kind.immutable() && kind.committed(remote_shards);
-        let same = stamps.get(&file.name).is_some_and(Option::is_some);
-        if committed_there && objects.contains_key(&file.name) || same {
+        let present = objects.contains_key(&file.name);
+        if same.get(&file.name) == Some(&true) {
             summary.skipped += 1;
             summary.skipped_bytes += file.size;
             continue;
         }
-        if kind.immutable() && objects.contains_key(&file.name) {
-            return Err(RemoteError::Conflict {
-                uri: remote.object_uri(&file.name),
-                reason: format!(
-                    "exists, uncommitted, with other content than {}: another push to this prefix is in progress, or an interrupted push of other data left it (if no push runs, remove it with `bcd gc {} --older-than 0s`)",
-                    dir.join(&file.name).display(),
-                    remote.uri()
-                ),
-            });
+        if kind.immutable() && present && !replace {
+            // Committed there, it was the same (checked above): a leftover.
+            return Err(leftover(remote, &file.name, dir));
         }
         uploads.push(Upload {
             name: file.name.clone(),
             path: dir.join(&file.name),
             size: file.size,
             mtime_ns: file.mtime_ns,
-            mode: match kind.immutable() {
+            mode: match kind.immutable() && !present {
                 true => PutMode::Create,
                 false => PutMode::Overwrite,
             },
@@ -298,11 +429,13 @@ async fn push_async(
             }),
         }
     };
-    futures::stream::iter(&uploads)
-        .map(|file| upload(ctx, file, unchanged))
-        .buffer_unordered(ctx.options.concurrency.max(1))
-        .try_collect::<Vec<u64>>()
+    ctx.run_all(uploads.iter().map(|file| upload(ctx, file, unchanged)))
         .await?;
+    if replace {
+        // The other dataset's files the new state would name.
+        ctx.run_all(strays.iter().map(|stray| remove(ctx, &stray.name)))
+            .await?;
+    }
     summary.files = uploads.len() as u64;
     summary.bytes = uploads.iter().map(|u| u.size).sum();
     ctx.check_interrupt()?;

@@ -8,7 +8,8 @@
 //! - keys are ranged reads of the key bytes only, coalesced where they lie close
 //!   together, a bounded window of a shard at a time (`ls`, `get KEY`);
 //! - reading every record (`verify`, `export`) streams each `.bin` once, in
-//!   order, holding one record at a time.
+//!   order, holding one record at a time, and checks its bytes against the
+//!   checksum stored with it (`verify` the `.idx` files' too).
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -22,6 +23,7 @@ use bcd::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
 use bcd::{Compression, DisplayKey, Manifest};
 
 use crate::error::{RemoteError, Result};
+use crate::objects::{same_content, Stamp};
 use crate::store::{block_on, Remote};
 
 /// Key reads cover at most this many bytes of a shard per request batch, so
@@ -39,6 +41,8 @@ struct ShardLayout {
     starts: Vec<u64>,
     /// The `.bin` length.
     data_len: u64,
+    /// The checksum stored with the `.idx`.
+    index_stamp: Stamp,
 }
 
 impl ShardLayout {
@@ -97,7 +101,7 @@ impl RemoteDataset {
             let keyed = manifest.keyed;
             let entry = INDEX_FIELD_SIZE * index_fields(keyed);
             let store = remote.store()?;
-            let loaded: Vec<(Vec<u8>, u64)> = futures::stream::iter(0..manifest.shards)
+            let loaded: Vec<(Vec<u8>, u64, Stamp)> = futures::stream::iter(0..manifest.shards)
                 .map(|id| {
                     let store = store.clone();
                     let remote = &remote;
@@ -114,16 +118,14 @@ impl RemoteDataset {
                         if !objects.contains_key(&index) {
                             return Err(missing(&index));
                         }
-                        let sizes = store
-                            .get(&remote.path(&index))
-                            .await
-                            .map_err(|e| RemoteError::store(remote.object_uri(&index), "read", e))?
-                            .bytes()
-                            .await
-                            .map_err(|e| {
-                                RemoteError::store(remote.object_uri(&index), "read", e)
-                            })?;
-                        Ok::<_, RemoteError>((sizes.to_vec(), data_len))
+                        let read = store.get(&remote.path(&index)).await.map_err(|e| {
+                            RemoteError::store(remote.object_uri(&index), "read", e)
+                        })?;
+                        let stamp = Stamp::from_attributes(&read.attributes);
+                        let sizes = read.bytes().await.map_err(|e| {
+                            RemoteError::store(remote.object_uri(&index), "read", e)
+                        })?;
+                        Ok::<_, RemoteError>((sizes.to_vec(), data_len, stamp))
                     }
                 })
                 .buffered(16)
@@ -131,7 +133,7 @@ impl RemoteDataset {
                 .await?;
             let mut shards = Vec::with_capacity(loaded.len());
             let mut len = 0u64;
-            for (id, (sizes, data_len)) in loaded.into_iter().enumerate() {
+            for (id, (sizes, data_len, index_stamp)) in loaded.into_iter().enumerate() {
                 let (data_name, index_name) = names(id as u64);
                 let corrupt = |name: &str, reason: String| {
                     RemoteError::Local(bcd::Error::CorruptShard {
@@ -171,6 +173,7 @@ impl RemoteDataset {
                     sizes,
                     starts,
                     data_len,
+                    index_stamp,
                 });
                 len += records;
             }
@@ -409,10 +412,19 @@ impl RemoteDataset {
     }
 
     /// Calls `f(index, key, stored value)` with every record in order, streaming
-    /// each shard's data file once.
-    pub fn for_each_record(
+    /// each shard's data file once. A data file whose bytes do not match the
+    /// checksum stored with it is an error naming it, at its end (after `f` saw
+    /// its records).
+    pub fn for_each_record(&self, f: impl FnMut(usize, &[u8], &[u8]) -> Result<()>) -> Result<()> {
+        self.stream_records(f, Err)
+    }
+
+    /// [`RemoteDataset::for_each_record`], passing each data file's checksum
+    /// mismatch to `mismatch` (which may note it and go on).
+    fn stream_records(
         &self,
         mut f: impl FnMut(usize, &[u8], &[u8]) -> Result<()>,
+        mut mismatch: impl FnMut(RemoteError) -> Result<()>,
     ) -> Result<()> {
         let store = self.remote.store()?;
         for (shard, layout) in self.shards.iter().enumerate() {
@@ -421,17 +433,22 @@ impl RemoteDataset {
             }
             let uri = self.data_uri(shard as u64);
             let path = self.remote.path(&names(shard as u64).0);
-            let mut stream = block_on(store.get(&path))
-                .map_err(|e| RemoteError::store(&uri, "read", e))?
-                .into_stream();
+            let read =
+                block_on(store.get(&path)).map_err(|e| RemoteError::store(&uri, "read", e))?;
+            let stamp = Stamp::from_attributes(&read.attributes);
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut stream = read.into_stream();
             let mut buffer = BytesMut::new();
             for local in 0..layout.records() {
                 let span = self.span_in(shard, local);
                 let need = (span.key_len + span.value_len) as usize;
                 while buffer.len() < need {
                     match block_on(stream.next()) {
-                        Some(chunk) => buffer
-                            .extend_from_slice(&chunk.map_err(|e| RemoteError::store(&uri, "read", e))?),
+                        Some(chunk) => {
+                            let chunk = chunk.map_err(|e| RemoteError::store(&uri, "read", e))?;
+                            hasher.update(&chunk);
+                            buffer.extend_from_slice(&chunk);
+                        }
                         None => {
                             return Err(RemoteError::Corrupt {
                                 uri,
@@ -453,6 +470,9 @@ impl RemoteDataset {
                     reason: "longer than its index declares: it changed while being read".into(),
                 });
             }
+            if let Some(problem) = checksum_problem(&uri, stamp, hasher.digest()) {
+                mismatch(problem)?;
+            }
         }
         Ok(())
     }
@@ -463,30 +483,57 @@ impl RemoteDataset {
         let mut problems = Vec::new();
         let mut keys: HashSet<Vec<u8>> = HashSet::new();
         let mut buffer = Vec::new();
-        self.for_each_record(|index, key, stored| {
-            let span = self.span(index);
-            if self.keyed() && !keys.insert(key.to_vec()) {
-                problems.push(RemoteError::Local(bcd::Error::DuplicateKeyInDataset {
-                    path: PathBuf::from(self.data_uri(span.shard)),
-                    record: span.record,
-                    key: DisplayKey(key.to_vec()),
-                }));
-            }
-            if self.manifest.compression == Compression::Lz4 {
-                if let Err(e) = bcd::lz4_block::decompress_into(stored, &mut buffer) {
-                    problems.push(RemoteError::Local(bcd::Error::CorruptValue {
+        // The index files, read at open, against the checksums stored with them.
+        for (shard, layout) in self.shards.iter().enumerate() {
+            let uri = self.remote.object_uri(&names(shard as u64).1);
+            let digest = xxhash_rust::xxh3::xxh3_64(&layout.sizes);
+            problems.extend(checksum_problem(&uri, layout.index_stamp, digest));
+        }
+        let mut mismatches = Vec::new();
+        self.stream_records(
+            |index, key, stored| {
+                let span = self.span(index);
+                if self.keyed() && !keys.insert(key.to_vec()) {
+                    problems.push(RemoteError::Local(bcd::Error::DuplicateKeyInDataset {
                         path: PathBuf::from(self.data_uri(span.shard)),
                         record: span.record,
-                        index: index as u64,
-                        offset: span.value().start,
-                        reason: e.0,
+                        key: DisplayKey(key.to_vec()),
                     }));
                 }
-            }
-            Ok(())
-        })?;
+                if self.manifest.compression == Compression::Lz4 {
+                    if let Err(e) = bcd::lz4_block::decompress_into(stored, &mut buffer) {
+                        problems.push(RemoteError::Local(bcd::Error::CorruptValue {
+                            path: PathBuf::from(self.data_uri(span.shard)),
+                            record: span.record,
+                            index: index as u64,
+                            offset: span.value().start,
+                            reason: e.0,
+                        }));
+                    }
+                }
+                Ok(())
+            },
+            |problem| {
+                mismatches.push(problem);
+                Ok(())
+            },
+        )?;
+        problems.extend(mismatches);
         Ok(problems)
     }
+}
+
+/// The problem of an object whose bytes (checksum `digest`) do not match the
+/// checksum stored with it; an object without one (uploaded by another tool)
+/// has nothing to check against.
+fn checksum_problem(uri: &str, stamp: Stamp, digest: u64) -> Option<RemoteError> {
+    let expected = stamp.xxh3?;
+    (!same_content(stamp, digest)).then(|| RemoteError::Corrupt {
+        uri: uri.to_owned(),
+        reason: format!(
+            "its bytes have checksum {digest:016x}, but it was uploaded with {expected:016x}: it changed after the upload"
+        ),
+    })
 }
 
 /// The object names of shard `id`'s data and index files.

@@ -104,14 +104,14 @@ impl Remote {
     /// The store path of object `name` under the prefix.
     pub(crate) fn path(&self, name: &str) -> ObjectPath {
         match self.uri.prefix.is_empty() {
-            true => ObjectPath::from(name),
-            false => ObjectPath::from(format!("{}/{name}", self.uri.prefix)),
+            true => key(name),
+            false => key(&format!("{}/{name}", self.uri.prefix)),
         }
     }
 
     /// The prefix as a store path (`None` for a bucket's root).
     pub(crate) fn prefix_path(&self) -> Option<ObjectPath> {
-        (!self.uri.prefix.is_empty()).then(|| ObjectPath::from(self.uri.prefix.as_str()))
+        (!self.uri.prefix.is_empty()).then(|| key(&self.uri.prefix))
     }
 
     /// The name of `path` relative to the prefix, if it is directly under it.
@@ -145,6 +145,17 @@ impl Remote {
     pub(crate) fn store(&self) -> Result<Arc<dyn ObjectStore>> {
         Ok(self.clients()?.store)
     }
+}
+
+/// The store path whose key is `text` as written. `ObjectPath::from` would
+/// percent-encode what AWS advises against in keys (`#`, `%`, non-ASCII, ...),
+/// so that `s3://b/données` would name the key `donn%C3%A9es`, which no other
+/// tool writes or reads; `parse` keeps the key as it is. It refuses only empty
+/// parts, `.`/`..` and control characters, which [`crate::Location::parse`]
+/// refuses already; such a text (a `RemoteUri` built by hand) falls back to the
+/// encoded form rather than panicking.
+fn key(text: &str) -> ObjectPath {
+    ObjectPath::parse(text).unwrap_or_else(|_| ObjectPath::from(text))
 }
 
 /// Retry settings: `BCD_REMOTE_MAX_RETRIES`, `BCD_REMOTE_RETRY_TIMEOUT` (seconds).
@@ -374,5 +385,22 @@ mod tests {
         );
         assert_eq!(remote.name_of(&ObjectPath::from("p/q/x/y")), None);
         assert_eq!(remote.name_of(&ObjectPath::from("p/qq/y")), None);
+    }
+
+    /// Keys are the prefix as written: `#`, `%`, spaces and non-ASCII characters
+    /// are legal in S3 keys, and other tools write them unencoded.
+    #[test]
+    fn keys_keep_the_characters_of_the_prefix() {
+        let prefix = "données/a b#1%2F/数据";
+        let uri = RemoteUri {
+            scheme: Scheme::S3,
+            bucket: "b".into(),
+            prefix: prefix.into(),
+        };
+        let remote = Remote::with_store(uri, Arc::new(object_store::memory::InMemory::new()), None);
+        let path = remote.path("manifest.json");
+        assert_eq!(path.as_ref(), format!("{prefix}/manifest.json"));
+        assert_eq!(remote.prefix_path().unwrap().as_ref(), prefix);
+        assert_eq!(remote.name_of(&path), Some("manifest.json".into()));
     }
 }

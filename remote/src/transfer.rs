@@ -1,10 +1,9 @@
-//! Moving one file each way: uploads (one request, or a multipart upload recorded
-//! in a journal so that a kill's leftover can be aborted later) and downloads
-//! (one request, or parallel ranges), with the options push and pull share.
+//! Moving files: the options push and pull share, the state of one transfer
+//! ([`Context`]), and uploads (one request, or a multipart upload recorded in a
+//! journal so that a kill's leftover can be aborted later). Downloads are in
+//! `download.rs`.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,7 +16,7 @@ use object_store::{
 use tokio::sync::Semaphore;
 
 use crate::error::{RemoteError, Result};
-use crate::objects::{is_conflict, time_of, Stamp};
+use crate::objects::{is_conflict, same_content, Stamp};
 use crate::store::{Clients, Remote};
 
 /// Where the journal of multipart uploads in progress lives, below the prefix.
@@ -37,6 +36,12 @@ pub struct TransferOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Called with the bytes moved so far, after each file, part or range.
     pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+    /// Replace a destination that holds another dataset (not an earlier state
+    /// of the source: committed files whose contents differ, other settings,
+    /// more shards) instead of refusing it. A pushed prefix reads as no dataset
+    /// until the new manifest is committed; a pulled directory is pulled beside
+    /// it and renamed into its place. Default: false.
+    pub replace: bool,
 }
 
 impl Default for TransferOptions {
@@ -47,6 +52,7 @@ impl Default for TransferOptions {
             part_size: 16 << 20,
             interrupt: None,
             progress: None,
+            replace: false,
         }
     }
 }
@@ -57,6 +63,7 @@ impl std::fmt::Debug for TransferOptions {
             .field("concurrency", &self.concurrency)
             .field("multipart_threshold", &self.multipart_threshold)
             .field("part_size", &self.part_size)
+            .field("replace", &self.replace)
             .finish_non_exhaustive()
     }
 }
@@ -68,7 +75,7 @@ pub struct TransferSummary {
     pub files: u64,
     /// Bytes copied.
     pub bytes: u64,
-    /// Files already on the other side (same size and checksum, or committed there).
+    /// Files already on the other side (the same content checksum).
     pub skipped: u64,
     /// Their bytes.
     pub skipped_bytes: u64,
@@ -88,6 +95,10 @@ pub(crate) struct Context<'a> {
     pub(crate) options: TransferOptions,
     permits: Arc<Semaphore>,
     moved: AtomicU64,
+    /// Set when one transfer failed: the others stop at their next file or part
+    /// and clean up after themselves (abort their multipart uploads) rather than
+    /// being dropped mid-way.
+    failed: AtomicBool,
 }
 
 impl<'a> Context<'a> {
@@ -98,24 +109,68 @@ impl<'a> Context<'a> {
             permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
             options,
             moved: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
         })
     }
 
     pub(crate) fn check_interrupt(&self) -> Result<()> {
         match &self.options.interrupt {
             Some(flag) if flag.load(Ordering::Relaxed) => Err(RemoteError::Interrupted),
+            _ if self.failed.load(Ordering::Relaxed) => Err(RemoteError::Interrupted),
             _ => Ok(()),
         }
     }
 
-    fn moved(&self, bytes: u64) {
+    /// Runs `transfers` (at most `concurrency` at once) to their ends and returns
+    /// their results in any order, or the first error. Unlike `try_collect`, a
+    /// failure does not drop the transfers in flight (a dropped multipart upload
+    /// stays open until a gc): it makes them stop at their next file or part,
+    /// and each cleans up before this returns.
+    pub(crate) async fn run_all<T, F>(
+        &self,
+        transfers: impl IntoIterator<Item = F>,
+    ) -> Result<Vec<T>>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let results: Vec<Result<T>> = futures::stream::iter(transfers)
+            .map(|transfer| async move {
+                let result = transfer.await;
+                if result.is_err() {
+                    self.failed.store(true, Ordering::Relaxed);
+                }
+                result
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        let mut done = Vec::with_capacity(results.len());
+        let mut first = None;
+        for result in results {
+            match result {
+                Ok(value) => done.push(value),
+                // The others' errors are mostly the stop this one caused.
+                Err(RemoteError::Interrupted) if first.is_some() => {}
+                Err(e) => match &first {
+                    Some(RemoteError::Interrupted) | None => first = Some(e),
+                    Some(_) => {}
+                },
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+
+    pub(crate) fn moved(&self, bytes: u64) {
         let total = self.moved.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if let Some(progress) = &self.options.progress {
             progress(total);
         }
     }
 
-    async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+    pub(crate) async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
         self.permits
             .clone()
             .acquire_owned()
@@ -123,7 +178,7 @@ impl<'a> Context<'a> {
             .expect("the semaphore is never closed")
     }
 
-    fn store(&self) -> &dyn ObjectStore {
+    pub(crate) fn store(&self) -> &dyn ObjectStore {
         self.clients.store.as_ref()
     }
 }
@@ -271,6 +326,9 @@ where
                     .buffered(ctx.options.concurrency.max(1))
                     .try_collect()
                     .await?;
+                // A transfer that failed meanwhile stops this one short of its
+                // completion: it is aborted below.
+                ctx.check_interrupt()?;
                 before_complete().await?;
                 let _permit = ctx.permit().await;
                 multipart
@@ -307,10 +365,14 @@ where
             });
             match put.await {
                 Ok(_) => {}
+                // Already there with these very bytes: this push's own, uploaded by
+                // a run of it that was killed while the request was on its way, or
+                // by a first attempt whose answer was lost before a retry.
+                Err(e) if is_conflict(&e) && same_content(ctx.remote.stamp(&upload.name).await?, xxh3) => {}
                 Err(e) if is_conflict(&e) => {
                     return Err(RemoteError::Conflict {
                         uri,
-                        reason: "the object appeared while this push uploaded it: another writer is pushing to this prefix".into(),
+                        reason: "an object of other content appeared while this push uploaded it: another writer is pushing to this prefix".into(),
                     })
                 }
                 Err(e) => return Err(RemoteError::store(uri, "upload", e)),
@@ -384,148 +446,6 @@ pub(crate) async fn abort_journaled(
             .map_err(|e| RemoteError::store(remote.object_uri(&journal), "delete", e))?;
     }
     Ok(aborted)
-}
-
-/// What a download checks the bytes against and what time it gives the file.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Expected {
-    /// This stamp, read earlier.
-    Stamp(Stamp),
-    /// The stamp the object's read answers with (no request of its own for
-    /// objects read in one request); `times`: give the file its recorded time.
-    FromRead { times: bool },
-}
-
-/// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
-/// and fsyncs it; checks the size and, when the object has one, its checksum
-/// (see [`Expected`]); gives the file the recorded modification time.
-pub(crate) async fn download(
-    ctx: &Context<'_>,
-    name: &str,
-    size: u64,
-    expected: Expected,
-    dest: &Path,
-) -> Result<()> {
-    ctx.check_interrupt()?;
-    let uri = ctx.remote.object_uri(name);
-    let location = ctx.remote.path(name);
-    let file = Arc::new(
-        OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create(true)
-            .truncate(true)
-            .open(dest)
-            .map_err(|e| RemoteError::io(dest, "create", e))?,
-    );
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let times = match expected {
-        Expected::Stamp(_) | Expected::FromRead { times: true } => true,
-        Expected::FromRead { times: false } => false,
-    };
-    let stamp;
-    if size > ctx.options.multipart_threshold {
-        // Read in ranges, which answer without the stamp: one request for it.
-        stamp = match expected {
-            Expected::Stamp(stamp) => stamp,
-            Expected::FromRead { .. } => ctx.remote.stamp(name).await?,
-        };
-        file.set_len(size)
-            .map_err(|e| RemoteError::io(dest, "write", e))?;
-        let ranges = size.div_ceil(ctx.options.part_size);
-        futures::stream::iter(0..ranges)
-            .map(|range| {
-                let start = range * ctx.options.part_size;
-                let end = (start + ctx.options.part_size).min(size);
-                let file = file.clone();
-                let location = location.clone();
-                let uri = uri.clone();
-                async move {
-                    ctx.check_interrupt()?;
-                    let _permit = ctx.permit().await;
-                    let bytes = ctx
-                        .store()
-                        .get_range(&location, start..end)
-                        .await
-                        .map_err(|e| RemoteError::store(&uri, "read", e))?;
-                    if bytes.len() as u64 != end - start {
-                        return Err(short(&uri, start, end, bytes.len()));
-                    }
-                    file.write_all_at(&bytes, start)
-                        .map_err(|e| RemoteError::io(dest, "write", e))?;
-                    ctx.moved(end - start);
-                    Ok(())
-                }
-            })
-            .buffer_unordered(ctx.options.concurrency.max(1))
-            .try_collect::<Vec<()>>()
-            .await?;
-        if stamp.xxh3.is_some() {
-            let (xxh3, _) = crate::objects::file_checksum(dest)?;
-            check_checksum(&uri, stamp, Some(xxh3))?;
-        }
-    } else {
-        let _permit = ctx.permit().await;
-        let result = ctx
-            .store()
-            .get(&location)
-            .await
-            .map_err(|e| RemoteError::store(&uri, "read", e))?;
-        stamp = match expected {
-            Expected::Stamp(stamp) => stamp,
-            Expected::FromRead { .. } => Stamp::from_attributes(&result.attributes),
-        };
-        let mut stream = result.into_stream();
-        let mut written = 0u64;
-        let mut out = &*file;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| RemoteError::store(&uri, "read", e))?;
-            written += chunk.len() as u64;
-            if written > size {
-                return Err(short(&uri, 0, size, written as usize));
-            }
-            hasher.update(&chunk);
-            out.write_all(&chunk)
-                .map_err(|e| RemoteError::io(dest, "write", e))?;
-        }
-        if written != size {
-            return Err(short(&uri, 0, size, written as usize));
-        }
-        ctx.moved(size);
-        check_checksum(&uri, stamp, Some(hasher.digest()))?;
-    }
-    let dest_owned = dest.to_owned();
-    tokio::task::spawn_blocking(move || {
-        if let Some(mtime) = stamp.mtime_ns.filter(|_| times) {
-            file.set_modified(time_of(mtime))
-                .map_err(|e| RemoteError::io(&dest_owned, "set the modification time of", e))?;
-        }
-        file.sync_all()
-            .map_err(|e| RemoteError::io(&dest_owned, "fsync", e))
-    })
-    .await
-    .expect("the fsync task does not panic")
-}
-
-fn short(uri: &str, start: u64, end: u64, got: usize) -> RemoteError {
-    RemoteError::Corrupt {
-        uri: uri.to_owned(),
-        reason: format!(
-            "bytes {start}..{end} read as {got} bytes: the object changed while being copied"
-        ),
-    }
-}
-
-fn check_checksum(uri: &str, stamp: Stamp, found: Option<u64>) -> Result<()> {
-    match (stamp.xxh3, found) {
-        (Some(expected), Some(found)) if expected != found => Err(RemoteError::Corrupt {
-            uri: uri.to_owned(),
-            reason: format!(
-                "its bytes have checksum {found:016x}, but it was uploaded with {expected:016x}"
-            ),
-        }),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -128,10 +128,11 @@ impl Location {
         if prefix.split('/').any(|part| part == "." || part == "..")
             || prefix.contains("//")
             || prefix.contains(['*', '?', '['])
+            || prefix.chars().any(|c| c.is_ascii_control())
         {
             return Err(RemoteError::InvalidUri {
                 uri,
-                reason: "the key prefix may not contain empty, `.` or `..` parts, or `*`, `?`, `[`"
+                reason: "the key prefix may not contain empty, `.` or `..` parts, `*`, `?`, `[` or control characters"
                     .into(),
             });
         }
@@ -274,6 +275,13 @@ mod tests {
         assert!(parse("s3://b/a/../c").is_err());
         assert!(parse("s3://b/a//c").is_err());
         assert!(parse("file://relative").is_err());
+        assert!(parse("s3://b/a\tb").is_err());
+        // `#`, `%`, spaces and non-ASCII characters are legal in keys, taken as
+        // written (not %-decoded: `%41` is the three characters).
+        assert_eq!(
+            parse("s3://b/données/#1/%41 x").unwrap(),
+            remote(Scheme::S3, "b", "données/#1/%41 x")
+        );
         let local = Location::parse_local(OsStr::new("s3://b/x"), "the export target");
         assert!(local.unwrap_err().to_string().contains("the export target"));
     }

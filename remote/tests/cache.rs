@@ -386,3 +386,94 @@ fn files_pushed_beside_an_unchanged_manifest_reach_a_current_cache() {
     let again = push(&source, &remote(), &TransferOptions::default()).unwrap();
     assert_eq!((again.files, again.committed), (0, false));
 }
+
+#[test]
+fn a_dataset_under_a_prefix_of_any_legal_characters_opens_through_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let local = dataset(&source, true, Compression::Lz4, 120, 1500);
+    let memory = Arc::new(InMemory::new());
+    let prefix = "données/数据 #1/100%";
+    // Uploaded by another tool: the keys as written, no checksums.
+    for (name, bytes) in files(&source) {
+        let key = object_store::path::Path::parse(format!("{prefix}/{name}")).unwrap();
+        futures::executor::block_on(object_store::ObjectStoreExt::put(
+            memory.as_ref(),
+            &key,
+            bytes.into(),
+        ))
+        .unwrap();
+    }
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let cache = Arc::new(
+        RemoteCache::with_remote(memory_remote(memory.clone(), prefix), &options).unwrap(),
+    );
+    let (remote, _) = open_cache(cache).unwrap();
+    assert_eq!(records(&remote), records(&local));
+}
+
+/// Removes every object under `p/` of `memory`.
+fn empty_prefix(memory: &InMemory) {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let names: Vec<object_store::path::Path> = runtime
+        .block_on(
+            memory
+                .list(Some(&"p".into()))
+                .map_ok(|m| m.location)
+                .try_collect(),
+        )
+        .unwrap();
+    for name in names {
+        runtime
+            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
+            .unwrap();
+    }
+}
+
+#[test]
+fn cached_shards_are_kept_or_dropped_by_their_checksums_never_their_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = lookalike(&dir.path().join("first"), 120, false);
+    let second = lookalike(&dir.path().join("second"), 120, true);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    let remote = || remote_on(store.clone(), "p");
+    push(first.path(), &remote(), &TransferOptions::default()).unwrap();
+    let options = CacheOptions {
+        dir: dir.path().join("cache"),
+        limit: None,
+    };
+    let open = || {
+        let cache = Arc::new(RemoteCache::with_remote(remote(), &options).unwrap());
+        open_cache(cache).unwrap()
+    };
+    let (cached, cache) = open();
+    assert_eq!(records(&cached), records(&first));
+    assert_eq!(cache.cached_bytes(), first.stored_bytes());
+    drop(cached);
+
+    // The same files pushed again (new writes, same bytes): the cached shards
+    // are the same files, and none is downloaded again.
+    empty_prefix(&store.inner);
+    push(first.path(), &remote(), &TransferOptions::default()).unwrap();
+    let before = store.bytes_read.load(Ordering::SeqCst);
+    let (cached, _) = open();
+    assert_eq!(records(&cached), records(&first));
+    let read = store.bytes_read.load(Ordering::SeqCst) - before;
+    assert!(read < first.stored_bytes() / 2, "{read} bytes read again");
+    drop(cached);
+
+    // The record of the writes lost (a cache of an older version), and other
+    // data of the same sizes pushed: nothing of the old is read.
+    std::fs::remove_file(cache.mirror().join(".bcd-remote-versions.json")).unwrap();
+    empty_prefix(&store.inner);
+    push(second.path(), &remote(), &TransferOptions::default()).unwrap();
+    let (reopened, _) = open();
+    assert_eq!(records(&reopened), records(&second));
+}

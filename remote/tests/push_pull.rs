@@ -510,4 +510,10 @@ fn a_pull_checks_each_file_against_the_checksum_its_read_answers_with() {
         "{message}"
     );
     assert!(!other.join("manifest.json").exists());
+    // The directory the pull created is gone again, the bad shard with it.
+    assert!(!other.exists(), "{:?}", files(&other));
+    // Into a directory that was there: the bad file is not left behind either.
+    std::fs::create_dir(&other).unwrap();
+    pull(&remote, &other, &TransferOptions::default()).unwrap_err();
+    assert!(!other.join("000001.bin").exists(), "{:?}", files(&other));
 }

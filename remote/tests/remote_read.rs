@@ -146,3 +146,54 @@ fn damage_is_reported_naming_the_object() {
         "{error}"
     );
 }
+
+/// Rewrites object `name` with `change` applied to its bytes, keeping the
+/// metadata it was uploaded with (its checksum): bytes damaged in the store.
+fn tamper(memory: &InMemory, name: &str, change: impl FnOnce(&mut Vec<u8>)) {
+    use object_store::{ObjectStore, ObjectStoreExt};
+    let path = object_store::path::Path::from(name);
+    futures::executor::block_on(async {
+        let read = memory.get(&path).await.unwrap();
+        let attributes = read.attributes.clone();
+        let mut bytes = read.bytes().await.unwrap().to_vec();
+        change(&mut bytes);
+        let options = object_store::PutOptions {
+            attributes,
+            ..Default::default()
+        };
+        memory.put_opts(&path, bytes.into(), options).await.unwrap();
+    });
+}
+
+#[test]
+fn verify_checks_each_file_against_its_stored_checksum_naming_it() {
+    let (_dir, _local, store) = pushed(Compression::None);
+    let memory = store.inner.clone();
+    let remote = RemoteDataset::open(memory_remote(memory.clone(), "p")).unwrap();
+    assert!(remote.verify().unwrap().is_empty());
+    // A byte inside a stored value of shard 1: nothing but the checksum tells.
+    tamper(&memory, "p/000001.bin", |bytes| bytes[100] ^= 0xff);
+    // Two records' entries of shard 0's index swapped: the sizes still add up.
+    tamper(&memory, "p/000000.idx", |bytes| {
+        let (first, second) = bytes.split_at_mut(8);
+        first.swap_with_slice(&mut second[..8]);
+    });
+    let remote = RemoteDataset::open(memory_remote(memory.clone(), "p")).unwrap();
+    let problems: Vec<String> = remote
+        .verify()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for name in ["000000.idx", "000001.bin"] {
+        assert!(
+            problems.iter().any(
+                |p| p.starts_with(&format!("s3://bucket/p/{name}: ")) && p.contains("checksum")
+            ),
+            "{name}: {problems:?}"
+        );
+    }
+    // Reading every record (an export) stops at the damaged data file.
+    let error = remote.for_each_record(|_, _, _| Ok(())).unwrap_err();
+    assert!(error.to_string().contains("000001.bin"), "{error}");
+}

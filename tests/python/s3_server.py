@@ -21,7 +21,8 @@ control it (plain HTTP, answered with JSON):
 - ``GET /__proxy__/log``: every request since the last ``POST /__proxy__/reset``
   as ``[method, path, status]`` (status 0 for a dropped connection);
 - ``GET /__proxy__/object?bucket=B&key=K`` (the object's bytes, or 404),
-  ``POST /__proxy__/object?bucket=B&key=K`` with a body (writes it), and
+  ``POST /__proxy__/object?bucket=B&key=K`` with a body (writes it; with
+  ``&keep_metadata=1`` keeping the user metadata of the object it replaces), and
   ``GET /__proxy__/uploads?bucket=B`` (the keys of the multipart uploads in
   progress, as JSON): what a test checks or prepares, done with moto's own
   credentials.
@@ -128,7 +129,15 @@ def make_handler(state):
                     return self._reply(404, b"")
                 return self._reply(200, data["Body"].read())
             if action == "object":
-                state.client.put_object(Bucket=query["bucket"], Key=query["key"], Body=body)
+                extra = {}
+                if query.get("keep_metadata"):
+                    # Bytes changed in the store: the metadata (the checksum it
+                    # was uploaded with) stays.
+                    head = state.client.head_object(Bucket=query["bucket"], Key=query["key"])
+                    extra["Metadata"] = head["Metadata"]
+                state.client.put_object(
+                    Bucket=query["bucket"], Key=query["key"], Body=body, **extra
+                )
                 return self._reply(200, b"{}")
             if action == "uploads":
                 listed = state.client.list_multipart_uploads(Bucket=query["bucket"])

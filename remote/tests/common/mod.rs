@@ -3,11 +3,11 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -106,6 +106,15 @@ pub struct Plan {
     pub before_manifest: Option<Hook>,
     /// Aborting multipart uploads fails (a killed process aborts nothing).
     pub fail_aborts: bool,
+    /// Run once, on the store, right before the put of the object with this file
+    /// name: what another request writes there first (a killed run's, landing
+    /// after the next run listed the prefix).
+    pub before_put: Option<(String, Hook)>,
+    /// The put of `before_put`'s object waits until a multipart upload has
+    /// begun, and the first part of each waits until that put has been answered:
+    /// a multipart upload is in flight when it is answered, whatever order
+    /// requests run in.
+    pub hold_multipart: bool,
 }
 
 /// An in-memory store that follows a [`Plan`].
@@ -121,6 +130,12 @@ pub struct FaultStore {
     pub lists: AtomicUsize,
     /// Requests for an object's metadata alone (HEAD).
     pub heads: AtomicUsize,
+    /// Multipart uploads begun and neither completed nor aborted, by id.
+    pub open_uploads: Mutex<BTreeSet<String>>,
+    /// For [`Plan::hold_multipart`]: a multipart upload began, the held put was
+    /// answered.
+    pub multipart_begun: AtomicBool,
+    pub held_put_answered: AtomicBool,
 }
 
 impl fmt::Debug for FaultStore {
@@ -145,7 +160,29 @@ impl FaultStore {
             gets: AtomicUsize::new(0),
             lists: AtomicUsize::new(0),
             heads: AtomicUsize::new(0),
+            open_uploads: Mutex::new(BTreeSet::new()),
+            multipart_begun: AtomicBool::new(false),
+            held_put_answered: AtomicBool::new(false),
         })
+    }
+
+    /// Follows `plan` from now on, with its write count restarted.
+    pub fn replan(&self, plan: Plan) {
+        *self.plan.lock().unwrap() = plan;
+        self.writes.store(0, Ordering::SeqCst);
+        self.multipart_begun.store(false, Ordering::SeqCst);
+        self.held_put_answered.store(false, Ordering::SeqCst);
+    }
+
+    fn holding(&self) -> bool {
+        self.plan.lock().unwrap().hold_multipart
+    }
+
+    /// Waits (yielding, no timer) until `flag` is set.
+    async fn wait_for(flag: &AtomicBool) {
+        while !flag.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
     }
 
     fn write(&self) -> object_store::Result<()> {
@@ -184,8 +221,30 @@ impl ObjectStore for FaultStore {
                 hook(&self.inner);
             }
         }
-        self.write()?;
-        self.inner.put_opts(location, payload, opts).await
+        let hook = {
+            let mut plan = self.plan.lock().unwrap();
+            match &plan.before_put {
+                Some((name, _)) if location.filename() == Some(name.as_str()) => {
+                    plan.before_put.take()
+                }
+                _ => None,
+            }
+        };
+        let held = hook.is_some() && self.holding();
+        if held {
+            Self::wait_for(&self.multipart_begun).await;
+        }
+        if let Some((_, hook)) = hook {
+            hook(&self.inner);
+        }
+        let result = match self.write() {
+            Ok(()) => self.inner.put_opts(location, payload, opts).await,
+            Err(e) => Err(e),
+        };
+        if held {
+            self.held_put_answered.store(true, Ordering::SeqCst);
+        }
+        result
     }
 
     async fn put_multipart_opts(
@@ -287,7 +346,10 @@ impl MultipartStore for FaultStore {
         path: &ObjectPath,
         opts: PutMultipartOptions,
     ) -> object_store::Result<MultipartId> {
-        self.inner.create_multipart_opts(path, opts).await
+        let id = self.inner.create_multipart_opts(path, opts).await?;
+        self.open_uploads.lock().unwrap().insert(id.clone());
+        self.multipart_begun.store(true, Ordering::SeqCst);
+        Ok(id)
     }
 
     async fn put_part(
@@ -297,6 +359,11 @@ impl MultipartStore for FaultStore {
         part_idx: usize,
         data: PutPayload,
     ) -> object_store::Result<PartId> {
+        // One part held is enough to keep the upload from completing; the
+        // others go on and release their turns for the held put.
+        if part_idx == 0 && self.holding() {
+            Self::wait_for(&self.held_put_answered).await;
+        }
         self.write()?;
         self.inner.put_part(path, id, part_idx, data).await
     }
@@ -308,7 +375,9 @@ impl MultipartStore for FaultStore {
         parts: Vec<PartId>,
     ) -> object_store::Result<PutResult> {
         self.write()?;
-        self.inner.complete_multipart(path, id, parts).await
+        let result = self.inner.complete_multipart(path, id, parts).await?;
+        self.open_uploads.lock().unwrap().remove(id);
+        Ok(result)
     }
 
     async fn abort_multipart(
@@ -322,6 +391,8 @@ impl MultipartStore for FaultStore {
                 source: "killed".into(),
             });
         }
-        self.inner.abort_multipart(path, id).await
+        self.inner.abort_multipart(path, id).await?;
+        self.open_uploads.lock().unwrap().remove(id);
+        Ok(())
     }
 }

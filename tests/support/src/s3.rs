@@ -94,6 +94,14 @@ impl S3Server {
         assert_eq!(status, 200, "PUT {key}");
     }
 
+    /// Replaces the bytes of object `key` of [`BUCKET`] with `body`, keeping its
+    /// user metadata (the checksum it was uploaded with): damage in the store.
+    pub fn tamper_object(&self, key: &str, body: &[u8]) {
+        let request = format!("object?bucket={BUCKET}&key={}&keep_metadata=1", encode(key));
+        let (status, _) = self.raw_control("POST", &request, body);
+        assert_eq!(status, 200, "PUT {key}");
+    }
+
     /// Object `key` of [`BUCKET`], `None` if absent.
     pub fn get_object(&self, key: &str) -> Option<Vec<u8>> {
         let request = format!("object?bucket={BUCKET}&key={}", encode(key));

@@ -1,0 +1,179 @@
+//! Downloads: one file from the store into a local file, in one request or in
+//! parallel ranges, checked against its size and stored checksum.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+
+use crate::error::{RemoteError, Result};
+use crate::objects::{same_content, time_of, Stamp};
+use crate::transfer::Context;
+
+/// What a download checks the bytes against and what time it gives the file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Expected {
+    /// This stamp, read earlier.
+    Stamp(Stamp),
+    /// The stamp the object's read answers with (no request of its own for
+    /// objects read in one request); `times`: give the file its recorded time.
+    FromRead { times: bool },
+}
+
+/// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
+/// and fsyncs it; checks the size and, when the object has one, its checksum
+/// (see [`Expected`]); gives the file the recorded modification time. Returns
+/// the checksum of the bytes written, when known (always for objects that carry
+/// one). On failure `dest` is removed.
+pub(crate) async fn download(
+    ctx: &Context<'_>,
+    name: &str,
+    size: u64,
+    expected: Expected,
+    dest: &Path,
+) -> Result<Option<u64>> {
+    ctx.check_interrupt()?;
+    let result = download_into(ctx, name, size, expected, dest).await;
+    if result.is_err() {
+        // Bytes that failed their check, or a part of the file: never left for
+        // anything to take for the object (best effort).
+        let _ = std::fs::remove_file(dest);
+    }
+    result
+}
+
+async fn download_into(
+    ctx: &Context<'_>,
+    name: &str,
+    size: u64,
+    expected: Expected,
+    dest: &Path,
+) -> Result<Option<u64>> {
+    let uri = ctx.remote.object_uri(name);
+    let location = ctx.remote.path(name);
+    let file = Arc::new(
+        OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create(true)
+            .truncate(true)
+            .open(dest)
+            .map_err(|e| RemoteError::io(dest, "create", e))?,
+    );
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let times = match expected {
+        Expected::Stamp(_) | Expected::FromRead { times: true } => true,
+        Expected::FromRead { times: false } => false,
+    };
+    let stamp;
+    let checksum;
+    if size > ctx.options.multipart_threshold {
+        // Read in ranges, which answer without the stamp: one request for it.
+        stamp = match expected {
+            Expected::Stamp(stamp) => stamp,
+            Expected::FromRead { .. } => ctx.remote.stamp(name).await?,
+        };
+        file.set_len(size)
+            .map_err(|e| RemoteError::io(dest, "write", e))?;
+        let ranges = size.div_ceil(ctx.options.part_size);
+        futures::stream::iter(0..ranges)
+            .map(|range| {
+                let start = range * ctx.options.part_size;
+                let end = (start + ctx.options.part_size).min(size);
+                let file = file.clone();
+                let location = location.clone();
+                let uri = uri.clone();
+                async move {
+                    ctx.check_interrupt()?;
+                    let _permit = ctx.permit().await;
+                    let bytes = ctx
+                        .store()
+                        .get_range(&location, start..end)
+                        .await
+                        .map_err(|e| RemoteError::store(&uri, "read", e))?;
+                    if bytes.len() as u64 != end - start {
+                        return Err(short(&uri, start, end, bytes.len()));
+                    }
+                    file.write_all_at(&bytes, start)
+                        .map_err(|e| RemoteError::io(dest, "write", e))?;
+                    ctx.moved(end - start);
+                    Ok(())
+                }
+            })
+            .buffer_unordered(ctx.options.concurrency.max(1))
+            .try_collect::<Vec<()>>()
+            .await?;
+        if stamp.xxh3.is_some() {
+            let (xxh3, _) = crate::objects::file_checksum(dest)?;
+            check_checksum(&uri, stamp, Some(xxh3))?;
+        }
+        checksum = stamp.xxh3;
+    } else {
+        let _permit = ctx.permit().await;
+        let result = ctx
+            .store()
+            .get(&location)
+            .await
+            .map_err(|e| RemoteError::store(&uri, "read", e))?;
+        stamp = match expected {
+            Expected::Stamp(stamp) => stamp,
+            Expected::FromRead { .. } => Stamp::from_attributes(&result.attributes),
+        };
+        let mut stream = result.into_stream();
+        let mut written = 0u64;
+        let mut out = &*file;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| RemoteError::store(&uri, "read", e))?;
+            written += chunk.len() as u64;
+            if written > size {
+                return Err(short(&uri, 0, size, written as usize));
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .map_err(|e| RemoteError::io(dest, "write", e))?;
+        }
+        if written != size {
+            return Err(short(&uri, 0, size, written as usize));
+        }
+        ctx.moved(size);
+        check_checksum(&uri, stamp, Some(hasher.digest()))?;
+        checksum = Some(hasher.digest());
+    }
+    let dest_owned = dest.to_owned();
+    tokio::task::spawn_blocking(move || {
+        if let Some(mtime) = stamp.mtime_ns.filter(|_| times) {
+            file.set_modified(time_of(mtime))
+                .map_err(|e| RemoteError::io(&dest_owned, "set the modification time of", e))?;
+        }
+        file.sync_all()
+            .map_err(|e| RemoteError::io(&dest_owned, "fsync", e))
+    })
+    .await
+    .expect("the fsync task does not panic")?;
+    Ok(checksum)
+}
+
+fn short(uri: &str, start: u64, end: u64, got: usize) -> RemoteError {
+    RemoteError::Corrupt {
+        uri: uri.to_owned(),
+        reason: format!(
+            "bytes {start}..{end} read as {got} bytes: the object changed while being copied"
+        ),
+    }
+}
+
+fn check_checksum(uri: &str, stamp: Stamp, found: Option<u64>) -> Result<()> {
+    match (stamp.xxh3, found) {
+        (Some(expected), Some(found)) if !same_content(stamp, found) => Err(RemoteError::Corrupt {
+            uri: uri.to_owned(),
+            reason: format!(
+                "its bytes have checksum {found:016x}, but it was uploaded with {expected:016x}"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
