@@ -55,12 +55,20 @@ async fn download_into(
 ) -> Result<Option<u64>> {
     let uri = ctx.remote.object_uri(name);
     let location = ctx.remote.path(name);
+    // A file already at `dest` is a leftover (of an interrupted pull, or a hard
+    // link a killed merge left to another dataset's shard): unlinked, never
+    // written through, as the store's `Storage::create` does.
+    match std::fs::remove_file(dest) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(RemoteError::io(dest, "remove", e))
+        }
+        _ => {}
+    }
     let file = Arc::new(
         OpenOptions::new()
             .write(true)
             .read(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(dest)
             .map_err(|e| RemoteError::io(dest, "create", e))?,
     );

@@ -517,3 +517,40 @@ fn a_pull_checks_each_file_against_the_checksum_its_read_answers_with() {
     pull(&remote, &other, &TransferOptions::default()).unwrap_err();
     assert!(!other.join("000001.bin").exists(), "{:?}", files(&other));
 }
+
+#[test]
+fn a_pull_replaces_a_leftover_link_to_another_datasets_shard_instead_of_writing_through_it() {
+    // A killed merge leaves hard links to its parts' shards past the target's
+    // shard count; a pull that then fetches those shard numbers must not write
+    // the remote's bytes into the part's committed files (issue 20, item 15).
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut dataset = dataset(&source, true, Compression::Lz4, 100, 1000);
+    let memory = Arc::new(InMemory::new());
+    let remote = memory_remote(memory.clone(), "p");
+    push(&source, &remote, &TransferOptions::default()).unwrap();
+    let copy = dir.path().join("copy");
+    pull(&remote, &copy, &TransferOptions::default()).unwrap();
+    let next = dataset.shards();
+    append(&mut dataset, 100..180);
+    push(&source, &remote, &TransferOptions::default()).unwrap();
+
+    let other = dir.path().join("other");
+    let other_dataset = common::dataset(&other, true, Compression::Lz4, 30, 1000);
+    let other_files = files(&other);
+    for ext in ["bin", "idx"] {
+        std::fs::hard_link(
+            other.join(format!("000000.{ext}")),
+            copy.join(format!("{next:06}.{ext}")),
+        )
+        .unwrap();
+    }
+    pull(&remote, &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(files(&copy), files(&source));
+    assert_eq!(
+        files(&other),
+        other_files,
+        "the other dataset's shard was written through"
+    );
+    drop(other_dataset);
+}
