@@ -271,7 +271,7 @@ impl ParquetSource {
         input: Option<ParquetInput>,
     ) -> Result<OpenFile, SourceError> {
         let corrupt = |reason: String| SourceError::Corrupt {
-            archive: path.display().to_string(),
+            file: path.display().to_string(),
             location: "file metadata".into(),
             reason,
         };
@@ -389,7 +389,7 @@ impl ParquetSource {
                 Some(Ok(batch)) => break batch,
                 Some(Err(e)) => {
                     return Err(SourceError::Corrupt {
-                        archive: file.path.display().to_string(),
+                        file: file.path.display().to_string(),
                         location: format!("rows from {rows_so_far}"),
                         reason: e.to_string(),
                     })
@@ -457,7 +457,7 @@ impl ParquetSource {
                 .columns()
                 .get(leaf)
                 .ok_or_else(|| SourceError::Corrupt {
-                    archive: file.path.display().to_string(),
+                    file: file.path.display().to_string(),
                     location: format!("file metadata, row group {group}"),
                     reason: format!("no column chunk for column {leaf}"),
                 })?;
@@ -473,7 +473,7 @@ impl ParquetSource {
                 .with_batch_size(batch_rows(per_row))
                 .build()
                 .map_err(|e| SourceError::Corrupt {
-                    archive: file.path.display().to_string(),
+                    file: file.path.display().to_string(),
                     location: format!("row group {group}"),
                     reason: e.to_string(),
                 })?;
@@ -607,7 +607,7 @@ fn check_chunks(
                 .and_then(|(start, len)| start.checked_add(len));
             if end.is_none_or(|end| end > file_len) {
                 return Err(SourceError::Corrupt {
-                    archive: path.display().to_string(),
+                    file: path.display().to_string(),
                     location: format!("file metadata, row group {group}, column {}", column.column_path()),
                     reason: format!(
                         "the column chunk (byte {start}, {len} bytes) is not inside the {file_len}-byte file"
@@ -633,7 +633,7 @@ fn page_error(
     );
     match error.kind {
         PageErrorKind::Corrupt(reason) => SourceError::Corrupt {
-            archive: path.display().to_string(),
+            file: path.display().to_string(),
             location,
             reason,
         },
@@ -684,7 +684,7 @@ fn contain_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 fn corrupt_file(path: &Path, location: String, panic: String) -> SourceError {
     SourceError::Corrupt {
-        archive: path.display().to_string(),
+        file: path.display().to_string(),
         location,
         reason: format!("the Parquet decoder failed ({panic})"),
     }

@@ -273,7 +273,7 @@ impl TfRecordSource {
     /// Reads the next framed record of the current file; `None` at its clean end.
     fn read_frame(file: &mut OpenFile) -> Result<Option<Vec<u8>>, SourceError> {
         let corrupt = |file: &OpenFile, reason: String| SourceError::Corrupt {
-            archive: file.path.display().to_string(),
+            file: file.path.display().to_string(),
             location: format!(
                 "record {} at byte {}{}",
                 file.record,
