@@ -32,6 +32,7 @@ mod fused;
 pub mod jsonl_source;
 mod member_names;
 mod parquet_columns;
+mod parquet_compat;
 pub mod parquet_export;
 mod parquet_fields;
 mod parquet_pages;

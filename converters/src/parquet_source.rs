@@ -58,6 +58,7 @@ use crate::parquet_columns::{
     bytes_at, check_key_type, check_value_type, key_bytes_column, projected_leaves, struct_child,
     value_bytes_column, view_schema,
 };
+use crate::parquet_compat::{v2_pages_always_compressed, FlagsSetTrue};
 use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
@@ -445,13 +446,17 @@ impl ParquetSource {
         };
         file.next_group += 1;
         let rows = u64::try_from(row_group.num_rows()).unwrap_or(0);
+        let created_by = file.metadata.metadata().file_metadata().created_by();
+        let v2_always_compressed = v2_pages_always_compressed(created_by);
         let mut per_row = 0u64;
+        let mut compressed_flags = Vec::new();
         for &(leaf, is_field) in &file.leaves {
             // Field columns keep their types: a dictionary-encoded string column is
             // decoded as plain strings, each row a copy.
             let decoding = Decoding {
                 rows,
                 expands_dictionary: !file.views || is_field,
+                v2_always_compressed,
             };
             let column = row_group
                 .columns()
@@ -464,8 +469,15 @@ impl ParquetSource {
             let bytes = check_chunk(&file.file, column, decoding)
                 .map_err(|e| page_error(&file.path, group, column, e))?;
             per_row = per_row.saturating_add(bytes.per_row);
+            compressed_flags.extend(bytes.compressed_flags);
         }
-        let input = file.file.clone();
+        let input = match compressed_flags.is_empty() {
+            true => file.file.clone(),
+            false => ParquetInput(Arc::new(FlagsSetTrue::new(
+                file.file.0.clone(),
+                compressed_flags,
+            ))),
+        };
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata.clone())
                 .with_projection(file.mask.clone())
