@@ -332,3 +332,85 @@ fn misplaced_field_export_options_are_usage_errors_and_nothing_is_written() {
     assert_eq!(columns[1], reference.len());
     assert_eq!(columns[2], "binary");
 }
+
+/// An img2dataset-shaped Parquet file: its own `key` column (the sample id),
+/// plus columns named like the other names `ls --fields` prints.
+const WRITE_IMG2DATASET: &str = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+n = 4
+pq.write_table(pa.table({
+    "url": [f"https://example.com/{i}.jpg" for i in range(n)],
+    "jpg": [bytes([i]) * 3 for i in range(n)],
+    "key": [f"{i:09d}" for i in range(n)],
+    "index": [100 + i for i in range(n)],
+    "key_hex": ["ff" for i in range(n)],
+    "field.key": [f"f{i}" for i in range(n)],
+    "caption": [f"caption {i}" for i in range(n)],
+}), sys.argv[1])
+"#;
+
+/// Lines of JSON as objects.
+fn json_lines(out: &[u8]) -> Vec<serde_json::Map<String, Value>> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|line| match serde_json::from_str(line).unwrap() {
+            Value::Object(object) => object,
+            other => panic!("not an object: {other}"),
+        })
+        .collect()
+}
+
+#[test]
+fn ls_and_get_fields_keep_the_record_key_and_index_beside_fields_of_those_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("img.parquet");
+    run_python(WRITE_IMG2DATASET, &[s(&file)]);
+    let expect = |i: usize| {
+        serde_json::json!({
+            "field.key": format!("{i:09}"),
+            "field.index": 100 + i,
+            "field.key_hex": "ff",
+            "field.field.key": format!("f{i}"),
+            "caption": format!("caption {i}"),
+        })
+    };
+    let keyed = tmp.path().join("keyed");
+    let keyless = tmp.path().join("keyless");
+    for (dataset, key_column) in [(&keyed, Some("url")), (&keyless, None)] {
+        let mut args = vec!["ingest", s(&file), "--into", s(dataset), "--quiet"];
+        args.extend(["--value-column", "jpg"]);
+        if let Some(column) = key_column {
+            args.extend(["--key-column", column]);
+        }
+        ok(&args);
+        let listed = json_lines(&ok(&["ls", s(dataset), "--fields"]));
+        assert_eq!(listed.len(), 4);
+        for (i, mut object) in listed.into_iter().enumerate() {
+            let (name, own) = match key_column {
+                Some(_) => ("key", Value::from(format!("https://example.com/{i}.jpg"))),
+                None => ("index", Value::from(i)),
+            };
+            assert_eq!(object.remove(name), Some(own), "{dataset:?} record {i}");
+            let mut want = expect(i);
+            if key_column.is_none() {
+                want["url"] = format!("https://example.com/{i}.jpg").into();
+            }
+            assert_eq!(Value::Object(object), want, "{dataset:?} record {i}");
+        }
+    }
+    let got = json_lines(&ok(&[
+        "get",
+        s(&keyed),
+        "https://example.com/2.jpg",
+        "--fields",
+    ]));
+    let mut want = expect(2);
+    want["key"] = "https://example.com/2.jpg".into();
+    assert_eq!(Value::Object(got[0].clone()), want);
+    let got = json_lines(&ok(&["get", s(&keyless), "--index", "3", "--fields"]));
+    let mut want = expect(3);
+    want["index"] = 3.into();
+    want["url"] = "https://example.com/3.jpg".into();
+    assert_eq!(Value::Object(got[0].clone()), want);
+}
