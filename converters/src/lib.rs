@@ -40,6 +40,7 @@ pub mod parquet_source;
 pub mod random_access;
 pub mod regular_file;
 pub mod samples;
+pub mod sequence_example;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
