@@ -414,3 +414,58 @@ fn ls_and_get_fields_keep_the_record_key_and_index_beside_fields_of_those_names(
     want["url"] = "https://example.com/3.jpg".into();
     assert_eq!(Value::Object(got[0].clone()), want);
 }
+
+/// Records keyed without an extension (`s/000`), with WebDataset-typed fields.
+const WRITE_UNNAMED: &str = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+n = 5
+pq.write_table(pa.table({
+    "id": [f"s/{i:03d}" for i in range(n)],
+    "data": [bytes([i, 255]) * (i + 1) for i in range(n)],
+    "cls": pa.array([i % 3 for i in range(n)], pa.int64()),
+    "txt": [f"text {i}" for i in range(n)],
+}), sys.argv[1])
+"#;
+
+#[test]
+fn a_sample_export_of_keys_without_an_extension_ingests_back_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("unnamed.parquet");
+    run_python(WRITE_UNNAMED, &[s(&file)]);
+    let first = tmp.path().join("first");
+    ok(&[
+        "ingest",
+        s(&file),
+        "--into",
+        s(&first),
+        "--value-column",
+        "data",
+        "--key-column",
+        "id",
+        "--quiet",
+    ]);
+    let tar = tmp.path().join("samples.tar");
+    ok(&["export", s(&first), "--to", s(&tar), "--samples"]);
+    let members = python_json(MEMBERS, &[s(&tar)]);
+    assert_eq!(members[0][0], "s/000.bin", "{members}");
+    // Our own export ingests back without being told its value extension.
+    let again = tmp.path().join("again");
+    ok(&[
+        "ingest",
+        s(&tar),
+        "--into",
+        s(&again),
+        "--samples",
+        "--quiet",
+    ]);
+    let read = |path: &Path| bcd_test_support::read_all(&bcd::Dataset::open(path).unwrap());
+    assert_eq!(read(&again), read(&first));
+    assert_eq!(
+        json_lines(&ok(&["ls", s(&again), "--fields"])),
+        json_lines(&ok(&["ls", s(&first), "--fields"]))
+    );
+    // And exports again to the same members.
+    let tar_again = tmp.path().join("again.tar");
+    ok(&["export", s(&again), "--to", s(&tar_again), "--samples"]);
+    assert_eq!(python_json(MEMBERS, &[s(&tar_again)]), members);
+}
