@@ -295,7 +295,7 @@ impl<R: Read> TarReader<R> {
 
 /// The header checksum: the unsigned (or, as some old writers did, signed) sum of
 /// the block's bytes with the checksum field taken as spaces.
-fn check_checksum(block: &[u8; 512]) -> Result<(), String> {
+pub(crate) fn check_checksum(block: &[u8; 512]) -> Result<(), String> {
     let stored = number(&block[148..156], "checksum")?;
     let (mut unsigned, mut signed) = (0u64, 0i64);
     for (i, &b) in block.iter().enumerate() {
