@@ -469,3 +469,45 @@ fn a_sample_export_of_keys_without_an_extension_ingests_back_as_it_was() {
     ok(&["export", s(&again), "--to", s(&tar_again), "--samples"]);
     assert_eq!(python_json(MEMBERS, &[s(&tar_again)]), members);
 }
+
+/// The fixture's expected fields with bytes as base64, as `ls --fields` prints
+/// them.
+const SEQUENCE_EXPECTED: &str = r#"
+import base64, json, sys
+expected = json.load(open(sys.argv[1]))
+def b64(v):
+    if isinstance(v, dict) and set(v) == {"hex"}:
+        return base64.b64encode(bytes.fromhex(v["hex"])).decode()
+    if isinstance(v, list):
+        return [b64(x) for x in v]
+    return v
+print(json.dumps([{k: b64(v) for k, v in row.items()} for row in expected["rows"]]))
+"#;
+
+#[test]
+fn sequence_example_feature_lists_are_ingested_and_listed_as_list_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = bcd_test_support::repo_root().join("fixtures/tfrecord");
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&fixtures.join("sequence-examples.tfrecord")),
+        "--into",
+        s(&dataset),
+        "--feature",
+        "image/encoded",
+        "--quiet",
+    ]);
+    let expected = python_json(
+        SEQUENCE_EXPECTED,
+        &[s(&fixtures.join("sequence-expected.json"))],
+    );
+    let listed: Vec<Value> = json_lines(&ok(&["ls", s(&dataset), "--fields"]))
+        .into_iter()
+        .map(|mut row| {
+            row.remove("index");
+            Value::Object(row)
+        })
+        .collect();
+    assert_eq!(Value::Array(listed), expected);
+}
