@@ -389,11 +389,27 @@ impl ParquetSource {
                 None => file.reader = None,
                 Some(Ok(batch)) => break batch,
                 Some(Err(e)) => {
-                    return Err(SourceError::Corrupt {
-                        file: file.path.display().to_string(),
-                        location: format!("rows from {rows_so_far}"),
-                        reason: e.to_string(),
-                    })
+                    let (file, location) = (
+                        file.path.display().to_string(),
+                        format!("rows from {rows_so_far}"),
+                    );
+                    let reason = e.to_string();
+                    // A string column holding other bytes is well-formed Parquet
+                    // (pyarrow reads it) whose values are not text: not corrupt.
+                    return Err(match reason.contains("non UTF-8") {
+                        true => SourceError::Invalid {
+                            file,
+                            location,
+                            reason: format!(
+                                "a string (UTF-8) column holds bytes that are not UTF-8 ({reason}); the Parquet reader checks every string it decodes"
+                            ),
+                        },
+                        false => SourceError::Corrupt {
+                            file,
+                            location,
+                            reason,
+                        },
+                    });
                 }
             }
         };

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use arrow_schema::{DataType, Field};
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
-use bcd_converters::{FieldSelection, Source};
+use bcd_converters::{FieldSelection, Source, SourceError};
 use fields_common::{arrow_type, fields_json, python, read_all, PRELUDE};
 use serde_json::{json, Value};
 
@@ -404,4 +404,39 @@ print(json.dumps({{\"created_by\": file.metadata.created_by,
             assert_eq!(got, Value::Object(want), "{}", record.origin);
         }
     }
+}
+
+/// A string column whose bytes are not UTF-8 (Daft's `invalid_utf8.parquet`
+/// test file is such a file): pyarrow writes and reads it; the source refuses
+/// it naming the file and rows, and does not call it truncated or corrupt.
+#[test]
+fn a_string_column_holding_bytes_that_are_not_utf8_is_refused_as_invalid_not_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    python(
+        dir.path(),
+        &format!(
+            "{PRELUDE}
+import pyarrow as pa, pyarrow.parquet as pq
+raw = pa.array([b\"ok\", b\"\\x80bad\"], pa.binary())
+text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+pq.write_table(pa.table({{\"value\": pa.array([b\"a\", b\"b\"]), \"text\": text}}), out / \"bad.parquet\")
+back = pq.read_table(out / \"bad.parquet\").column(\"text\").cast(pa.binary()).to_pylist()
+print(json.dumps([v.hex() for v in back]))
+"
+        ),
+    );
+    let path = dir.path().join("bad.parquet");
+    let error = read_all(source(
+        std::slice::from_ref(&path),
+        options("value", None, FieldSelection::All),
+    ))
+    .unwrap_err();
+    assert!(matches!(error, SourceError::Invalid { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("{}: rows from 0: ", path.display()))
+            && message.contains("bytes that are not UTF-8")
+            && !message.contains("truncated"),
+        "{message}"
+    );
 }
