@@ -60,6 +60,12 @@ pub fn feature_lists(record: &[u8]) -> Result<Vec<NamedFeature<'_>>, FeatureErro
     Ok(found)
 }
 
+/// Whether `record` is a SequenceExample with a feature list named `name` (for
+/// messages: a value feature must be a context feature).
+pub fn has_list(record: &[u8], name: &str) -> bool {
+    feature_lists(record).is_ok_and(|lists| lists.iter().any(|(n, _)| *n == name.as_bytes()))
+}
+
 /// The steps of a serialized `FeatureList`: each a serialized `Feature`, in order.
 pub fn steps(feature_list: &[u8]) -> impl Iterator<Item = Result<&[u8], FeatureError>> {
     fields(feature_list).filter_map(|field| match field {

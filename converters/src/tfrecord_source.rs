@@ -396,7 +396,7 @@ impl TfRecordSource {
             file: file.path.display().to_string(),
             location: format!("record {} at byte {}", file.record, file.offset),
             reason: match &error {
-                FeatureError::Missing(name) if is_feature_list(&data, name) => format!(
+                FeatureError::Missing(name) if sequence_example::has_list(&data, name) => format!(
                     "{name:?} is a feature list of this SequenceExample; the value and key are taken from its context features (the feature lists become fields)"
                 ),
                 _ => error.to_string(),
@@ -418,12 +418,6 @@ impl TfRecordSource {
             fields,
         })
     }
-}
-
-/// Whether `record` is a SequenceExample with a feature list named `name`.
-fn is_feature_list(record: &[u8], name: &str) -> bool {
-    sequence_example::feature_lists(record)
-        .is_ok_and(|lists| lists.iter().any(|(n, _)| *n == name.as_bytes()))
 }
 
 /// Called with a record's number, frame offset and bytes.
