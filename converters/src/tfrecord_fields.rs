@@ -31,9 +31,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder};
 use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{ArrayRef, ListArray};
-
-use arrow_array::{Array, BinaryArray, Float32Array, Int64Array, StringArray};
+use arrow_array::{Array, ArrayRef, BinaryArray, Float32Array, Int64Array, ListArray, StringArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::Field;
 
