@@ -387,7 +387,7 @@ pub struct IngestArgs {
     #[arg(long, help_heading = "Tar sources (tar)")]
     pub samples: bool,
     /// With --samples: the extensions of the member stored as the value, in order
-    /// of preference [default: jpg,jpeg,png,webp,flac,wav,mp3,mp4].
+    /// of preference [default: jpg,jpeg,png,webp,flac,wav,mp3,mp4,bin].
     #[arg(
         long,
         value_name = "EXTS",

@@ -210,7 +210,7 @@ fn record_fields_json(
     identify(dataset, index, &mut object)?;
     for batch in fields.shard_batches(dataset, shard, None)? {
         if local < batch.num_rows() {
-            object.extend(bcd_fields::row_to_json(&batch, local));
+            add_fields(&mut object, bcd_fields::row_to_json(&batch, local));
             break;
         }
         local -= batch.num_rows();
@@ -239,6 +239,31 @@ fn identify(
     Ok(())
 }
 
+/// The names `identify` may print, which no field may take.
+const RECORD_NAMES: [&str; 3] = ["key", "key_hex", "index"];
+/// What a field's name gets before it when it would take one of
+/// [`RECORD_NAMES`] (img2dataset's `key` column) or already begins with it, so
+/// that no two names meet: `key` is printed `field.key`, `field.x` is
+/// `field.field.x`, `x` stays `x`.
+const FIELD_PREFIX: &str = "field.";
+
+/// Adds a record's fields after its key or index, renamed by [`FIELD_PREFIX`]
+/// where they would take a name of [`RECORD_NAMES`]: the record's own key and
+/// every field are printed, whatever the fields are called.
+fn add_fields(
+    object: &mut serde_json::Map<String, serde_json::Value>,
+    fields: serde_json::Map<String, serde_json::Value>,
+) {
+    for (name, value) in fields {
+        let name = if RECORD_NAMES.contains(&name.as_str()) || name.starts_with(FIELD_PREFIX) {
+            format!("{FIELD_PREFIX}{name}")
+        } else {
+            name
+        };
+        object.insert(name, value);
+    }
+}
+
 /// `bcd ls --fields`: one JSON object per record, shard by shard.
 fn ls_fields(dataset: &Dataset) -> Result<ExitCode> {
     let fields = DatasetFields::load(dataset)?;
@@ -250,7 +275,7 @@ fn ls_fields(dataset: &Dataset) -> Result<ExitCode> {
             for row in 0..batch.num_rows() {
                 let mut object = serde_json::Map::new();
                 identify(dataset, index, &mut object)?;
-                object.extend(bcd_fields::row_to_json(&batch, row));
+                add_fields(&mut object, bcd_fields::row_to_json(&batch, row));
                 writeln!(out, "{}", serde_json::Value::Object(object)).map_err(failed())?;
                 index += 1;
             }

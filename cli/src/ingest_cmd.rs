@@ -222,7 +222,7 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs, into: &str) -> Resu
         let passed_over: Vec<String> = summary
             .skipped_members
             .iter()
-            .map(|(kind, n)| format!("{n} {kind}"))
+            .map(|(kind, n)| counted(*n, kind))
             .collect();
         let passed_over = match passed_over.is_empty() {
             true => String::new(),
@@ -242,4 +242,37 @@ fn print_summary(summary: &IngestSummary, args: &IngestArgs, into: &str) -> Resu
         );
     }
     Ok(())
+}
+
+/// `n` things of a kind the summary counts, in English: "1 symlink",
+/// "4 hard links", "22 members without an extension", "3 not in a class folder".
+fn counted(n: u64, kind: &str) -> String {
+    if n == 1 || kind.starts_with("not ") {
+        return format!("{n} {kind}");
+    }
+    match kind.find(" with") {
+        Some(at) => format!("{n} {}s{}", &kind[..at], &kind[at..]),
+        None => format!("{n} {kind}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn counts_of_skipped_kinds_read_as_english() {
+        assert_eq!(counted(1, "hard link"), "1 hard link");
+        assert_eq!(counted(4, "hard link"), "4 hard links");
+        assert_eq!(counted(2, "device"), "2 devices");
+        assert_eq!(
+            counted(22, "member without an extension"),
+            "22 members without an extension"
+        );
+        assert_eq!(counted(10, "row with a null"), "10 rows with a null");
+        assert_eq!(
+            counted(3, "not in a class folder"),
+            "3 not in a class folder"
+        );
+    }
 }

@@ -370,3 +370,182 @@ fn a_parquet_batch_that_spans_more_than_ten_shards_with_fields_exports_every_row
     let labels: Vec<&str> = sorted.iter().map(|k| &k[..3]).collect();
     assert_eq!(table, serde_json::json!([sorted, labels]));
 }
+
+/// An img2dataset-shaped Parquet file: its own `key` column (the sample id),
+/// plus columns named like the other names `ls --fields` prints.
+const WRITE_IMG2DATASET: &str = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+n = 4
+pq.write_table(pa.table({
+    "url": [f"https://example.com/{i}.jpg" for i in range(n)],
+    "jpg": [bytes([i]) * 3 for i in range(n)],
+    "key": [f"{i:09d}" for i in range(n)],
+    "index": [100 + i for i in range(n)],
+    "key_hex": ["ff" for i in range(n)],
+    "field.key": [f"f{i}" for i in range(n)],
+    "caption": [f"caption {i}" for i in range(n)],
+}), sys.argv[1])
+"#;
+
+/// Lines of JSON as objects.
+fn json_lines(out: &[u8]) -> Vec<serde_json::Map<String, Value>> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|line| match serde_json::from_str(line).unwrap() {
+            Value::Object(object) => object,
+            other => panic!("not an object: {other}"),
+        })
+        .collect()
+}
+
+#[test]
+fn ls_and_get_fields_keep_the_record_key_and_index_beside_fields_of_those_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("img.parquet");
+    run_python(WRITE_IMG2DATASET, &[s(&file)]);
+    let expect = |i: usize| {
+        serde_json::json!({
+            "field.key": format!("{i:09}"),
+            "field.index": 100 + i,
+            "field.key_hex": "ff",
+            "field.field.key": format!("f{i}"),
+            "caption": format!("caption {i}"),
+        })
+    };
+    let keyed = tmp.path().join("keyed");
+    let keyless = tmp.path().join("keyless");
+    for (dataset, key_column) in [(&keyed, Some("url")), (&keyless, None)] {
+        let mut args = vec!["ingest", s(&file), "--into", s(dataset), "--quiet"];
+        args.extend(["--value-column", "jpg"]);
+        if let Some(column) = key_column {
+            args.extend(["--key-column", column]);
+        }
+        ok(&args);
+        let listed = json_lines(&ok(&["ls", s(dataset), "--fields"]));
+        assert_eq!(listed.len(), 4);
+        for (i, mut object) in listed.into_iter().enumerate() {
+            let (name, own) = match key_column {
+                Some(_) => ("key", Value::from(format!("https://example.com/{i}.jpg"))),
+                None => ("index", Value::from(i)),
+            };
+            assert_eq!(object.remove(name), Some(own), "{dataset:?} record {i}");
+            let mut want = expect(i);
+            if key_column.is_none() {
+                want["url"] = format!("https://example.com/{i}.jpg").into();
+            }
+            assert_eq!(Value::Object(object), want, "{dataset:?} record {i}");
+        }
+    }
+    let got = json_lines(&ok(&[
+        "get",
+        s(&keyed),
+        "https://example.com/2.jpg",
+        "--fields",
+    ]));
+    let mut want = expect(2);
+    want["key"] = "https://example.com/2.jpg".into();
+    assert_eq!(Value::Object(got[0].clone()), want);
+    let got = json_lines(&ok(&["get", s(&keyless), "--index", "3", "--fields"]));
+    let mut want = expect(3);
+    want["index"] = 3.into();
+    want["url"] = "https://example.com/3.jpg".into();
+    assert_eq!(Value::Object(got[0].clone()), want);
+}
+
+/// Records keyed without an extension (`s/000`), with WebDataset-typed fields.
+const WRITE_UNNAMED: &str = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+n = 5
+pq.write_table(pa.table({
+    "id": [f"s/{i:03d}" for i in range(n)],
+    "data": [bytes([i, 255]) * (i + 1) for i in range(n)],
+    "cls": pa.array([i % 3 for i in range(n)], pa.int64()),
+    "txt": [f"text {i}" for i in range(n)],
+}), sys.argv[1])
+"#;
+
+#[test]
+fn a_sample_export_of_keys_without_an_extension_ingests_back_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("unnamed.parquet");
+    run_python(WRITE_UNNAMED, &[s(&file)]);
+    let first = tmp.path().join("first");
+    ok(&[
+        "ingest",
+        s(&file),
+        "--into",
+        s(&first),
+        "--value-column",
+        "data",
+        "--key-column",
+        "id",
+        "--quiet",
+    ]);
+    let tar = tmp.path().join("samples.tar");
+    ok(&["export", s(&first), "--to", s(&tar), "--samples"]);
+    let members = python_json(MEMBERS, &[s(&tar)]);
+    assert_eq!(members[0][0], "s/000.bin", "{members}");
+    // Our own export ingests back without being told its value extension.
+    let again = tmp.path().join("again");
+    ok(&[
+        "ingest",
+        s(&tar),
+        "--into",
+        s(&again),
+        "--samples",
+        "--quiet",
+    ]);
+    let read = |path: &Path| bcd_test_support::read_all(&bcd::Dataset::open(path).unwrap());
+    assert_eq!(read(&again), read(&first));
+    assert_eq!(
+        json_lines(&ok(&["ls", s(&again), "--fields"])),
+        json_lines(&ok(&["ls", s(&first), "--fields"]))
+    );
+    // And exports again to the same members.
+    let tar_again = tmp.path().join("again.tar");
+    ok(&["export", s(&again), "--to", s(&tar_again), "--samples"]);
+    assert_eq!(python_json(MEMBERS, &[s(&tar_again)]), members);
+}
+
+/// The fixture's expected fields with bytes as base64, as `ls --fields` prints
+/// them.
+const SEQUENCE_EXPECTED: &str = r#"
+import base64, json, sys
+expected = json.load(open(sys.argv[1]))
+def b64(v):
+    if isinstance(v, dict) and set(v) == {"hex"}:
+        return base64.b64encode(bytes.fromhex(v["hex"])).decode()
+    if isinstance(v, list):
+        return [b64(x) for x in v]
+    return v
+print(json.dumps([{k: b64(v) for k, v in row.items()} for row in expected["rows"]]))
+"#;
+
+#[test]
+fn sequence_example_feature_lists_are_ingested_and_listed_as_list_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = bcd_test_support::repo_root().join("fixtures/tfrecord");
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&fixtures.join("sequence-examples.tfrecord")),
+        "--into",
+        s(&dataset),
+        "--feature",
+        "image/encoded",
+        "--quiet",
+    ]);
+    let expected = python_json(
+        SEQUENCE_EXPECTED,
+        &[s(&fixtures.join("sequence-expected.json"))],
+    );
+    let listed: Vec<Value> = json_lines(&ok(&["ls", s(&dataset), "--fields"]))
+        .into_iter()
+        .map(|mut row| {
+            row.remove("index");
+            Value::Object(row)
+        })
+        .collect();
+    assert_eq!(Value::Array(listed), expected);
+}

@@ -22,10 +22,13 @@ pub fn expand(pattern: &str) -> Result<Vec<String>, String> {
         &pattern[close + 1..],
     );
     let choices = if let Some((from, to)) = body.split_once("..") {
-        range(from, to).ok_or_else(|| {
-            format!(
+        range(from, to).map_err(|wrong| match wrong {
+            Range::Malformed => format!(
                 "bad range {{{body}}} in {pattern:?}: expected {{FIRST..LAST}} with FIRST <= LAST"
-            )
+            ),
+            Range::TooLong(n) => format!(
+                "range {{{body}}} in {pattern:?} names {n} numbers, more than the {MAX_EXPANSION} one pattern may expand to"
+            ),
         })?
     } else if body.contains(',') {
         body.split(',').map(str::to_owned).collect()
@@ -49,13 +52,26 @@ pub fn expand(pattern: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn range(from: &str, to: &str) -> Option<Vec<String>> {
-    let (a, b): (u64, u64) = (from.parse().ok()?, to.parse().ok()?);
-    if a > b || (b - a) as usize >= MAX_EXPANSION {
-        return None;
+/// Why a `{FIRST..LAST}` range was refused.
+enum Range {
+    /// Not two numbers, or FIRST > LAST.
+    Malformed,
+    /// Well-formed, but naming this many numbers, over [`MAX_EXPANSION`].
+    TooLong(u128),
+}
+
+fn range(from: &str, to: &str) -> Result<Vec<String>, Range> {
+    let parse = |n: &str| n.parse::<u64>().map_err(|_| Range::Malformed);
+    let (a, b) = (parse(from)?, parse(to)?);
+    if a > b {
+        return Err(Range::Malformed);
+    }
+    let count = u128::from(b - a) + 1;
+    if count > MAX_EXPANSION as u128 {
+        return Err(Range::TooLong(count));
     }
     let width = if from.starts_with('0') { from.len() } else { 0 };
-    Some((a..=b).map(|n| format!("{n:0width$}")).collect())
+    Ok((a..=b).map(|n| format!("{n:0width$}")).collect())
 }
 
 #[cfg(test)]
@@ -92,5 +108,19 @@ mod tests {
         ] {
             assert!(expand(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_range_over_the_limit_names_the_limit_not_the_order() {
+        let error = expand("shards-{0..99999999}.tar").unwrap_err();
+        assert!(
+            error.contains("100000000 numbers") && error.contains("1000000"),
+            "{error}"
+        );
+        assert!(!error.contains("FIRST <= LAST"), "{error}");
+        // The largest range allowed still expands.
+        assert_eq!(expand("{1..1000000}").unwrap().len(), 1_000_000);
+        // An order that is wrong keeps its own message.
+        assert!(expand("x{3..1}").unwrap_err().contains("FIRST <= LAST"));
     }
 }

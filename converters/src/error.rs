@@ -15,12 +15,13 @@ pub enum SourceError {
         #[source]
         source: io::Error,
     },
-    /// An archive is truncated or corrupt.
-    #[error("{archive}: {location}: {reason}; the archive is truncated or corrupt")]
+    /// An input file (a tar archive, a TFRecord or Parquet file) is truncated or
+    /// corrupt.
+    #[error("{file}: {location}: {reason}; the file is truncated or corrupt")]
     Corrupt {
-        /// The archive.
-        archive: String,
-        /// Member name and/or byte offset.
+        /// The file.
+        file: String,
+        /// Member name, record, row group, page and/or byte offset.
         location: String,
         /// What went wrong.
         reason: String,

@@ -57,14 +57,14 @@ impl fmt::Display for FeatureError {
 }
 
 /// One protobuf field: number and payload.
-enum Field<'a> {
+pub(crate) enum Field<'a> {
     Varint(u64),
     Fixed32(u32),
     Fixed64,
     Bytes(&'a [u8]),
 }
 
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     rest: &'a [u8],
 }
 
@@ -129,7 +129,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn fields(bytes: &[u8]) -> Fields<'_> {
+pub(crate) fn fields(bytes: &[u8]) -> Fields<'_> {
     Fields { rest: bytes }
 }
 

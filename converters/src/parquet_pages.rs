@@ -28,10 +28,14 @@ pub const MAX_BATCH_ROWS: usize = 256;
 const MAX_DEPTH: u32 = 64;
 
 /// What the walk of one column chunk found.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct ChunkBytes {
     /// An upper bound on the decoded bytes one row of this column adds to a batch.
     pub per_row: u64,
+    /// File offsets of the `is_compressed = false` flags of v2 data pages that are
+    /// compressed all the same ([`Decoding::v2_always_compressed`]): the byte
+    /// holding each flag, for [`crate::parquet_compat::FlagsSetTrue`].
+    pub compressed_flags: Vec<u64>,
 }
 
 /// How a column of a chunk is decoded, which decides what one row can cost.
@@ -42,6 +46,10 @@ pub struct Decoding {
     /// Whether dictionary-encoded values are copied out of the dictionary per row
     /// (plain binary arrays do; view arrays point into it).
     pub expands_dictionary: bool,
+    /// Whether v2 data pages are compressed whatever their `is_compressed` flag
+    /// says (parquet-cpp before Arrow 3.0 wrote `false` over compressed data:
+    /// [`crate::parquet_compat::v2_pages_always_compressed`]).
+    pub v2_always_compressed: bool,
 }
 
 /// A refused chunk: where (`page at byte N`) and why.
@@ -126,6 +134,7 @@ pub fn check_chunk(
         });
     }
     let mut values_seen = 0u64;
+    let mut compressed_flags = Vec::new();
     while input.pos < input.end {
         let offset = input.pos;
         let error = |kind| PageError { offset, kind };
@@ -142,8 +151,15 @@ pub fn check_chunk(
             )));
         }
         let (compressed, uncompressed) = (compressed as u64, uncompressed as u64);
+        let mut is_compressed = header.is_compressed;
+        if let (Some(flag), true) = (header.is_compressed_false_at, decoding.v2_always_compressed) {
+            if codec != Compression::UNCOMPRESSED && header.page_type == 3 {
+                is_compressed = true;
+                compressed_flags.push(flag);
+            }
+        }
         // What the page decodes to: its claim, or the bytes themselves if stored plain.
-        let decompresses = codec != Compression::UNCOMPRESSED && header.is_compressed;
+        let decompresses = codec != Compression::UNCOMPRESSED && is_compressed;
         let decoded = if decompresses {
             uncompressed
         } else {
@@ -217,7 +233,10 @@ pub fn check_chunk(
             ReadError::Bad(what) => corrupt(what.into()),
         })?;
     }
-    Ok(ChunkBytes { per_row })
+    Ok(ChunkBytes {
+        per_row,
+        compressed_flags,
+    })
 }
 
 /// Rows per batch so that `per_row` bytes a row stay within [`BATCH_BYTES`].
@@ -236,6 +255,8 @@ struct Input {
     reader: BufReader<SequentialReader>,
     pos: u64,
     end: u64,
+    /// Offset of the header byte of the struct field being read.
+    field_at: u64,
 }
 
 impl Input {
@@ -244,6 +265,7 @@ impl Input {
             reader: BufReader::with_capacity(8 << 10, file.reader_at(start)),
             pos: start,
             end,
+            field_at: start,
         })
     }
 
@@ -373,6 +395,7 @@ impl Input {
         }
         let mut last = 0i16;
         loop {
+            let at = self.pos;
             let header = self.byte()?;
             let kind = header & 0x0f;
             if kind == 0 {
@@ -385,6 +408,7 @@ impl Input {
             } else {
                 self.i32()? as i16
             };
+            self.field_at = at;
             field(self, id, kind, depth)?;
             last = id;
         }
@@ -414,6 +438,10 @@ struct PageHeader {
     levels_len: u64,
     /// False only for a v2 data page stored uncompressed.
     is_compressed: bool,
+    /// Where the header byte of a v2 page's `is_compressed = false` is (in the
+    /// compact protocol a bool field's value is that byte's type nibble: 2 for
+    /// false, 1 for true).
+    is_compressed_false_at: Option<u64>,
 }
 
 const I32: u8 = 5;
@@ -485,8 +513,14 @@ impl PageHeader {
                                 }
                             }
                             7 => match kind {
-                                1 => header.is_compressed = true,
-                                2 => header.is_compressed = false,
+                                1 => {
+                                    header.is_compressed = true;
+                                    header.is_compressed_false_at = None;
+                                }
+                                2 => {
+                                    header.is_compressed = false;
+                                    header.is_compressed_false_at = Some(input.field_at);
+                                }
                                 _ => return Err(ReadError::Bad("a field has an unexpected type")),
                             },
                             _ => input.skip_value(kind, depth)?,

@@ -58,6 +58,7 @@ use crate::parquet_columns::{
     bytes_at, check_key_type, check_value_type, key_bytes_column, projected_leaves, struct_child,
     value_bytes_column, view_schema,
 };
+use crate::parquet_compat::{v2_pages_always_compressed, FlagsSetTrue};
 use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
@@ -271,7 +272,7 @@ impl ParquetSource {
         input: Option<ParquetInput>,
     ) -> Result<OpenFile, SourceError> {
         let corrupt = |reason: String| SourceError::Corrupt {
-            archive: path.display().to_string(),
+            file: path.display().to_string(),
             location: "file metadata".into(),
             reason,
         };
@@ -388,11 +389,27 @@ impl ParquetSource {
                 None => file.reader = None,
                 Some(Ok(batch)) => break batch,
                 Some(Err(e)) => {
-                    return Err(SourceError::Corrupt {
-                        archive: file.path.display().to_string(),
-                        location: format!("rows from {rows_so_far}"),
-                        reason: e.to_string(),
-                    })
+                    let (file, location) = (
+                        file.path.display().to_string(),
+                        format!("rows from {rows_so_far}"),
+                    );
+                    let reason = e.to_string();
+                    // A string column holding other bytes is well-formed Parquet
+                    // (pyarrow reads it) whose values are not text: not corrupt.
+                    return Err(match reason.contains("non UTF-8") {
+                        true => SourceError::Invalid {
+                            file,
+                            location,
+                            reason: format!(
+                                "a string (UTF-8) column holds bytes that are not UTF-8 ({reason}); the Parquet reader checks every string it decodes"
+                            ),
+                        },
+                        false => SourceError::Corrupt {
+                            file,
+                            location,
+                            reason,
+                        },
+                    });
                 }
             }
         };
@@ -445,27 +462,38 @@ impl ParquetSource {
         };
         file.next_group += 1;
         let rows = u64::try_from(row_group.num_rows()).unwrap_or(0);
+        let created_by = file.metadata.metadata().file_metadata().created_by();
+        let v2_always_compressed = v2_pages_always_compressed(created_by);
         let mut per_row = 0u64;
+        let mut compressed_flags = Vec::new();
         for &(leaf, is_field) in &file.leaves {
             // Field columns keep their types: a dictionary-encoded string column is
             // decoded as plain strings, each row a copy.
             let decoding = Decoding {
                 rows,
                 expands_dictionary: !file.views || is_field,
+                v2_always_compressed,
             };
             let column = row_group
                 .columns()
                 .get(leaf)
                 .ok_or_else(|| SourceError::Corrupt {
-                    archive: file.path.display().to_string(),
+                    file: file.path.display().to_string(),
                     location: format!("file metadata, row group {group}"),
                     reason: format!("no column chunk for column {leaf}"),
                 })?;
             let bytes = check_chunk(&file.file, column, decoding)
                 .map_err(|e| page_error(&file.path, group, column, e))?;
             per_row = per_row.saturating_add(bytes.per_row);
+            compressed_flags.extend(bytes.compressed_flags);
         }
-        let input = file.file.clone();
+        let input = match compressed_flags.is_empty() {
+            true => file.file.clone(),
+            false => ParquetInput(Arc::new(FlagsSetTrue::new(
+                file.file.0.clone(),
+                compressed_flags,
+            ))),
+        };
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata.clone())
                 .with_projection(file.mask.clone())
@@ -473,7 +501,7 @@ impl ParquetSource {
                 .with_batch_size(batch_rows(per_row))
                 .build()
                 .map_err(|e| SourceError::Corrupt {
-                    archive: file.path.display().to_string(),
+                    file: file.path.display().to_string(),
                     location: format!("row group {group}"),
                     reason: e.to_string(),
                 })?;
@@ -607,7 +635,7 @@ fn check_chunks(
                 .and_then(|(start, len)| start.checked_add(len));
             if end.is_none_or(|end| end > file_len) {
                 return Err(SourceError::Corrupt {
-                    archive: path.display().to_string(),
+                    file: path.display().to_string(),
                     location: format!("file metadata, row group {group}, column {}", column.column_path()),
                     reason: format!(
                         "the column chunk (byte {start}, {len} bytes) is not inside the {file_len}-byte file"
@@ -633,7 +661,7 @@ fn page_error(
     );
     match error.kind {
         PageErrorKind::Corrupt(reason) => SourceError::Corrupt {
-            archive: path.display().to_string(),
+            file: path.display().to_string(),
             location,
             reason,
         },
@@ -684,7 +712,7 @@ fn contain_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 fn corrupt_file(path: &Path, location: String, panic: String) -> SourceError {
     SourceError::Corrupt {
-        archive: path.display().to_string(),
+        file: path.display().to_string(),
         location,
         reason: format!("the Parquet decoder failed ({panic})"),
     }

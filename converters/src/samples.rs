@@ -26,7 +26,7 @@
 //! (valid UTF-8 JSON required; with [`SampleOptions::json_fields`] also each
 //! top-level scalar of an object as a typed field `<extension>.<key>`), anything
 //! else bytes ([`FieldValue::Binary`]). The value's own extension is the field
-//! [`VALUE_EXT_FIELD`].
+//! [`VALUE_EXT_FIELD`], unless it is [`UNNAMED_VALUE_EXT`].
 //!
 //! A sample is refused (an error naming the archive, the sample and the member,
 //! or with [`SampleOptions::skip_bad_samples`] skipped and counted as "bad
@@ -46,10 +46,27 @@ use std::collections::HashSet;
 
 use crate::{FieldValue, Fields, Origin, Record, SourceError};
 
-/// The value extensions tried in order when none are given.
-pub const DEFAULT_VALUE_EXTS: [&str; 8] =
-    ["jpg", "jpeg", "png", "webp", "flac", "wav", "mp3", "mp4"];
-/// The field holding the extension of the member stored as the value.
+/// The value extensions tried in order when none are given: the common image
+/// and audio ones, then [`UNNAMED_VALUE_EXT`], so that a sample export of
+/// records whose keys name no extension ingests back as it is.
+pub const DEFAULT_VALUE_EXTS: [&str; 9] = [
+    "jpg",
+    "jpeg",
+    "png",
+    "webp",
+    "flac",
+    "wav",
+    "mp3",
+    "mp4",
+    UNNAMED_VALUE_EXT,
+];
+/// The extension a sample export gives a value whose record has no
+/// [`VALUE_EXT_FIELD`] and whose key names no extension. A sample whose value is
+/// such a member gets no [`VALUE_EXT_FIELD`] either: the export names it `bin`
+/// without one, so the record comes back as it went out.
+pub const UNNAMED_VALUE_EXT: &str = "bin";
+/// The field holding the extension of the member stored as the value (none for
+/// [`UNNAMED_VALUE_EXT`]).
 pub const VALUE_EXT_FIELD: &str = "bcd.value_ext";
 /// Most members one sample may have; more is a refused sample.
 pub const MAX_SAMPLE_MEMBERS: usize = 1024;
@@ -472,12 +489,14 @@ fn build_record(
     }
     let mut parts = sample.parts;
     let value = parts.swap_remove(value_at);
-    add(
-        &mut fields,
-        &value,
-        VALUE_EXT_FIELD.to_owned(),
-        FieldValue::String(value.extension.clone()),
-    )?;
+    if value.extension != UNNAMED_VALUE_EXT {
+        add(
+            &mut fields,
+            &value,
+            VALUE_EXT_FIELD.to_owned(),
+            FieldValue::String(value.extension.clone()),
+        )?;
+    }
     let record = Record {
         key: sample.key,
         value: value.data,

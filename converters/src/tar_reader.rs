@@ -21,7 +21,8 @@ const BLOCK: u64 = 512;
 pub(crate) enum Kind {
     /// A regular file (types `0`, NUL and `7`).
     File,
-    /// A directory (type `5`).
+    /// A directory: type `5` (which has no data, whatever its size field says),
+    /// or an old-style (v7) regular-file header whose name ends in `/`.
     Directory,
     /// Anything else, with the kind the summary counts it as.
     Skipped(&'static str),
@@ -170,6 +171,9 @@ impl<R: Read> TarReader<R> {
                         (None, None) => header_name(&block),
                     };
                     let mut kind = match type_flag {
+                        // Old (v7) tar writes a directory as a regular file whose
+                        // name ends in `/`, as GNU tar and Python's tarfile read it.
+                        b'0' | 0 if name.ends_with(b"/") => Kind::Directory,
                         b'0' | 0 | b'7' => Kind::File,
                         b'5' => Kind::Directory,
                         b'1' => Kind::Skipped("hard link"),
@@ -185,6 +189,10 @@ impl<R: Read> TarReader<R> {
                     if type_flag == b'S' && is_gnu(&block) && block[482] != 0 {
                         self.skip_sparse_extensions(offset)?;
                     }
+                    // A directory (type `5`) has no data whatever its size says:
+                    // GNU tar and Python's tarfile read the next header right after
+                    // it (CPython's `dirtype-with-size` test member).
+                    let size = if type_flag == b'5' { 0 } else { size };
                     self.start_data(size, offset)?;
                     return Ok(Some(Member {
                         name,
@@ -287,7 +295,7 @@ impl<R: Read> TarReader<R> {
 
 /// The header checksum: the unsigned (or, as some old writers did, signed) sum of
 /// the block's bytes with the checksum field taken as spaces.
-fn check_checksum(block: &[u8; 512]) -> Result<(), String> {
+pub(crate) fn check_checksum(block: &[u8; 512]) -> Result<(), String> {
     let stored = number(&block[148..156], "checksum")?;
     let (mut unsigned, mut signed) = (0u64, 0i64);
     for (i, &b) in block.iter().enumerate() {

@@ -299,7 +299,7 @@ fn read_archive(
     sender: &SyncSender<Message>,
 ) -> Result<(), SourceError> {
     let corrupt = |location: String, reason: String| SourceError::Corrupt {
-        archive: name.to_owned(),
+        file: name.to_owned(),
         location,
         reason,
     };

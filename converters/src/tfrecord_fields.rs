@@ -9,12 +9,21 @@
 //! A feature whose kind differs between records is an error naming both places.
 //! Columns come sorted by name (chosen ones in the order chosen).
 //!
+//! A `tf.train.SequenceExample` gives its context features as an Example gives
+//! its features, and each of its feature lists as one field too: a list with one
+//! item per step (Arrow `List`), the item typed as a feature is (a scalar when
+//! every step of every record holds exactly one value, else a list: `List<List>`);
+//! a step without a value list is a null item. A context feature and a feature
+//! list of the same name are an error (a field has one name).
+//!
 //! The prescan reads every file once more (checksums and all) and walks each
 //! record's features without copying a value: it costs about one more read of
 //! the input, and keeps one entry per feature name (at most [`MAX_FEATURES`],
 //! each name at most [`MAX_FEATURE_NAME`] bytes). It needs files it can read
 //! twice, so a pipe is refused. Decoded list values take at most 8 bytes per
-//! byte of the record (a packed varint is at least 1 byte, an Int64 8).
+//! byte of the record (a packed varint is at least 1 byte, an Int64 8); a
+//! feature list's, at most 24 while its column is built (an optional Int64 is 16
+//! bytes, then 8 in the array).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,10 +31,13 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder};
 use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{ArrayRef, ListArray};
+use arrow_array::{Array, ArrayRef, BinaryArray, Float32Array, Int64Array, ListArray, StringArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::Field;
 
 use crate::example::{self, FeatureError, Kind, Values};
 use crate::field_options::FieldSelection;
+use crate::sequence_example;
 use crate::{FieldValue, Fields, SourceError};
 
 /// Distinct feature names a prescan keeps, at most.
@@ -43,6 +55,9 @@ pub(crate) struct FeatureField {
     pub list: bool,
     /// Every bytes value is UTF-8.
     pub utf8: bool,
+    /// A SequenceExample's feature list (one item per step); `list` then says
+    /// whether some step holds other than one value.
+    pub sequence: bool,
 }
 
 struct Seen {
@@ -77,12 +92,29 @@ pub(crate) fn prescan(
                 reason,
             };
             let bad = |e: FeatureError| invalid(e.to_string());
-            for (name, feature) in example::features(data).map_err(bad)? {
+            let context = example::features(data).map_err(bad)?;
+            let lists = sequence_example::feature_lists(data).map_err(bad)?;
+            let named = (context.into_iter().map(|(n, f)| (n, f, false)))
+                .chain(lists.into_iter().map(|(n, l)| (n, l, true)));
+            for (name, feature, sequence) in named {
                 let i = match index.get(name) {
-                    Some(&i) => i,
+                    Some(&i) => {
+                        if seen[i].field.sequence != sequence {
+                            return Err(invalid(format!(
+                                "{:?} is both a context feature and a feature list of SequenceExamples{}; a field has one name (leave it out with `fields`)",
+                                seen[i].field.name,
+                                match seen[i].first.is_empty() {
+                                    true => String::new(),
+                                    false => format!(" (the other seen in {})", seen[i].first),
+                                }
+                            )));
+                        }
+                        i
+                    }
                     None => {
                         let text = String::from_utf8_lossy(name);
-                        if skip.contains(&&*text) {
+                        // The value and key features are context features.
+                        if !sequence && skip.contains(&&*text) {
                             continue;
                         }
                         if !selection.includes(&text) {
@@ -114,35 +146,49 @@ pub(crate) fn prescan(
                                 kind: None,
                                 list: false,
                                 utf8: true,
+                                sequence,
                             },
                             first: String::new(),
                         });
                         seen.len() - 1
                     }
                 };
-                let shape = example::shape(feature).map_err(bad)?;
-                let Some(kind) = shape.kind else {
-                    continue; // no value list: null here
-                };
-                let entry = &mut seen[i];
-                match entry.field.kind {
-                    None => {
-                        entry.field.kind = Some(kind);
-                        entry.first = place();
+                // A feature is one Feature; a feature list one per step.
+                let mut one = Some(Ok(feature));
+                let mut steps = sequence_example::steps(feature);
+                let each = std::iter::from_fn(|| match sequence {
+                    false => one.take(),
+                    true => steps.next(),
+                });
+                for step in each {
+                    let shape = example::shape(step.map_err(bad)?).map_err(bad)?;
+                    let Some(kind) = shape.kind else {
+                        continue; // no value list: null here
+                    };
+                    let entry = &mut seen[i];
+                    match entry.field.kind {
+                        None => {
+                            entry.field.kind = Some(kind);
+                            entry.first = place();
+                        }
+                        Some(known) if known != kind => {
+                            return Err(invalid(format!(
+                                "{} {:?} is {}, but {} in {}; a field has one type (leave it out with `fields`)",
+                                match sequence {
+                                    true => "a step of feature list",
+                                    false => "feature",
+                                },
+                                entry.field.name,
+                                article(kind),
+                                article(known),
+                                entry.first
+                            )));
+                        }
+                        Some(_) => {}
                     }
-                    Some(known) if known != kind => {
-                        return Err(invalid(format!(
-                            "feature {:?} is {}, but {} in {}; a field has one type (leave it out with `fields`)",
-                            entry.field.name,
-                            article(kind),
-                            article(known),
-                            entry.first
-                        )));
-                    }
-                    Some(_) => {}
+                    entry.field.list |= shape.count != 1;
+                    entry.field.utf8 &= shape.utf8;
                 }
-                entry.field.list |= shape.count != 1;
-                entry.field.utf8 &= shape.utf8;
             }
             Ok(())
         })?;
@@ -189,23 +235,164 @@ pub(crate) fn record_fields(columns: &[FeatureField], data: &[u8]) -> Result<Fie
         .map_err(|e| e.to_string())?
         .into_iter()
         .collect();
+    let lists: HashMap<&[u8], &[u8]> = match columns.iter().any(|c| c.sequence) {
+        true => sequence_example::feature_lists(data)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .collect(),
+        false => HashMap::new(),
+    };
     let mut fields = Fields::new();
     for column in columns {
-        let value = match features.get(column.name.as_bytes()) {
-            None => FieldValue::Null,
-            Some(feature) => {
-                let values = example::values(feature).map_err(|e| e.to_string())?;
-                decode(column, values).ok_or_else(|| {
-                    format!(
-                        "feature {:?} does not have the type the prescan of the files gave it; did a file change during the ingest?",
-                        column.name
-                    )
-                })?
-            }
+        let changed = || {
+            format!(
+                "{} {:?} does not have the type the prescan of the files gave it; did a file change during the ingest?",
+                match column.sequence {
+                    true => "feature list",
+                    false => "feature",
+                },
+                column.name
+            )
+        };
+        let value = match column.sequence {
+            false => match features.get(column.name.as_bytes()) {
+                None => FieldValue::Null,
+                Some(feature) => {
+                    let values = example::values(feature).map_err(|e| e.to_string())?;
+                    decode(column, values).ok_or_else(changed)?
+                }
+            },
+            true => match lists.get(column.name.as_bytes()) {
+                None => FieldValue::Null,
+                Some(list) => match sequence(column, list)? {
+                    Some(value) => value,
+                    None => return Err(changed()),
+                },
+            },
         };
         fields.push(column.name.clone(), value);
     }
     Ok(fields)
+}
+
+/// The values of a feature list's steps, one after another: each step's values,
+/// or (a scalar column) its one value, null for a step without a value list.
+enum Flat<'a> {
+    Int64(Vec<Option<i64>>),
+    Float(Vec<Option<f32>>),
+    Bytes(Vec<Option<&'a [u8]>>),
+}
+
+impl<'a> Flat<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Flat::Int64(v) => v.len(),
+            Flat::Float(v) => v.len(),
+            Flat::Bytes(v) => v.len(),
+        }
+    }
+
+    /// Appends a step's values; `None` if they are not of this kind.
+    fn extend(&mut self, values: Values<'a>) -> Option<()> {
+        match (self, values) {
+            (Flat::Int64(out), Values::Int64(v)) => out.extend(v.into_iter().map(Some)),
+            (Flat::Float(out), Values::Float(v)) => out.extend(v.into_iter().map(Some)),
+            (Flat::Bytes(out), Values::Bytes(v)) => out.extend(v.into_iter().map(Some)),
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        match self {
+            Flat::Int64(v) => v.push(None),
+            Flat::Float(v) => v.push(None),
+            Flat::Bytes(v) => v.push(None),
+        }
+    }
+
+    /// The values as an Arrow array; `None` if a value is not UTF-8 in a Utf8
+    /// column.
+    fn into_array(self, utf8: bool) -> Option<ArrayRef> {
+        Some(match self {
+            Flat::Int64(v) => Arc::new(Int64Array::from(v)),
+            Flat::Float(v) => Arc::new(Float32Array::from(v)),
+            Flat::Bytes(v) if utf8 => {
+                let strings = v
+                    .into_iter()
+                    .map(|b| b.map(std::str::from_utf8).transpose().ok())
+                    .collect::<Option<Vec<Option<&str>>>>()?;
+                Arc::new(StringArray::from(strings))
+            }
+            Flat::Bytes(v) => Arc::new(BinaryArray::from(v)),
+        })
+    }
+}
+
+/// A list of `values` split by `lengths` (a `None` length is a null list).
+fn list_of(values: ArrayRef, lengths: &[Option<usize>]) -> Result<ArrayRef, String> {
+    let total: usize = lengths.iter().map(|n| n.unwrap_or(0)).sum();
+    if total > i32::MAX as usize {
+        return Err(format!(
+            "a feature list of {total} values is more than one Arrow list holds"
+        ));
+    }
+    let offsets = OffsetBuffer::from_lengths(lengths.iter().map(|n| n.unwrap_or(0)));
+    let nulls = lengths
+        .iter()
+        .any(Option::is_none)
+        .then(|| NullBuffer::from_iter(lengths.iter().map(Option::is_some)));
+    let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+    let list = ListArray::try_new(field, offsets, values, nulls).map_err(|e| e.to_string())?;
+    Ok(Arc::new(list))
+}
+
+/// A record's feature list as the column says (`Ok(None)`: not of its type).
+fn sequence(column: &FeatureField, list: &[u8]) -> Result<Option<FieldValue>, String> {
+    let Some(kind) = column.kind else {
+        return Ok(Some(FieldValue::Null)); // no step of any record has values
+    };
+    let mut flat = match kind {
+        Kind::Int64 => Flat::Int64(Vec::new()),
+        Kind::Float => Flat::Float(Vec::new()),
+        Kind::Bytes => Flat::Bytes(Vec::new()),
+    };
+    // Per step: its number of values, or None for a step without a value list.
+    let mut lengths: Vec<Option<usize>> = Vec::new();
+    for step in sequence_example::steps(list) {
+        let values =
+            example::values(step.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        if values == Values::Empty {
+            match column.list {
+                true => lengths.push(None),
+                false => flat.push_null(),
+            }
+            continue;
+        }
+        let before = flat.len();
+        if flat.extend(values).is_none() {
+            return Ok(None);
+        }
+        let n = flat.len() - before;
+        match column.list {
+            true => lengths.push(Some(n)),
+            false if n != 1 => return Ok(None),
+            false => {}
+        }
+    }
+    let steps = match column.list {
+        true => lengths.len(),
+        false => flat.len(),
+    };
+    let Some(items) = flat.into_array(column.utf8) else {
+        return Ok(None);
+    };
+    let items = match column.list {
+        true => list_of(items, &lengths)?,
+        false => items,
+    };
+    let outer = list_of(items, &[Some(steps)])?;
+    Ok(Some(FieldValue::Arrow(outer, 0)))
 }
 
 fn decode(column: &FeatureField, values: Values<'_>) -> Option<FieldValue> {

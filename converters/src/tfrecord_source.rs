@@ -10,7 +10,9 @@
 //! `tf.train.Example` the record holds, and [`TfRecordOptions::key_feature`] keys
 //! records by another. The other features become fields
 //! ([`TfRecordOptions::fields`]), typed by a prescan of every file (see
-//! [`crate::tfrecord_fields`]).
+//! [`crate::tfrecord_fields`]). A `tf.train.SequenceExample`'s context features
+//! are read as an Example's features (the same wire shape), and its feature
+//! lists become list fields ([`crate::sequence_example`]).
 //!
 //! Limits: a record is at most [`MAX_RECORD_SIZE`] bytes. A declared length is
 //! checked before anything is allocated for it: in a plain file against the bytes
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use crate::detect::Compression;
 use crate::example::{self, FeatureError};
 use crate::field_options::FieldSelection;
+use crate::sequence_example;
 use crate::tfrecord_fields::{prescan, record_fields, FeatureField};
 use crate::{Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
@@ -273,7 +276,7 @@ impl TfRecordSource {
     /// Reads the next framed record of the current file; `None` at its clean end.
     fn read_frame(file: &mut OpenFile) -> Result<Option<Vec<u8>>, SourceError> {
         let corrupt = |file: &OpenFile, reason: String| SourceError::Corrupt {
-            archive: file.path.display().to_string(),
+            file: file.path.display().to_string(),
             location: format!(
                 "record {} at byte {}{}",
                 file.record,
@@ -388,10 +391,17 @@ impl TfRecordSource {
             record: file.record,
             offset: file.offset,
         };
-        let bad = |error: FeatureError| SourceError::Invalid {
+        let bad = |error: FeatureError| {
+            SourceError::Invalid {
             file: file.path.display().to_string(),
             location: format!("record {} at byte {}", file.record, file.offset),
-            reason: error.to_string(),
+            reason: match &error {
+                FeatureError::Missing(name) if sequence_example::has_list(&data, name) => format!(
+                    "{name:?} is a feature list of this SequenceExample; the value and key are taken from its context features (the feature lists become fields)"
+                ),
+                _ => error.to_string(),
+            },
+        }
         };
         let key = match &self.options.key_feature {
             Some(name) => example::bytes_feature(&data, name).map_err(bad)?,

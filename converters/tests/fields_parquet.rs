@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use arrow_schema::{DataType, Field};
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
-use bcd_converters::{FieldSelection, Source};
+use bcd_converters::{FieldSelection, Source, SourceError};
 use fields_common::{arrow_type, fields_json, python, read_all, PRELUDE};
 use serde_json::{json, Value};
 
@@ -365,4 +365,78 @@ fn field_types_must_agree_across_files_or_the_error_names_both() {
     ))
     .unwrap();
     assert_eq!(records.len(), 6);
+}
+
+/// parquet-cpp 1.5.1 (Arrow C++ before 3.0) wrote its compressed v2 data pages
+/// with `is_compressed = false` (ARROW-10353). pyarrow reads them as compressed;
+/// the `parquet` crate alone failed with "eof decoding byte array" on the plain
+/// string column. `fixtures/parquet/ARROW-17100.parquet` is apache/arrow-testing's
+/// example of such a file (fixtures/README.md).
+#[test]
+fn parquet_cpp_1_5_v2_pages_marked_uncompressed_read_as_pyarrow_reads_them() {
+    let path = bcd_test_support::repo_root().join("fixtures/parquet/ARROW-17100.parquet");
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "{PRELUDE}
+import pyarrow.parquet as pq
+file = pq.ParquetFile({path:?})
+print(json.dumps({{\"created_by\": file.metadata.created_by,
+                  \"rows\": [hexed(r) for r in file.read().to_pylist()]}}))
+",
+        path = path.display().to_string()
+    );
+    let expected = python(dir.path(), &script);
+    assert_eq!(expected["created_by"], "parquet-cpp version 1.5.1-SNAPSHOT");
+    let rows = expected["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    for value in ["col2", "col4"] {
+        let records = read_all(source(
+            std::slice::from_ref(&path),
+            options(value, None, FieldSelection::All),
+        ))
+        .unwrap_or_else(|e| panic!("value column {value}: {e}"));
+        assert_eq!(records.len(), rows.len());
+        for (record, row) in records.iter().zip(rows) {
+            assert_eq!(record.value, row[value].as_str().unwrap().as_bytes());
+            let mut want = row.as_object().unwrap().clone();
+            want.remove(value);
+            let (_, got) = fields_json(&record.fields);
+            assert_eq!(got, Value::Object(want), "{}", record.origin);
+        }
+    }
+}
+
+/// A string column whose bytes are not UTF-8 (Daft's `invalid_utf8.parquet`
+/// test file is such a file): pyarrow writes and reads it; the source refuses
+/// it naming the file and rows, and does not call it truncated or corrupt.
+#[test]
+fn a_string_column_holding_bytes_that_are_not_utf8_is_refused_as_invalid_not_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    python(
+        dir.path(),
+        &format!(
+            "{PRELUDE}
+import pyarrow as pa, pyarrow.parquet as pq
+raw = pa.array([b\"ok\", b\"\\x80bad\"], pa.binary())
+text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+pq.write_table(pa.table({{\"value\": pa.array([b\"a\", b\"b\"]), \"text\": text}}), out / \"bad.parquet\")
+back = pq.read_table(out / \"bad.parquet\").column(\"text\").cast(pa.binary()).to_pylist()
+print(json.dumps([v.hex() for v in back]))
+"
+        ),
+    );
+    let path = dir.path().join("bad.parquet");
+    let error = read_all(source(
+        std::slice::from_ref(&path),
+        options("value", None, FieldSelection::All),
+    ))
+    .unwrap_err();
+    assert!(matches!(error, SourceError::Invalid { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("{}: rows from 0: ", path.display()))
+            && message.contains("bytes that are not UTF-8")
+            && !message.contains("truncated"),
+        "{message}"
+    );
 }

@@ -202,6 +202,12 @@ fn a_page_claiming_2_gib_from_4_kb_is_refused_before_allocating() {
     // In process: the error is typed, and names the file.
     let error = read_all(&lying, false).unwrap_err();
     assert!(matches!(error, SourceError::Corrupt { .. }), "{error:?}");
+    // A Parquet file is a file, not an archive.
+    let message = error.to_string();
+    assert!(
+        message.ends_with("; the file is truncated or corrupt") && !message.contains("archive"),
+        "{message}"
+    );
 }
 
 #[test]

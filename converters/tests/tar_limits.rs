@@ -399,3 +399,58 @@ fn bzip2_and_xz_archives_are_refused_by_name_of_their_compression() {
         );
     }
 }
+
+/// Regular files and their bytes as Python's `tarfile` reads `archive`.
+fn tarfile_regular_files(archive: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let code = r#"
+import json, sys, tarfile
+with tarfile.open(sys.argv[1]) as tar:
+    print(json.dumps([[m.name.encode("utf-8", "surrogateescape").hex(), tar.extractfile(m).read().hex()]
+                      for m in tar.getmembers() if m.isreg()]))
+"#;
+    let out = std::process::Command::new(bcd_test_support::venv_python())
+        .args(["-c", code, archive])
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pairs: Vec<(String, String)> = serde_json::from_slice(&out.stdout).unwrap();
+    let unhex = |h: &str| {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    pairs.iter().map(|(n, d)| (unhex(n), unhex(d))).collect()
+}
+
+#[test]
+fn old_v7_directories_and_directories_with_a_size_are_directories_as_tarfile_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // An old (v7) header, no magic: a "regular file" whose name ends in `/` is a
+    // directory (CPython's testtar.tar, misc/dirtype-old-v7/).
+    let mut v7_dir = header(b"misc/dirtype-old-v7/", 0, 0);
+    v7_dir[257..265].fill(0);
+    checksum(&mut v7_dir);
+    // A directory whose size field says 255 but which holds no data: the next
+    // header follows at once (testtar.tar's ustar/dirtype-with-size).
+    let sized_dir = header(b"ustar/dirtype-with-size/", b'5', 255);
+    let bytes = [
+        &member(b"misc/a.txt", b'0', b"first")[..],
+        &v7_dir,
+        &sized_dir,
+        &member(b"ustar/regtype", b'0', b"right after the directory"),
+        &member(b"misc/b.txt", b'0', b"last"),
+        &END,
+    ]
+    .concat();
+    let archive = write(dir.path(), "dirs.tar", &bytes);
+    let (records, error) = read_all(&archive);
+    assert!(error.is_none(), "{error:?}");
+    let read: Vec<(Vec<u8>, Vec<u8>)> = records.into_iter().map(|r| (r.key, r.value)).collect();
+    assert_eq!(read, tarfile_regular_files(&archive));
+    assert_eq!(read.len(), 3, "{read:?}");
+}

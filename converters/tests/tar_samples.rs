@@ -25,7 +25,7 @@ from webdataset.tariterators import group_by_keys, tar_file_iterator
 out = sys.argv[1]
 rng = random.Random(7)
 MTIME = 1_700_000_000
-VALUE_EXTS = ["jpg", "jpeg", "png", "webp", "flac", "wav", "mp3", "mp4"]
+VALUE_EXTS = ["jpg", "jpeg", "png", "webp", "flac", "wav", "mp3", "mp4", "bin"]
 INTEGERS = ["cls", "cls2", "class", "count", "index", "inx", "id"]
 
 def tar_writer_shard(samples):
@@ -425,7 +425,7 @@ fn a_bad_sample_is_an_error_naming_archive_sample_and_member_or_is_skipped() {
         (
             "no-value.tar",
             vec![("a.txt", b"t"), ("a.cls", b"1"), ("b.jpg", b"3")],
-            r#"sample "a" (member "a.txt", header at byte 0): no value member: its extensions are txt, cls and none is one of the value extensions (jpg, jpeg, png, webp, flac, wav, mp3, mp4)"#,
+            r#"sample "a" (member "a.txt", header at byte 0): no value member: its extensions are txt, cls and none is one of the value extensions (jpg, jpeg, png, webp, flac, wav, mp3, mp4, bin)"#,
         ),
         (
             "not-an-integer.tar",

@@ -25,8 +25,9 @@ use crate::fields::{DatasetFields, FieldsIoError};
 
 /// The metadata key of a column that came from a WebDataset member.
 pub const MEMBER_EXT_METADATA: &str = "bcd.member_ext";
-/// The extension of a value whose key names none.
-pub const DEFAULT_VALUE_EXT: &str = "bin";
+/// The extension of a value whose key names none (and which a `samples` ingest
+/// takes as the value, storing no `bcd.value_ext`: the round trip is exact).
+pub const DEFAULT_VALUE_EXT: &str = bcd_converters::samples::UNNAMED_VALUE_EXT;
 
 /// A member of a sample: its name and bytes (the value's borrowed).
 pub(crate) type SampleMember<'v> = (Vec<u8>, Cow<'v, [u8]>);

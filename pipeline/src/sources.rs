@@ -12,6 +12,7 @@ use std::str::FromStr;
 
 use arrow_schema::SchemaRef;
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
+use bcd_converters::detect::Content;
 use bcd_converters::dir_source::{DirOptions, DirSource, LabelMode};
 use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource};
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
@@ -308,10 +309,10 @@ pub enum SourceSetupError {
         /// The name given.
         name: String,
     },
-    /// The format of a source cannot be told from its name, and it is not a
-    /// directory.
+    /// The format of a source cannot be told from its name, and it is neither a
+    /// directory nor a file whose first bytes tell it.
     #[error(
-        "{name}: cannot tell its format from the name; pass `format` {}",
+        "{name}: cannot tell its format from the name or the first bytes; pass `format` {}",
         format_names("|")
     )]
     UndetectableFormat {
@@ -560,11 +561,23 @@ fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, 
     if let Some(format) = detect_by_name(name, options) {
         return Ok(format);
     }
+    let undetectable = || SourceSetupError::UndetectableFormat {
+        name: name.to_string_lossy().into_owned(),
+    };
     match std::fs::metadata(name) {
         Ok(meta) if meta.is_dir() => Ok(SourceFormat::Dir),
-        Ok(_) => Err(SourceSetupError::UndetectableFormat {
-            name: name.to_string_lossy().into_owned(),
-        }),
+        // A name that says nothing (TFX's GZIP TFRecord shards are `….gz`):
+        // the first bytes, decompressed, may.
+        Ok(_) => match bcd_converters::detect::file_content(Path::new(name)) {
+            Ok(Some(Content::Tar)) => Ok(SourceFormat::Tar),
+            Ok(Some(Content::TfRecord)) => Ok(SourceFormat::Tfrecord),
+            Ok(Some(Content::Parquet)) => Ok(SourceFormat::Parquet),
+            Ok(None) => Err(undetectable()),
+            Err(source) => Err(SourceSetupError::Unreadable {
+                name: name.to_string_lossy().into_owned(),
+                source,
+            }),
+        },
         Err(source) => Err(SourceSetupError::Unreadable {
             name: name.to_string_lossy().into_owned(),
             source,

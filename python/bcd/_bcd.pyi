@@ -381,7 +381,7 @@ def ingest(
     file's first folder) and ``label_index`` (as torchvision's ImageFolder numbers
     it). Tar: ``samples=True`` groups WebDataset samples into one record each (the
     value the first member whose extension is in ``value_ext``, default
-    ``"jpg,jpeg,png,webp,flac,wav,mp3,mp4"``; every other member a field named by
+    ``"jpg,jpeg,png,webp,flac,wav,mp3,mp4,bin"``; every other member a field named by
     its extension), ``json_fields`` adds the top-level scalars of JSON members as
     typed fields, ``skip_bad_samples`` skips and counts samples that would fail.
     JSON Lines (``format="jsonl"``): ``value_field`` (default ``"text"``),

@@ -187,7 +187,7 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         SourceSetupError::Unreadable { ref source, .. } => os_error(source, message(&error)),
         SourceSetupError::Open(error) => source_error(error),
         SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
-            "{name}: cannot tell its format from the name; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
+            "{name}: cannot tell its format from the name or the first bytes; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
         )),
         SourceSetupError::OptionForOtherFormat {
             option,

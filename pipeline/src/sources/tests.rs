@@ -299,11 +299,40 @@ fn a_missing_source_is_refused_naming_it() {
 }
 
 #[test]
+fn a_file_whose_name_says_nothing_is_detected_by_its_first_bytes() {
+    // TFX writes GZIP TFRecord shards named `data_tfrecord-00000-of-00012.gz`.
+    let dir = tempfile::tempdir().unwrap();
+    for (fixture_name, renamed, format) in [
+        (
+            "tfrecord/examples.tfrecord.gz",
+            "data_tfrecord-00000.gz",
+            SourceFormat::Tfrecord,
+        ),
+        ("tfrecord/examples.tfrecord", "data", SourceFormat::Tfrecord),
+        ("tar/gnu.tar.gz", "shard.gz", SourceFormat::Tar),
+        ("tar/pax.tar", "shard.bin", SourceFormat::Tar),
+    ] {
+        let path = dir.path().join(renamed);
+        std::fs::copy(fixture(fixture_name), &path).unwrap();
+        let opened = open_one(path.to_str().unwrap(), &Default::default()).unwrap();
+        assert_eq!(opened.format, format, "{fixture_name}");
+    }
+    // Parquet by its magic: then its value column is asked for.
+    let path = dir.path().join("table.bin");
+    std::fs::copy(fixture("parquet/nulls.parquet"), &path).unwrap();
+    let error = open_one(path.to_str().unwrap(), &Default::default()).unwrap_err();
+    assert!(
+        matches!(error, SourceSetupError::MissingValueColumn),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name; pass `format` dir|tar|parquet|csv|tfrecord|jsonl"
+            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|csv|tfrecord|jsonl"
         ),
         "{error}"
     );
