@@ -29,8 +29,12 @@ initialised, else the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import multiprocessing.context
 import operator
 import os
+import warnings
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -472,6 +476,48 @@ class Sampler(torch.utils.data.Sampler):
         self._epochs.load_state_dict(state)
 
 
+class _Announcement:
+    """The epoch and record count the main process's ``set_epoch`` chose, in
+    shared memory that DataLoader workers, forked or spawned, read at the start
+    of each pass: a persistent worker's copy of the dataset is reached no other
+    way. One writer (the main process); a sequence number, odd while a write is
+    under way, lets a reader take a consistent pair without a lock."""
+
+    def __init__(self) -> None:
+        # sequence, epoch, record count
+        self._slots = multiprocessing.RawArray(ctypes.c_uint64, 3)
+
+    def __getstate__(self) -> dict:
+        # Shared memory travels to a process being started (spawn, forkserver);
+        # pickled otherwise, the copy announces and hears nothing.
+        spawning = multiprocessing.context.get_spawning_popen() is not None
+        return {"_slots": self._slots if spawning else None}
+
+    def publish(self, epoch: int, length: int) -> int:
+        """Announces ``(epoch, length)``; returns the announcement's number."""
+        slots = self._slots
+        if slots is None:
+            return 0
+        slots[0] += 1
+        slots[1], slots[2] = epoch, length
+        slots[0] += 1
+        return slots[0]
+
+    def read(self) -> Optional[tuple]:
+        """``(number, epoch, length)`` of the latest announcement (number 0:
+        none yet), or None for a copy without the shared memory."""
+        slots = self._slots
+        if slots is None:
+            return None
+        while True:
+            number = slots[0]
+            if number % 2:
+                continue
+            epoch, length = slots[1], slots[2]
+            if slots[0] == number:
+                return number, epoch, length
+
+
 class IterableDataset(torch.utils.data.IterableDataset):
     """The records of the dataset at ``path`` as an iterable-style torch
     dataset: each epoch (as :class:`Sampler` orders it; same settings) split over
@@ -485,9 +531,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
     Workers take the rank's epoch by batches of ``batch_size`` (1 without it) in
     turn, so a loader that batches the same size yields the epoch in order.
 
-    ``set_epoch(epoch)`` before each pass, as with a sampler; with
-    ``persistent_workers=True`` workers cannot see it, and each advances its
-    epoch by one per pass instead.
+    ``set_epoch(epoch)`` before each pass, as with a sampler. Persistent
+    workers (``persistent_workers=True``) take the epoch, and with
+    ``refresh=True`` the record count, that the main process's ``set_epoch``
+    chose (through shared memory); without a ``set_epoch`` each advances its
+    epoch by one per pass and keeps its record count (with ``refresh=True`` it
+    warns: call ``set_epoch`` to pick up appended records).
 
     ``state_dict()`` / ``load_state_dict()``: in each worker (torchdata's
     ``StatefulDataLoader`` saves and restores them per worker: resume with the
@@ -546,6 +595,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
             weights=weights,
             num_samples=num_samples,
         )
+        # The main process's set_epoch, for persistent workers; the number of the
+        # announcement this copy follows.
+        self._announcement = _Announcement()
+        self._heard = 0
+        self._warned = False
         # Where this object's split starts, and what it has yielded of it.
         self._origin = 0
         self._taken = 0
@@ -567,24 +621,54 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return samples if self.batch_size is None else -(-samples // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
-        """Makes the next pass epoch ``epoch`` (after a refresh, with ``refresh=True``)."""
+        """Makes the next pass epoch ``epoch`` (after a refresh, with
+        ``refresh=True``); persistent workers follow it at their next pass."""
         if self._map.refresh_each_epoch and epoch != self._epochs.epoch:
             self._map.refresh()
-            length = _agreed_length(len(self._map))
-            if length != self._epochs.length:
-                categories = _categories(self._map, self._balance_by)
-                weights = self._weights
-                if categories is not None:
-                    categories = categories[:length]
-                if weights is not None and not isinstance(weights, str):
-                    weights = np.asarray(weights)[:length]
-                self._epochs.set_length(length, categories, weights)
+            self._use_length(_agreed_length(len(self._map)))
+        if torch.utils.data.get_worker_info() is None:
+            self._heard = self._announcement.publish(epoch, self._epochs.length)
         if self._pending and epoch == self._epochs.epoch:
             return
         self._pending = False
         self._epochs.set_epoch(epoch)
         self._origin = self._taken = 0
         self._iterated = False
+
+    def _use_length(self, length: int) -> None:
+        """Makes the epochs cover the first ``length`` records (refreshing this
+        copy's dataset if it has fewer)."""
+        if length > len(self._map):
+            self._map.refresh()
+        if length != self._epochs.length:
+            categories = _categories(self._map, self._balance_by)
+            weights = self._weights
+            if categories is not None:
+                categories = categories[:length]
+            if weights is not None and not isinstance(weights, str):
+                weights = np.asarray(weights)[:length]
+            self._epochs.set_length(length, categories, weights)
+
+    def _next_pass(self) -> None:
+        """A persistent worker's next pass: the epoch (and record count) the
+        main process announced since the last one, else the next epoch."""
+        heard = self._announcement.read()
+        if heard is not None and heard[0] != self._heard:
+            self._heard, epoch, length = heard
+            if self._map.refresh_each_epoch:
+                self._use_length(length)
+            self._epochs.set_epoch(epoch)
+            return
+        if self._map.refresh_each_epoch and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "bcd.torch.IterableDataset(refresh=True) in a persistent DataLoader worker: "
+                "call dataset.set_epoch(epoch) in the main process before each epoch, "
+                "or the workers never see the records appended since they started",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._epochs.set_epoch(self._epochs.epoch + 1)
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -598,8 +682,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 )
         else:
             if self._iterated and info is not None:
-                # A persistent worker's next pass: set_epoch cannot reach it.
-                self._epochs.set_epoch(self._epochs.epoch + 1)
+                # A persistent worker's next pass: set_epoch reaches it only
+                # through the announcement.
+                self._next_pass()
             self._origin = 0
             self._taken = 0
         self._iterated = True

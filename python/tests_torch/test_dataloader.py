@@ -303,6 +303,35 @@ def test_refresh_at_epoch_boundaries_covers_appended_records(tmp_path):
     assert sorted(second) == list(range(70))
 
 
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_persistent_workers_of_a_refreshing_iterable_pick_up_appended_records(tmp_path, context):
+    """Issue 20, item 12: with persistent workers every epoch yielded the first
+    50 records while the dataset had 60, then 70, and nothing warned."""
+    path = tmp_path / "d"
+    make_dataset(path, 50)
+    dataset = bcd.torch.IterableDataset(path, seed=3, rank=0, world_size=1, batch_size=10, refresh=True)
+    run = loader(dataset, workers=2, context=context, batch_size=None, persistent_workers=True,
+                 collate_fn=bcd.torch.collate)
+    counts = [50, 60, 70]
+    for epoch, count in enumerate(counts):
+        if epoch:
+            subprocess.run([sys.executable, "-c", APPEND, str(path), str(counts[epoch - 1]), str(count)], check=True)
+        dataset.set_epoch(epoch)
+        got = [i for b in run for i in batch_indices(b)]
+        assert got == bcd.partition(count, seed=3, epoch=epoch, rank=0, world_size=1).tolist(), epoch
+
+
+def test_persistent_workers_follow_the_epoch_set_in_the_main_process(stored):
+    # Epochs 0, 5, 6: workers counting their own passes would have run 0, 1, 2.
+    path, _ = stored
+    dataset = bcd.torch.IterableDataset(path, seed=1, rank=0, world_size=1, batch_size=50)
+    run = loader(dataset, workers=2, batch_size=None, persistent_workers=True, collate_fn=bcd.torch.collate)
+    for epoch in (0, 5, 6):
+        dataset.set_epoch(epoch)
+        got = [i for b in run for i in batch_indices(b)]
+        assert got == bcd.partition(N, seed=1, epoch=epoch, rank=0, world_size=1).tolist()
+
+
 def test_the_readme_example_runs(stored):
     path, labels = stored
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
