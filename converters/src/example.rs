@@ -221,29 +221,44 @@ pub type NamedFeature<'a> = (&'a [u8], &'a [u8]);
 /// The features of a serialized Example as (name, serialized `Feature`), in the
 /// order of first appearance; a name given again takes the later `Feature`.
 pub fn features(example: &[u8]) -> Result<Vec<NamedFeature<'_>>, FeatureError> {
+    map_entries(example, 1)
+}
+
+/// The entries of the protobuf map held in field `field` of `message` (every
+/// occurrence of the field: repeated map fields merge) as (key, serialized
+/// value), in the order of first appearance; a key given again takes the later
+/// value, as protobuf parses maps. `Example.features` and
+/// `SequenceExample.feature_lists` are such maps.
+pub(crate) fn map_entries(
+    message: &[u8],
+    field: u64,
+) -> Result<Vec<NamedFeature<'_>>, FeatureError> {
     let mut found: Vec<NamedFeature<'_>> = Vec::new();
     let mut at: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
-    for field in fields(example) {
-        if let (1, Field::Bytes(features)) = field? {
-            for entry in fields(features) {
-                if let (1, Field::Bytes(entry)) = entry? {
-                    let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
-                    for part in fields(entry) {
-                        match part? {
-                            (1, Field::Bytes(k)) => key = k,
-                            (2, Field::Bytes(v)) => value = v,
-                            _ => {}
+    for top in fields(message) {
+        match top? {
+            (number, Field::Bytes(map)) if number == field => {
+                for entry in fields(map) {
+                    if let (1, Field::Bytes(entry)) = entry? {
+                        let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+                        for part in fields(entry) {
+                            match part? {
+                                (1, Field::Bytes(k)) => key = k,
+                                (2, Field::Bytes(v)) => value = v,
+                                _ => {}
+                            }
                         }
-                    }
-                    match at.get(key) {
-                        Some(&i) => found[i].1 = value,
-                        None => {
-                            at.insert(key, found.len());
-                            found.push((key, value));
+                        match at.get(key) {
+                            Some(&i) => found[i].1 = value,
+                            None => {
+                                at.insert(key, found.len());
+                                found.push((key, value));
+                            }
                         }
                     }
                 }
             }
+            _ => {}
         }
     }
     Ok(found)

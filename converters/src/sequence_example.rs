@@ -13,9 +13,7 @@
 //! of a feature list named twice the last wins, and repeated `feature_lists`
 //! fields merge, as protobuf parses them.
 
-use std::collections::HashMap;
-
-use crate::example::{fields, FeatureError, Field, NamedFeature};
+use crate::example::{fields, map_entries, FeatureError, Field, NamedFeature};
 
 /// Whether a serialized record is a SequenceExample with feature lists: it has a
 /// top-level field 2 (an Example has only field 1).
@@ -32,32 +30,7 @@ pub fn has_feature_lists(record: &[u8]) -> Result<bool, FeatureError> {
 /// `FeatureList`), in the order of first appearance; a name given again takes the
 /// later list. An Example (no field 2) has none.
 pub fn feature_lists(record: &[u8]) -> Result<Vec<NamedFeature<'_>>, FeatureError> {
-    let mut found: Vec<NamedFeature<'_>> = Vec::new();
-    let mut at: HashMap<&[u8], usize> = HashMap::new();
-    for field in fields(record) {
-        if let (2, Field::Bytes(lists)) = field? {
-            for entry in fields(lists) {
-                if let (1, Field::Bytes(entry)) = entry? {
-                    let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
-                    for part in fields(entry) {
-                        match part? {
-                            (1, Field::Bytes(k)) => key = k,
-                            (2, Field::Bytes(v)) => value = v,
-                            _ => {}
-                        }
-                    }
-                    match at.get(key) {
-                        Some(&i) => found[i].1 = value,
-                        None => {
-                            at.insert(key, found.len());
-                            found.push((key, value));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(found)
+    map_entries(record, 2)
 }
 
 /// Whether `record` is a SequenceExample with a feature list named `name` (for
