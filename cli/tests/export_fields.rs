@@ -549,3 +549,91 @@ fn sequence_example_feature_lists_are_ingested_and_listed_as_list_fields() {
         .collect();
     assert_eq!(Value::Array(listed), expected);
 }
+
+/// A Parquet file of pyarrow's canonical extension types (issue 20, item 13).
+const WRITE_EXTENSION_TYPES: &str = r#"
+import sys, uuid, pyarrow as pa, pyarrow.parquet as pq
+tensor = pa.fixed_shape_tensor(pa.int32(), (2, 2))
+pq.write_table(pa.table({
+    "v": [b"a", b"b", b"c"],
+    "id": pa.array([uuid.UUID(int=i).bytes for i in range(3)], pa.uuid()),
+    "doc": pa.array(['{"a": 1}', "[]", "null"], pa.json_()),
+    "t": pa.ExtensionArray.from_storage(tensor, pa.array([[1, 2, 3, 4]] * 3, pa.list_(pa.int32(), 4))),
+}), sys.argv[1])
+# The same column names, without the extensions.
+pq.write_table(pa.table({
+    "v": [b"d"], "id": pa.array([b"\0" * 16], pa.binary(16)), "doc": ["{}"],
+    "t": pa.array([[1, 2, 3, 4]], pa.list_(pa.int32(), 4)),
+}), sys.argv[2])
+"#;
+
+/// The types of each column of `path` as pyarrow reads them, from the dataset's
+/// fields (`fields`) or from a Parquet file.
+const READ_TYPES: &str = r#"
+import sys, json, bcd, pyarrow.parquet as pq
+if sys.argv[1] == "fields":
+    table = bcd.Dataset(sys.argv[2]).fields()
+else:
+    table = pq.read_table(sys.argv[2])
+print(json.dumps({f.name: [str(f.type), table.column(f.name).to_pylist()] for f in table.schema if f.name != "v"}, default=repr))
+"#;
+
+#[test]
+fn extension_types_of_a_parquet_file_survive_ingest_and_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typed = tmp.path().join("typed.parquet");
+    let plain = tmp.path().join("plain.parquet");
+    run_python(WRITE_EXTENSION_TYPES, &[s(&typed), s(&plain)]);
+    let dataset = tmp.path().join("ds");
+    ok(&[
+        "ingest",
+        s(&typed),
+        "--into",
+        s(&dataset),
+        "--value-column",
+        "v",
+        "--keyless",
+        "--quiet",
+    ]);
+    let written = python_json(READ_TYPES, &["parquet", s(&typed)]);
+    assert_eq!(python_json(READ_TYPES, &["fields", s(&dataset)]), written);
+    assert!(
+        written["id"][0].as_str().unwrap().contains("uuid"),
+        "{written}"
+    );
+    let exported = tmp.path().join("out.parquet");
+    ok(&["export", s(&dataset), "--to", s(&exported)]);
+    let mut back = python_json(READ_TYPES, &["parquet", s(&exported)]);
+    back.as_object_mut().unwrap().remove("index");
+    assert_eq!(back, written);
+    // The same bytes without the extension are another type: refused, naming
+    // the file, and the dataset is as it was.
+    let before = bcd_test_support::snapshot(&dataset);
+    let message = fails(&[
+        "ingest",
+        s(&plain),
+        "--into",
+        s(&dataset),
+        "--value-column",
+        "v",
+        "--keyless",
+    ]);
+    assert!(message.contains("extension"), "{message}");
+    assert_eq!(bcd_test_support::snapshot(&dataset), before);
+    // Two files of the run that disagree are refused naming the later one.
+    let both = tmp.path().join("both");
+    let message = fails(&[
+        "ingest",
+        s(&typed),
+        s(&plain),
+        "--into",
+        s(&both),
+        "--value-column",
+        "v",
+        "--keyless",
+    ]);
+    assert!(
+        message.contains("plain.parquet") && message.contains("extension type arrow.uuid"),
+        "{message}"
+    );
+}

@@ -78,6 +78,10 @@ impl<S: Source> Source for Fused<S> {
     fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
         self.inner.metadata()
     }
+
+    fn column_metadata(&self) -> crate::ColumnMetadata {
+        self.inner.column_metadata()
+    }
 }
 
 #[cfg(test)]

@@ -202,7 +202,19 @@ pub trait Source: Iterator<Item = Result<Record, SourceError>> + Send {
     fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
     }
+    /// Field metadata of the field columns that is part of their type (an Arrow
+    /// extension type's `ARROW:extension:name` and `ARROW:extension:metadata`:
+    /// `arrow.uuid`, `arrow.json`, a tensor's shape), by field name. Known when
+    /// the source is opened; a later file that gives a column another is an error
+    /// of that file.
+    fn column_metadata(&self) -> ColumnMetadata {
+        ColumnMetadata::new()
+    }
 }
+
+/// Field metadata by field name, then key ([`Source::column_metadata`]).
+pub type ColumnMetadata =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
 
 /// Several sources read one after another, as one.
 pub struct Chain {
@@ -261,5 +273,17 @@ impl Source for Chain {
             metadata.extend(source.metadata());
         }
         metadata
+    }
+
+    fn column_metadata(&self) -> ColumnMetadata {
+        // Asked when the chain is opened: the sources not yet read, the first
+        // one's first.
+        let mut columns = ColumnMetadata::new();
+        for source in &self.sources {
+            for (column, entries) in source.column_metadata() {
+                columns.entry(column).or_insert(entries);
+            }
+        }
+        columns
     }
 }

@@ -259,7 +259,14 @@ pub(crate) struct SourceMetadata {
     map: Map<String, Value>,
     /// The file each ClassLabel's names came from.
     labels_from: HashMap<String, PathBuf>,
+    /// The extension-type metadata of each field column, and the file it came
+    /// from.
+    columns: crate::ColumnMetadata,
+    columns_from: HashMap<String, PathBuf>,
 }
+
+/// The field metadata keys that are part of a column's type.
+const EXTENSION_KEYS: [&str; 2] = ["ARROW:extension:name", "ARROW:extension:metadata"];
 
 impl SourceMetadata {
     /// Adds what the file at `path` with `schema` says: the first file's
@@ -274,6 +281,48 @@ impl SourceMetadata {
         key: Option<&str>,
         fields: &[FieldSpec],
     ) -> Result<(), SourceError> {
+        for spec in fields {
+            let FieldColumn::Column(column) = &spec.column else {
+                continue;
+            };
+            let Ok(field) = schema.field_with_name(column) else {
+                continue;
+            };
+            let extension: std::collections::BTreeMap<String, String> = (field.metadata().iter())
+                .filter(|(k, _)| EXTENSION_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            match self.columns_from.get(&*spec.name) {
+                Some(from)
+                    if self.columns.get(&*spec.name).cloned().unwrap_or_default() != extension =>
+                {
+                    let show = |e: &std::collections::BTreeMap<String, String>| {
+                        e.get(EXTENSION_KEYS[0])
+                            .map_or("no extension type".to_owned(), |n| {
+                                format!("extension type {n}")
+                            })
+                    };
+                    return Err(SourceError::Invalid {
+                        file: path.display().to_string(),
+                        location: format!("column {column:?}"),
+                        reason: format!(
+                            "{} differs from the {} of {}",
+                            show(&extension),
+                            show(self.columns.get(&*spec.name).unwrap_or(&Default::default())),
+                            from.display()
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    self.columns_from
+                        .insert(spec.name.to_string(), path.to_owned());
+                    if !extension.is_empty() {
+                        self.columns.insert(spec.name.to_string(), extension);
+                    }
+                }
+            }
+        }
         if !self.map.contains_key("value") {
             let hf_struct = schema
                 .field_with_name(value)
@@ -331,6 +380,10 @@ impl SourceMetadata {
 
     pub(crate) fn map(&self) -> &Map<String, Value> {
         &self.map
+    }
+
+    pub(crate) fn columns(&self) -> &crate::ColumnMetadata {
+        &self.columns
     }
 }
 

@@ -747,4 +747,8 @@ impl Source for ParquetSource {
         }
         map
     }
+
+    fn column_metadata(&self) -> crate::ColumnMetadata {
+        self.metadata.columns().clone()
+    }
 }

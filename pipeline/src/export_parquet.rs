@@ -151,7 +151,15 @@ pub fn export_parquet(
     out_fields.push(Field::new(&value_name, value_type, true));
     for &i in &columns {
         let field = &schema_fields[i];
-        out_fields.push(Field::new(field.name(), field.data_type().clone(), true));
+        // An Arrow extension type (arrow.uuid, arrow.json, a tensor's shape) is
+        // part of the column's type; the project's own keys stay out.
+        let extension: HashMap<String, String> = (field.metadata().iter())
+            .filter(|(k, _)| k.starts_with("ARROW:extension:"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        out_fields.push(
+            Field::new(field.name(), field.data_type().clone(), true).with_metadata(extension),
+        );
     }
     let schema = Arc::new(Schema::new(out_fields));
 

@@ -385,6 +385,12 @@ fn run(
     // The class names are known when the source is opened: the records' indices
     // are renumbered to the dataset's names as they are written.
     fields.add_metadata(source.metadata())?;
+    // So is the part of a column's type its Arrow field metadata carries.
+    for (column, entries) in source.column_metadata() {
+        for (key, value) in entries {
+            fields.set_column_metadata(&column, &key, &value);
+        }
+    }
     let mut state = Progress::default();
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
     let interrupt = options.interrupt.clone();
