@@ -66,7 +66,7 @@ pub fn value_to_json(array: &dyn Array, row: usize) -> Value {
         }
         Float16 => float32_json(array.as_primitive::<Float16Type>().value(row).to_f32()),
         Float32 => float32_json(array.as_primitive::<Float32Type>().value(row)),
-        Float64 => crate::field_stats::float_json(array.as_primitive::<Float64Type>().value(row)),
+        Float64 => crate::json_util::float_json(array.as_primitive::<Float64Type>().value(row)),
         Utf8 | LargeUtf8 | Utf8View => Value::String(
             canonical::utf8_at(array, row)
                 .unwrap_or_default()
@@ -148,7 +148,7 @@ fn float32_json(v: f32) -> Value {
         let shortest: f64 = v.to_string().parse().unwrap_or(f64::from(v));
         Number::from_f64(shortest).map_or(Value::Null, Value::Number)
     } else {
-        crate::field_stats::float_json(f64::from(v))
+        crate::json_util::float_json(f64::from(v))
     }
 }
 

@@ -79,3 +79,16 @@ pub(crate) fn only_members(
         None => Ok(()),
     }
 }
+
+/// A float as JSON: a number, or `"inf"` / `"-inf"` (NaN is never stored).
+pub(crate) fn float_json(v: f64) -> Value {
+    if v.is_finite() {
+        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+    } else if v.is_nan() {
+        Value::String("NaN".into())
+    } else if v > 0.0 {
+        Value::String("inf".into())
+    } else {
+        Value::String("-inf".into())
+    }
+}
