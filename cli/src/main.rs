@@ -21,8 +21,9 @@ use crate::output::{say, Outcome};
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        // The Parquet source reports these as a corrupt file, naming it and the rows.
-        if bcd_converters::parquet_source::decoding_parquet() {
+        // A decoder's guard reports these as a corrupt file, naming it and
+        // where in it (bcd_fields::contain_panics).
+        if bcd_fields::containing_panics() {
             return;
         }
         // Not eprintln!: a panic while printing a panic (stderr on a full disk)

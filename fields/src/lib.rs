@@ -46,6 +46,7 @@ pub use conform::align;
 pub use error::{FieldsError, Result};
 pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING_STAT_BYTES};
 pub use fingerprint::Fingerprint;
+pub use guard::{contain_panics, containing_panics};
 pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
 pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
