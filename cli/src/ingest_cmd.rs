@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use bcd_converters::detect::{file_compression, Compression};
+use bcd_converters::compression::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_pipeline::{
     open_sources, open_sources_into, read_schema, IngestError, IngestOptions, IngestSummary,

@@ -3,7 +3,7 @@
 
 /// Most names one pattern may expand to: a typo such as `{0..99999999}` should fail
 /// clearly, not exhaust memory.
-pub const MAX_EXPANSION: usize = 1_000_000;
+pub(crate) const MAX_EXPANSION: usize = 1_000_000;
 
 /// Expands every `{a..b}` numeric range (zero-padded to the width of `a` when `a`
 /// has a leading zero) and `{x,y,z}` list, left to right. Text without braces is

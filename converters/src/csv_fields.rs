@@ -16,10 +16,10 @@ use crate::field_options::FieldType;
 use crate::FieldValue;
 
 /// Rows read ahead to infer the types of a file's new columns.
-pub const INFER_ROWS: usize = 1000;
+pub(crate) const INFER_ROWS: usize = 1000;
 /// Bytes of rows read ahead for inference, at most (a row is at most
 /// [`MAX_ROW_BYTES`](crate::csv_source::MAX_ROW_BYTES)).
-pub const INFER_BYTES: u64 = 16 << 20;
+pub(crate) const INFER_BYTES: u64 = 16 << 20;
 
 /// The types a column's cells seen so far all parse as.
 #[derive(Clone, Copy, Debug)]

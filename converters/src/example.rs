@@ -216,7 +216,7 @@ impl Kind {
 }
 
 /// One feature of an Example: its name and its serialized `Feature`.
-pub type NamedFeature<'a> = (&'a [u8], &'a [u8]);
+pub(crate) type NamedFeature<'a> = (&'a [u8], &'a [u8]);
 
 /// The features of a serialized Example as (name, serialized `Feature`), in the
 /// order of first appearance; a name given again takes the later `Feature`.

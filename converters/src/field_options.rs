@@ -21,7 +21,7 @@ pub enum FieldSelection {
 
 impl FieldSelection {
     /// Whether `name` is selected.
-    pub fn includes(&self, name: &str) -> bool {
+    pub(crate) fn includes(&self, name: &str) -> bool {
         match self {
             FieldSelection::All => true,
             FieldSelection::None => false,

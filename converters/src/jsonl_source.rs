@@ -43,7 +43,7 @@ use arrow_json::reader::{infer_json_schema_from_iterator, Decoder, ReaderBuilder
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use base64::Engine;
 
-use crate::detect::{self, Compression};
+use crate::compression::{self, Compression};
 use crate::regular_file::{open_regular, ReadRegularError};
 use crate::{FieldValue, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
@@ -574,7 +574,7 @@ fn decode(path: &Path, raw: Box<dyn Read + Send>) -> Result<LineReader, SourceEr
     };
     let mut reader = BufReader::with_capacity(1 << 16, raw);
     let prefix = reader.fill_buf().map_err(io_error)?;
-    if let Some(compression) = detect::unsupported_compression(prefix) {
+    if let Some(compression) = compression::unsupported_compression(prefix) {
         return Err(SourceError::Usage(format!(
             "{}: {compression} files are not supported; decompress it first",
             path.display()

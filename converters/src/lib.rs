@@ -21,7 +21,8 @@
 
 pub mod arrow_batches;
 pub mod brace;
-pub mod csv_fields;
+pub mod compression;
+mod csv_fields;
 pub mod csv_source;
 pub mod detect;
 pub mod dir_source;
@@ -44,7 +45,7 @@ pub mod sequence_example;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
-pub mod tfrecord_fields;
+mod tfrecord_fields;
 pub mod tfrecord_source;
 
 use std::collections::BTreeMap;
@@ -59,7 +60,7 @@ pub use fused::Fused;
 /// Opens an input stream when a source reaches it (an object in a store, say), so
 /// that a list of inputs costs nothing until each is read.
 /// It may be called more than once (a TFRecord prescan reads every input twice).
-pub type Opener =
+pub(crate) type Opener =
     std::sync::Arc<dyn Fn() -> std::io::Result<Box<dyn std::io::Read + Send>> + Send + Sync>;
 
 /// An input opened on demand: its name (for records' origins and messages), its

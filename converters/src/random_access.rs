@@ -24,7 +24,7 @@ pub trait RandomAccess: Send + Sync {
 }
 
 /// A local file as [`RandomAccess`].
-pub struct FileAccess {
+pub(crate) struct FileAccess {
     file: File,
     len: u64,
 }
@@ -66,7 +66,7 @@ pub struct ParquetInput(pub Arc<dyn RandomAccess>);
 
 impl ParquetInput {
     /// Sequential reads from `start`, in blocks, up to the end of the input.
-    pub fn reader_at(&self, start: u64) -> SequentialReader {
+    pub(crate) fn reader_at(&self, start: u64) -> SequentialReader {
         SequentialReader {
             input: self.0.clone(),
             pos: start,

@@ -25,7 +25,7 @@ pub enum ReadRegularError {
 }
 
 /// What a non-regular file is, for messages; `None` for a regular file.
-pub fn special_kind(metadata: &Metadata) -> Option<&'static str> {
+pub(crate) fn special_kind(metadata: &Metadata) -> Option<&'static str> {
     let file_type = metadata.file_type();
     if file_type.is_file() {
         return None;
@@ -79,7 +79,7 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadRegularError> {
 
 /// Reads a whole regular file (see [`open_regular`]) of at most
 /// [`MAX_VALUE_SIZE`] bytes; a larger one is refused before it is read.
-pub fn read_regular(path: &Path) -> Result<Vec<u8>, ReadRegularError> {
+pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>, ReadRegularError> {
     let (file, len) = open_regular(path)?;
     if len > MAX_VALUE_SIZE {
         return Err(ReadRegularError::TooLarge(len));

@@ -71,8 +71,8 @@ pub const VALUE_EXT_FIELD: &str = "bcd.value_ext";
 /// Most members one sample may have; more is a refused sample.
 pub const MAX_SAMPLE_MEMBERS: usize = 1024;
 /// Most bytes the members of one sample may hold together, the limit of one
-/// member ([`crate::tar_source::MAX_MEMBER_SIZE`]): the sample is held in memory.
-pub const MAX_SAMPLE_BYTES: u64 = crate::tar_source::MAX_MEMBER_SIZE;
+/// value ([`crate::MAX_VALUE_SIZE`]): the sample is held in memory.
+pub(crate) const MAX_SAMPLE_BYTES: u64 = crate::MAX_VALUE_SIZE;
 
 /// Extensions webdataset decodes as integers.
 const INTEGER_EXTS: [&str; 7] = ["cls", "cls2", "class", "count", "index", "inx", "id"];
@@ -154,7 +154,7 @@ pub fn split_sample_name(name: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Whether webdataset skips `name` as metadata: a top-level name that starts
 /// and ends with `__`, or one matching `__[^/]*__($|/)` at its start.
-pub fn is_webdataset_metadata(name: &[u8]) -> bool {
+pub(crate) fn is_webdataset_metadata(name: &[u8]) -> bool {
     if !name.contains(&b'/') && name.starts_with(b"__") && name.ends_with(b"__") {
         return true;
     }
@@ -236,19 +236,19 @@ impl Assembler {
     }
 
     /// What was produced since the last call.
-    pub fn take_events(&mut self) -> std::vec::Drain<'_, Event> {
+    pub(crate) fn take_events(&mut self) -> std::vec::Drain<'_, Event> {
         self.events.drain(..)
     }
 
     /// Starts reading the archive `name`.
-    pub fn start_archive(&mut self, name: &str) {
+    pub(crate) fn start_archive(&mut self, name: &str) {
         self.archive = name.to_owned();
         self.seen.clear();
         self.started_any = false;
     }
 
     /// Ends the archive: its last sample is finished.
-    pub fn end_archive(&mut self) -> Result<(), SourceError> {
+    pub(crate) fn end_archive(&mut self) -> Result<(), SourceError> {
         let last = self.current.as_ref().map(|s| s.key.clone());
         self.finish_current()?;
         if let Some(key) = last {

@@ -35,7 +35,7 @@ pub fn feature_lists(record: &[u8]) -> Result<Vec<NamedFeature<'_>>, FeatureErro
 
 /// Whether `record` is a SequenceExample with a feature list named `name` (for
 /// messages: a value feature must be a context feature).
-pub fn has_list(record: &[u8], name: &str) -> bool {
+pub(crate) fn has_list(record: &[u8], name: &str) -> bool {
     feature_lists(record).is_ok_and(|lists| lists.iter().any(|(n, _)| *n == name.as_bytes()))
 }
 

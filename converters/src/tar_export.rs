@@ -12,9 +12,9 @@ pub use crate::member_names::{clean_name, unsafe_reason, UniqueNames};
 
 /// Modification time written into every header (the Unix epoch), so output is
 /// byte-identical across runs.
-pub const FIXED_MTIME: u64 = 0;
+pub(crate) const FIXED_MTIME: u64 = 0;
 /// Mode of every member.
-pub const FIXED_MODE: u32 = 0o644;
+pub(crate) const FIXED_MODE: u32 = 0o644;
 
 /// Where archives go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,7 +104,7 @@ impl ExportError {
 }
 
 /// Widest `%0Nd` accepted: a u64 has at most 20 decimal digits.
-pub const MAX_PATTERN_WIDTH: usize = 20;
+pub(crate) const MAX_PATTERN_WIDTH: usize = 20;
 
 /// What an export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -12,7 +12,12 @@
 
 use std::io::{self, Read};
 
-use crate::tar_source::{MAX_NAME_BYTES, MAX_PAX_HEADER_BYTES};
+/// Longest member or link name accepted, from a GNU long-name (`L`) or long-link
+/// (`K`) header or a PAX `path`/`linkpath` record: 64 KiB, sixteen times Linux's
+/// `PATH_MAX`. A longer claim is an error before anything is allocated for it.
+pub const MAX_NAME_BYTES: u64 = 64 << 10;
+/// Largest PAX extended header (`x`, all its records together) accepted: 1 MiB.
+pub const MAX_PAX_HEADER_BYTES: u64 = 1 << 20;
 
 const BLOCK: u64 = 512;
 

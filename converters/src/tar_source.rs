@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use crate::detect::{self, Compression};
+use crate::compression::{self, Compression};
 use crate::samples::{self, Assembler, SampleOptions, Step};
 use crate::tar_reader::{Kind, TarReader};
 use crate::{brace, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
@@ -38,16 +38,9 @@ enum Input {
     Lazy(LazyInput),
 }
 
-/// Largest member accepted: one value of the store is at most 4 GiB.
-pub const MAX_MEMBER_SIZE: u64 = u32::MAX as u64;
-/// Longest member or link name accepted, from a GNU long-name (`L`) or long-link
-/// (`K`) header or a PAX `path`/`linkpath` record: 64 KiB, sixteen times Linux's
-/// `PATH_MAX`. A longer claim is an error before anything is allocated for it.
-pub const MAX_NAME_BYTES: u64 = 64 << 10;
-/// Largest PAX extended header (`x`, all its records together) accepted: 1 MiB.
-pub const MAX_PAX_HEADER_BYTES: u64 = 1 << 20;
-/// Largest zstd window accepted (see [`detect::ZSTD_WINDOW_LOG_MAX`]).
-pub use crate::detect::ZSTD_WINDOW_LOG_MAX;
+/// Largest member accepted: one value ([`crate::MAX_VALUE_SIZE`]).
+pub const MAX_MEMBER_SIZE: u64 = crate::MAX_VALUE_SIZE;
+pub use crate::tar_reader::{MAX_NAME_BYTES, MAX_PAX_HEADER_BYTES};
 /// Memory reserved up front for a member's value; a larger member grows its buffer
 /// as its data arrives, so a header claiming 4 GiB costs nothing until the data is
 /// really there.
@@ -271,7 +264,7 @@ fn decompress(name: &str, raw: Box<dyn Read + Send>) -> Result<Box<dyn Read + Se
     };
     let mut reader = BufReader::with_capacity(1 << 20, raw);
     let prefix = reader.fill_buf().map_err(io_error)?;
-    if let Some(compression) = detect::unsupported_compression(prefix) {
+    if let Some(compression) = compression::unsupported_compression(prefix) {
         return Err(SourceError::Usage(format!(
             "{name}: {compression} archives are not supported; decompress it first (or pipe it to `bcd ingest -`)"
         )));

@@ -41,9 +41,9 @@ use crate::sequence_example;
 use crate::{FieldValue, Fields, SourceError};
 
 /// Distinct feature names a prescan keeps, at most.
-pub const MAX_FEATURES: usize = 4096;
+pub(crate) const MAX_FEATURES: usize = 4096;
 /// Longest feature name taken as a field.
-pub const MAX_FEATURE_NAME: usize = 1024;
+pub(crate) const MAX_FEATURE_NAME: usize = 1024;
 
 /// One feature's column, as the prescan decided it.
 #[derive(Clone, Debug, PartialEq, Eq)]

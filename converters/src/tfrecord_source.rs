@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::detect::Compression;
+use crate::compression::Compression;
 use crate::example::{self, FeatureError};
 use crate::field_options::FieldSelection;
 use crate::sequence_example;
@@ -34,9 +34,9 @@ use crate::tfrecord_fields::{prescan, record_fields, FeatureField};
 use crate::{Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
 /// Largest record accepted: one value of the store is at most 4 GiB.
-pub const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
+pub(crate) const MAX_RECORD_SIZE: u64 = crate::MAX_VALUE_SIZE;
 /// Deflate's largest expansion: a 258-byte match costs at least 2 bits.
-pub const DEFLATE_MAX_RATIO: u64 = 1032;
+pub(crate) const DEFLATE_MAX_RATIO: u64 = 1032;
 /// Read-ahead of the compressed file, and allowance for what the decoder holds.
 const GZIP_BUFFER: u64 = 1 << 20;
 /// Memory reserved up front for a record whose length cannot be checked against

@@ -24,7 +24,7 @@
 
 use std::io::{Cursor, Write};
 
-use bcd_converters::detect::Compression;
+use bcd_converters::compression::Compression;
 use bcd_converters::samples::{SampleOptions, VALUE_EXT_FIELD};
 use bcd_converters::tar_source::{TarOptions, TarSource, MAX_MEMBER_SIZE, MAX_NAME_BYTES};
 use bcd_converters::{FieldValue, Origin, SourceError};
