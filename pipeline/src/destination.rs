@@ -1,7 +1,7 @@
 //! [`Destination`]: the one place an ingest decides between a local dataset and a
 //! dataset in object storage, for every front end (`bcd ingest`, `bcd.ingest`).
 //!
-//! A local destination is opened and written in place ([`crate::ingest`]); a
+//! A local destination is opened and written in place ([`crate::ingest()`]); a
 //! remote one is staged locally and pushed ([`crate::ingest_into_remote`]). The
 //! sources are opened through the destination too, so that a directory source
 //! never reads the local dataset being written.
