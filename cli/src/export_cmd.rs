@@ -15,12 +15,11 @@ use bcd_pipeline::{
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::ExportArgs;
+use crate::location::{local, location, remote, Location};
 use crate::output::{say, UsageError, EXIT_INTERRUPTED};
-use crate::remote_cmd::{local, location};
 use crate::signals::{Interrupts, Phase};
-use bcd_remote::Location;
 
-pub fn export(args: ExportArgs) -> Result<ExitCode> {
+pub fn run(args: ExportArgs) -> Result<ExitCode> {
     let interrupts = Interrupts::install()?;
     // The arguments first: a usage error is reported as such, whatever the dataset.
     let split = Split {
@@ -67,7 +66,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
                 ))
                 .into());
             }
-            let dataset = bcd_remote::RemoteDataset::open(crate::remote_cmd::remote(uri)?)?;
+            let dataset = bcd_remote::RemoteDataset::open(remote(uri)?)?;
             let target = target.expect("clap requires --to or --into");
             return to_tar(&args, &dataset, target, split, None, &interrupts);
         }

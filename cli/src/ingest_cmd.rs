@@ -1,6 +1,6 @@
-//! `bcd ingest`: turn the arguments into library options (sources are opened by
-//! `bcd_pipeline::open_sources_into`), run the pipeline, draw progress, print the
-//! summary.
+//! `bcd ingest`: turn the arguments into library options, open the sources and
+//! run the ingest through `bcd_pipeline::Destination` (which decides between a
+//! local and a remote dataset), draw progress, print the summary.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -12,16 +12,15 @@ use anyhow::Result;
 use bcd_converters::compression::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_pipeline::{
-    open_sources, open_sources_into, read_schema, IngestError, IngestOptions, IngestSummary,
-    OnDuplicate, OpenedSource, Progress, SourceFormat, SourceOptions, Staging,
+    read_schema, Destination, IngestError, IngestOptions, OnDuplicate, OpenedSource, Progress,
+    SourceFormat, SourceOptions, Staging,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, IngestArgs};
-use crate::output::{self, say, stdout_error, stdout_text, UsageError, EXIT_INTERRUPTED};
-use crate::remote_cmd::{local, location};
+use crate::location::{local, location, Location};
+use crate::output::{self, print_ingest_summary, say, UsageError, EXIT_INTERRUPTED};
 use crate::signals::{Interrupts, Phase};
-use bcd_remote::Location;
 use std::path::PathBuf;
 
 /// The source options as the library takes them; a flag the user did not give is
@@ -61,7 +60,7 @@ fn source_options(args: &IngestArgs, root: Option<PathBuf>) -> Result<SourceOpti
     })
 }
 
-pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
+pub fn run(args: IngestArgs) -> Result<ExitCode> {
     // First, so that a signal while a source is being opened (which may block on
     // a pipe) ends the run too.
     let interrupts = Interrupts::install()?;
@@ -81,18 +80,16 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     }
     let into_name = into.to_string();
     let source_options = source_options(&args, root)?;
-    let OpenedSource { format, source } = match &into {
-        Location::Local(path) => open_sources_into(&args.sources, &source_options, path)?,
-        Location::Remote(_) => open_sources(&args.sources, &source_options)?,
-    };
+    let into = Destination::new(into, Staging { dir: staging })?;
+    let OpenedSource { format, source } = into.open_sources(&args.sources, &source_options)?;
 
     let show_bar = !args.quiet && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let total = match format {
             SourceFormat::Dir => {
                 let mut dir_options = source_options.dir_options();
-                if let Location::Local(path) = &into {
-                    dir_options.skip_dirs.push(path.clone());
+                if let Some(path) = into.local_path() {
+                    dir_options.skip_dirs.push(path.to_owned());
                 }
                 args.sources
                     .iter()
@@ -127,21 +124,7 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
         }
     };
     interrupts.enter(Phase::Running);
-    let result = match &into {
-        Location::Local(path) => bcd_pipeline::ingest(source, path, &options, &mut on_progress),
-        Location::Remote(uri) => {
-            let remote = crate::remote_cmd::remote(uri.clone())?;
-            bcd_pipeline::ingest_into_remote(
-                source,
-                &remote,
-                &Staging { dir: staging },
-                &options,
-                &bcd_remote::TransferOptions::default(),
-                &mut on_progress,
-            )
-            .map(|summary| summary.ingest)
-        }
-    };
+    let result = into.ingest(source, &options, &mut on_progress);
     interrupts.enter(Phase::Finished(match result {
         Ok(_) => "the ingest was committed",
         Err(_) => "nothing was committed",
@@ -151,7 +134,7 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     }
     match result {
         Ok(summary) => {
-            print_summary(&summary, &args, &into_name)?;
+            print_ingest_summary(&summary, &into_name, args.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(IngestError::Interrupted) => {
@@ -210,69 +193,4 @@ fn progress_bar(total: u64) -> ProgressBar {
     };
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
-}
-
-fn print_summary(summary: &IngestSummary, args: &IngestArgs, into: &str) -> Result<()> {
-    if args.json {
-        let object = summary.to_json(Path::new(into));
-        stdout_text(&format!("{object}\n")).map_err(stdout_error(format!(
-            "the ingest into {into} was committed; writing its summary to stdout failed"
-        )))?;
-    } else {
-        let passed_over: Vec<String> = summary
-            .skipped_members
-            .iter()
-            .map(|(kind, n)| counted(*n, kind))
-            .collect();
-        let passed_over = match passed_over.is_empty() {
-            true => String::new(),
-            false => format!(", passed over {}", passed_over.join(", ")),
-        };
-        say!(
-            "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
-            if summary.created { "created, wrote" } else { "wrote" },
-            summary.records,
-            into,
-            summary.skipped,
-            summary.bytes_in as f64 / 1e6,
-            summary.bytes_stored as f64 / 1e6,
-            summary.compression_ratio(),
-            summary.seconds,
-            summary.mb_per_s(),
-        );
-    }
-    Ok(())
-}
-
-/// `n` things of a kind the summary counts, in English: "1 symlink",
-/// "4 hard links", "22 members without an extension", "3 not in a class folder".
-fn counted(n: u64, kind: &str) -> String {
-    if n == 1 || kind.starts_with("not ") {
-        return format!("{n} {kind}");
-    }
-    match kind.find(" with") {
-        Some(at) => format!("{n} {}s{}", &kind[..at], &kind[at..]),
-        None => format!("{n} {kind}s"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::counted;
-
-    #[test]
-    fn counts_of_skipped_kinds_read_as_english() {
-        assert_eq!(counted(1, "hard link"), "1 hard link");
-        assert_eq!(counted(4, "hard link"), "4 hard links");
-        assert_eq!(counted(2, "device"), "2 devices");
-        assert_eq!(
-            counted(22, "member without an extension"),
-            "22 members without an extension"
-        );
-        assert_eq!(counted(10, "row with a null"), "10 rows with a null");
-        assert_eq!(
-            counted(3, "not in a class folder"),
-            "3 not in a class folder"
-        );
-    }
 }

@@ -2,21 +2,33 @@
 //!
 //! Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted. No write to
 //! stdout or stderr can panic (see [`output`]).
+//!
+//! [`args`] is what the user typed; each command has a file of its own
+//! (`*_cmd.rs`) that takes a local path and a URI alike, through [`location`],
+//! and prints through [`output`]; [`run`] hands each command its arguments.
 
 mod args;
-mod commands;
+mod create_cmd;
 mod export_cmd;
+mod gc_cmd;
+mod get_cmd;
+mod info_cmd;
 mod ingest_cmd;
+mod location;
+mod ls_cmd;
+mod merge_cmd;
 mod output;
-mod remote_cmd;
 mod signals;
 mod stats_cmd;
+mod transfer_cmd;
+mod verify_cmd;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::args::{Cli, Command};
 use crate::output::{say, Outcome};
 
 fn main() -> ExitCode {
@@ -35,8 +47,8 @@ fn main() -> ExitCode {
     }));
     // clap prints help and usage errors itself, ignoring write errors, and exits
     // with 0 or 2.
-    let cli = args::Cli::parse();
-    match commands::run(cli) {
+    let cli = Cli::parse();
+    match run(cli.command) {
         Ok(code) => code,
         Err(error) => match output::outcome(&error) {
             Outcome::Quiet => ExitCode::SUCCESS,
@@ -45,6 +57,66 @@ fn main() -> ExitCode {
                 ExitCode::from(code)
             }
         },
+    }
+}
+
+/// Runs one command: each arm hands the parsed arguments to the command's file.
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Create {
+            dataset,
+            keyed,
+            compression,
+            max_shard_size,
+        } => create_cmd::run(&dataset, keyed, compression, max_shard_size),
+        Command::Info { dataset, json } => info_cmd::run(&dataset, json),
+        Command::Get {
+            dataset,
+            key,
+            index,
+            hex,
+            output,
+            fields,
+        } => get_cmd::run(
+            &dataset,
+            key.as_deref(),
+            index,
+            hex,
+            output.as_deref(),
+            fields,
+        ),
+        Command::Ls {
+            dataset,
+            null,
+            fields,
+        } => ls_cmd::run(&dataset, null, fields),
+        Command::Stats {
+            dataset,
+            json,
+            shards,
+        } => stats_cmd::run(&dataset, json, shards),
+        Command::Ingest(args) => ingest_cmd::run(*args),
+        Command::Export(args) => export_cmd::run(args),
+        Command::Merge(args) => merge_cmd::run(args),
+        Command::Gc {
+            dataset,
+            dry_run,
+            older_than,
+            json,
+        } => gc_cmd::run(&dataset, dry_run, older_than, json),
+        Command::Verify { dataset } => verify_cmd::run(&dataset),
+        Command::Push {
+            dataset,
+            uri,
+            transfer,
+            replace,
+        } => transfer_cmd::push(&dataset, &uri, &transfer, replace),
+        Command::Pull {
+            uri,
+            dataset,
+            transfer,
+            replace,
+        } => transfer_cmd::pull(&uri, &dataset, &transfer, replace),
     }
 }
 

@@ -1,18 +1,37 @@
 //! `bcd stats`: the statistics kept at write time, as text (label counts drawn
 //! as bars) or as the JSON report every front end shares
-//! (`bcd_pipeline::stats_report`).
+//! (`bcd_pipeline::stats_report`). The text report is a format of its own, so
+//! its renderer stays here rather than in `output.rs`.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
+use std::process::ExitCode;
 
+use anyhow::Result;
 use serde_json::Value;
+
+use crate::location::local;
+use crate::output::{stdout_error, stdout_text};
 
 /// Width of the longest bar.
 const BAR_WIDTH: usize = 40;
 /// Values listed per field with exact counts; the rest are summed.
 const COUNTS_SHOWN: usize = 20;
 
+pub fn run(dataset: &OsStr, json: bool, shards: bool) -> Result<ExitCode> {
+    let dataset = bcd::Dataset::open(&local(dataset, "the dataset")?)?;
+    let report = bcd_pipeline::fields::stats_report(&dataset, shards)?;
+    let text = if json {
+        format!("{report}\n")
+    } else {
+        render(&report)
+    };
+    stdout_text(&text).map_err(stdout_error("writing the statistics to stdout failed"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The text form of a stats report.
-pub fn render(report: &Value) -> String {
+fn render(report: &Value) -> String {
     let mut out = String::new();
     let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     let _ = writeln!(out, "records:       {}", u(report, "records"));

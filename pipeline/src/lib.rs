@@ -12,10 +12,13 @@
 //!
 //! [`open_sources`] turns source names and plain [`SourceOptions`] into one
 //! [`bcd_converters::Source`], with the format detection and option checks every
-//! front end shares.
+//! front end shares. [`Destination`] is the one entry point of an ingest for
+//! every front end: it opens the sources and runs the local or the remote
+//! ingest, as the destination is a directory or a URI.
 
 #![warn(missing_docs)]
 
+mod destination;
 mod export;
 mod export_parquet;
 pub mod export_samples;
@@ -31,6 +34,7 @@ mod sources;
 mod spelling;
 mod subset;
 
+pub use destination::Destination;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
 };

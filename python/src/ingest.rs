@@ -1,6 +1,7 @@
-//! `bcd.ingest`: `bcd ingest` as a function. The sources are opened with
-//! [`bcd_pipeline::open_sources`] and read by [`bcd_pipeline::ingest`], the same
-//! code and rules as the command; options are the command's flags in snake_case.
+//! `bcd.ingest`: `bcd ingest` as a function. The sources are opened and read
+//! through [`bcd_pipeline::Destination`], the same code and rules as the command
+//! (a local dataset, or one in object storage staged and pushed); options are
+//! the command's flags in snake_case.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -364,54 +365,19 @@ pub fn ingest<'py>(
         interrupt: Some(Arc::clone(&interrupt)),
     };
 
-    let (opened, into) = match into {
-        bcd_remote::Location::Local(into) => (
-            py.detach(|| bcd_pipeline::open_sources_into(&sources, &source_options, &into))
-                .map_err(setup_error)?,
-            Ok(into),
-        ),
-        bcd_remote::Location::Remote(uri) => (
-            py.detach(|| bcd_pipeline::open_sources(&sources, &source_options))
-                .map_err(setup_error)?,
-            Err(uri),
-        ),
-    };
-    match into {
-        Ok(into) => {
-            let summary = run_interruptibly(
-                py,
-                |into, options| bcd_pipeline::ingest(opened.source, into, options, &mut |_| {}),
-                &into,
-                &options,
-                &interrupt,
-            )?;
-            summary_dict(py, &into, &summary)
-        }
-        Err(uri) => {
-            // Staged in a temporary directory, then pushed onto the state pulled.
-            let remote =
-                bcd_remote::Remote::new(uri.clone()).map_err(crate::errors::remote_to_py)?;
-            let name = PathBuf::from(uri.to_string());
-            let summary = run_interruptibly(
-                py,
-                |_, options| {
-                    bcd_pipeline::ingest_into_remote(
-                        opened.source,
-                        &remote,
-                        &bcd_pipeline::Staging::default(),
-                        options,
-                        &bcd_remote::TransferOptions::default(),
-                        &mut |_| {},
-                    )
-                    .map(|summary| summary.ingest)
-                },
-                &name,
-                &options,
-                &interrupt,
-            )?;
-            summary_dict(py, &name, &summary)
-        }
-    }
+    // The client of a remote destination first: nothing is requested yet.
+    let into = bcd_pipeline::Destination::new(into, bcd_pipeline::Staging::default())
+        .map_err(crate::errors::remote_to_py)?;
+    let opened = py
+        .detach(|| into.open_sources(&sources, &source_options))
+        .map_err(setup_error)?;
+    let summary = run_interruptibly(
+        py,
+        |options| into.ingest(opened.source, options, &mut |_| {}),
+        &options,
+        &interrupt,
+    )?;
+    summary_dict(py, &PathBuf::from(into.to_string()), &summary)
 }
 
 /// Runs the pipeline on another thread while this one, attached to Python, checks
@@ -420,17 +386,16 @@ pub fn ingest<'py>(
 fn run_interruptibly<F>(
     py: Python<'_>,
     run: F,
-    into: &std::path::Path,
     options: &IngestOptions,
     interrupt: &AtomicBool,
 ) -> PyResult<IngestSummary>
 where
-    F: FnOnce(&std::path::Path, &IngestOptions) -> Result<IngestSummary, IngestError> + Send,
+    F: FnOnce(&IngestOptions) -> Result<IngestSummary, IngestError> + Send,
 {
     std::thread::scope(|scope| {
         let (done, mut finished) = mpsc::channel();
         scope.spawn(move || {
-            let _ = done.send(run(into, options));
+            let _ = done.send(run(options));
         });
         loop {
             // The receiver is not Sync, so it is moved to the waiting side and back.
