@@ -340,7 +340,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
 
 #[test]
 fn format_names_round_trip() {
-    for format in SourceFormat::ALL {
+    for format in SourceFormat::all() {
         assert_eq!(format.to_string().parse::<SourceFormat>().unwrap(), format);
     }
     let error = "zip".parse::<SourceFormat>().unwrap_err();
