@@ -10,6 +10,7 @@ mod ingest_cmd;
 mod output;
 mod remote_cmd;
 mod signals;
+mod source_args;
 mod stats_cmd;
 
 use std::io::Write;
