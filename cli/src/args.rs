@@ -8,9 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use bcd_pipeline::{parse_lz4_mode, parse_size};
 
-use crate::source_args::{
-    CsvArgs, DirArgs, FieldsArgs, JsonlArgs, ParquetArgs, TarArgs, TfrecordArgs,
-};
+use crate::source_args::{FormatArg, SourceFlags};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
@@ -199,36 +197,6 @@ pub struct TransferArgs {
     pub json: bool,
 }
 
-/// Source formats of `ingest`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    /// A directory tree: every regular file, keyed by its relative path.
-    Dir,
-    /// Tar archives (.tar, .tar.gz/.tgz, .tar.zst), WebDataset shards, or - for stdin.
-    Tar,
-    /// Parquet files, directories of them, or patterns (needs --value-column).
-    Parquet,
-    /// CSV files listing file paths (one value per row).
-    Csv,
-    /// TFRecord files, plain or GZIP-compressed.
-    Tfrecord,
-    /// JSON Lines files (.jsonl, .jsonl.gz, .jsonl.zst): one record per object.
-    Jsonl,
-}
-
-impl From<FormatArg> for bcd_pipeline::SourceFormat {
-    fn from(arg: FormatArg) -> Self {
-        match arg {
-            FormatArg::Dir => bcd_pipeline::SourceFormat::Dir,
-            FormatArg::Tar => bcd_pipeline::SourceFormat::Tar,
-            FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
-            FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
-            FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
-            FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
-        }
-    }
-}
-
 /// Arguments of `bcd merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -346,20 +314,9 @@ pub struct IngestArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
+    /// The flags of each source format.
     #[command(flatten)]
-    pub dir: DirArgs,
-    #[command(flatten)]
-    pub tar: TarArgs,
-    #[command(flatten)]
-    pub parquet: ParquetArgs,
-    #[command(flatten)]
-    pub csv: CsvArgs,
-    #[command(flatten)]
-    pub tfrecord: TfrecordArgs,
-    #[command(flatten)]
-    pub jsonl: JsonlArgs,
-    #[command(flatten)]
-    pub fields: FieldsArgs,
+    pub source: SourceFlags,
 }
 
 #[derive(Debug, clap::Args)]

@@ -26,25 +26,14 @@ use bcd_remote::Location;
 use std::path::PathBuf;
 
 /// The source options as the library takes them: `--format`, `--root` (made
-/// local by the caller), and each format's flags (`crate::source_args`).
+/// local by the caller), and the flags of each format (`crate::source_args`).
 fn source_options(args: &IngestArgs, root: Option<PathBuf>) -> Result<SourceOptions, UsageError> {
     let mut options = SourceOptions {
         format: args.format.map(Into::into),
         root,
         ..SourceOptions::default()
     };
-    let groups: [&dyn SourceArgs; 7] = [
-        &args.dir,
-        &args.tar,
-        &args.parquet,
-        &args.csv,
-        &args.tfrecord,
-        &args.jsonl,
-        &args.fields,
-    ];
-    for group in groups {
-        group.apply(&mut options)?;
-    }
+    args.source.apply(&mut options)?;
     Ok(options)
 }
 
@@ -54,6 +43,7 @@ pub fn ingest(args: IngestArgs) -> Result<ExitCode> {
     let interrupts = Interrupts::install()?;
     let into = location(&args.into)?;
     let root = args
+        .source
         .csv
         .root
         .as_deref()

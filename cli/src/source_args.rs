@@ -15,6 +15,75 @@ use bcd_pipeline::{
 
 use crate::output::{self, UsageError};
 
+/// Source formats of `ingest`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A directory tree: every regular file, keyed by its relative path.
+    Dir,
+    /// Tar archives (.tar, .tar.gz/.tgz, .tar.zst), WebDataset shards, or - for stdin.
+    Tar,
+    /// Parquet files, directories of them, or patterns (needs --value-column).
+    Parquet,
+    /// CSV files listing file paths (one value per row).
+    Csv,
+    /// TFRecord files, plain or GZIP-compressed.
+    Tfrecord,
+    /// JSON Lines files (.jsonl, .jsonl.gz, .jsonl.zst): one record per object.
+    Jsonl,
+}
+
+impl From<FormatArg> for bcd_pipeline::SourceFormat {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Dir => bcd_pipeline::SourceFormat::Dir,
+            FormatArg::Tar => bcd_pipeline::SourceFormat::Tar,
+            FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
+            FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
+            FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
+            FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
+        }
+    }
+}
+
+/// The flags of every source format, one group each, flattened into `bcd
+/// ingest`'s arguments where they always were (so `--help` lists them in the
+/// same order, under their formats' headings).
+#[derive(Debug, clap::Args)]
+pub struct SourceFlags {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    #[command(flatten)]
+    pub tar: TarArgs,
+    #[command(flatten)]
+    pub parquet: ParquetArgs,
+    #[command(flatten)]
+    pub csv: CsvArgs,
+    #[command(flatten)]
+    pub tfrecord: TfrecordArgs,
+    #[command(flatten)]
+    pub jsonl: JsonlArgs,
+    #[command(flatten)]
+    pub fields: FieldsArgs,
+}
+
+impl SourceArgs for SourceFlags {
+    fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
+        let groups: [&dyn SourceArgs; 7] = [
+            &self.dir,
+            &self.tar,
+            &self.parquet,
+            &self.csv,
+            &self.tfrecord,
+            &self.jsonl,
+            &self.fields,
+        ];
+        for group in groups {
+            group.apply(options)?;
+        }
+        Ok(())
+    }
+}
+
 /// `--labels` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LabelsArg {
