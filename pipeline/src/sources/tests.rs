@@ -538,3 +538,24 @@ fn directories_labelled_by_folder_need_the_same_class_folders() {
         "{error}"
     );
 }
+
+#[test]
+fn a_local_only_format_in_object_storage_is_refused_listing_the_formats_there() {
+    // Refused before any store is reached: no listing, no credentials.
+    let error = open_one("s3://bucket/list.csv", &SourceOptions::default()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "s3://bucket/list.csv: csv sources must be local; object storage holds tar, parquet, tfrecord and jsonl sources"
+    );
+    let dir = SourceOptions {
+        format: Some(SourceFormat::Dir),
+        ..Default::default()
+    };
+    let error = open_one("s3://bucket/photos/", &dir).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("s3://bucket/photos/: dir sources must be local;"),
+        "{error}"
+    );
+}
