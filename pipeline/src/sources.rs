@@ -15,9 +15,6 @@ use crate::formats;
 use crate::source_errors::SourceSetupError;
 use crate::source_format::{and_list, SourceFormat};
 use crate::source_options::SourceOptions;
-// The tests' names, as they were when this module held the formats.
-#[cfg(test)]
-use {bcd_converters::dir_source::LabelMode, std::io};
 
 /// Opened sources, and the format they were read as.
 pub struct OpenedSource {

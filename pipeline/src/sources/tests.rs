@@ -1,5 +1,9 @@
 //! Tests of `open_sources`: detection, option checks and errors, on the fixtures.
 
+use std::io;
+
+use bcd_converters::dir_source::LabelMode;
+
 use super::*;
 
 /// A fixture file or directory, as a source name.
