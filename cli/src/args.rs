@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use bcd_pipeline::{
-    parse_delimiter, parse_field_type, parse_fields, parse_lz4_mode, parse_size, parse_value_ext,
-};
+use bcd_pipeline::{parse_lz4_mode, parse_size};
+
+use crate::source_args::{FormatArg, SourceFlags};
 
 /// Create, inspect, read and verify bitcask-dataset datasets.
 #[derive(Debug, Parser)]
@@ -197,52 +197,6 @@ pub struct TransferArgs {
     pub json: bool,
 }
 
-/// Source formats of `ingest`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    /// A directory tree: every regular file, keyed by its relative path.
-    Dir,
-    /// Tar archives (.tar, .tar.gz/.tgz, .tar.zst), WebDataset shards, or - for stdin.
-    Tar,
-    /// Parquet files, directories of them, or patterns (needs --value-column).
-    Parquet,
-    /// CSV files listing file paths (one value per row).
-    Csv,
-    /// TFRecord files, plain or GZIP-compressed.
-    Tfrecord,
-    /// JSON Lines files (.jsonl, .jsonl.gz, .jsonl.zst): one record per object.
-    Jsonl,
-}
-
-impl From<FormatArg> for bcd_pipeline::SourceFormat {
-    fn from(arg: FormatArg) -> Self {
-        match arg {
-            FormatArg::Dir => bcd_pipeline::SourceFormat::Dir,
-            FormatArg::Tar => bcd_pipeline::SourceFormat::Tar,
-            FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
-            FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
-            FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
-            FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
-        }
-    }
-}
-
-/// `--labels` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LabelsArg {
-    /// label and label_index from each file's first folder, numbered as
-    /// torchvision's ImageFolder.
-    Folder,
-}
-
-impl From<LabelsArg> for bcd_converters::dir_source::LabelMode {
-    fn from(arg: LabelsArg) -> Self {
-        match arg {
-            LabelsArg::Folder => bcd_converters::dir_source::LabelMode::Folder,
-        }
-    }
-}
-
 /// Arguments of `bcd merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -360,119 +314,9 @@ pub struct IngestArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
-    /// Only files matching this glob (repeatable). Without '/' it matches file
-    /// names at any depth; with '/', relative paths ('*' stays in one directory, '**' crosses).
-    #[arg(long, value_name = "GLOB", help_heading = "Directory sources (dir)")]
-    pub include: Vec<String>,
-    /// Leave out files matching this glob (repeatable; same rules).
-    #[arg(long, value_name = "GLOB", help_heading = "Directory sources (dir)")]
-    pub exclude: Vec<String>,
-    /// Follow symbolic links (default: skip and count them).
-    #[arg(long, help_heading = "Directory sources (dir)")]
-    pub follow_links: bool,
-    /// Store fields from each file's path: `folder` gives label (its first folder
-    /// under the root) and label_index (that folder's index among the sorted
-    /// folders, as torchvision's ImageFolder); files directly under the root are
-    /// skipped. Appended to an existing dataset, known classes keep the
-    /// dataset's indices and new ones are numbered after them.
-    #[arg(
-        long,
-        value_enum,
-        value_name = "MODE",
-        help_heading = "Directory sources (dir)"
-    )]
-    pub labels: Option<LabelsArg>,
-    /// Group members into WebDataset samples (a/b.jpg, a/b.cls, a/b.json: one
-    /// record keyed a/b); the value is one member, the others are stored as fields.
-    #[arg(long, help_heading = "Tar sources (tar)")]
-    pub samples: bool,
-    /// With --samples: the extensions of the member stored as the value, in order
-    /// of preference [default: jpg,jpeg,png,webp,flac,wav,mp3,mp4,bin].
-    #[arg(
-        long,
-        value_name = "EXTS",
-        value_delimiter = ',',
-        value_parser = parse_value_ext,
-        help_heading = "Tar sources (tar)"
-    )]
-    pub value_ext: Vec<String>,
-    /// With --samples: also store each top-level scalar of a JSON member as a typed
-    /// field json.KEY.
-    #[arg(long, help_heading = "Tar sources (tar)")]
-    pub json_fields: bool,
-    /// With --samples: skip (and count) bad samples (no value member, a duplicate
-    /// extension, scattered members, an undecodable field) instead of failing.
-    #[arg(long, help_heading = "Tar sources (tar)")]
-    pub skip_bad_samples: bool,
-    /// The column holding the values (required).
-    #[arg(long, value_name = "COL", help_heading = "Parquet sources (parquet)")]
-    pub value_column: Option<String>,
-    /// The column holding the keys (parquet: keyless without it; csv: default the
-    /// path as written).
-    #[arg(long, value_name = "COL", help_heading = "Parquet and CSV sources")]
-    pub key_column: Option<String>,
-    /// Skip (and count) rows whose value or key is null instead of failing.
-    #[arg(long, help_heading = "Parquet sources (parquet)")]
-    pub skip_nulls: bool,
-    /// The column holding file paths [default: path].
-    #[arg(long, value_name = "COL", help_heading = "CSV sources (csv)")]
-    pub path_column: Option<String>,
-    /// Resolve relative paths against DIR (default: the CSV file's directory).
-    #[arg(long, value_name = "DIR", help_heading = "CSV sources (csv)")]
-    pub root: Option<OsString>,
-    /// The field delimiter (one byte; `\t` for tab) [default: ,].
-    #[arg(long, value_name = "C", value_parser = parse_delimiter, help_heading = "CSV sources (csv)")]
-    pub delimiter: Option<u8>,
-    /// Store this bytes_list feature of each tf.train.Example (e.g.
-    /// image/encoded) instead of the whole serialized record.
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "TFRecord sources (tfrecord)"
-    )]
-    pub feature: Option<String>,
-    /// Key records by this bytes_list feature (e.g. image/filename).
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "TFRecord sources (tfrecord)"
-    )]
-    pub key_feature: Option<String>,
-    /// The string field holding the value [default: text].
-    #[arg(long, value_name = "NAME", help_heading = "JSON Lines sources (jsonl)")]
-    pub value_field: Option<String>,
-    /// The value field is base64 text of the value's bytes.
-    #[arg(long, help_heading = "JSON Lines sources (jsonl)")]
-    pub value_base64: bool,
-    /// Key records by this field (a string, or an integer in decimal); keyless
-    /// without it.
-    #[arg(long, value_name = "NAME", help_heading = "JSON Lines sources (jsonl)")]
-    pub key_field: Option<String>,
-    /// The fields and their types, as a JSON file: [{"name": "label", "type":
-    /// "int64"}, ...] with types int64, float64, float32, bool, string, binary,
-    /// list<TYPE>; other fields are left out [default: inferred from the first
-    /// 1000 lines].
-    #[arg(long, value_name = "FILE", help_heading = "JSON Lines sources (jsonl)")]
-    pub schema: Option<PathBuf>,
-    /// Which other columns (parquet, csv) or features (tfrecord) become fields:
-    /// all, none, or names separated by commas [default: all; tfrecord: all with
-    /// --feature, else none].
-    #[arg(
-        long,
-        value_name = "all|none|NAME,...",
-        value_parser = parse_fields,
-        help_heading = "Fields (parquet, csv, tfrecord)"
-    )]
-    pub fields: Option<bcd_converters::FieldSelection>,
-    /// Declare a CSV field column's type instead of inferring it (repeatable);
-    /// TYPE is int64, float64, bool or string.
-    #[arg(
-        long,
-        value_name = "NAME=TYPE",
-        value_parser = parse_field_type,
-        help_heading = "Fields (parquet, csv, tfrecord)"
-    )]
-    pub field_type: Vec<(String, bcd_converters::FieldType)>,
+    /// The flags of each source format.
+    #[command(flatten)]
+    pub source: SourceFlags,
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,52 +12,28 @@ use anyhow::Result;
 use bcd_converters::compression::{file_compression, Compression};
 use bcd_converters::dir_source::DirSource;
 use bcd_pipeline::{
-    read_schema, Destination, IngestError, IngestOptions, OnDuplicate, OpenedSource, Progress,
-    SourceFormat, SourceOptions, Staging,
+    Destination, IngestError, IngestOptions, OnDuplicate, OpenedSource, Progress, SourceFormat,
+    SourceOptions, Staging,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{DuplicateArg, IngestArgs};
 use crate::location::{local, location, Location};
-use crate::output::{self, print_ingest_summary, say, UsageError, EXIT_INTERRUPTED};
+use crate::output::{print_ingest_summary, say, UsageError, EXIT_INTERRUPTED};
 use crate::signals::{Interrupts, Phase};
+use crate::source_args::SourceArgs;
 use std::path::PathBuf;
 
-/// The source options as the library takes them; a flag the user did not give is
-/// `None` (or empty, or false), so giving one to another format is refused even
-/// with its default value. A `--schema` file that cannot be used is a usage error.
+/// The source options as the library takes them: `--format`, `--root` (made
+/// local by the caller), and the flags of each format (`crate::source_args`).
 fn source_options(args: &IngestArgs, root: Option<PathBuf>) -> Result<SourceOptions, UsageError> {
-    let schema = args
-        .schema
-        .as_deref()
-        .map(read_schema)
-        .transpose()
-        .map_err(|error| UsageError(format!("--schema {}", output::chain(&error))))?;
-    Ok(SourceOptions {
+    let mut options = SourceOptions {
         format: args.format.map(Into::into),
-        include: args.include.clone(),
-        exclude: args.exclude.clone(),
-        follow_links: args.follow_links,
-        value_column: args.value_column.clone(),
-        key_column: args.key_column.clone(),
-        skip_nulls: args.skip_nulls,
-        path_column: args.path_column.clone(),
         root,
-        delimiter: args.delimiter,
-        feature: args.feature.clone(),
-        key_feature: args.key_feature.clone(),
-        labels: args.labels.map(Into::into),
-        samples: args.samples,
-        value_ext: args.value_ext.clone(),
-        json_fields: args.json_fields,
-        skip_bad_samples: args.skip_bad_samples,
-        value_field: args.value_field.clone(),
-        value_base64: args.value_base64,
-        key_field: args.key_field.clone(),
-        schema,
-        fields: args.fields.clone(),
-        field_type: args.field_type.clone(),
-    })
+        ..SourceOptions::default()
+    };
+    args.source.apply(&mut options)?;
+    Ok(options)
 }
 
 pub fn run(args: IngestArgs) -> Result<ExitCode> {
@@ -66,6 +42,8 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     let interrupts = Interrupts::install()?;
     let into = location(&args.into)?;
     let root = args
+        .source
+        .csv
         .root
         .as_deref()
         .map(|r| local(r, "--root"))

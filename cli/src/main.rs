@@ -19,6 +19,7 @@ mod ls_cmd;
 mod merge_cmd;
 mod output;
 mod signals;
+mod source_args;
 mod stats_cmd;
 mod transfer_cmd;
 mod verify_cmd;

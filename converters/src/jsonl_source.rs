@@ -39,11 +39,13 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
-use arrow_json::reader::{infer_json_schema_from_iterator, Decoder, ReaderBuilder};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_json::reader::{Decoder, ReaderBuilder};
+use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use base64::Engine;
 
 use crate::compression::{self, Compression};
+use crate::jsonl_fields::{arrow_message, infer_schema, value_and_key_columns};
+pub use crate::jsonl_fields::{INFER_BYTES, INFER_LINES};
 use crate::regular_file::{open_regular, ReadRegularError};
 use crate::{FieldValue, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
 
@@ -52,11 +54,6 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 /// Deepest nesting of arrays and objects accepted in a line: 128 levels, the
 /// limit of `serde_json` (which infers the schema).
 pub const MAX_DEPTH: usize = 128;
-/// Lines read to infer the schema when none is given.
-pub const INFER_LINES: usize = 1000;
-/// Bytes of lines read at most to infer the schema (the line that passes it is
-/// the last one read).
-pub const INFER_BYTES: usize = 16 << 20;
 /// Lines decoded into one Arrow batch at most.
 pub const BATCH_ROWS: usize = 1024;
 /// Bytes of lines decoded into one batch at most (the line that passes it is
@@ -195,7 +192,12 @@ impl JsonlSource {
             Some(schema) => (schema.as_ref().clone(), false),
             None => (source.infer()?, true),
         };
-        let schema = Arc::new(value_and_key_columns(schema, &options)?);
+        let schema = Arc::new(value_and_key_columns(
+            schema,
+            &options.value_field,
+            options.key_field.as_deref(),
+            options.schema.is_some(),
+        )?);
         source.value_at = schema.index_of(&options.value_field).map_err(internal)?;
         source.key_at = match &options.key_field {
             Some(key) => Some(schema.index_of(key).map_err(internal)?),
@@ -253,47 +255,11 @@ impl JsonlSource {
             values.push(value);
             self.pending.push_back(line);
         }
-        // arrow-json's inference turns a field that is a number in one line and
-        // a string in another into a string column, which the numbers then fail
-        // to decode into: the first k lines are good when their inferred schema
-        // decodes them all.
-        let check = |k: usize| -> Result<Schema, ArrowError> {
-            let schema = infer_json_schema_from_iterator(values[..k].iter().map(Ok))?;
-            let mut decoder = ReaderBuilder::new(Arc::new(schema.clone()))
-                .with_batch_size(k + 1)
-                .with_strict_mode(true)
-                .build_decoder()?;
-            for line in self.pending.iter().take(k) {
-                decoder.decode(&line.bytes)?;
-            }
-            decoder.flush()?;
-            Ok(schema)
-        };
-        match check(values.len()) {
-            Ok(schema) => Ok(schema),
-            Err(error) => {
-                // The line that brings the conflict: the shortest failing prefix (a
-                // conflict stays once there) ends with it.
-                let (mut good, mut bad) = (0, values.len());
-                while bad - good > 1 {
-                    let mid = (good + bad) / 2;
-                    match check(mid) {
-                        Ok(_) => good = mid,
-                        Err(_) => bad = mid,
-                    }
-                }
-                let error = check(bad).err().unwrap_or(error);
-                let line = &self.pending[bad - 1];
-                Err(self.error_at(
-                    line.file,
-                    line.number,
-                    format!(
-                        "its fields' types conflict with the lines before it ({}); pass `schema` to choose the types",
-                        arrow_message(&error)
-                    ),
-                ))
-            }
-        }
+        let lines: Vec<&[u8]> = self.pending.iter().map(|line| &line.bytes[..]).collect();
+        infer_schema(&values, &lines).map_err(|(at, reason)| {
+            let line = &self.pending[at];
+            self.error_at(line.file, line.number, reason)
+        })
     }
 
     /// The next non-blank line of the files, read from disk.
@@ -495,54 +461,9 @@ fn json_error(error: &serde_json::Error) -> String {
     format!("not valid JSON at column {}: {what}", error.column())
 }
 
-/// An arrow-json error's message, without arrow's "Json error: " prefix.
-fn arrow_message(error: &ArrowError) -> String {
-    match error {
-        ArrowError::JsonError(message) => message.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// An arrow error that only a bug of this module can cause.
 fn internal(error: ArrowError) -> SourceError {
     SourceError::Usage(format!("internal error in the JSON Lines source: {error}"))
-}
-
-/// `schema` with the value field a string column and the key field a string or
-/// integer one, appended when missing. A given schema that types them otherwise
-/// is refused; an inferred one is corrected (a line that does not fit fails).
-fn value_and_key_columns(schema: Schema, options: &JsonlOptions) -> Result<Schema, SourceError> {
-    let given = options.schema.is_some();
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    let mut column = |name: &str, what: &str, allowed: &[DataType]| -> Result<(), SourceError> {
-        match fields.iter_mut().find(|f| f.name() == name) {
-            None => fields.push(Field::new(name, DataType::Utf8, true)),
-            Some(field) if allowed.contains(field.data_type()) => {}
-            Some(field) if given => {
-                return Err(SourceError::Usage(format!(
-                    "the {what} field {name:?} is {} in `schema`; it must be {}",
-                    field.data_type(),
-                    if allowed.len() == 1 {
-                        "string"
-                    } else {
-                        "string or int64"
-                    }
-                )))
-            }
-            Some(field) => *field = field.clone().with_data_type(DataType::Utf8),
-        }
-        Ok(())
-    };
-    column(&options.value_field, "value", &[DataType::Utf8])?;
-    if let Some(key) = &options.key_field {
-        if key == &options.value_field {
-            return Err(SourceError::Usage(format!(
-                "`key_field` and `value_field` name the same field {key:?}"
-            )));
-        }
-        column(key, "key", &[DataType::Utf8, DataType::Int64])?;
-    }
-    Ok(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// Opens a file (regular files only, without blocking on a FIFO) and undoes its

@@ -30,6 +30,7 @@ mod error;
 pub mod example;
 pub mod field_options;
 mod fused;
+pub mod jsonl_fields;
 pub mod jsonl_source;
 mod member_names;
 mod parquet_columns;

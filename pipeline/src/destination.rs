@@ -15,9 +15,9 @@ use bcd_remote::{Location, Remote, RemoteError, TransferOptions};
 
 use crate::ingest::{ingest, IngestError, IngestOptions, IngestSummary, Progress};
 use crate::ingest_remote::{ingest_into_remote, Staging};
-use crate::sources::{
-    open_sources, open_sources_into, OpenedSource, SourceOptions, SourceSetupError,
-};
+use crate::source_errors::SourceSetupError;
+use crate::source_options::SourceOptions;
+use crate::sources::{open_sources, open_sources_into, OpenedSource};
 
 /// Where an ingest writes its records.
 #[derive(Debug)]

@@ -23,6 +23,7 @@ mod export;
 mod export_parquet;
 pub mod export_samples;
 pub mod fields;
+mod formats;
 mod ingest;
 mod ingest_remote;
 mod merge;
@@ -30,6 +31,9 @@ mod merge_fields;
 mod options;
 mod remote_sources;
 mod schema_file;
+mod source_errors;
+mod source_format;
+mod source_options;
 mod sources;
 mod spelling;
 mod subset;
@@ -49,9 +53,10 @@ pub use options::{
 pub use schema_file::{
     parse_schema, read_schema, SchemaFileError, MAX_LIST_DEPTH, MAX_SCHEMA_BYTES,
 };
-pub use sources::{
-    open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
-};
+pub use source_errors::SourceSetupError;
+pub use source_format::SourceFormat;
+pub use source_options::SourceOptions;
+pub use sources::{open_sources, open_sources_into, OpenedSource};
 pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
 pub use subset::{
     copy_into, field_categories, sample_records, CopyOptions, CopySummary, SampleError,

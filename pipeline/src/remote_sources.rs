@@ -1,21 +1,17 @@
-//! Sources in object storage: tar / WebDataset shards (with brace ranges),
-//! TFRecord and JSON Lines files streamed object by object, Parquet files, prefixes and patterns
-//! read by ranges (footer, then the column chunks). Objects are listed up front
-//! (one listing per prefix), so a missing one fails before anything is read.
+//! The inputs of sources in object storage, for the formats' remote openers:
+//! objects streamed one after another ([`streamed_inputs`], with brace ranges:
+//! tar / WebDataset shards, TFRecord and JSON Lines files), and Parquet files,
+//! prefixes and patterns read by ranges ([`parquet_inputs`]: footer, then the
+//! column chunks). Objects are listed up front (one listing per prefix), so a
+//! missing one fails before anything is read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bcd_converters::jsonl_source::JsonlSource;
-use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::random_access::{ParquetInput, RandomAccess};
-use bcd_converters::tar_source::TarSource;
-use bcd_converters::tfrecord_source::TfRecordSource;
-use bcd_converters::{LazyInput, Source, SourceError};
+use bcd_converters::{LazyInput, SourceError};
 use bcd_remote::{split_object, Location, Remote, RemoteObject, RemoteUri};
-
-use crate::sources::{SourceFormat, SourceOptions};
 
 /// Listings of the prefixes seen so far, and a client per prefix.
 #[derive(Default)]
@@ -83,74 +79,48 @@ fn expand(names: &[String]) -> Result<Vec<RemoteUri>, SourceError> {
     Ok(uris)
 }
 
-/// Opens remote sources of `format` (checked by the caller).
-pub(crate) fn open(
-    format: SourceFormat,
-    names: &[String],
-    options: &SourceOptions,
-) -> Result<Box<dyn Source>, SourceError> {
+/// The objects the names mean (brace patterns expanded), each to be streamed
+/// when the source reaches it; every one must exist.
+pub(crate) fn streamed_inputs(names: &[String]) -> Result<Vec<LazyInput>, SourceError> {
     let mut listings = Listings::default();
-    let lazy = |listings: &mut Listings, uri: &RemoteUri| -> Result<LazyInput, SourceError> {
-        let (remote, object) = listings.object(uri)?;
-        let name = object.name.clone();
-        Ok(LazyInput {
-            name: uri.to_string(),
-            len: Some(object.size),
-            open: Arc::new(move || {
-                remote
-                    .reader(&name)
-                    .map(|reader| Box::new(reader) as Box<dyn std::io::Read + Send>)
-                    .map_err(std::io::Error::other)
-            }),
+    expand(names)?
+        .iter()
+        .map(|uri| {
+            let (remote, object) = listings.object(uri)?;
+            let name = object.name.clone();
+            Ok(LazyInput {
+                name: uri.to_string(),
+                len: Some(object.size),
+                open: Arc::new(move || {
+                    remote
+                        .reader(&name)
+                        .map(|reader| Box::new(reader) as Box<dyn std::io::Read + Send>)
+                        .map_err(std::io::Error::other)
+                }),
+            })
         })
-    };
-    Ok(match format {
-        SourceFormat::Tar => {
-            let inputs = expand(names)?
-                .iter()
-                .map(|uri| lazy(&mut listings, uri))
-                .collect::<Result<Vec<_>, _>>()?;
-            Box::new(TarSource::from_inputs(inputs, &options.tar_options())?)
+        .collect()
+}
+
+/// The Parquet objects the names mean (see [`parquet_objects`]), each read by
+/// ranges pinned to the version listed, with its URI.
+pub(crate) fn parquet_inputs(
+    names: &[String],
+) -> Result<Vec<(PathBuf, ParquetInput)>, SourceError> {
+    let mut listings = Listings::default();
+    let mut inputs = Vec::new();
+    for name in names {
+        for (remote, object, uri) in parquet_objects(&mut listings, name)? {
+            let access = ObjectAccess {
+                remote,
+                name: object.name.clone(),
+                size: object.size,
+                e_tag: object.e_tag.clone(),
+            };
+            inputs.push((PathBuf::from(uri), ParquetInput(Arc::new(access))));
         }
-        SourceFormat::Tfrecord => {
-            let inputs = expand(names)?
-                .iter()
-                .map(|uri| lazy(&mut listings, uri))
-                .collect::<Result<Vec<_>, _>>()?;
-            Box::new(TfRecordSource::from_inputs(
-                inputs,
-                options.tfrecord_options(),
-            )?)
-        }
-        SourceFormat::Jsonl => {
-            let inputs = expand(names)?
-                .iter()
-                .map(|uri| lazy(&mut listings, uri))
-                .collect::<Result<Vec<_>, _>>()?;
-            Box::new(JsonlSource::from_inputs(inputs, options.jsonl_options())?)
-        }
-        SourceFormat::Parquet => {
-            let mut inputs = Vec::new();
-            for name in names {
-                for (remote, object, uri) in parquet_objects(&mut listings, name)? {
-                    let access = ObjectAccess {
-                        remote,
-                        name: object.name.clone(),
-                        size: object.size,
-                        e_tag: object.e_tag.clone(),
-                    };
-                    inputs.push((PathBuf::from(uri), ParquetInput(Arc::new(access))));
-                }
-            }
-            Box::new(ParquetSource::from_inputs(inputs, options.parquet_options())?)
-        }
-        SourceFormat::Dir | SourceFormat::Csv => {
-            return Err(SourceError::Usage(format!(
-                "{}: {format} sources must be local; object storage holds tar, parquet, tfrecord and jsonl sources",
-                names.first().map(String::as_str).unwrap_or_default()
-            )))
-        }
-    })
+    }
+    Ok(inputs)
 }
 
 /// The Parquet objects a name means: an object, every `*.parquet` object directly

@@ -4,6 +4,8 @@
 //! Python). A library error prints its own message only and chains its cause;
 //! [`error_chain`] joins them.
 
+use std::sync::LazyLock;
+
 /// An error and its causes (its `source()` chain), joined by ": " as anyhow's
 /// `{:#}` does: what the CLI prints and a Python exception's message carries.
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
@@ -18,32 +20,18 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The option fields a message of this crate or of `bcd-converters` may name:
-/// the fields of [`SourceOptions`](crate::SourceOptions),
-/// [`IngestOptions`](crate::IngestOptions) and the export options.
-pub const OPTION_FIELDS: &[&str] = &[
-    "format",
-    "include",
-    "exclude",
-    "follow_links",
-    "value_column",
-    "key_column",
-    "skip_nulls",
-    "path_column",
-    "root",
-    "delimiter",
-    "feature",
-    "key_feature",
-    "labels",
-    "samples",
-    "value_ext",
-    "json_fields",
-    "skip_bad_samples",
-    "value_field",
-    "value_base64",
-    "key_field",
-    "schema",
-    "fields",
-    "field_type",
+/// `format`, the fields of [`SourceOptions`](crate::SourceOptions) the registered
+/// formats take, and those of [`IngestOptions`](crate::IngestOptions) and the
+/// export options.
+pub static OPTION_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    let mut fields = vec!["format"];
+    fields.extend(crate::formats::option_fields());
+    fields.extend(RUN_OPTION_FIELDS);
+    fields
+});
+
+/// The option fields of ingest and export runs, besides the sources'.
+const RUN_OPTION_FIELDS: &[&str] = &[
     "keyless",
     "compression",
     "max_shard_size",
@@ -104,5 +92,47 @@ mod tests {
         );
         assert_eq!(spell_options("a ` lone `quote", python), "a ` lone `quote");
         assert_eq!(spell_options("keyless", python), "keyless");
+    }
+
+    #[test]
+    fn the_option_fields_are_those_of_the_sources_and_the_runs() {
+        let mut fields = OPTION_FIELDS.clone();
+        fields.sort_unstable();
+        let mut expected = vec![
+            "format",
+            "include",
+            "exclude",
+            "follow_links",
+            "value_column",
+            "key_column",
+            "skip_nulls",
+            "path_column",
+            "root",
+            "delimiter",
+            "feature",
+            "key_feature",
+            "labels",
+            "samples",
+            "value_ext",
+            "json_fields",
+            "skip_bad_samples",
+            "value_field",
+            "value_base64",
+            "key_field",
+            "schema",
+            "fields",
+            "field_type",
+            "keyless",
+            "compression",
+            "max_shard_size",
+            "on_duplicate",
+            "jobs",
+            "rename_unsafe",
+            "sample",
+            "seed",
+            "balance_by",
+        ];
+        expected.sort_unstable();
+        assert_eq!(fields, expected);
     }
 }

@@ -351,10 +351,11 @@ def ingest(
     ``sources``: directory trees (``dir``: every regular file, keyed by its
     relative path), tar / WebDataset archives (``tar``: plain, gzip or zstd;
     brace ranges like ``"shards-{000000..000099}.tar"``), Parquet files
-    (``parquet``: needs ``value_column``), CSV files listing paths (``csv``) or
-    TFRecord files (``tfrecord``). The format is detected from the names unless
-    ``format`` is given; options that belong to another format are a
-    ``ValueError``.
+    (``parquet``: needs ``value_column``), CSV files listing paths (``csv``),
+    TFRecord files (``tfrecord``) or JSON Lines files (``jsonl``: one record per
+    object, the value its ``value_field``, ``"text"`` by default). The format is
+    detected from the names unless ``format`` is given; options that belong to
+    another format are a ``ValueError``.
 
     A missing or empty ``into`` is created, keyed unless ``keyless`` or the
     source has no keys, with ``compression`` (``"lz4"``, the default, or

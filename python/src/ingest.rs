@@ -9,20 +9,21 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::PyDict;
 
 use bcd::Compression;
-use bcd_converters::{FieldSelection, FieldType, SourceError};
+use bcd_converters::SourceError;
 use bcd_pipeline::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels, parse_schema,
-    parse_value_ext, read_schema, spell_options, IngestError, IngestOptions, IngestSummary,
-    OnDuplicate, SourceFormat, SourceOptions, SourceSetupError,
+    spell_options, IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat,
+    SourceSetupError,
 };
 
 use crate::errors::{message, os_error, to_py};
 use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
+pub(crate) use crate::source_keywords::fields_arg;
+use crate::source_keywords::{strings, SourceKeywords};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -55,140 +56,19 @@ impl<'a, 'py> FromPyObject<'a, 'py> for CompressionChoice {
     }
 }
 
-/// A list of strings from one str or path-like, or an iterable of them.
-fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(Vec::new());
-    };
-    let os = value.py().import("os")?;
-    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
-        return Ok(vec![os
-            .call_method1("fspath", (value,))?
-            .extract()
-            .map_err(|_| {
-                PyTypeError::new_err(format!("{name} must be str or path-like"))
-            })?]);
-    }
-    let mut items = Vec::new();
-    for item in value
-        .try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str or a list of str")))?
-    {
-        let item = os.call_method1("fspath", (item?,))?;
-        items.push(item.extract::<String>().map_err(|_| {
-            PyTypeError::new_err(format!("{name} must hold str or path-like items"))
-        })?);
-    }
-    Ok(items)
-}
-
-/// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
-pub(crate) fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(None);
-    };
-    if value.is_instance_of::<PyString>() {
-        let text: String = value.extract()?;
-        return parse_fields(&text)
-            .map(Some)
-            .map_err(|error| invalid("fields", error));
-    }
-    let mut names = Vec::new();
-    for item in value.try_iter().map_err(|_| {
-        PyTypeError::new_err("fields must be \"all\", \"none\", a str of names separated by commas, or a list of str")
-    })? {
-        names.push(
-            item?
-                .extract::<String>()
-                .map_err(|_| PyTypeError::new_err("fields must hold str items"))?,
-        );
-    }
-    fields_from_names(names)
-        .map(Some)
-        .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
-}
-
-/// `field_type=`: a dict of column name to type (`{"label": "int64"}`), or an
-/// iterable of `"NAME=TYPE"` strings, as `--field-type` takes them.
-fn field_type_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, FieldType)>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(Vec::new());
-    };
-    let mut types = Vec::new();
-    if let Ok(dict) = value.cast::<PyDict>() {
-        for (name, type_name) in dict.iter() {
-            let (name, type_name): (String, String) = (name.extract()?, type_name.extract()?);
-            let field_type = type_name
-                .parse::<FieldType>()
-                .map_err(|e| PyValueError::new_err(format!("field_type: {name:?}: {e}")))?;
-            types.push((name, field_type));
-        }
-        return Ok(types);
-    }
-    if value.is_instance_of::<PyString>() {
-        let text: String = value.extract()?;
-        return Ok(vec![
-            parse_field_type(&text).map_err(|error| invalid("field_type", error))?
-        ]);
-    }
-    for item in value.try_iter().map_err(|_| {
-        PyTypeError::new_err(
-            "field_type must be a dict of name to type, or a list of \"NAME=TYPE\" str",
-        )
-    })? {
-        let text: String = item?
-            .extract()
-            .map_err(|_| PyTypeError::new_err("field_type must hold \"NAME=TYPE\" str items"))?;
-        types.push(parse_field_type(&text).map_err(|error| invalid("field_type", error))?);
-    }
-    Ok(types)
-}
-
-/// `value_ext=`: `"jpg,png"`, or an iterable of extensions.
-fn value_ext_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
-    let mut exts = Vec::new();
-    for text in strings(value, "value_ext")? {
-        for ext in text.split(',') {
-            exts.push(parse_value_ext(ext).map_err(|error| invalid("value_ext", error))?);
-        }
-    }
-    Ok(exts)
-}
-
-/// `schema=`: a path to a schema file (as `--schema` takes it), or the schema
-/// itself as a list of `{"name": ..., "type": ...}` dicts.
-fn schema_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<arrow_schema::SchemaRef>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(None);
-    };
-    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
-        let path: PathBuf = value.extract()?;
-        return read_schema(&path)
-            .map(Some)
-            .map_err(|error| PyValueError::new_err(format!("schema: {}", message(&error))));
-    }
-    let text: String = value
-        .py()
-        .import("json")?
-        .call_method1("dumps", (value,))
-        .map_err(|_| {
-            PyTypeError::new_err(
-                "schema must be a path or a list of {\"name\": NAME, \"type\": TYPE} dicts",
-            )
-        })?
-        .extract()?;
-    parse_schema(&text)
-        .map(Some)
-        .map_err(|reason| PyValueError::new_err(format!("schema: {reason}")))
-}
-
 /// A setup error, spelling options as this function's keyword arguments.
 fn setup_error(error: SourceSetupError) -> PyErr {
     match error {
         SourceSetupError::Unreadable { ref source, .. } => os_error(source, message(&error)),
         SourceSetupError::Open(error) => source_error(error),
-        SourceSetupError::UndetectableFormat { name } => PyValueError::new_err(format!(
-            "{name}: cannot tell its format from the name or the first bytes; pass format=\"dir\"|\"tar\"|\"parquet\"|\"csv\"|\"tfrecord\""
+        // The formats as Python spells them: `format="dir"|"tar"|...`.
+        SourceSetupError::UndetectableFormat { name, known } => PyValueError::new_err(format!(
+            "{name}: cannot tell its format from the name or the first bytes; pass format={}",
+            known
+                .iter()
+                .map(|format| format!("\"{format}\""))
+                .collect::<Vec<_>>()
+                .join("|")
         )),
         SourceSetupError::OptionForOtherFormat {
             option,
@@ -196,12 +76,6 @@ fn setup_error(error: SourceSetupError) -> PyErr {
             format,
         } => PyValueError::new_err(format!(
             "{option}= applies to {owner} sources only, not {format}"
-        )),
-        SourceSetupError::KeyColumnForOtherFormat { .. } => {
-            PyValueError::new_err("key_column= applies to parquet and csv sources only")
-        }
-        SourceSetupError::FieldsForOtherFormat { format } => PyValueError::new_err(format!(
-            "fields= applies to parquet, csv and tfrecord sources only, not {format}"
         )),
         SourceSetupError::MissingValueColumn => PyValueError::new_err(
             "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
@@ -237,8 +111,8 @@ fn ingest_error(error: IngestError) -> PyErr {
     }
 }
 
-/// Reads directory trees, tar / WebDataset archives, Parquet, CSV-of-paths or
-/// TFRecord files into the dataset at `into` in one all-or-nothing commit, as
+/// Reads directory trees, tar / WebDataset archives, Parquet, CSV-of-paths,
+/// TFRecord or JSON Lines files into the dataset at `into` in one all-or-nothing commit, as
 /// `bcd ingest` does; the options are its flags in snake_case (`fields` a str
 /// as `--fields` takes it or a list of names, `field_type` a dict of name to
 /// type). Returns the summary of `bcd ingest --json` as a dict.
@@ -309,35 +183,31 @@ pub fn ingest<'py>(
     let format = format
         .map(|name| name.parse::<SourceFormat>().map_err(setup_error))
         .transpose()?;
-    let source_options = SourceOptions {
-        format,
-        include: strings(include, "include")?,
-        exclude: strings(exclude, "exclude")?,
+    let source_options = SourceKeywords {
+        include,
+        exclude,
         follow_links,
+        labels,
+        samples,
+        value_ext,
+        json_fields,
+        skip_bad_samples,
         value_column,
         key_column,
         skip_nulls,
         path_column,
         root,
-        delimiter: delimiter
-            .map(|text| parse_delimiter(text).map_err(|error| invalid("delimiter", error)))
-            .transpose()?,
+        delimiter,
         feature,
         key_feature,
-        fields: fields_arg(fields)?,
-        field_type: field_type_arg(field_type)?,
-        labels: labels
-            .map(|text| parse_labels(text).map_err(|error| invalid("labels", error)))
-            .transpose()?,
-        samples,
-        value_ext: value_ext_arg(value_ext)?,
-        json_fields,
-        skip_bad_samples,
         value_field,
         value_base64,
         key_field,
-        schema: schema_arg(schema)?,
-    };
+        schema,
+        fields,
+        field_type,
+    }
+    .options(format)?;
     // One flag per call, so that concurrent ingests cannot stop each other.
     let interrupt = Arc::new(AtomicBool::new(false));
     let options = IngestOptions {

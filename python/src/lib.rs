@@ -17,6 +17,7 @@ mod merge;
 mod options;
 mod sampling;
 mod shard_views;
+mod source_keywords;
 
 use pyo3::prelude::*;
 

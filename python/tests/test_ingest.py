@@ -171,7 +171,10 @@ def test_a_missing_source_is_file_not_found(tmp_path):
         (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
         (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet sources only, not tar"),
         (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
-        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv"),
+        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv sources only, not tar"),
+        (["imagefolder/labels.txt"], {},
+         r'labels\.txt: cannot tell its format from the name or the first bytes; '
+         r'pass format="dir"\|"tar"\|"parquet"\|"csv"\|"tfrecord"\|"jsonl"'),
         (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
         (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
         (["csv/list.csv"], {"delimiter": ";;"}, 'delimiter: ";;": the delimiter must be one ASCII character'),

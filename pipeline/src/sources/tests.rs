@@ -1,5 +1,9 @@
 //! Tests of `open_sources`: detection, option checks and errors, on the fixtures.
 
+use std::io;
+
+use bcd_converters::dir_source::LabelMode;
+
 use super::*;
 
 /// A fixture file or directory, as a source name.
@@ -340,7 +344,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
 
 #[test]
 fn format_names_round_trip() {
-    for format in SourceFormat::ALL {
+    for format in SourceFormat::all() {
         assert_eq!(format.to_string().parse::<SourceFormat>().unwrap(), format);
     }
     let error = "zip".parse::<SourceFormat>().unwrap_err();
@@ -535,6 +539,27 @@ fn directories_labelled_by_folder_need_the_same_class_folders() {
         error
             .to_string()
             .ends_with("but only the second has \"emu\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_local_only_format_in_object_storage_is_refused_listing_the_formats_there() {
+    // Refused before any store is reached: no listing, no credentials.
+    let error = open_one("s3://bucket/list.csv", &SourceOptions::default()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "s3://bucket/list.csv: csv sources must be local; object storage holds tar, parquet, tfrecord and jsonl sources"
+    );
+    let dir = SourceOptions {
+        format: Some(SourceFormat::Dir),
+        ..Default::default()
+    };
+    let error = open_one("s3://bucket/photos/", &dir).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("s3://bucket/photos/: dir sources must be local;"),
         "{error}"
     );
 }

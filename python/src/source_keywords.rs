@@ -1,0 +1,243 @@
+//! The keyword arguments of `bcd.ingest` that say how to read the sources, by
+//! format, and how they become the library's [`SourceOptions`]: the Python
+//! spelling of `bcd ingest`'s per-format flags (`cli/src/source_args.rs`). A
+//! keyword not given stays `None` (or empty, or false), so that giving one to
+//! another format is refused even with its default value; the library decides
+//! which format takes which option.
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use bcd_converters::{FieldSelection, FieldType};
+use bcd_pipeline::{
+    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels, parse_schema,
+    parse_value_ext, read_schema, SourceFormat, SourceOptions,
+};
+
+use crate::errors::message;
+use crate::options::invalid;
+
+/// The source keywords of one `bcd.ingest` call, as given, grouped by the format
+/// that takes them.
+pub(crate) struct SourceKeywords<'a, 'py> {
+    // dir
+    pub include: Option<&'a Bound<'py, PyAny>>,
+    pub exclude: Option<&'a Bound<'py, PyAny>>,
+    pub follow_links: bool,
+    pub labels: Option<&'a str>,
+    // tar
+    pub samples: bool,
+    pub value_ext: Option<&'a Bound<'py, PyAny>>,
+    pub json_fields: bool,
+    pub skip_bad_samples: bool,
+    // parquet (key_column: and csv)
+    pub value_column: Option<String>,
+    pub key_column: Option<String>,
+    pub skip_nulls: bool,
+    // csv; `root` already made a local path by the caller
+    pub path_column: Option<String>,
+    pub root: Option<PathBuf>,
+    pub delimiter: Option<&'a str>,
+    // tfrecord
+    pub feature: Option<String>,
+    pub key_feature: Option<String>,
+    // jsonl
+    pub value_field: Option<String>,
+    pub value_base64: bool,
+    pub key_field: Option<String>,
+    pub schema: Option<&'a Bound<'py, PyAny>>,
+    // fields (parquet, csv, tfrecord)
+    pub fields: Option<&'a Bound<'py, PyAny>>,
+    pub field_type: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl SourceKeywords<'_, '_> {
+    /// The options they give, with `format`; a value a keyword does not take is a
+    /// `ValueError` (or `TypeError`) naming it.
+    pub(crate) fn options(self, format: Option<SourceFormat>) -> PyResult<SourceOptions> {
+        let SourceKeywords {
+            include,
+            exclude,
+            follow_links,
+            labels,
+            samples,
+            value_ext,
+            json_fields,
+            skip_bad_samples,
+            value_column,
+            key_column,
+            skip_nulls,
+            path_column,
+            root,
+            delimiter,
+            feature,
+            key_feature,
+            value_field,
+            value_base64,
+            key_field,
+            schema,
+            fields,
+            field_type,
+        } = self;
+        // In the order the keywords were always checked in.
+        Ok(SourceOptions {
+            format,
+            include: strings(include, "include")?,
+            exclude: strings(exclude, "exclude")?,
+            follow_links,
+            value_column,
+            key_column,
+            skip_nulls,
+            path_column,
+            root,
+            delimiter: delimiter
+                .map(|text| parse_delimiter(text).map_err(|error| invalid("delimiter", error)))
+                .transpose()?,
+            feature,
+            key_feature,
+            fields: fields_arg(fields)?,
+            field_type: field_type_arg(field_type)?,
+            labels: labels
+                .map(|text| parse_labels(text).map_err(|error| invalid("labels", error)))
+                .transpose()?,
+            samples,
+            value_ext: value_ext_arg(value_ext)?,
+            json_fields,
+            skip_bad_samples,
+            value_field,
+            value_base64,
+            key_field,
+            schema: schema_arg(schema)?,
+        })
+    }
+}
+
+/// A list of strings from one str or path-like, or an iterable of them.
+pub(crate) fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let os = value.py().import("os")?;
+    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
+        return Ok(vec![os
+            .call_method1("fspath", (value,))?
+            .extract()
+            .map_err(|_| {
+                PyTypeError::new_err(format!("{name} must be str or path-like"))
+            })?]);
+    }
+    let mut items = Vec::new();
+    for item in value
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str or a list of str")))?
+    {
+        let item = os.call_method1("fspath", (item?,))?;
+        items.push(item.extract::<String>().map_err(|_| {
+            PyTypeError::new_err(format!("{name} must hold str or path-like items"))
+        })?);
+    }
+    Ok(items)
+}
+
+/// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
+pub(crate) fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(None);
+    };
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        return parse_fields(&text)
+            .map(Some)
+            .map_err(|error| invalid("fields", error));
+    }
+    let mut names = Vec::new();
+    for item in value.try_iter().map_err(|_| {
+        PyTypeError::new_err("fields must be \"all\", \"none\", a str of names separated by commas, or a list of str")
+    })? {
+        names.push(
+            item?
+                .extract::<String>()
+                .map_err(|_| PyTypeError::new_err("fields must hold str items"))?,
+        );
+    }
+    fields_from_names(names)
+        .map(Some)
+        .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
+}
+
+/// `field_type=`: a dict of column name to type (`{"label": "int64"}`), or an
+/// iterable of `"NAME=TYPE"` strings, as `--field-type` takes them.
+fn field_type_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, FieldType)>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let mut types = Vec::new();
+    if let Ok(dict) = value.cast::<PyDict>() {
+        for (name, type_name) in dict.iter() {
+            let (name, type_name): (String, String) = (name.extract()?, type_name.extract()?);
+            let field_type = type_name
+                .parse::<FieldType>()
+                .map_err(|e| PyValueError::new_err(format!("field_type: {name:?}: {e}")))?;
+            types.push((name, field_type));
+        }
+        return Ok(types);
+    }
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        return Ok(vec![
+            parse_field_type(&text).map_err(|error| invalid("field_type", error))?
+        ]);
+    }
+    for item in value.try_iter().map_err(|_| {
+        PyTypeError::new_err(
+            "field_type must be a dict of name to type, or a list of \"NAME=TYPE\" str",
+        )
+    })? {
+        let text: String = item?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("field_type must hold \"NAME=TYPE\" str items"))?;
+        types.push(parse_field_type(&text).map_err(|error| invalid("field_type", error))?);
+    }
+    Ok(types)
+}
+
+/// `value_ext=`: `"jpg,png"`, or an iterable of extensions.
+fn value_ext_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let mut exts = Vec::new();
+    for text in strings(value, "value_ext")? {
+        for ext in text.split(',') {
+            exts.push(parse_value_ext(ext).map_err(|error| invalid("value_ext", error))?);
+        }
+    }
+    Ok(exts)
+}
+
+/// `schema=`: a path to a schema file (as `--schema` takes it), or the schema
+/// itself as a list of `{"name": ..., "type": ...}` dicts.
+fn schema_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<arrow_schema::SchemaRef>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(None);
+    };
+    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
+        let path: PathBuf = value.extract()?;
+        return read_schema(&path)
+            .map(Some)
+            .map_err(|error| PyValueError::new_err(format!("schema: {}", message(&error))));
+    }
+    let text: String = value
+        .py()
+        .import("json")?
+        .call_method1("dumps", (value,))
+        .map_err(|_| {
+            PyTypeError::new_err(
+                "schema must be a path or a list of {\"name\": NAME, \"type\": TYPE} dicts",
+            )
+        })?
+        .extract()?;
+    parse_schema(&text)
+        .map(Some)
+        .map_err(|reason| PyValueError::new_err(format!("schema: {reason}")))
+}
