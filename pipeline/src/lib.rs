@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod categories;
 mod export;
 mod export_parquet;
 pub mod export_samples;
@@ -31,6 +32,7 @@ mod sources;
 mod spelling;
 mod subset;
 
+pub use categories::{field_categories, CategoriesError};
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
 };
@@ -49,10 +51,7 @@ pub use sources::{
     open_sources, open_sources_into, OpenedSource, SourceFormat, SourceOptions, SourceSetupError,
 };
 pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
-pub use subset::{
-    copy_into, field_categories, sample_records, CopyOptions, CopySummary, SampleError,
-    SampleOptions,
-};
+pub use subset::{copy_into, sample_records, CopyOptions, CopySummary, SampleError, SampleOptions};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).
