@@ -17,9 +17,10 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The option fields a message of this crate or of `bcd-converters` may name:
-/// the fields of [`SourceOptions`](crate::SourceOptions),
-/// [`IngestOptions`](crate::IngestOptions) and the export options.
+/// The option fields a message of this crate, of `bcd-converters` or of
+/// `bcd-sampling` may name: the fields of [`SourceOptions`](crate::SourceOptions),
+/// [`IngestOptions`](crate::IngestOptions), the export options and the settings
+/// of an epoch (`bcd_sampling::Plan`, `bcd.partition`'s keywords).
 pub const OPTION_FIELDS: &[&str] = &[
     "format",
     "include",
@@ -53,6 +54,12 @@ pub const OPTION_FIELDS: &[&str] = &[
     "sample",
     "seed",
     "balance_by",
+    "world_size",
+    "rank",
+    "block_size",
+    "categories",
+    "weights",
+    "num_samples",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by

@@ -9,30 +9,19 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use bcd_pipeline::spell_options;
 use bcd_sampling::{Order, Plan, PlanError, Weights};
 
 /// A sampling error as a `ValueError`, its fields spelled as keywords
-/// (`` `world_size` `` becomes `world_size=`).
+/// (`` `world_size` `` becomes `world_size=`) by the spelling every front end
+/// shares.
 fn plan_error(error: PlanError) -> PyErr {
-    PyValueError::new_err(spell_keywords(&error.to_string()))
+    PyValueError::new_err(keywords(&error.to_string()))
 }
 
-/// `` `name` `` becomes `name=` for the keywords of `partition`.
-fn spell_keywords(message: &str) -> String {
-    const KEYWORDS: &[&str] = &[
-        "world_size",
-        "rank",
-        "block_size",
-        "categories",
-        "weights",
-        "num_samples",
-        "balance_by",
-    ];
-    let mut text = message.to_owned();
-    for keyword in KEYWORDS {
-        text = text.replace(&format!("`{keyword}`"), &format!("{keyword}="));
-    }
-    text
+/// A library message with the settings it names by field spelled as keywords.
+fn keywords(message: &str) -> String {
+    spell_options(message, |field| format!("{field}="))
 }
 
 /// A read-only, C-contiguous buffer of `T` (checked), as a slice that lives as
