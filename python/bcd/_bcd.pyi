@@ -4,7 +4,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
+from typing import Any, Dict, List, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
 import numpy
 from typing_extensions import disjoint_base
@@ -467,3 +467,11 @@ def _rank_len(
     num_samples: Optional[int],
 ) -> int:
     """``bcd.sampling.rank_len``; use that."""
+
+def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
+    """The ``uint32`` category codes of the chunks of one Arrow column (objects
+    with ``__arrow_c_array__``); use ``bcd.sampling.category_codes``."""
+
+def _field_categories(dataset: Dataset, field: str) -> numpy.ndarray:
+    """The ``uint32`` category codes of a stored field, as ``bcd export
+    --balance-by`` computes them; use ``bcd.sampling.field_codes``."""

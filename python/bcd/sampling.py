@@ -26,8 +26,10 @@ from . import _bcd
 
 __all__ = [
     "EpochSampler",
+    "arrow_codes",
     "category_codes",
     "default_rank_and_world_size",
+    "field_codes",
     "partition",
     "rank_len",
 ]
@@ -47,15 +49,17 @@ def _np():
 def category_codes(categories: Any):
     """Each record's category as a dense ``uint32`` code (a NumPy array).
 
-    Accepts a ``pyarrow`` Array or ChunkedArray (dictionary-encoded, nulls
-    becoming one more category), a NumPy array or any sequence. Non-negative
-    integers below 2**32 are kept as they are (classes are ordered by value);
-    anything else (strings, negative numbers, objects) is numbered in sorted
-    order of the distinct values.
+    Accepts a ``pyarrow`` Array or ChunkedArray, numbered as a stored field is
+    for ``balance_by`` and ``bcd export --balance-by`` (in Rust: values in order
+    of first appearance, a dictionary-encoded column in its dictionary's order,
+    nulls one more category after them; a float or nested column is refused), a
+    NumPy array or any sequence. Non-negative integers below 2**32 are kept as
+    they are (classes are ordered by value); anything else (strings, negative
+    numbers, objects) is numbered in sorted order of the distinct values.
     """
     np = _np()
     if hasattr(categories, "dictionary_encode") or type(categories).__module__.startswith("pyarrow"):
-        return _arrow_codes(categories)
+        return arrow_codes(categories)
     array = np.asarray(categories)
     if array.ndim != 1:
         raise ValueError(f"categories must be one-dimensional, not of shape {array.shape}")
@@ -71,20 +75,25 @@ def category_codes(categories: Any):
     return np.ascontiguousarray(inverse.reshape(-1), dtype=np.uint32)
 
 
-def _arrow_codes(column):
-    """Dictionary codes of a pyarrow column; nulls get the code after the last value."""
-    np = _np()
+def arrow_codes(column, what: str = "categories="):
+    """The category codes of a pyarrow Array or ChunkedArray, computed in Rust
+    (``bcd_fields::CategoryCodes``) chunk by chunk, without a copy of the column."""
     import pyarrow as pa
 
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if not pa.types.is_dictionary(column.type):
-        column = column.dictionary_encode()
-    size = len(column.dictionary)
-    indices = column.indices
-    if indices.null_count:
-        indices = indices.fill_null(size)
-    return np.ascontiguousarray(indices.to_numpy(zero_copy_only=False), dtype=np.uint32)
+        chunks = column.chunks or [pa.array([], type=column.type)]
+    else:
+        chunks = [column]
+    return _bcd._category_codes(chunks, what)
+
+
+def field_codes(dataset, field: str):
+    """The category codes of the stored field ``field`` of ``dataset`` (a
+    :class:`bcd.Dataset`), as ``bcd export --balance-by FIELD`` computes them:
+    a ``uint32`` NumPy array, one per record. ValueError for a field the
+    dataset lacks (naming those it has) or one without classes (a float or
+    nested field)."""
+    return _bcd._field_categories(dataset, field)
 
 
 def _weights(weights, n):

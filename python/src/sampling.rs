@@ -1,16 +1,26 @@
 //! `bcd._bcd._partition` and `_rank_len`: the epoch orders of `bcd-sampling`,
-//! written straight into a NumPy array without the GIL. `bcd/sampling.py`
-//! normalises the arguments (categories to `uint32` codes, weights to `float64`)
-//! and documents them; this module takes them as exact buffers.
+//! written straight into a NumPy array without the GIL; `_category_codes` and
+//! `_field_categories`: the category codes of `bcd-fields`, of pyarrow chunks or
+//! of a stored field. `bcd/sampling.py` normalises the arguments (categories to
+//! `uint32` codes, weights to `float64`) and documents them; this module takes
+//! them as exact buffers.
 
+use std::ffi::CStr;
 use std::ptr::NonNull;
 
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::make_array;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyTuple};
 
-use bcd_pipeline::spell_options;
+use bcd_fields::CategoryCodes;
+use bcd_pipeline::{spell_options, CategoriesError};
 use bcd_sampling::{Order, Plan, PlanError, Weights};
+
+use crate::dataset::PyDataset;
+use crate::errors::{fields_to_py, message};
 
 /// A sampling error as a `ValueError`, its fields spelled as keywords
 /// (`` `world_size` `` becomes `world_size=`) by the spelling every front end
@@ -224,4 +234,96 @@ fn fill<I: bcd_sampling::Index + pyo3::buffer::Element>(
     let out = unsafe { data.as_mut() };
     py.detach(|| plan.rank_into(rank, start, out))
         .map_err(plan_error)
+}
+
+const SCHEMA: &CStr = c"arrow_schema";
+const ARRAY: &CStr = c"arrow_array";
+
+/// Each row's category code (`bcd_fields::CategoryCodes`) over `chunks`, the
+/// chunks of one column (objects with `__arrow_c_array__`, such as pyarrow
+/// arrays), as a new `uint32` NumPy array. `what` names the column in errors.
+#[pyfunction]
+pub fn _category_codes<'py>(
+    py: Python<'py>,
+    chunks: Vec<Bound<'py, PyAny>>,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut arrays = Vec::with_capacity(chunks.len());
+    for chunk in &chunks {
+        arrays.push(import_array(chunk)?);
+    }
+    let Some(first) = arrays.first() else {
+        return codes_array(py, &[]);
+    };
+    let not_codes = |error| PyValueError::new_err(keywords(&message(&error)));
+    let mut codes = CategoryCodes::new(what, first.data_type()).map_err(not_codes)?;
+    py.detach(|| {
+        for array in &arrays {
+            codes.push(array.as_ref())?;
+        }
+        Ok(())
+    })
+    .map_err(not_codes)?;
+    codes_array(py, &codes.finish())
+}
+
+/// Each record's category code from the stored field `field` of `dataset`
+/// (`bcd_pipeline::field_categories`, what `bcd export --balance-by` uses), as a
+/// new `uint32` NumPy array.
+#[pyfunction]
+pub fn _field_categories<'py>(
+    py: Python<'py>,
+    dataset: PyRef<'py, PyDataset>,
+    field: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let handle = dataset.handle(py)?;
+    let codes = {
+        let dataset = handle.read(py);
+        let dataset: &bcd::Dataset = &dataset;
+        py.detach(|| bcd_pipeline::field_categories(dataset, field))
+    };
+    match codes {
+        Ok(codes) => codes_array(py, &codes),
+        // A field without classes, a corrupt file: ValueError; the store's
+        // errors as the store maps them.
+        Err(CategoriesError::Fields(error)) => Err(fields_to_py(error)),
+        Err(error) => Err(PyValueError::new_err(keywords(&message(&error)))),
+    }
+}
+
+/// One Arrow array through the PyCapsule interface.
+fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<arrow_array::ArrayRef> {
+    if !obj.hasattr("__arrow_c_array__")? {
+        return Err(PyTypeError::new_err(format!(
+            "expected an Arrow array (an object with __arrow_c_array__), got {}",
+            obj.get_type().name()?
+        )));
+    }
+    let pair = obj.call_method0("__arrow_c_array__")?;
+    let pair = pair.cast::<PyTuple>()?;
+    let schema = pair.get_item(0)?;
+    let array = pair.get_item(1)?;
+    let schema = schema.cast::<PyCapsule>()?.pointer_checked(Some(SCHEMA))?;
+    let array = array.cast::<PyCapsule>()?.pointer_checked(Some(ARRAY))?;
+    // SAFETY: capsules named "arrow_schema" and "arrow_array" hold an
+    // ArrowSchema and an ArrowArray (the PyCapsule interface's contract). The
+    // array is moved out (its capsule then releases nothing), the schema only
+    // read while its capsule is alive.
+    let data = unsafe {
+        let array = FFI_ArrowArray::from_raw(array.as_ptr().cast());
+        let schema: &FFI_ArrowSchema = &*schema.as_ptr().cast::<FFI_ArrowSchema>();
+        from_ffi(array, schema)
+    }
+    .map_err(|e| PyValueError::new_err(format!("reading the Arrow array: {e}")))?;
+    Ok(make_array(data))
+}
+
+/// `codes` as a new `uint32` NumPy array.
+fn codes_array<'py>(py: Python<'py>, codes: &[u32]) -> PyResult<Bound<'py, PyAny>> {
+    let array = py
+        .import("numpy")?
+        .call_method1("empty", (codes.len(), "uint32"))?;
+    let buffer = PyBuffer::<u32>::get(&array)?;
+    buffer.copy_from_slice(py, codes)?;
+    Ok(array)
 }
