@@ -447,7 +447,7 @@ def _partition(
     epoch: int,
     rank: int,
     world_size: int,
-    order: Literal["sequential", "shuffled", "blocks"],
+    shuffle: bool,
     block_size: Optional[int],
     drop_last: bool,
     categories: Optional[Buffer],
@@ -463,10 +463,15 @@ def _rank_len(
     n: int,
     world_size: int,
     drop_last: bool,
+    shuffle: bool,
+    block_size: Optional[int],
+    categories: Optional[Buffer],
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
+    rank: Optional[int],
 ) -> int:
-    """``bcd.sampling.rank_len``; use that."""
+    """``bcd.sampling.rank_len``, checking every setting ``bcd.partition``
+    checks (and ``rank``, if given); use ``rank_len``."""
 
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects

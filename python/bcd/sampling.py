@@ -14,6 +14,12 @@ skips.
 without torch.
 
 NumPy is imported when one of these is called, not when ``bcd`` is imported.
+
+The settings are checked in Rust, once (``bcd-sampling``'s ``PlanError``, and
+the bindings in ``python/src/sampling.rs``): a setting that cannot work is a
+``ValueError`` in the library's words. This module checks only what Rust cannot
+see: that an argument is an int (in the range of a 64-bit unsigned integer) and
+that an array has one dimension.
 """
 
 from __future__ import annotations
@@ -100,8 +106,6 @@ def _weights(weights, n):
     if weights is None:
         return None
     if isinstance(weights, str):
-        if weights != "inverse_frequency":
-            raise ValueError(f'weights={weights!r}: expected per-record weights or "inverse_frequency"')
         return weights
     np = _np()
     array = np.ascontiguousarray(np.asarray(weights, dtype=np.float64))
@@ -110,12 +114,16 @@ def _weights(weights, n):
     return array
 
 
-def _check_int(name: str, value, low: int = 0, high: int = (1 << 64) - 1) -> int:
+def _check_int(name: str, value) -> int:
+    """``value`` as an int of the range the Rust side takes (u64): what pyo3's
+    extraction would refuse with a TypeError or OverflowError, as a TypeError or
+    ValueError naming the argument. What the value must be beyond that (a
+    world size of at least 1, a rank below it) is Rust's to say."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} is out of range ({low} to {high})")
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"{name}={value} is out of range (0 to {(1 << 64) - 1})")
     return value
 
 
@@ -129,10 +137,15 @@ def rank_len(
 ) -> int:
     """The entries each rank gets per epoch, as :func:`partition` counts them."""
     n = _check_int("n", n)
-    world_size = _check_int("world_size", world_size, 1)
+    world_size = _check_int("world_size", world_size)
     if num_samples is not None:
         num_samples = _check_int("num_samples", num_samples)
-    return _bcd._rank_len(n, world_size, bool(drop_last), _weights(weights, n), num_samples)
+    weights = _weights(weights, n)
+    if isinstance(weights, str) and weights == "inverse_frequency":
+        # Positive for every record: the count is that of unweighted sampling
+        # (the categories it needs are checked where they are given).
+        weights = None
+    return _bcd._rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None)
 
 
 def partition(
@@ -183,27 +196,17 @@ def partition(
     n = _check_int("n", n)
     seed = _check_int("seed", seed)
     epoch = _check_int("epoch", epoch)
-    world_size = _check_int("world_size", world_size, 1)
+    world_size = _check_int("world_size", world_size)
     rank = _check_int("rank", rank)
     start = _check_int("start", start)
-    if rank >= world_size:
-        raise ValueError(f"rank={rank} is out of range for world_size={world_size} (ranks are 0..{world_size - 1})")
     if block_size is not None:
-        block_size = _check_int("block_size", block_size, 1)
-        if not shuffle:
-            raise ValueError("block_size= shuffles blocks: it needs shuffle=True")
+        block_size = _check_int("block_size", block_size)
     if num_samples is not None:
         num_samples = _check_int("num_samples", num_samples)
     codes = None if categories is None else category_codes(categories)
-    if codes is not None and len(codes) != n:
-        raise ValueError(f"categories has {len(codes)} entries for {n} records; give one per record")
-    weights = _weights(weights, n)
-    if isinstance(weights, str) and codes is None:
-        raise ValueError('weights="inverse_frequency" needs the categories of the records (categories= or balance_by=)')
-    order = "blocks" if block_size is not None else ("shuffled" if shuffle else "sequential")
     return _bcd._partition(
-        n, seed, epoch, rank, world_size, order, block_size, bool(drop_last),
-        codes, weights, num_samples, start, dtype,
+        n, seed, epoch, rank, world_size, bool(shuffle), block_size, bool(drop_last),
+        codes, _weights(weights, n), num_samples, start, dtype,
     )
 
 
@@ -253,13 +256,11 @@ class EpochSampler:
     ):
         rank, world_size = default_rank_and_world_size(rank, world_size)
         self.seed = _check_int("seed", seed)
-        self.world_size = _check_int("world_size", world_size, 1)
+        self.world_size = _check_int("world_size", world_size)
         self.rank = _check_int("rank", rank)
-        if self.rank >= self.world_size:
-            raise ValueError(f"rank={self.rank} is out of range for world_size={self.world_size}")
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        self.block_size = None if block_size is None else _check_int("block_size", block_size, 1)
+        self.block_size = None if block_size is None else _check_int("block_size", block_size)
         self.num_samples = None if num_samples is None else _check_int("num_samples", num_samples)
         self.epoch = 0
         # Entries of the current epoch already yielded.
@@ -276,14 +277,12 @@ class EpochSampler:
     def _set_data(self, length: int, categories, weights) -> None:
         self.length = length
         self.categories = None if categories is None else category_codes(categories)
-        if self.categories is not None and len(self.categories) != length:
-            raise ValueError(f"categories has {len(self.categories)} entries for {length} records; give one per record")
         self.weights = _weights(weights, length)
-        if isinstance(self.weights, str) and self.categories is None:
-            raise ValueError('weights="inverse_frequency" needs the categories of the records (balance_by=)')
-        self._len = rank_len(
-            length, world_size=self.world_size, drop_last=self.drop_last,
-            weights=self.weights, num_samples=self.num_samples,
+        # Every setting checked as partition checks it, so what cannot work is
+        # refused here rather than at the first iteration.
+        self._len = _bcd._rank_len(
+            length, self.world_size, self.drop_last, self.shuffle, self.block_size,
+            self.categories, self.weights, self.num_samples, self.rank,
         )
 
     def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:

@@ -1,9 +1,10 @@
 //! `bcd._bcd._partition` and `_rank_len`: the epoch orders of `bcd-sampling`,
 //! written straight into a NumPy array without the GIL; `_category_codes` and
 //! `_field_categories`: the category codes of `bcd-fields`, of pyarrow chunks or
-//! of a stored field. `bcd/sampling.py` normalises the arguments (categories to
-//! `uint32` codes, weights to `float64`) and documents them; this module takes
-//! them as exact buffers.
+//! of a stored field. `bcd/sampling.py` normalises the arguments (weights to
+//! `float64`, user values to `uint32` codes) and documents them; this module
+//! takes them as exact buffers, and its library calls check them: a setting that
+//! cannot work is a `ValueError` in the library's words.
 
 use std::ffi::CStr;
 use std::ptr::NonNull;
@@ -22,16 +23,15 @@ use bcd_sampling::{Order, Plan, PlanError, Weights};
 use crate::dataset::PyDataset;
 use crate::errors::{fields_to_py, message};
 
-/// A sampling error as a `ValueError`, its fields spelled as keywords
-/// (`` `world_size` `` becomes `world_size=`) by the spelling every front end
-/// shares.
-fn plan_error(error: PlanError) -> PyErr {
-    PyValueError::new_err(keywords(&error.to_string()))
-}
-
-/// A library message with the settings it names by field spelled as keywords.
+/// A library message with the settings it names by field spelled as keywords
+/// (`` `world_size` `` becomes `world_size=`).
 fn keywords(message: &str) -> String {
     spell_options(message, |field| format!("{field}="))
+}
+
+/// A sampling error as a `ValueError`.
+fn plan_error(error: PlanError) -> PyErr {
+    PyValueError::new_err(keywords(&error.to_string()))
 }
 
 /// A read-only, C-contiguous buffer of `T` (checked), as a slice that lives as
@@ -88,14 +88,22 @@ fn weights_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<WeightsArg>> {
     )?)))
 }
 
-fn order_arg(order: &str, block_size: Option<u64>) -> PyResult<Order> {
-    match (order, block_size) {
-        ("sequential", None) => Ok(Order::Sequential),
-        ("shuffled", None) => Ok(Order::Shuffled),
-        ("blocks", Some(size)) => Ok(Order::Blocks(size)),
-        _ => Err(PyValueError::new_err(format!(
-            "order {order:?} with block_size={block_size:?}"
-        ))),
+/// The order `shuffle` and `block_size` ask for.
+fn order_arg(shuffle: bool, block_size: Option<u64>) -> PyResult<Order> {
+    match (shuffle, block_size) {
+        (false, None) => Ok(Order::Sequential),
+        (true, None) => Ok(Order::Shuffled),
+        (true, Some(size)) => Ok(Order::Blocks(size)),
+        (false, Some(_)) => Err(PyValueError::new_err(
+            "block_size= shuffles blocks: it needs shuffle=True",
+        )),
+    }
+}
+
+fn categories_arg<'py>(obj: Option<&Bound<'py, PyAny>>) -> PyResult<Option<Input<u32>>> {
+    match obj.filter(|c| !c.is_none()) {
+        Some(obj) => Ok(Some(Input::<u32>::get(obj, "categories=", "uint32")?)),
+        None => Ok(None),
     }
 }
 
@@ -129,37 +137,49 @@ fn plan<'a>(
     }
 }
 
-/// The entries each rank gets in an epoch (`m`): see `bcd.partition`.
+/// The entries each rank gets in an epoch (`m`): see `bcd.partition`. Checks
+/// every setting given as `bcd.partition` does (with `rank`, that it is one of
+/// the ranks), so `EpochSampler` refuses what cannot work when it is made.
 #[pyfunction]
-#[pyo3(signature = (n, world_size, drop_last, weights, num_samples))]
+#[pyo3(signature = (n, world_size, drop_last, shuffle, block_size, categories, weights, num_samples, rank))]
+#[allow(clippy::too_many_arguments)]
 pub fn _rank_len(
     py: Python<'_>,
     n: u64,
     world_size: u64,
     drop_last: bool,
+    shuffle: bool,
+    block_size: Option<u64>,
+    categories: Option<&Bound<'_, PyAny>>,
     weights: Option<&Bound<'_, PyAny>>,
     num_samples: Option<u64>,
+    rank: Option<u64>,
 ) -> PyResult<u64> {
+    let order = order_arg(shuffle, block_size)?;
+    let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
-    // Only per-record weights change the count (the records of positive weight);
-    // inverse-frequency weights are positive for every record.
-    let plan = Plan {
+    let plan = plan(
+        n,
+        0,
+        0,
         world_size,
+        order,
         drop_last,
-        weights: match &weights {
-            Some(WeightsArg::PerRecord(input)) => Some(Weights::PerRecord(input.slice())),
-            _ => None,
-        },
+        categories.as_ref(),
+        weights.as_ref(),
         num_samples,
-        ..Plan::new(n)
-    };
-    py.detach(|| plan.per_rank()).map_err(plan_error)
+    );
+    let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
+    if let Some(rank) = rank {
+        plan.check_rank(rank).map_err(plan_error)?;
+    }
+    Ok(per_rank)
 }
 
 /// One rank's part of an epoch from position `start` on, as a new NumPy array of
 /// `dtype` ("int64", "uint32" or "uint64"): see `bcd.partition`.
 #[pyfunction]
-#[pyo3(signature = (n, seed, epoch, rank, world_size, order, block_size, drop_last, categories, weights, num_samples, start, dtype))]
+#[pyo3(signature = (n, seed, epoch, rank, world_size, shuffle, block_size, drop_last, categories, weights, num_samples, start, dtype))]
 #[allow(clippy::too_many_arguments)]
 pub fn _partition<'py>(
     py: Python<'py>,
@@ -168,7 +188,7 @@ pub fn _partition<'py>(
     epoch: u64,
     rank: u64,
     world_size: u64,
-    order: &str,
+    shuffle: bool,
     block_size: Option<u64>,
     drop_last: bool,
     categories: Option<&Bound<'py, PyAny>>,
@@ -177,11 +197,8 @@ pub fn _partition<'py>(
     start: u64,
     dtype: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let order = order_arg(order, block_size)?;
-    let categories = match categories.filter(|c| !c.is_none()) {
-        Some(obj) => Some(Input::<u32>::get(obj, "categories=", "uint32")?),
-        None => None,
-    };
+    let order = order_arg(shuffle, block_size)?;
+    let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
     let plan = plan(
         n,
@@ -195,6 +212,7 @@ pub fn _partition<'py>(
         num_samples,
     );
     let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
+    plan.check_rank(rank).map_err(plan_error)?;
     if start > per_rank {
         return Err(plan_error(PlanError::Start { start, per_rank }));
     }
