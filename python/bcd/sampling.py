@@ -28,7 +28,9 @@ import os
 import sys
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _bcd
+# From the extension module itself, not through the package (``bcd/__init__``
+# imports this module while it is being initialised).
+from ._bcd import _category_codes, _field_categories, _partition, _rank_len
 
 __all__ = [
     "EpochSampler",
@@ -90,7 +92,7 @@ def arrow_codes(column, what: str = "categories="):
         chunks = column.chunks or [pa.array([], type=column.type)]
     else:
         chunks = [column]
-    return _bcd._category_codes(chunks, what)
+    return _category_codes(chunks, what)
 
 
 def field_codes(dataset, field: str):
@@ -99,7 +101,7 @@ def field_codes(dataset, field: str):
     a ``uint32`` NumPy array, one per record. ValueError for a field the
     dataset lacks (naming those it has) or one without classes (a float or
     nested field)."""
-    return _bcd._field_categories(dataset, field)
+    return _field_categories(dataset, field)
 
 
 def _weights(weights, n):
@@ -145,7 +147,7 @@ def rank_len(
         # Positive for every record: the count is that of unweighted sampling
         # (the categories it needs are checked where they are given).
         weights = None
-    return _bcd._rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None)
+    return _rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None)
 
 
 def partition(
@@ -204,7 +206,7 @@ def partition(
     if num_samples is not None:
         num_samples = _check_int("num_samples", num_samples)
     codes = None if categories is None else category_codes(categories)
-    return _bcd._partition(
+    return _partition(
         n, seed, epoch, rank, world_size, bool(shuffle), block_size, bool(drop_last),
         codes, _weights(weights, n), num_samples, start, dtype,
     )
@@ -280,7 +282,7 @@ class EpochSampler:
         self.weights = _weights(weights, length)
         # Every setting checked as partition checks it, so what cannot work is
         # refused here rather than at the first iteration.
-        self._len = _bcd._rank_len(
+        self._len = _rank_len(
             length, self.world_size, self.drop_last, self.shuffle, self.block_size,
             self.categories, self.weights, self.num_samples, self.rank,
         )
