@@ -189,7 +189,7 @@ fn a_copy_that_cannot_be_made_leaves_nothing() {
         "{message}"
     );
     assert!(!target.exists());
-    // Balancing needs a stored field.
+    // Balancing needs a stored field; this dataset has none.
     let message = fails(&[
         "export",
         s(&ds),
@@ -200,7 +200,10 @@ fn a_copy_that_cannot_be_made_leaves_nothing() {
         "--balance-by",
         "label",
     ]);
-    assert!(message.contains("no field `label`"), "{message}");
+    assert!(
+        message.contains("no field \"label\" for --balance-by (it has no fields)"),
+        "{message}"
+    );
     assert!(!target.exists());
 }
 

@@ -95,6 +95,14 @@ pub enum FieldsError {
         /// The run's value, as JSON.
         run: String,
     },
+    /// A column whose type cannot give categories (a float or nested field).
+    #[error("{what} has type {data_type}, which has no categories: categories are text, bytes, integers, booleans, dates, times or a dictionary of them (floats and nested values are not classes)")]
+    NotCategories {
+        /// The column, as the caller names it (`field "score" of ds`).
+        what: String,
+        /// Its Arrow type.
+        data_type: String,
+    },
     /// A value or column this crate does not handle.
     #[error("{0}")]
     Unsupported(String),

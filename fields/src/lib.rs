@@ -15,11 +15,14 @@
 //!   class indices renumbered into the dataset's vocabularies.
 //! - [`row_to_json`] / [`member_bytes`]: a row for people, a value for WebDataset.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
+//! - [`CategoryCodes`]: a column's values as dense class numbers, for balanced
+//!   orders and subsets.
 
 #![warn(missing_docs)]
 
 mod builder;
 mod canonical;
+mod categories;
 mod commit;
 mod conform;
 mod error;
@@ -38,6 +41,7 @@ mod types;
 mod value;
 
 pub use builder::BatchBuilder;
+pub use categories::{is_category_type, CategoryCodes};
 pub use commit::{
     commit_file_name, fields_file_name, parse_commit_file_name, stats_file_name, CommitFile,
     COMMIT_FORMAT, MAX_COMMIT_BYTES,

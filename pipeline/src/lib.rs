@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod categories;
 mod destination;
 mod export;
 mod export_parquet;
@@ -38,6 +39,7 @@ mod sources;
 mod spelling;
 mod subset;
 
+pub use categories::{field_categories, CategoriesError};
 pub use destination::Destination;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
@@ -58,10 +60,7 @@ pub use source_format::SourceFormat;
 pub use source_options::SourceOptions;
 pub use sources::{open_sources, open_sources_into, OpenedSource};
 pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
-pub use subset::{
-    copy_into, field_categories, sample_records, CopyOptions, CopySummary, SampleError,
-    SampleOptions,
-};
+pub use subset::{copy_into, sample_records, CopyOptions, CopySummary, SampleError, SampleOptions};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

@@ -19,10 +19,11 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The option fields a message of this crate or of `bcd-converters` may name:
-/// `format`, the fields of [`SourceOptions`](crate::SourceOptions) the registered
-/// formats take, and those of [`IngestOptions`](crate::IngestOptions) and the
-/// export options.
+/// The option fields a message of this crate, of `bcd-converters` or of
+/// `bcd-sampling` may name: `format`, the fields of
+/// [`SourceOptions`](crate::SourceOptions) the registered formats take, those of
+/// [`IngestOptions`](crate::IngestOptions) and the export options, and the
+/// settings of an epoch (`bcd_sampling::Plan`, `bcd.partition`'s keywords).
 pub static OPTION_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     let mut fields = vec!["format"];
     fields.extend(crate::formats::option_fields());
@@ -30,7 +31,7 @@ pub static OPTION_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     fields
 });
 
-/// The option fields of ingest and export runs, besides the sources'.
+/// The option fields of ingest, export and sampling runs, besides the sources'.
 const RUN_OPTION_FIELDS: &[&str] = &[
     "keyless",
     "compression",
@@ -41,6 +42,12 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "sample",
     "seed",
     "balance_by",
+    "world_size",
+    "rank",
+    "block_size",
+    "categories",
+    "weights",
+    "num_samples",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by

@@ -54,21 +54,12 @@ pub enum SampleError {
         /// The dataset.
         dataset: String,
     },
-    /// The field to balance by is not stored in the dataset.
-    #[error(
-        "{dataset} has no field `{field}` to balance by (this build of bcd stores no fields yet)"
-    )]
-    NoField {
-        /// The field asked for.
-        field: String,
-        /// The dataset.
-        dataset: String,
-    },
 }
 
 /// The records of a subset of `dataset`'s `len` records, in record order:
-/// uniform, or with `categories` (one code per record) equal per class where
-/// the classes allow it.
+/// uniform, or with `categories` (one code per record, as
+/// [`field_categories`](crate::field_categories) reads them from a stored field)
+/// equal per class where the classes allow it.
 pub fn sample_records(
     dataset: &Dataset,
     options: &SampleOptions,
@@ -94,18 +85,6 @@ pub fn sample_records(
         Some(categories) => bcd_sampling::balanced_subset(categories, options.count, options.seed)
             .map_err(too_large),
     }
-}
-
-/// Each record's category code from the stored field `field`, for
-/// [`sample_records`].
-///
-/// Fields are stored beside the records by the fields work (issue 10); until
-/// that store is connected here, every field is missing.
-pub fn field_categories(dataset: &Dataset, field: &str) -> Result<Vec<u32>, SampleError> {
-    Err(SampleError::NoField {
-        field: field.to_owned(),
-        dataset: dataset.path().display().to_string(),
-    })
 }
 
 /// Settings of a copy into a new dataset.

@@ -1,5 +1,5 @@
 //! Subsets for evaluation sets (issue 11): the balanced choice from per-record
-//! category codes (what `--balance-by FIELD` passes once fields are stored), the
+//! category codes (what `--balance-by FIELD` reads from a stored field: tests/categories.rs), the
 //! export of only those records, and a copy into a new dataset that an interrupt
 //! leaves uncommitted and removed.
 

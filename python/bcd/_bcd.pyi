@@ -4,7 +4,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
+from typing import Any, Dict, List, Literal, Optional, SupportsIndex, Tuple, TypedDict, Union
 
 import numpy
 from typing_extensions import disjoint_base
@@ -448,7 +448,7 @@ def _partition(
     epoch: int,
     rank: int,
     world_size: int,
-    order: Literal["sequential", "shuffled", "blocks"],
+    shuffle: bool,
     block_size: Optional[int],
     drop_last: bool,
     categories: Optional[Buffer],
@@ -464,7 +464,20 @@ def _rank_len(
     n: int,
     world_size: int,
     drop_last: bool,
+    shuffle: bool,
+    block_size: Optional[int],
+    categories: Optional[Buffer],
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
+    rank: Optional[int],
 ) -> int:
-    """``bcd.sampling.rank_len``; use that."""
+    """``bcd.sampling.rank_len``, checking every setting ``bcd.partition``
+    checks (and ``rank``, if given); use ``rank_len``."""
+
+def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
+    """The ``uint32`` category codes of the chunks of one Arrow column (objects
+    with ``__arrow_c_array__``); use ``bcd.sampling.category_codes``."""
+
+def _field_categories(dataset: Dataset, field: str) -> numpy.ndarray:
+    """The ``uint32`` category codes of a stored field, as ``bcd export
+    --balance-by`` computes them; use ``bcd.sampling.field_codes``."""

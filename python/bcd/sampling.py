@@ -14,6 +14,12 @@ skips.
 without torch.
 
 NumPy is imported when one of these is called, not when ``bcd`` is imported.
+
+The settings are checked in Rust, once (``bcd-sampling``'s ``PlanError``, and
+the bindings in ``python/src/sampling.rs``): a setting that cannot work is a
+``ValueError`` in the library's words. This module checks only what Rust cannot
+see: that an argument is an int (in the range of a 64-bit unsigned integer) and
+that an array has one dimension.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ import os
 import sys
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _bcd
+# From the extension module itself, not through the package (``bcd/__init__``
+# imports this module while it is being initialised).
+from ._bcd import _category_codes, _field_categories, _partition, _rank_len
 
 __all__ = [
     "EpochSampler",
+    "arrow_codes",
     "category_codes",
     "default_rank_and_world_size",
+    "field_codes",
     "partition",
     "rank_len",
 ]
@@ -47,15 +57,17 @@ def _np():
 def category_codes(categories: Any):
     """Each record's category as a dense ``uint32`` code (a NumPy array).
 
-    Accepts a ``pyarrow`` Array or ChunkedArray (dictionary-encoded, nulls
-    becoming one more category), a NumPy array or any sequence. Non-negative
-    integers below 2**32 are kept as they are (classes are ordered by value);
-    anything else (strings, negative numbers, objects) is numbered in sorted
-    order of the distinct values.
+    Accepts a ``pyarrow`` Array or ChunkedArray, numbered as a stored field is
+    for ``balance_by`` and ``bcd export --balance-by`` (in Rust: values in order
+    of first appearance, a dictionary-encoded column in its dictionary's order,
+    nulls one more category after them; a float or nested column is refused), a
+    NumPy array or any sequence. Non-negative integers below 2**32 are kept as
+    they are (classes are ordered by value); anything else (strings, negative
+    numbers, objects) is numbered in sorted order of the distinct values.
     """
     np = _np()
     if hasattr(categories, "dictionary_encode") or type(categories).__module__.startswith("pyarrow"):
-        return _arrow_codes(categories)
+        return arrow_codes(categories)
     array = np.asarray(categories)
     if array.ndim != 1:
         raise ValueError(f"categories must be one-dimensional, not of shape {array.shape}")
@@ -71,28 +83,31 @@ def category_codes(categories: Any):
     return np.ascontiguousarray(inverse.reshape(-1), dtype=np.uint32)
 
 
-def _arrow_codes(column):
-    """Dictionary codes of a pyarrow column; nulls get the code after the last value."""
-    np = _np()
+def arrow_codes(column, what: str = "categories="):
+    """The category codes of a pyarrow Array or ChunkedArray, computed in Rust
+    (``bcd_fields::CategoryCodes``) chunk by chunk, without a copy of the column."""
     import pyarrow as pa
 
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if not pa.types.is_dictionary(column.type):
-        column = column.dictionary_encode()
-    size = len(column.dictionary)
-    indices = column.indices
-    if indices.null_count:
-        indices = indices.fill_null(size)
-    return np.ascontiguousarray(indices.to_numpy(zero_copy_only=False), dtype=np.uint32)
+        chunks = column.chunks or [pa.array([], type=column.type)]
+    else:
+        chunks = [column]
+    return _category_codes(chunks, what)
+
+
+def field_codes(dataset, field: str):
+    """The category codes of the stored field ``field`` of ``dataset`` (a
+    :class:`bcd.Dataset`), as ``bcd export --balance-by FIELD`` computes them:
+    a ``uint32`` NumPy array, one per record. ValueError for a field the
+    dataset lacks (naming those it has) or one without classes (a float or
+    nested field)."""
+    return _field_categories(dataset, field)
 
 
 def _weights(weights, n):
     if weights is None:
         return None
     if isinstance(weights, str):
-        if weights != "inverse_frequency":
-            raise ValueError(f'weights={weights!r}: expected per-record weights or "inverse_frequency"')
         return weights
     np = _np()
     array = np.ascontiguousarray(np.asarray(weights, dtype=np.float64))
@@ -101,12 +116,16 @@ def _weights(weights, n):
     return array
 
 
-def _check_int(name: str, value, low: int = 0, high: int = (1 << 64) - 1) -> int:
+def _check_int(name: str, value) -> int:
+    """``value`` as an int of the range the Rust side takes (u64): what pyo3's
+    extraction would refuse with a TypeError or OverflowError, as a TypeError or
+    ValueError naming the argument. What the value must be beyond that (a
+    world size of at least 1, a rank below it) is Rust's to say."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} is out of range ({low} to {high})")
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"{name}={value} is out of range (0 to {(1 << 64) - 1})")
     return value
 
 
@@ -120,10 +139,15 @@ def rank_len(
 ) -> int:
     """The entries each rank gets per epoch, as :func:`partition` counts them."""
     n = _check_int("n", n)
-    world_size = _check_int("world_size", world_size, 1)
+    world_size = _check_int("world_size", world_size)
     if num_samples is not None:
         num_samples = _check_int("num_samples", num_samples)
-    return _bcd._rank_len(n, world_size, bool(drop_last), _weights(weights, n), num_samples)
+    weights = _weights(weights, n)
+    if isinstance(weights, str) and weights == "inverse_frequency":
+        # Positive for every record: the count is that of unweighted sampling
+        # (the categories it needs are checked where they are given).
+        weights = None
+    return _rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None)
 
 
 def partition(
@@ -174,27 +198,17 @@ def partition(
     n = _check_int("n", n)
     seed = _check_int("seed", seed)
     epoch = _check_int("epoch", epoch)
-    world_size = _check_int("world_size", world_size, 1)
+    world_size = _check_int("world_size", world_size)
     rank = _check_int("rank", rank)
     start = _check_int("start", start)
-    if rank >= world_size:
-        raise ValueError(f"rank={rank} is out of range for world_size={world_size} (ranks are 0..{world_size - 1})")
     if block_size is not None:
-        block_size = _check_int("block_size", block_size, 1)
-        if not shuffle:
-            raise ValueError("block_size= shuffles blocks: it needs shuffle=True")
+        block_size = _check_int("block_size", block_size)
     if num_samples is not None:
         num_samples = _check_int("num_samples", num_samples)
     codes = None if categories is None else category_codes(categories)
-    if codes is not None and len(codes) != n:
-        raise ValueError(f"categories has {len(codes)} entries for {n} records; give one per record")
-    weights = _weights(weights, n)
-    if isinstance(weights, str) and codes is None:
-        raise ValueError('weights="inverse_frequency" needs the categories of the records (categories= or balance_by=)')
-    order = "blocks" if block_size is not None else ("shuffled" if shuffle else "sequential")
-    return _bcd._partition(
-        n, seed, epoch, rank, world_size, order, block_size, bool(drop_last),
-        codes, weights, num_samples, start, dtype,
+    return _partition(
+        n, seed, epoch, rank, world_size, bool(shuffle), block_size, bool(drop_last),
+        codes, _weights(weights, n), num_samples, start, dtype,
     )
 
 
@@ -244,13 +258,11 @@ class EpochSampler:
     ):
         rank, world_size = default_rank_and_world_size(rank, world_size)
         self.seed = _check_int("seed", seed)
-        self.world_size = _check_int("world_size", world_size, 1)
+        self.world_size = _check_int("world_size", world_size)
         self.rank = _check_int("rank", rank)
-        if self.rank >= self.world_size:
-            raise ValueError(f"rank={self.rank} is out of range for world_size={self.world_size}")
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        self.block_size = None if block_size is None else _check_int("block_size", block_size, 1)
+        self.block_size = None if block_size is None else _check_int("block_size", block_size)
         self.num_samples = None if num_samples is None else _check_int("num_samples", num_samples)
         self.epoch = 0
         # Entries of the current epoch already yielded.
@@ -267,14 +279,12 @@ class EpochSampler:
     def _set_data(self, length: int, categories, weights) -> None:
         self.length = length
         self.categories = None if categories is None else category_codes(categories)
-        if self.categories is not None and len(self.categories) != length:
-            raise ValueError(f"categories has {len(self.categories)} entries for {length} records; give one per record")
         self.weights = _weights(weights, length)
-        if isinstance(self.weights, str) and self.categories is None:
-            raise ValueError('weights="inverse_frequency" needs the categories of the records (balance_by=)')
-        self._len = rank_len(
-            length, world_size=self.world_size, drop_last=self.drop_last,
-            weights=self.weights, num_samples=self.num_samples,
+        # Every setting checked as partition checks it, so what cannot work is
+        # refused here rather than at the first iteration.
+        self._len = _rank_len(
+            length, self.world_size, self.drop_last, self.shuffle, self.block_size,
+            self.categories, self.weights, self.num_samples, self.rank,
         )
 
     def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:

@@ -43,7 +43,7 @@ import torch.utils.data
 
 import bcd
 
-from .sampling import EpochSampler, category_codes, default_rank_and_world_size
+from .sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 
 __all__ = ["Batch", "IterableDataset", "MapDataset", "Sampler", "collate"]
 
@@ -338,8 +338,9 @@ def stored_fields(dataset: "bcd.Dataset", names: Sequence[str]):
 
 
 def _categories(source, balance_by):
-    """The categories ``balance_by`` names: a stored field (or a MapDataset's
-    given field) of ``source``, or the values themselves."""
+    """The categories ``balance_by`` names: a stored field of ``source``'s
+    dataset (its codes as ``bcd export --balance-by`` computes them), a
+    MapDataset's given field, or the values themselves."""
     if balance_by is None:
         return None
     if isinstance(balance_by, str):
@@ -348,7 +349,7 @@ def _categories(source, balance_by):
         dataset = source.dataset if isinstance(source, (MapDataset, IterableDataset)) else source
         if not hasattr(dataset, "path"):
             raise TypeError(f"balance_by={balance_by!r} names a field, which needs a dataset, not a length")
-        return category_codes(stored_fields(dataset, [balance_by]).column(balance_by))
+        return field_codes(dataset, balance_by)
     return category_codes(balance_by)
 
 

@@ -231,7 +231,7 @@ impl PyDataset {
     /// inherited one (its lock is held by a thread the child does not have, and
     /// its dataset may be half-updated), the dataset is opened again by path: the
     /// child sees the committed state.
-    fn handle(&self, py: Python<'_>) -> PyResult<Arc<Handle>> {
+    pub(crate) fn handle(&self, py: Python<'_>) -> PyResult<Arc<Handle>> {
         let generation = bcd::fork::generation();
         let current = Arc::clone(&self.lock_current());
         if current.is_current(generation) || current.adopt(generation) {

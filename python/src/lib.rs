@@ -32,6 +32,8 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
     module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
+    module.add_function(wrap_pyfunction!(sampling::_category_codes, module)?)?;
+    module.add_function(wrap_pyfunction!(sampling::_field_categories, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add(
         "DEFAULT_MAX_SHARD_SIZE",

@@ -1,38 +1,37 @@
 //! `bcd._bcd._partition` and `_rank_len`: the epoch orders of `bcd-sampling`,
-//! written straight into a NumPy array without the GIL. `bcd/sampling.py`
-//! normalises the arguments (categories to `uint32` codes, weights to `float64`)
-//! and documents them; this module takes them as exact buffers.
+//! written straight into a NumPy array without the GIL; `_category_codes` and
+//! `_field_categories`: the category codes of `bcd-fields`, of pyarrow chunks or
+//! of a stored field. `bcd/sampling.py` normalises the arguments (weights to
+//! `float64`, user values to `uint32` codes) and documents them; this module
+//! takes them as exact buffers, and its library calls check them: a setting that
+//! cannot work is a `ValueError` in the library's words.
 
+use std::ffi::CStr;
 use std::ptr::NonNull;
 
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::make_array;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyTuple};
 
+use bcd_fields::CategoryCodes;
+use bcd_pipeline::{spell_options, CategoriesError};
 use bcd_sampling::{Order, Plan, PlanError, Weights};
 
-/// A sampling error as a `ValueError`, its fields spelled as keywords
+use crate::dataset::PyDataset;
+use crate::errors::{fields_to_py, message};
+
+/// A library message with the settings it names by field spelled as keywords
 /// (`` `world_size` `` becomes `world_size=`).
-fn plan_error(error: PlanError) -> PyErr {
-    PyValueError::new_err(spell_keywords(&error.to_string()))
+fn keywords(message: &str) -> String {
+    spell_options(message, |field| format!("{field}="))
 }
 
-/// `` `name` `` becomes `name=` for the keywords of `partition`.
-fn spell_keywords(message: &str) -> String {
-    const KEYWORDS: &[&str] = &[
-        "world_size",
-        "rank",
-        "block_size",
-        "categories",
-        "weights",
-        "num_samples",
-        "balance_by",
-    ];
-    let mut text = message.to_owned();
-    for keyword in KEYWORDS {
-        text = text.replace(&format!("`{keyword}`"), &format!("{keyword}="));
-    }
-    text
+/// A sampling error as a `ValueError`.
+fn plan_error(error: PlanError) -> PyErr {
+    PyValueError::new_err(keywords(&error.to_string()))
 }
 
 /// A read-only, C-contiguous buffer of `T` (checked), as a slice that lives as
@@ -89,14 +88,22 @@ fn weights_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<WeightsArg>> {
     )?)))
 }
 
-fn order_arg(order: &str, block_size: Option<u64>) -> PyResult<Order> {
-    match (order, block_size) {
-        ("sequential", None) => Ok(Order::Sequential),
-        ("shuffled", None) => Ok(Order::Shuffled),
-        ("blocks", Some(size)) => Ok(Order::Blocks(size)),
-        _ => Err(PyValueError::new_err(format!(
-            "order {order:?} with block_size={block_size:?}"
-        ))),
+/// The order `shuffle` and `block_size` ask for.
+fn order_arg(shuffle: bool, block_size: Option<u64>) -> PyResult<Order> {
+    match (shuffle, block_size) {
+        (false, None) => Ok(Order::Sequential),
+        (true, None) => Ok(Order::Shuffled),
+        (true, Some(size)) => Ok(Order::Blocks(size)),
+        (false, Some(_)) => Err(PyValueError::new_err(
+            "block_size= shuffles blocks: it needs shuffle=True",
+        )),
+    }
+}
+
+fn categories_arg<'py>(obj: Option<&Bound<'py, PyAny>>) -> PyResult<Option<Input<u32>>> {
+    match obj.filter(|c| !c.is_none()) {
+        Some(obj) => Ok(Some(Input::<u32>::get(obj, "categories=", "uint32")?)),
+        None => Ok(None),
     }
 }
 
@@ -130,37 +137,49 @@ fn plan<'a>(
     }
 }
 
-/// The entries each rank gets in an epoch (`m`): see `bcd.partition`.
+/// The entries each rank gets in an epoch (`m`): see `bcd.partition`. Checks
+/// every setting given as `bcd.partition` does (with `rank`, that it is one of
+/// the ranks), so `EpochSampler` refuses what cannot work when it is made.
 #[pyfunction]
-#[pyo3(signature = (n, world_size, drop_last, weights, num_samples))]
+#[pyo3(signature = (n, world_size, drop_last, shuffle, block_size, categories, weights, num_samples, rank))]
+#[allow(clippy::too_many_arguments)]
 pub fn _rank_len(
     py: Python<'_>,
     n: u64,
     world_size: u64,
     drop_last: bool,
+    shuffle: bool,
+    block_size: Option<u64>,
+    categories: Option<&Bound<'_, PyAny>>,
     weights: Option<&Bound<'_, PyAny>>,
     num_samples: Option<u64>,
+    rank: Option<u64>,
 ) -> PyResult<u64> {
+    let order = order_arg(shuffle, block_size)?;
+    let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
-    // Only per-record weights change the count (the records of positive weight);
-    // inverse-frequency weights are positive for every record.
-    let plan = Plan {
+    let plan = plan(
+        n,
+        0,
+        0,
         world_size,
+        order,
         drop_last,
-        weights: match &weights {
-            Some(WeightsArg::PerRecord(input)) => Some(Weights::PerRecord(input.slice())),
-            _ => None,
-        },
+        categories.as_ref(),
+        weights.as_ref(),
         num_samples,
-        ..Plan::new(n)
-    };
-    py.detach(|| plan.per_rank()).map_err(plan_error)
+    );
+    let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
+    if let Some(rank) = rank {
+        plan.check_rank(rank).map_err(plan_error)?;
+    }
+    Ok(per_rank)
 }
 
 /// One rank's part of an epoch from position `start` on, as a new NumPy array of
 /// `dtype` ("int64", "uint32" or "uint64"): see `bcd.partition`.
 #[pyfunction]
-#[pyo3(signature = (n, seed, epoch, rank, world_size, order, block_size, drop_last, categories, weights, num_samples, start, dtype))]
+#[pyo3(signature = (n, seed, epoch, rank, world_size, shuffle, block_size, drop_last, categories, weights, num_samples, start, dtype))]
 #[allow(clippy::too_many_arguments)]
 pub fn _partition<'py>(
     py: Python<'py>,
@@ -169,7 +188,7 @@ pub fn _partition<'py>(
     epoch: u64,
     rank: u64,
     world_size: u64,
-    order: &str,
+    shuffle: bool,
     block_size: Option<u64>,
     drop_last: bool,
     categories: Option<&Bound<'py, PyAny>>,
@@ -178,11 +197,8 @@ pub fn _partition<'py>(
     start: u64,
     dtype: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let order = order_arg(order, block_size)?;
-    let categories = match categories.filter(|c| !c.is_none()) {
-        Some(obj) => Some(Input::<u32>::get(obj, "categories=", "uint32")?),
-        None => None,
-    };
+    let order = order_arg(shuffle, block_size)?;
+    let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
     let plan = plan(
         n,
@@ -196,6 +212,7 @@ pub fn _partition<'py>(
         num_samples,
     );
     let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
+    plan.check_rank(rank).map_err(plan_error)?;
     if start > per_rank {
         return Err(plan_error(PlanError::Start { start, per_rank }));
     }
@@ -235,4 +252,96 @@ fn fill<I: bcd_sampling::Index + pyo3::buffer::Element>(
     let out = unsafe { data.as_mut() };
     py.detach(|| plan.rank_into(rank, start, out))
         .map_err(plan_error)
+}
+
+const SCHEMA: &CStr = c"arrow_schema";
+const ARRAY: &CStr = c"arrow_array";
+
+/// Each row's category code (`bcd_fields::CategoryCodes`) over `chunks`, the
+/// chunks of one column (objects with `__arrow_c_array__`, such as pyarrow
+/// arrays), as a new `uint32` NumPy array. `what` names the column in errors.
+#[pyfunction]
+pub fn _category_codes<'py>(
+    py: Python<'py>,
+    chunks: Vec<Bound<'py, PyAny>>,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut arrays = Vec::with_capacity(chunks.len());
+    for chunk in &chunks {
+        arrays.push(import_array(chunk)?);
+    }
+    let Some(first) = arrays.first() else {
+        return codes_array(py, &[]);
+    };
+    let not_codes = |error| PyValueError::new_err(keywords(&message(&error)));
+    let mut codes = CategoryCodes::new(what, first.data_type()).map_err(not_codes)?;
+    py.detach(|| {
+        for array in &arrays {
+            codes.push(array.as_ref())?;
+        }
+        Ok(())
+    })
+    .map_err(not_codes)?;
+    codes_array(py, &codes.finish())
+}
+
+/// Each record's category code from the stored field `field` of `dataset`
+/// (`bcd_pipeline::field_categories`, what `bcd export --balance-by` uses), as a
+/// new `uint32` NumPy array.
+#[pyfunction]
+pub fn _field_categories<'py>(
+    py: Python<'py>,
+    dataset: PyRef<'py, PyDataset>,
+    field: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let handle = dataset.handle(py)?;
+    let codes = {
+        let dataset = handle.read(py);
+        let dataset: &bcd::Dataset = &dataset;
+        py.detach(|| bcd_pipeline::field_categories(dataset, field))
+    };
+    match codes {
+        Ok(codes) => codes_array(py, &codes),
+        // A field without classes, a corrupt file: ValueError; the store's
+        // errors as the store maps them.
+        Err(CategoriesError::Fields(error)) => Err(fields_to_py(error)),
+        Err(error) => Err(PyValueError::new_err(keywords(&message(&error)))),
+    }
+}
+
+/// One Arrow array through the PyCapsule interface.
+fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<arrow_array::ArrayRef> {
+    if !obj.hasattr("__arrow_c_array__")? {
+        return Err(PyTypeError::new_err(format!(
+            "expected an Arrow array (an object with __arrow_c_array__), got {}",
+            obj.get_type().name()?
+        )));
+    }
+    let pair = obj.call_method0("__arrow_c_array__")?;
+    let pair = pair.cast::<PyTuple>()?;
+    let schema = pair.get_item(0)?;
+    let array = pair.get_item(1)?;
+    let schema = schema.cast::<PyCapsule>()?.pointer_checked(Some(SCHEMA))?;
+    let array = array.cast::<PyCapsule>()?.pointer_checked(Some(ARRAY))?;
+    // SAFETY: capsules named "arrow_schema" and "arrow_array" hold an
+    // ArrowSchema and an ArrowArray (the PyCapsule interface's contract). The
+    // array is moved out (its capsule then releases nothing), the schema only
+    // read while its capsule is alive.
+    let data = unsafe {
+        let array = FFI_ArrowArray::from_raw(array.as_ptr().cast());
+        let schema: &FFI_ArrowSchema = &*schema.as_ptr().cast::<FFI_ArrowSchema>();
+        from_ffi(array, schema)
+    }
+    .map_err(|e| PyValueError::new_err(format!("reading the Arrow array: {e}")))?;
+    Ok(make_array(data))
+}
+
+/// `codes` as a new `uint32` NumPy array.
+fn codes_array<'py>(py: Python<'py>, codes: &[u32]) -> PyResult<Bound<'py, PyAny>> {
+    let array = py
+        .import("numpy")?
+        .call_method1("empty", (codes.len(), "uint32"))?;
+    let buffer = PyBuffer::<u32>::get(&array)?;
+    buffer.copy_from_slice(py, codes)?;
+    Ok(array)
 }

@@ -201,3 +201,23 @@ def test_resuming_workers_from_their_own_counts_continues_the_loader_exactly():
         rotated = rests[next_worker:] + rests[:next_worker]
         resumed = loader_order(rotated, batch)
         assert resumed == full[consumed:]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(world_size=0), "world_size= must be at least 1"),
+        (dict(rank=5, world_size=5), "rank= 5 is out of range for a world_size= of 5"),
+        (dict(block_size=0), "block_size= must be at least 1"),
+        (dict(block_size=4, shuffle=False), "needs shuffle=True"),
+        (dict(categories=[1, 2]), "categories= has 2 entries for 20 records"),
+        (dict(weights="inverse_frequency"), "need the records' categories"),
+        (dict(weights="uniform"), "expected per-record weights"),
+        (dict(num_samples=21), "a sample of 21 records was asked for, but there are only 20"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_when_the_sampler_is_made(settings, message):
+    # The checks and words of bcd.partition (Rust's), not a copy of them.
+    with pytest.raises(ValueError) as error:
+        EpochSampler(20, **settings)
+    assert message in str(error.value)

@@ -180,14 +180,14 @@ def test_dtypes_and_the_count_function():
 @pytest.mark.parametrize(
     "settings, message",
     [
-        (dict(world_size=0), "world_size=0 is out of range"),
-        (dict(rank=3, world_size=3), "rank=3 is out of range for world_size=3"),
-        (dict(block_size=0), "block_size=0 is out of range"),
+        (dict(world_size=0), "world_size= must be at least 1"),
+        (dict(rank=3, world_size=3), "rank= 3 is out of range for a world_size= of 3 (ranks are 0 to 2)"),
+        (dict(block_size=0), "block_size= must be at least 1"),
         (dict(block_size=4, shuffle=False), "needs shuffle=True"),
-        (dict(categories=[1, 2]), "categories has 2 entries for 10 records"),
+        (dict(categories=[1, 2]), "categories= has 2 entries for 10 records"),
         (dict(weights=[1.0] * 9), "weights= has 9 entries for 10 records"),
         (dict(weights=[1.0] * 9 + [float("nan")]), "record 9 has weight NaN"),
-        (dict(weights="inverse_frequency"), "needs the categories"),
+        (dict(weights="inverse_frequency"), "need the records' categories (categories= or balance_by=)"),
         (dict(weights="uniform"), "expected per-record weights"),
         (dict(num_samples=11), "a sample of 11 records was asked for, but there are only 10"),
         (dict(start=11), "resume position 11 is past the end of the rank's 10 entries"),
@@ -221,3 +221,54 @@ def test_pyarrow_columns_are_dictionary_encoded():
     pa = pytest.importorskip("pyarrow")
     column = pa.chunked_array([["b", None, "a"], ["b"]])
     assert bcd.sampling.category_codes(column).tolist() == [0, 2, 1, 0]
+
+
+def zoo(tmp_path):
+    """An ImageFolder tree of 6 cats, 3 dogs and 1 owl ingested with
+    ``labels="folder"``, plus a float column on a second dataset."""
+    root = tmp_path / "tree"
+    for cls, count in [("cat", 6), ("dog", 3), ("owl", 1)]:
+        (root / cls).mkdir(parents=True)
+        for i in range(count):
+            (root / cls / f"{i}.jpg").write_bytes(f"{cls} {i}".encode() * (i + 1))
+    bcd.ingest(root, tmp_path / "ds", labels="folder", max_shard_size=64)
+    return bcd.Dataset(tmp_path / "ds")
+
+
+def test_a_stored_field_gives_the_codes_export_balance_by_uses(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    ds = zoo(tmp_path)
+    labels = [row["label"] for row in ds.fields(["label"]).to_pylist()]
+    first_seen = list(dict.fromkeys(labels))
+    expected = [first_seen.index(label) for label in labels]
+    # The stored field, read in Rust shard by shard (as bcd export --balance-by
+    # reads it), and the same column handed over from pyarrow: the same codes.
+    assert bcd.sampling.field_codes(ds, "label").tolist() == expected
+    assert bcd.sampling.category_codes(ds.fields(["label"]).column("label")).tolist() == expected
+    assert bcd.sampling.field_codes(ds, "label_index").tolist() == expected
+    assert bcd.sampling.field_codes(ds, "label").dtype == np.uint32
+    # So the balanced orders agree.
+    by_field = bcd.partition(len(ds), seed=4, epoch=0, rank=0, world_size=1,
+                             categories=bcd.sampling.field_codes(ds, "label"))
+    by_column = bcd.partition(len(ds), seed=4, epoch=0, rank=0, world_size=1,
+                              categories=pa.chunked_array([labels[:4], labels[4:]]))
+    assert by_field.tolist() == by_column.tolist()
+
+
+def test_a_field_that_is_missing_or_has_no_classes_is_a_value_error(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    ds = zoo(tmp_path)
+    with pytest.raises(ValueError) as error:
+        bcd.sampling.field_codes(ds, "species")
+    assert str(error.value) == (
+        f'{ds.path} has no field "species" for balance_by= (its fields: label, label_index)'
+    )
+    scored = bcd.Dataset.create(tmp_path / "scored")
+    scored.extend_arrow(pa.table({"v": [b"a", b"b"], "score": [0.5, 1.5]}), "v")
+    with pytest.raises(ValueError, match=r'field "score" of .* has type Float64, which has no categories'):
+        bcd.sampling.field_codes(scored, "score")
+    with pytest.raises(ValueError, match=r"categories= has type Float64, which has no categories"):
+        bcd.partition(2, seed=0, epoch=0, rank=0, world_size=1, categories=pa.array([0.5, 1.5]))
+    nested = pa.array([[1], [2]])
+    with pytest.raises(ValueError, match=r"categories= has type List\("):
+        bcd.sampling.category_codes(nested)

@@ -163,6 +163,22 @@ def test_balance_by_keeps_every_prefix_of_the_loaders_output_within_one(stored):
             assert ((running >= (t * shares) // total) & (running <= -((-t * shares) // total))).all()
 
 
+def test_balance_by_a_stored_field_uses_the_codes_every_front_end_uses(stored):
+    path, labels = stored
+    dataset = bcd.torch.MapDataset(path)
+    sampler = bcd.torch.Sampler(dataset, seed=5, balance_by="label")
+    got = [i for b in loader(dataset, sampler) for i in batch_indices(b)]
+    # The stored field's codes (bcd export --balance-by's), and the same column
+    # handed over from pyarrow, give this order.
+    codes = bcd.sampling.field_codes(dataset.dataset, "label")
+    column = dataset.dataset.fields(["label"]).column("label")
+    assert (bcd.sampling.category_codes(column) == codes).all()
+    assert got == bcd.partition(N, seed=5, epoch=0, rank=0, world_size=1, categories=codes).tolist()
+    assert got == bcd.partition(N, seed=5, epoch=0, rank=0, world_size=1, categories=column).tolist()
+    with pytest.raises(ValueError, match=r'has no field "species" for balance_by= \(its fields: label\)'):
+        bcd.torch.Sampler(dataset, balance_by="species")
+
+
 def test_inverse_frequency_sampling_through_a_loader(stored):
     path, labels = stored
     dataset = bcd.torch.MapDataset(path, fields={"label": labels})

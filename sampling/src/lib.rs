@@ -140,7 +140,8 @@ impl fmt::Display for PlanError {
             PlanError::WorldSize => write!(f, "`world_size` must be at least 1"),
             PlanError::Rank { rank, world_size } => write!(
                 f,
-                "`rank` {rank} is out of range for a `world_size` of {world_size} (ranks are 0..{world_size})"
+                "`rank` {rank} is out of range for a `world_size` of {world_size} (ranks are 0 to {})",
+                world_size.saturating_sub(1)
             ),
             PlanError::BlockSize => write!(f, "`block_size` must be at least 1"),
             PlanError::CategoriesLength { got, expected } => write!(
@@ -153,7 +154,7 @@ impl fmt::Display for PlanError {
             ),
             PlanError::InverseFrequencyNeedsCategories => write!(
                 f,
-                "inverse-frequency `weights` need the records' categories (`balance_by`)"
+                "inverse-frequency `weights` need the records' categories (`categories` or `balance_by`)"
             ),
             PlanError::BadWeight { index, weight } => write!(
                 f,

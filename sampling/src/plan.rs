@@ -172,6 +172,20 @@ impl<'a> Plan<'a> {
         })
     }
 
+    /// Checks that `rank` is one of the plan's ranks (below `world_size`).
+    pub fn check_rank(&self, rank: u64) -> Result<(), PlanError> {
+        if self.world_size == 0 {
+            return Err(PlanError::WorldSize);
+        }
+        if rank >= self.world_size {
+            return Err(PlanError::Rank {
+                rank,
+                world_size: self.world_size,
+            });
+        }
+        Ok(())
+    }
+
     /// Rank `rank`'s part from position `start` on, as a new vector.
     pub fn rank<I: Index>(&self, rank: u64, start: u64) -> Result<Vec<I>, PlanError> {
         let per_rank = self.per_rank()?;
@@ -200,12 +214,7 @@ impl<'a> Plan<'a> {
         out: &mut [I],
     ) -> Result<(), PlanError> {
         let per_rank = self.per_rank()?;
-        if rank >= self.world_size {
-            return Err(PlanError::Rank {
-                rank,
-                world_size: self.world_size,
-            });
-        }
+        self.check_rank(rank)?;
         if start > per_rank {
             return Err(PlanError::Start { start, per_rank });
         }

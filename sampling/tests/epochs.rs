@@ -439,6 +439,20 @@ fn settings_that_cannot_work_are_errors_naming_the_field() {
     assert!(error
         .to_string()
         .contains("`rank` 2 is out of range for a `world_size` of 2"));
+    // The same rule on its own, for a front end that checks a rank before it
+    // asks for the rank's part.
+    let two_ranks = Plan {
+        world_size: 2,
+        ..Plan::new(3)
+    };
+    assert_eq!(
+        two_ranks.check_rank(2),
+        Err(PlanError::Rank {
+            rank: 2,
+            world_size: 2
+        })
+    );
+    assert_eq!(two_ranks.check_rank(1), Ok(()));
     let error = Plan::new(5_000_000_000)
         .rank_into::<u32>(0, 4_999_999_999, &mut [0])
         .unwrap_err();
