@@ -139,8 +139,10 @@ fn check_resumable(dir: &Path) -> Result<()> {
         let entry = entry.map_err(|e| RemoteError::io(dir, "list", e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = FileKind::of(&name) != FileKind::Other
-            || name == bcd::format::LOCK_NAME
+        let ours = !matches!(
+            FileKind::of(&name),
+            FileKind::Other | FileKind::MergeRecord(_)
+        ) || name == bcd::format::LOCK_NAME
             || name.starts_with(bcd::format::INDEX_FILE_TMP_PREFIX);
         if !ours {
             return Err(RemoteError::Local(bcd::Error::DirectoryNotEmpty {
