@@ -178,7 +178,10 @@ pub const STAGING_DIR: &str = "_staging";
 /// collection leaves a running job alone.
 pub const JOB_LOCK_NAME: &str = ".bcd-job.lock";
 /// Commit files larger than this are refused unread (one holds a schema,
-/// metadata and statistics totals: kilobytes).
+/// metadata and statistics totals: kilobytes). The fields crate, which decodes
+/// them, declares the same limit (`bcd_fields::MAX_COMMIT_BYTES`); neither
+/// crate depends on the other, and the pipeline checks at compile time that they
+/// agree.
 pub const MAX_COMMIT_FILE_BYTES: u64 = 64 << 20;
 /// Longest suffix of a sidecar file's name (`fields.arrow` in `000003.fields.arrow`).
 pub const MAX_SIDECAR_SUFFIX: usize = 32;
@@ -234,6 +237,9 @@ pub fn parse_commit_file_name(name: &str) -> Option<u64> {
 /// after a kill between its commit and the parts' removal recognises them
 /// (FORMAT.md, "Merging datasets"). The reference ignores it.
 pub const MERGE_RECORD_PREFIX: &str = "merged.";
+/// Merge records larger than this are passed over unread (one holds six numbers
+/// per part: kilobytes).
+pub const MAX_MERGE_RECORD_BYTES: u64 = 64 << 20;
 
 /// Path of the merge record of the state with `shards` committed shards.
 pub fn merge_record_path(dir: &Path, shards: u64) -> PathBuf {

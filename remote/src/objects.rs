@@ -27,6 +27,8 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, UpdateVersion,
 };
 
+use bcd::format::MAX_MANIFEST_BYTES;
+
 use crate::error::{RemoteError, Result};
 use crate::store::Remote;
 
@@ -34,8 +36,6 @@ use crate::store::Remote;
 pub const CHECKSUM_KEY: &str = "bcd-xxh3";
 /// User-metadata key of the modification time.
 pub const MTIME_KEY: &str = "bcd-mtime-ns";
-/// The manifest is refused above this size, as locally.
-const MAX_MANIFEST_BYTES: u64 = bcd::format::MAX_MANIFEST_BYTES;
 
 /// One object directly under the prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
