@@ -971,13 +971,17 @@ fn remove_parts(
     for part in parts {
         let path = part.dataset.dir.clone();
         if let Err(e) = consume(storage, part) {
-            summary.parts_not_removed.push((path, error_chain(&e)));
+            summary
+                .parts_not_removed
+                .push((path, crate::error_chain(&e)));
         }
     }
     for part in merged_before {
         let path = part.dir().to_owned();
         if let Err(e) = part.remove(storage) {
-            summary.parts_not_removed.push((path, error_chain(&e)));
+            summary
+                .parts_not_removed
+                .push((path, crate::error_chain(&e)));
         }
     }
 }
@@ -1042,16 +1046,4 @@ fn remove_part_files(
         }
         _ => Ok(()),
     }
-}
-
-/// An error and its causes, joined by ": ".
-fn error_chain(error: &Error) -> String {
-    let mut text = error.to_string();
-    let mut next = std::error::Error::source(error);
-    while let Some(cause) = next {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text
 }

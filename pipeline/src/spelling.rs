@@ -4,18 +4,7 @@
 //! Python). A library error prints its own message only and chains its cause;
 //! [`error_chain`] joins them.
 
-/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
-/// `{:#}` does: what the CLI prints and a Python exception's message carries.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}
+pub use bcd::error_chain;
 
 /// The option fields a message of this crate or of `bcd-converters` may name:
 /// the fields of [`SourceOptions`](crate::SourceOptions),
