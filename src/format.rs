@@ -78,7 +78,7 @@ pub fn record_sizes(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
 /// the file is read).
 pub fn idx_records(len: u64, keyed: bool, index_path: &Path) -> crate::Result<u64> {
     let entry_size = (INDEX_FIELD_SIZE * index_fields(keyed)) as u64;
-    if len % entry_size != 0 {
+    if !len.is_multiple_of(entry_size) {
         return Err(crate::Error::CorruptShard {
             path: index_path.to_path_buf(),
             reason: format!(
