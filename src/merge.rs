@@ -32,16 +32,8 @@ pub use options::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
     MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
 };
-use placement::{list_sidecars, Created, Plan};
+use placement::{list_sidecars, Created, Part, Plan};
 use rerun::{Merged, Opened};
-
-/// A part, opened and locked.
-pub(super) struct Part {
-    pub(super) dataset: Dataset,
-    pub(super) lock: Option<WriterLock>,
-    /// Suffixes of the sidecars of each committed shard, sorted.
-    pub(super) sidecars: Vec<Vec<String>>,
-}
 
 impl Dataset {
     /// Appends the records of every part, in the order given, in one commit: the

@@ -4,8 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::placement::{Plan, Planned};
-use super::{MergeOnDuplicate, Part};
+use super::options::MergeOnDuplicate;
+use super::placement::{Part, Plan, Planned};
 use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
 use crate::format::INDEX_FILE_NAME;

@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{
-    CommitFileHook, MergeCommitInput, MergeOptions, MergeSummary, MergedPart, MergedShard, Part,
+use super::options::{
+    CommitFileHook, MergeCommitInput, MergeOptions, MergeSummary, MergedPart, MergedShard,
 };
+use crate::commit::WriterLock;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::fingerprint::ShardFingerprint;
@@ -16,6 +17,14 @@ use crate::format::{
 };
 use crate::shard_writer::ShardWriter;
 use crate::storage::Storage;
+
+/// A part, opened and locked.
+pub(super) struct Part {
+    pub(super) dataset: Dataset,
+    pub(super) lock: Option<WriterLock>,
+    /// Suffixes of the sidecars of each committed shard, sorted.
+    pub(super) sidecars: Vec<Vec<String>>,
+}
 
 /// What happens to a part's shard.
 pub(super) enum Plan {

@@ -9,8 +9,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::placement::Planned;
-use super::{consume, remove_part_files, Part};
+use super::placement::{Part, Planned};
+use super::{consume, remove_part_files};
 use crate::commit::WriterLock;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
