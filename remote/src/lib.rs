@@ -40,10 +40,10 @@ pub use error::{RemoteError, Result};
 pub use gc::{gc, GcOptions, GcSummary};
 pub use names::{committed_files, FileKind};
 pub use objects::{
-    file_checksum, same_content, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY,
+    file_checksum, same_content, Base, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY,
 };
 pub use pull::pull;
-pub use push::{push, push_onto, Base};
+pub use push::{push, push_onto};
 pub use read::{RecordSpan, RemoteDataset};
 pub use source::{split_object, ObjectReader};
 pub use store::Remote;
