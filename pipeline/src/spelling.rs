@@ -9,7 +9,7 @@ pub use bcd::error_chain;
 /// The option fields a message of this crate or of `bcd-converters` may name:
 /// the fields of [`SourceOptions`](crate::SourceOptions),
 /// [`IngestOptions`](crate::IngestOptions) and the export options.
-pub const OPTION_FIELDS: &[&str] = &[
+pub(crate) const OPTION_FIELDS: &[&str] = &[
     "format",
     "include",
     "exclude",
