@@ -228,22 +228,10 @@ fn nullable(field: FieldRef) -> FieldRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unify::tests::{list, strukt};
     use crate::unify::EXTENSION_NAME_KEY;
     use arrow_schema::{DataType, Field};
     use DataType::*;
-
-    fn list(t: DataType) -> DataType {
-        List(Arc::new(Field::new("item", t, true)))
-    }
-
-    fn strukt(children: &[(&str, DataType)]) -> DataType {
-        Struct(
-            children
-                .iter()
-                .map(|(n, t)| Field::new(*n, t.clone(), true))
-                .collect(),
-        )
-    }
 
     #[test]
     fn conflicts_leave_the_schema_unchanged() {

@@ -179,15 +179,15 @@ pub fn unify_types(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use DataType::*;
 
-    fn list(t: DataType) -> DataType {
+    pub(crate) fn list(t: DataType) -> DataType {
         List(Arc::new(Field::new("item", t, true)))
     }
 
-    fn strukt(children: &[(&str, DataType)]) -> DataType {
+    pub(crate) fn strukt(children: &[(&str, DataType)]) -> DataType {
         Struct(
             children
                 .iter()
