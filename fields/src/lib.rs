@@ -42,7 +42,7 @@ mod value;
 pub use builder::BatchBuilder;
 pub use commit::{
     commit_file_name, fields_file_name, parse_commit_file_name, stats_file_name, CommitFile,
-    COMMIT_FORMAT, MAX_COMMIT_BYTES,
+    COMMIT_FORMAT, FIELDS_SUFFIX, MAX_COMMIT_BYTES, STATS_SUFFIX,
 };
 pub use conform::align;
 pub use error::{FieldsError, Result};
