@@ -158,7 +158,7 @@ impl RemoteCache {
     /// files of new shards (and the persisted index when the mirror has none),
     /// records the data files' sizes, then replaces the mirror's manifest. Under
     /// an exclusive lock, so processes syncing at once do it once.
-    pub fn sync(&self) -> Result<()> {
+    pub(crate) fn sync(&self) -> Result<()> {
         let _lock = lock(&self.mirror.join(".bcd-sync.lock"))?;
         block_on(self.sync_async())
     }
@@ -470,14 +470,8 @@ impl bcd::DataFiles for RemoteCache {
     }
 }
 
-/// Opens the dataset at `uri` through the cache described by `options`: syncs the
-/// mirror, then opens it with shards fetched on first read. Returns the cache too,
-/// for [`refresh`].
-pub fn open(uri: RemoteUri, options: &CacheOptions) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
-    open_cache(Arc::new(RemoteCache::new(uri, options)?))
-}
-
-/// [`open`] through a cache made already.
+/// Opens the dataset of `cache`: syncs the mirror, then opens it with shards
+/// fetched on first read. Returns the cache too, for [`refresh`].
 pub fn open_cache(cache: Arc<RemoteCache>) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
     cache.sync()?;
     // The first reader writes the persisted index into the mirror, so later opens
