@@ -257,11 +257,9 @@ impl RemoteCache {
         // of the state (FORMAT.md section 9): small, fetched whole, so that the
         // mirror reads fields as a local dataset does.
         for (name, object) in &objects {
-            let wanted = match bcd::format::parse_sidecar_name(name) {
-                Some((shard, _)) => shard < shards,
-                None => bcd::format::parse_commit_file_name(name).is_some_and(|m| m <= shards),
-            };
-            if !wanted {
+            let kind = FileKind::of(name);
+            let wanted = matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_));
+            if !wanted || !kind.committed(shards) {
                 continue;
             }
             if !unchanged(&versions, object) || !self.mirror.join(name).is_file() {
