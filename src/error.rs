@@ -8,6 +8,22 @@ use std::path::PathBuf;
 /// Result alias for the store.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
+/// `{:#}` does: what the CLI prints, a Python exception's message carries and a
+/// merge's summary keeps for a part it could not remove. Every crate's errors
+/// follow that convention (a message says what failed where, its cause is its
+/// source), so this is the one place the chain is joined.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 /// Everything that can go wrong opening, reading or extending a dataset.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

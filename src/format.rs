@@ -59,6 +59,88 @@ pub fn index_fields(keyed: bool) -> usize {
     }
 }
 
+/// Key and value size of record `local` of a shard whose `.idx` bytes are
+/// `sizes` (zero past their end; the key size is 0 when keyless).
+pub fn record_sizes(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
+    let fields = index_fields(keyed);
+    let entry = local * fields * INDEX_FIELD_SIZE;
+    let size = |field: usize| -> u64 {
+        let at = entry + field * INDEX_FIELD_SIZE;
+        sizes
+            .get(at..at + INDEX_FIELD_SIZE)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    (if keyed { size(0) } else { 0 }, size(fields - 1))
+}
+
+/// The number of records of an `.idx` file of `len` bytes, which must be a whole
+/// number of entries (the first check of [`read_idx`], which can be made before
+/// the file is read).
+pub fn idx_records(len: u64, keyed: bool, index_path: &Path) -> crate::Result<u64> {
+    let entry_size = (INDEX_FIELD_SIZE * index_fields(keyed)) as u64;
+    if !len.is_multiple_of(entry_size) {
+        return Err(crate::Error::CorruptShard {
+            path: index_path.to_path_buf(),
+            reason: format!(
+                "{len} bytes is not a whole number of {entry_size}-byte index entries ({} dataset)",
+                if keyed { "keyed" } else { "keyless" }
+            ),
+        });
+    }
+    Ok(len / entry_size)
+}
+
+/// Reads a shard's `.idx` bytes `sizes` against its data file's length
+/// `data_len`, the one check every reader of an `.idx` makes (a local open, a
+/// remote open, a pull before its commit): a whole number of entries, no record
+/// past the end of the data file, and sizes adding up to exactly its length.
+/// Calls `start` with each record's byte offset in the data file, in order, and
+/// returns the number of records. The paths (or object URIs) name the files in
+/// the error, a [`CorruptShard`](crate::Error::CorruptShard).
+pub fn read_idx(
+    sizes: &[u8],
+    keyed: bool,
+    data_len: u64,
+    data_path: &Path,
+    index_path: &Path,
+    mut start: impl FnMut(u64),
+) -> crate::Result<u64> {
+    let corrupt = |path: &Path, reason: String| crate::Error::CorruptShard {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let records = idx_records(sizes.len() as u64, keyed, index_path)?;
+    let entry_size = INDEX_FIELD_SIZE * index_fields(keyed);
+    let mut offset: u64 = 0;
+    for (record, entry) in sizes.chunks_exact(entry_size).enumerate() {
+        start(offset);
+        let record_size: u64 = entry
+            .chunks_exact(INDEX_FIELD_SIZE)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+            .sum();
+        offset += record_size; // cannot overflow: at most 2^32 records x 2^33 bytes
+        if offset > data_len {
+            return Err(corrupt(
+                index_path,
+                format!(
+                    "record {record} ends at byte {offset}, past the end of {} ({data_len} bytes)",
+                    data_path.display()
+                ),
+            ));
+        }
+    }
+    if offset != data_len {
+        return Err(corrupt(
+            data_path,
+            format!(
+                "{data_len} bytes, but its index {} accounts for {offset}",
+                index_path.display()
+            ),
+        ));
+    }
+    Ok(records)
+}
+
 /// Paths of shard `id`'s data and index files: `{id:06}.bin`, `{id:06}.idx`.
 pub fn shard_paths(dir: &Path, id: u64) -> (PathBuf, PathBuf) {
     (
@@ -96,7 +178,10 @@ pub const STAGING_DIR: &str = "_staging";
 /// collection leaves a running job alone.
 pub const JOB_LOCK_NAME: &str = ".bcd-job.lock";
 /// Commit files larger than this are refused unread (one holds a schema,
-/// metadata and statistics totals: kilobytes).
+/// metadata and statistics totals: kilobytes). The fields crate, which decodes
+/// them, declares the same limit (`bcd_fields::MAX_COMMIT_BYTES`); neither
+/// crate depends on the other, and the pipeline checks at compile time that they
+/// agree.
 pub const MAX_COMMIT_FILE_BYTES: u64 = 64 << 20;
 /// Longest suffix of a sidecar file's name (`fields.arrow` in `000003.fields.arrow`).
 pub const MAX_SIDECAR_SUFFIX: usize = 32;
@@ -152,6 +237,9 @@ pub fn parse_commit_file_name(name: &str) -> Option<u64> {
 /// after a kill between its commit and the parts' removal recognises them
 /// (FORMAT.md, "Merging datasets"). The reference ignores it.
 pub const MERGE_RECORD_PREFIX: &str = "merged.";
+/// Merge records larger than this are passed over unread (one holds six numbers
+/// per part: kilobytes).
+pub const MAX_MERGE_RECORD_BYTES: u64 = 64 << 20;
 
 /// Path of the merge record of the state with `shards` committed shards.
 pub fn merge_record_path(dir: &Path, shards: u64) -> PathBuf {
@@ -176,6 +264,44 @@ pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_idx_checks_entries_and_the_data_length() {
+        let (data, index) = shard_paths(Path::new("d"), 0);
+        let idx: Vec<u8> = [1u32, 2, 3, 4]
+            .iter()
+            .flat_map(|n| n.to_le_bytes())
+            .collect();
+        let mut starts = Vec::new();
+        let records = read_idx(&idx, true, 10, &data, &index, |s| starts.push(s)).unwrap();
+        assert_eq!((records, starts), (2, vec![0, 3]));
+        assert_eq!(record_sizes(&idx, true, 1), (3, 4));
+        assert_eq!(record_sizes(&idx, false, 3), (0, 4));
+        assert_eq!(record_sizes(&idx, true, 2), (0, 0));
+
+        let message = |r: crate::Result<u64>| r.unwrap_err().to_string();
+        let odd = message(read_idx(&idx[..12], true, 10, &data, &index, |_| {}));
+        assert!(
+            odd.contains("d/000000.idx")
+                && odd.contains(
+                    "12 bytes is not a whole number of 8-byte index entries (keyed dataset)"
+                ),
+            "{odd}"
+        );
+        let past = message(read_idx(&idx, true, 9, &data, &index, |_| {}));
+        assert!(
+            past.contains("d/000000.idx")
+                && past
+                    .contains("record 1 ends at byte 10, past the end of d/000000.bin (9 bytes)"),
+            "{past}"
+        );
+        let short = message(read_idx(&idx, true, 11, &data, &index, |_| {}));
+        assert!(
+            short.contains("d/000000.bin")
+                && short.contains("11 bytes, but its index d/000000.idx accounts for 10"),
+            "{short}"
+        );
+    }
 
     #[test]
     fn sidecar_names() {

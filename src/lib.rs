@@ -52,7 +52,7 @@ mod verify;
 struct ReadmeExample;
 
 pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
-pub use error::{DisplayKey, Error, Result};
+pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
     batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };

@@ -14,11 +14,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
-use crate::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
+use crate::format::{idx_records, read_idx, record_sizes, shard_paths};
 use crate::index_file::{self, IndexFile, ShardStamp};
 use crate::key_table::{merge_sorted, KeyTable};
 use crate::mapping::{open_regular, Mapping, ShardData};
-use crate::shard::{open_error, sizes_of, stat_shard, Shard};
+use crate::shard::{open_error, stat_shard, Shard};
 use crate::storage::Storage;
 
 /// Where records are, without the key table (split out so the table can be
@@ -77,7 +77,7 @@ impl Layout {
             .saturating_sub(1);
         let shard = &self.shards[shard_id];
         let local = index - shard.first as usize;
-        let (key_size, value_size) = sizes_of(shard.sizes()?, self.keyed, local);
+        let (key_size, value_size) = record_sizes(shard.sizes()?, self.keyed, local);
         let file_records = self.file_records();
         let start = match &self.file {
             Some(file) if index < file_records => {
@@ -119,7 +119,7 @@ impl Layout {
                     file.check_starts(
                         id as u64,
                         |local| {
-                            let (key, value) = sizes_of(sizes, self.keyed, local as usize);
+                            let (key, value) = record_sizes(sizes, self.keyed, local as usize);
                             key + value
                         },
                         shard.data_len(),
@@ -379,50 +379,20 @@ impl Index {
                 open_regular(&index_path).map_err(|e| open_error(&index_path, count, e))?;
             let sizes = Mapping::load(sizes_file, sizes_meta.len())
                 .map_err(|e| Error::io("read", &index_path, e))?;
-            let entry_size = INDEX_FIELD_SIZE * index_fields(keyed);
-            if sizes.len() % entry_size != 0 {
-                return Err(Error::CorruptShard {
-                    path: index_path,
-                    reason: format!(
-                        "{} bytes is not a whole number of {entry_size}-byte index entries ({} dataset)",
-                        sizes.len(),
-                        if keyed { "keyed" } else { "keyless" }
-                    ),
-                });
-            }
+            let records = idx_records(sizes.len() as u64, keyed, &index_path)?;
             // The data file is loaded when first read (or its keys are).
             let stamp = self.stamp(id, &data_path, &sizes_meta, count)?;
-            let data_len = stamp.data_len;
             let first = self.len() as u64;
-            let records = sizes.len() / entry_size;
-            self.layout.tail_starts.reserve(records);
-            let mut offset: u64 = 0;
-            for (record, entry) in sizes.chunks_exact(entry_size).enumerate() {
-                self.layout.tail_starts.push(offset);
-                let record_size: u64 = entry
-                    .chunks_exact(INDEX_FIELD_SIZE)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-                    .sum();
-                offset += record_size; // cannot overflow: at most 2^32 records x 2^33 bytes
-                if offset > data_len {
-                    return Err(Error::CorruptShard {
-                        path: index_path,
-                        reason: format!(
-                            "record {record} ends at byte {offset}, past the end of {} ({data_len} bytes)",
-                            data_path.display()
-                        ),
-                    });
-                }
-            }
-            if offset != data_len {
-                return Err(Error::CorruptShard {
-                    path: data_path,
-                    reason: format!(
-                        "{data_len} bytes, but its index {} accounts for {offset}",
-                        index_path.display()
-                    ),
-                });
-            }
+            let tail_starts = &mut self.layout.tail_starts;
+            tail_starts.reserve(records as usize);
+            let records = read_idx(
+                &sizes,
+                keyed,
+                stamp.data_len,
+                &data_path,
+                &index_path,
+                |start| tail_starts.push(start),
+            )? as usize;
             let shard = self.shard(id, data_path, first, stamp, Some(sizes));
             self.layout.shards.push(shard);
             self.layout.len += records;

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::format::{index_fields, INDEX_FIELD_SIZE};
 use crate::index_file::ShardStamp;
 use crate::mapping::{open_regular, Mapping};
 
@@ -52,20 +51,6 @@ pub(crate) struct Shard {
     /// with this shard's sizes, checked on the first read of the shard (see
     /// [`IndexFile::check_starts`]).
     pub(crate) starts_checked: OnceLock<Result<(), String>>,
-}
-
-/// Key and value size of record `local` of a shard whose `.idx` is `sizes` (zero
-/// past its end).
-pub(crate) fn sizes_of(sizes: &[u8], keyed: bool, local: usize) -> (u64, u64) {
-    let fields = index_fields(keyed);
-    let entry = local * fields * INDEX_FIELD_SIZE;
-    let size = |field: usize| -> u64 {
-        let at = entry + field * INDEX_FIELD_SIZE;
-        sizes
-            .get(at..at + INDEX_FIELD_SIZE)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-    };
-    (if keyed { size(0) } else { 0 }, size(fields - 1))
 }
 
 impl Shard {

@@ -98,78 +98,10 @@ pub(crate) fn field_specs(
     }
 }
 
-/// The type both `a` and `b` fit in, as the dataset schema unifies field types:
-/// equal types; Null with anything; a narrower integer into a wider one (signed
-/// into signed, unsigned into unsigned or a wider signed); lists and structs
-/// recursively (struct children by name, new ones appended). `None` if they
-/// conflict.
+/// The type both `a` and `b` fit in, by the dataset schema's own rule
+/// ([`bcd_fields::unify_types`]); `None` if they conflict.
 pub(crate) fn unify(a: &DataType, b: &DataType) -> Option<DataType> {
-    use DataType::*;
-    if a == b {
-        return Some(a.clone());
-    }
-    match (a, b) {
-        (Null, other) | (other, Null) => Some(other.clone()),
-        _ if a.is_integer() && b.is_integer() => wider_integer(a, b),
-        (List(x), List(y)) => Some(List(unify_child(x, y)?)),
-        (LargeList(x), LargeList(y)) => Some(LargeList(unify_child(x, y)?)),
-        (Struct(xs), Struct(ys)) => {
-            let mut children: Vec<arrow_schema::FieldRef> = Vec::new();
-            for x in xs.iter() {
-                match ys.iter().find(|y| y.name() == x.name()) {
-                    Some(y) => children.push(unify_child(x, y)?),
-                    None => children.push(x.clone()),
-                }
-            }
-            for y in ys.iter() {
-                if !xs.iter().any(|x| x.name() == y.name()) {
-                    children.push(y.clone());
-                }
-            }
-            Some(Struct(children.into()))
-        }
-        _ => None,
-    }
-}
-
-fn unify_child(
-    x: &arrow_schema::FieldRef,
-    y: &arrow_schema::FieldRef,
-) -> Option<arrow_schema::FieldRef> {
-    let data_type = unify(x.data_type(), y.data_type())?;
-    Some(Arc::new(
-        x.as_ref()
-            .clone()
-            .with_data_type(data_type)
-            .with_nullable(x.is_nullable() || y.is_nullable()),
-    ))
-}
-
-fn wider_integer(a: &DataType, b: &DataType) -> Option<DataType> {
-    use DataType::*;
-    // (signed, bits)
-    let shape = |t: &DataType| match t {
-        Int8 => (true, 8),
-        Int16 => (true, 16),
-        Int32 => (true, 32),
-        Int64 => (true, 64),
-        UInt8 => (false, 8),
-        UInt16 => (false, 16),
-        UInt32 => (false, 32),
-        _ => (false, 64),
-    };
-    let ((sa, ba), (sb, bb)) = (shape(a), shape(b));
-    let (narrow, wide) = if ba <= bb {
-        ((sa, ba), (sb, bb, b))
-    } else {
-        ((sb, bb), (sa, ba, a))
-    };
-    let fits = match (narrow.0, wide.0) {
-        (true, true) | (false, false) => narrow.1 <= wide.1,
-        (false, true) => narrow.1 < wide.1,
-        (true, false) => false,
-    };
-    fits.then(|| wide.2.clone())
+    bcd_fields::unify_types(a, b, "").ok()
 }
 
 /// The type of each field column so far and the file that first had it.
@@ -457,6 +389,23 @@ mod tests {
         let b = Struct(vec![Field::new("y", Utf8, true), Field::new("x", Int64, true)].into());
         let both = Struct(vec![Field::new("x", Int64, true), Field::new("y", Utf8, true)].into());
         assert_eq!(unify(&a, &b), Some(both));
+    }
+
+    #[test]
+    fn fixed_size_lists_unify_as_the_dataset_schema_does() {
+        use DataType::*;
+        // The copy this replaced refused them: files with embeddings of the same
+        // width but another element type could not be ingested together.
+        let fixed = |t, n| DataType::new_fixed_size_list(t, n, true);
+        assert_eq!(
+            unify(&fixed(Float16, 4), &fixed(Null, 4)),
+            Some(fixed(Float16, 4))
+        );
+        assert_eq!(
+            unify(&fixed(Int8, 4), &fixed(Int32, 4)),
+            Some(fixed(Int32, 4))
+        );
+        assert_eq!(unify(&fixed(Int8, 4), &fixed(Int8, 8)), None);
     }
 
     #[test]

@@ -15,8 +15,8 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::conform::conform;
 use crate::error::{FieldsError, Result};
-use crate::schema::unify_types;
 use crate::types::value_type;
+use crate::unify::unify_types;
 use crate::value::{FieldValue, Fields};
 
 static NULL: FieldValue = FieldValue::Null;
@@ -263,7 +263,7 @@ fn widened(
     existing: &DataType,
     value: &FieldValue,
     name: &str,
-) -> std::result::Result<Option<DataType>, crate::schema::TypeConflict> {
+) -> std::result::Result<Option<DataType>, crate::unify::TypeConflict> {
     // The common cases decide without building the value's type.
     let same = match (value, existing) {
         (FieldValue::Null, _) => true,

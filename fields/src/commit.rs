@@ -30,14 +30,19 @@ pub fn parse_commit_file_name(name: &str) -> Option<u64> {
     (commit_file_name(n) == name).then_some(n)
 }
 
+/// Suffix of a shard's fields file, the sidecar `NNNNNN.fields.arrow`.
+pub const FIELDS_SUFFIX: &str = "fields.arrow";
+/// Suffix of a shard's statistics file, the sidecar `NNNNNN.stats.json`.
+pub const STATS_SUFFIX: &str = "stats.json";
+
 /// `NNNNNN.fields.arrow`, shard `shard`'s fields.
 pub fn fields_file_name(shard: u64) -> String {
-    format!("{shard:06}.fields.arrow")
+    format!("{shard:06}.{FIELDS_SUFFIX}")
 }
 
 /// `NNNNNN.stats.json`, shard `shard`'s statistics.
 pub fn stats_file_name(shard: u64) -> String {
-    format!("{shard:06}.stats.json")
+    format!("{shard:06}.{STATS_SUFFIX}")
 }
 
 /// What a commit records beside the manifest (FORMAT.md, "Fields").

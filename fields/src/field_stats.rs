@@ -11,7 +11,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use crate::canonical::{self, float_bits, with_int_array};
 use crate::error::{FieldsError, Result};
 use crate::hll::HyperLogLog;
-use crate::schema::unify_types;
+use crate::unify::unify_types;
 
 mod accumulate;
 mod json;

@@ -7,7 +7,8 @@
 //! encodes) nor of foreign formats (the converters produce the values).
 //!
 //! - [`BatchBuilder`]: records' fields to one Arrow [`RecordBatch`](arrow_array::RecordBatch).
-//! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them.
+//! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them
+//!   ([`unify_types`], the one rule of unification).
 //! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
 //! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
@@ -38,13 +39,14 @@ mod remap;
 mod schema;
 mod stats;
 mod types;
+mod unify;
 mod value;
 
 pub use builder::BatchBuilder;
 pub use categories::{is_category_type, CategoryCodes};
 pub use commit::{
     commit_file_name, fields_file_name, parse_commit_file_name, stats_file_name, CommitFile,
-    COMMIT_FORMAT, MAX_COMMIT_BYTES,
+    COMMIT_FORMAT, FIELDS_SUFFIX, MAX_COMMIT_BYTES, STATS_SUFFIX,
 };
 pub use conform::align;
 pub use error::{FieldsError, Result};
@@ -61,4 +63,5 @@ pub use metadata::{
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
+pub use unify::{unify_types, TypeConflict};
 pub use value::{FieldValue, Fields};

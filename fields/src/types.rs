@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Fields as ArrowFields};
 
-use crate::schema::{unify_types, TypeConflict};
+use crate::unify::{unify_types, TypeConflict};
 use crate::value::FieldValue;
 
 /// How deeply types may nest (lists in structs in lists ...) in a file this

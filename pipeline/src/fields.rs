@@ -11,18 +11,18 @@ use arrow_array::RecordBatch;
 use bcd::{Compression, Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
     align, decode_shard, encode_shard, merge_metadata, BatchBuilder, CommitFile, CountKey,
-    DatasetSchema, Fields, FieldsError, Fingerprint, Remap, Scalar, ShardStats,
+    DatasetSchema, Fields, FieldsError, Fingerprint, Remap, Scalar, ShardStats, FIELDS_SUFFIX,
+    STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
-/// Suffix of a shard's Arrow file of fields (`000003.fields.arrow`).
-pub const FIELDS_SUFFIX: &str = "fields.arrow";
-/// Suffix of a shard's statistics file (`000003.stats.json`).
-pub const STATS_SUFFIX: &str = "stats.json";
-/// Largest commit file read.
-pub const MAX_COMMIT_FILE: u64 = 64 << 20;
-/// Largest statistics file read.
-pub const MAX_STATS_FILE: u64 = 16 << 20;
+/// Largest commit file read: the fields crate's limit, which decodes it.
+const MAX_COMMIT_FILE: u64 = bcd_fields::MAX_COMMIT_BYTES as u64;
+/// Largest statistics file read: the fields crate's limit, which decodes it.
+const MAX_STATS_FILE: u64 = bcd_fields::MAX_STATS_BYTES as u64;
+// The store reads commit files (for a merge's hook) without depending on the
+// fields crate, so it declares the limit too: the two must agree.
+const _: () = assert!(MAX_COMMIT_FILE == bcd::format::MAX_COMMIT_FILE_BYTES);
 
 /// Why fields could not be written or read.
 #[derive(Debug, thiserror::Error)]

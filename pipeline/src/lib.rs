@@ -7,7 +7,7 @@
 //! table confirmed on the key bytes), compresses the batch on all cores and
 //! appends it, in source order, through one [`bcd::Extend`]; one commit at the end.
 //! The bytes written do not depend on the number of jobs. Memory holds at most
-//! three batches (each up to [`BATCH_BYTES_PER_JOB`] x jobs, or one record if
+//! three batches (each up to [`bcd::BATCH_BYTES_PER_THREAD`] x jobs, or one record if
 //! larger) plus the key set.
 //!
 //! [`open_sources`] turns source names and plain [`SourceOptions`] into one
@@ -22,7 +22,7 @@ mod categories;
 mod destination;
 mod export;
 mod export_parquet;
-pub mod export_samples;
+mod export_samples;
 pub mod fields;
 mod formats;
 mod ingest;
@@ -52,25 +52,18 @@ pub use options::{
     fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,
     parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts, InvalidValue,
 };
-pub use schema_file::{
-    parse_schema, read_schema, SchemaFileError, MAX_LIST_DEPTH, MAX_SCHEMA_BYTES,
-};
+pub use schema_file::{parse_schema, read_schema, SchemaFileError};
 pub use source_errors::SourceSetupError;
 pub use source_format::SourceFormat;
 pub use source_options::SourceOptions;
 pub use sources::{open_sources, open_sources_into, OpenedSource};
-pub use spelling::{error_chain, spell_options, OPTION_FIELDS};
+pub use spelling::{error_chain, spell_options};
 pub use subset::{copy_into, sample_records, CopyOptions, CopySummary, SampleError, SampleOptions};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).
 pub const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Records per batch and job: the store's one batching policy
-/// ([`bcd::batch_limits`]).
-pub const BATCH_RECORDS_PER_JOB: usize = bcd::BATCH_RECORDS_PER_THREAD;
-/// Bytes per batch and job ([`bcd::batch_limits`]).
-pub const BATCH_BYTES_PER_JOB: usize = bcd::BATCH_BYTES_PER_THREAD;
 /// High-compression level `bcd ingest` uses by default, chosen by measurement
 /// (BENCHMARKS.md, `--level` table): the lowest level that keeps at least 99% of
 /// the reference's compression ratio on text (99.4%; level 4 gives 98.8%), at about

@@ -19,11 +19,10 @@ use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
 use bcd_fields::{
     encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats,
+    FIELDS_SUFFIX, STATS_SUFFIX,
 };
 
-use crate::fields::{
-    fingerprint, size_stats, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX,
-};
+use crate::fields::{fingerprint, size_stats, DatasetFields, FieldsIoError};
 
 /// What a rewritten shard keeps: its statistics and its fields.
 struct Kept {

@@ -17,9 +17,9 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bcd_converters::regular_file::{open_regular, ReadRegularError};
 
 /// Largest schema file read: 1 MiB.
-pub const MAX_SCHEMA_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_SCHEMA_BYTES: u64 = 1 << 20;
 /// Deepest nesting of `list<...>` accepted.
-pub const MAX_LIST_DEPTH: usize = 32;
+pub(crate) const MAX_LIST_DEPTH: usize = 32;
 
 /// Why a schema file could not be used.
 #[derive(Debug, thiserror::Error)]

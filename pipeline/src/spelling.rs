@@ -6,25 +6,14 @@
 
 use std::sync::LazyLock;
 
-/// An error and its causes (its `source()` chain), joined by ": " as anyhow's
-/// `{:#}` does: what the CLI prints and a Python exception's message carries.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}
+pub use bcd::error_chain;
 
 /// The option fields a message of this crate, of `bcd-converters` or of
 /// `bcd-sampling` may name: `format`, the fields of
 /// [`SourceOptions`](crate::SourceOptions) the registered formats take, those of
 /// [`IngestOptions`](crate::IngestOptions) and the export options, and the
 /// settings of an epoch (`bcd_sampling::Plan`, `bcd.partition`'s keywords).
-pub static OPTION_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+pub(crate) static OPTION_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     let mut fields = vec!["format"];
     fields.extend(crate::formats::option_fields());
     fields.extend(RUN_OPTION_FIELDS);

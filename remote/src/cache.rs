@@ -158,7 +158,7 @@ impl RemoteCache {
     /// files of new shards (and the persisted index when the mirror has none),
     /// records the data files' sizes, then replaces the mirror's manifest. Under
     /// an exclusive lock, so processes syncing at once do it once.
-    pub fn sync(&self) -> Result<()> {
+    pub(crate) fn sync(&self) -> Result<()> {
         let _lock = lock(&self.mirror.join(".bcd-sync.lock"))?;
         block_on(self.sync_async())
     }
@@ -257,11 +257,9 @@ impl RemoteCache {
         // of the state (FORMAT.md section 9): small, fetched whole, so that the
         // mirror reads fields as a local dataset does.
         for (name, object) in &objects {
-            let wanted = match bcd::format::parse_sidecar_name(name) {
-                Some((shard, _)) => shard < shards,
-                None => bcd::format::parse_commit_file_name(name).is_some_and(|m| m <= shards),
-            };
-            if !wanted {
+            let kind = FileKind::of(name);
+            let wanted = matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_));
+            if !wanted || !kind.committed(shards) {
                 continue;
             }
             if !unchanged(&versions, object) || !self.mirror.join(name).is_file() {
@@ -470,14 +468,8 @@ impl bcd::DataFiles for RemoteCache {
     }
 }
 
-/// Opens the dataset at `uri` through the cache described by `options`: syncs the
-/// mirror, then opens it with shards fetched on first read. Returns the cache too,
-/// for [`refresh`].
-pub fn open(uri: RemoteUri, options: &CacheOptions) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
-    open_cache(Arc::new(RemoteCache::new(uri, options)?))
-}
-
-/// [`open`] through a cache made already.
+/// Opens the dataset of `cache`: syncs the mirror, then opens it with shards
+/// fetched on first read. Returns the cache too, for [`refresh`].
 pub fn open_cache(cache: Arc<RemoteCache>) -> Result<(bcd::Dataset, Arc<RemoteCache>)> {
     cache.sync()?;
     // The first reader writes the persisted index into the mirror, so later opens

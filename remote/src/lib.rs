@@ -2,7 +2,7 @@
 //! same files as a local dataset directory, so a plain copy of the prefix is a
 //! dataset the reference opens.
 //!
-//! - [`uri`]: what a location argument is (a local path, a store URI, or an
+//! - [`Location`]: what a location argument is (a local path, a store URI, or an
 //!   unsupported scheme, which is refused).
 //! - [`Remote`]: a prefix and a client configured from the cloud's standard
 //!   environment, with retries.
@@ -12,8 +12,8 @@
 //!   verify, export) without downloading it whole.
 //! - [`cache`]: open a remote dataset as a [`bcd::Dataset`] whose shards are
 //!   fetched into a shared, bounded local cache on first read (training).
-//! - [`gc`]: remove what interrupted pushes left.
-//! - [`names`]: which files make up a committed state ([`committed_files`]).
+//! - [`gc()`]: remove what interrupted pushes left.
+//! - [`FileKind`]: which files make up a committed state, by name.
 //!
 //! The API is blocking: requests run on a runtime this crate owns (one per
 //! process, rebuilt after a fork).
@@ -24,26 +24,26 @@ pub mod cache;
 mod cache_records;
 mod download;
 mod error;
-pub mod gc;
-pub mod names;
+mod gc;
+mod names;
 mod objects;
-pub mod pull;
-pub mod push;
-pub mod read;
-pub mod source;
+mod pull;
+mod push;
+mod read;
+mod source;
 mod store;
-pub mod transfer;
-pub mod uri;
+mod transfer;
+mod uri;
 
 pub use cache::{CacheOptions, RemoteCache};
 pub use error::{RemoteError, Result};
 pub use gc::{gc, GcOptions, GcSummary};
-pub use names::{committed_files, FileKind};
+pub use names::FileKind;
 pub use objects::{
-    file_checksum, same_content, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY,
+    file_checksum, same_content, Base, RemoteManifest, RemoteObject, Stamp, CHECKSUM_KEY, MTIME_KEY,
 };
 pub use pull::pull;
-pub use push::{push, push_onto, Base};
+pub use push::{push, push_onto};
 pub use read::{RecordSpan, RemoteDataset};
 pub use source::{split_object, ObjectReader};
 pub use store::Remote;

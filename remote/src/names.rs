@@ -5,10 +5,14 @@
 //! the shards `NNNNNN.bin` / `NNNNNN.idx` for `n < S`, every per-shard sidecar
 //! `NNNNNN.<suffix>` with `n < S` (`000003.fields.arrow`, `000003.stats.json`),
 //! every per-commit file `commit.M.json` with `M <= S`, and the persisted index
-//! `.bcd-index`. Sidecars are recognised by the pattern, whatever their suffix, so
+//! `.bcd-index`. The names are read by the store's parsers (`bcd::format`), the
+//! one rule of them. Sidecars are recognised by the pattern, whatever their suffix, so
 //! files a later version adds beside the shards travel without a change here.
 
-use bcd::format::{DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME};
+use bcd::format::{
+    parse_commit_file_name, parse_merge_record_name, parse_shard_name, parse_sidecar_name,
+    DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME,
+};
 
 /// What a file name in a dataset's directory (or under its prefix) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,10 +21,14 @@ pub enum FileKind {
     Manifest,
     /// `NNNNNN.bin` or `NNNNNN.idx` of shard `n`.
     Shard(u64),
-    /// `NNNNNN.<suffix>` other than `.bin`/`.idx`: a file beside shard `n`.
+    /// `NNNNNN.<suffix>` other than `.bin`/`.idx`: a file beside shard `n`
+    /// (the suffix as `bcd::format::is_sidecar_suffix` allows).
     Sidecar(u64),
     /// `commit.M.json`: written by the commit that made the shard count `M`.
     Commit(u64),
+    /// `merged.M.json`: the record of a local merge that made the shard count
+    /// `M`. Bookkeeping of one machine's file systems: never pushed or pulled.
+    MergeRecord(u64),
     /// `.bcd-index`, the persisted index (a cache, rewritten in place).
     IndexFile,
     /// Anything else (temporary files, the lock, foreign files).
@@ -28,33 +36,23 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    /// The kind of the file called `name`.
+    /// The kind of the file called `name`, by the store's own parsers of its
+    /// names (`bcd::format`), so that this rule and the store's cannot drift.
     pub fn of(name: &str) -> FileKind {
         if name == MANIFEST_NAME {
-            return FileKind::Manifest;
-        }
-        if name == INDEX_FILE_NAME {
-            return FileKind::IndexFile;
-        }
-        if let Some(number) = name
-            .strip_prefix("commit.")
-            .and_then(|rest| rest.strip_suffix(".json"))
-        {
-            return match shard_number(number) {
-                Some(m) => FileKind::Commit(m),
-                None => FileKind::Other,
-            };
-        }
-        let Some((stem, suffix)) = name.split_once('.') else {
-            return FileKind::Other;
-        };
-        match shard_number(stem) {
-            Some(_) if suffix.is_empty() || suffix.ends_with('.') => FileKind::Other,
-            Some(n) if suffix == DATA_EXTENSION || suffix == INDEX_EXTENSION => FileKind::Shard(n),
-            // Temporary names of writers in progress are not sidecars.
-            Some(_) if suffix.contains("tmp") => FileKind::Other,
-            Some(n) => FileKind::Sidecar(n),
-            None => FileKind::Other,
+            FileKind::Manifest
+        } else if name == INDEX_FILE_NAME {
+            FileKind::IndexFile
+        } else if let Some(m) = parse_commit_file_name(name) {
+            FileKind::Commit(m)
+        } else if let Some(m) = parse_merge_record_name(name) {
+            FileKind::MergeRecord(m)
+        } else if let Some(n) = parse_shard_name(name) {
+            FileKind::Shard(n)
+        } else if let Some((n, _)) = parse_sidecar_name(name) {
+            FileKind::Sidecar(n)
+        } else {
+            FileKind::Other
         }
     }
 
@@ -65,7 +63,7 @@ impl FileKind {
             FileKind::Manifest | FileKind::IndexFile => true,
             FileKind::Shard(n) | FileKind::Sidecar(n) => n < shards,
             FileKind::Commit(m) => m <= shards,
-            FileKind::Other => false,
+            FileKind::MergeRecord(_) | FileKind::Other => false,
         }
     }
 
@@ -88,13 +86,6 @@ impl FileKind {
             _ => false,
         }
     }
-}
-
-/// A decimal shard number of at least six digits, as shard files are named.
-fn shard_number(text: &str) -> Option<u64> {
-    (text.len() >= 6 && text.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| text.parse().ok())
-        .flatten()
 }
 
 /// The files of `listing` (names in one directory or under one prefix) that belong
@@ -140,6 +131,10 @@ mod tests {
         assert_eq!(FileKind::of("000003.stats.json"), FileKind::Sidecar(3));
         assert_eq!(FileKind::of("commit.000004.json"), FileKind::Commit(4));
         assert_eq!(FileKind::of(".bcd-index"), FileKind::IndexFile);
+        assert_eq!(FileKind::of("merged.000004.json"), FileKind::MergeRecord(4));
+        // The store's rule of sidecar suffixes decides (`[a-z0-9._-]`, from a
+        // letter): a suffix that merely contains "tmp" is one.
+        assert_eq!(FileKind::of("000003.bin.tmp"), FileKind::Sidecar(3));
         for other in [
             ".bcd.lock",
             ".manifest.json.tmp",
@@ -147,9 +142,12 @@ mod tests {
             "00003.bin",
             "000003",
             "000003.",
-            "000003.bin.tmp",
+            "000003.Bin",
+            "000003.9x",
             "commit.4.json",
             "commit.000004.json.tmp",
+            ".commit.000004.json.tmp",
+            "merged.4.json",
             "x000003.bin",
             "README",
         ] {
@@ -176,6 +174,7 @@ mod tests {
             ".bcd-index",
             ".bcd.lock",
             ".manifest.json.tmp",
+            "merged.000002.json",
         ];
         assert_eq!(
             committed_files(&listing, 2),

@@ -27,6 +27,8 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, UpdateVersion,
 };
 
+use bcd::format::MAX_MANIFEST_BYTES;
+
 use crate::error::{RemoteError, Result};
 use crate::store::Remote;
 
@@ -34,8 +36,25 @@ use crate::store::Remote;
 pub const CHECKSUM_KEY: &str = "bcd-xxh3";
 /// User-metadata key of the modification time.
 pub const MTIME_KEY: &str = "bcd-mtime-ns";
-/// The manifest is refused above this size, as locally.
-const MAX_MANIFEST_BYTES: u64 = bcd::format::MAX_MANIFEST_BYTES;
+
+/// The remote state a push may build on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// No dataset under the prefix yet.
+    Absent,
+    /// The manifest of this version (an ETag and version seen earlier).
+    Version(UpdateVersion),
+}
+
+impl Base {
+    /// The state of a prefix whose manifest is `manifest` (`None`: none).
+    pub fn of(manifest: Option<&RemoteManifest>) -> Base {
+        match manifest {
+            None => Base::Absent,
+            Some(m) => Base::Version(m.version.clone()),
+        }
+    }
+}
 
 /// One object directly under the prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,11 +223,8 @@ impl Remote {
 
     /// The state a push onto this remote would build on now: [`Base::Absent`], or
     /// the version of its manifest (blocking).
-    pub fn base(&self) -> Result<crate::push::Base> {
-        Ok(match crate::store::block_on(self.manifest())? {
-            None => crate::push::Base::Absent,
-            Some(m) => crate::push::Base::Version(m.version),
-        })
+    pub fn base(&self) -> Result<Base> {
+        Ok(Base::of(crate::store::block_on(self.manifest())?.as_ref()))
     }
 
     /// The checksum and time stored with object `name` (a HEAD request).

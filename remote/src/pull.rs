@@ -139,8 +139,10 @@ fn check_resumable(dir: &Path) -> Result<()> {
         let entry = entry.map_err(|e| RemoteError::io(dir, "list", e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = FileKind::of(&name) != FileKind::Other
-            || name == bcd::format::LOCK_NAME
+        let ours = !matches!(
+            FileKind::of(&name),
+            FileKind::Other | FileKind::MergeRecord(_)
+        ) || name == bcd::format::LOCK_NAME
             || name.starts_with(bcd::format::INDEX_FILE_TMP_PREFIX);
         if !ours {
             return Err(RemoteError::Local(bcd::Error::DirectoryNotEmpty {
@@ -313,31 +315,16 @@ async fn pull_async(
     Ok((theirs.bytes, shards, summary))
 }
 
-/// Checks each new shard's `.idx` against its `.bin` (a whole number of entries
-/// whose sizes add up to the data file's length), as opening the dataset would,
-/// before the commit makes them visible.
+/// Checks each new shard's `.idx` against its `.bin` as opening the dataset
+/// would ([`bcd::format::read_idx`]), before the commit makes them visible.
 fn check_new_shards(dir: &Path, manifest: &bcd::Manifest, from: u64) -> Result<()> {
-    let entry = bcd::format::INDEX_FIELD_SIZE * bcd::format::index_fields(manifest.keyed);
     for shard in from..manifest.shards {
         let (data, index) = bcd::format::shard_paths(dir, shard);
         let sizes = fs::read(&index).map_err(|e| RemoteError::io(&index, "read", e))?;
         let data_len = fs::metadata(&data)
             .map_err(|e| RemoteError::io(&data, "stat", e))?
             .len();
-        let sum: u64 = sizes
-            .chunks_exact(bcd::format::INDEX_FIELD_SIZE)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-            .sum();
-        if sizes.len() % entry != 0 || sum != data_len {
-            return Err(bcd::Error::CorruptShard {
-                path: index,
-                reason: format!(
-                    "{} bytes of sizes adding up to {sum}, for a {data_len}-byte data file; nothing was committed",
-                    sizes.len()
-                ),
-            }
-            .into());
-        }
+        bcd::format::read_idx(&sizes, manifest.keyed, data_len, &data, &index, |_| {})?;
     }
     Ok(())
 }

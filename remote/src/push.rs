@@ -34,12 +34,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
 use crate::objects::{
-    file_checksum, is_conflict, mtime_ns, same_content, RemoteManifest, RemoteObject,
+    file_checksum, is_conflict, mtime_ns, same_content, Base, RemoteManifest, RemoteObject,
 };
 use crate::store::{block_on, Remote};
 use crate::transfer::{abort_journaled, upload, Context, TransferOptions, TransferSummary, Upload};
@@ -239,15 +239,6 @@ pub fn push(dir: &Path, remote: &Remote, options: &TransferOptions) -> Result<Tr
     push_onto(dir, remote, options, None)
 }
 
-/// The remote state a push may build on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Base {
-    /// No dataset under the prefix yet.
-    Absent,
-    /// The manifest of this version (an ETag and version seen earlier).
-    Version(UpdateVersion),
-}
-
 /// [`push`] onto a remote state read earlier (`base`; `None`: whatever the push
 /// finds): if the remote is no longer at `base`, the push fails with
 /// [`RemoteError::Conflict`] before uploading anything. An ingest that pulled the
@@ -342,11 +333,7 @@ async fn push_async(
     let remote = ctx.remote;
     let remote_manifest = remote.manifest().await?;
     if let Some(base) = base {
-        let found = match &remote_manifest {
-            None => Base::Absent,
-            Some(m) => Base::Version(m.version.clone()),
-        };
-        if &found != base {
+        if &Base::of(remote_manifest.as_ref()) != base {
             return Err(RemoteError::Conflict {
                 uri: remote.uri().to_string(),
                 reason: "another writer committed to the dataset since it was read".into(),

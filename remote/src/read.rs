@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use bcd::format::{index_fields, shard_paths, INDEX_FIELD_SIZE};
+use bcd::format::{record_sizes, shard_paths};
 use bcd::{Compression, DisplayKey, Manifest};
 
 use crate::error::{RemoteError, Result};
@@ -99,7 +99,6 @@ impl RemoteDataset {
             let manifest = manifest.manifest;
             let objects = remote.list().await?;
             let keyed = manifest.keyed;
-            let entry = INDEX_FIELD_SIZE * index_fields(keyed);
             let store = remote.store()?;
             let loaded: Vec<(Vec<u8>, u64, Stamp)> = futures::stream::iter(0..manifest.shards)
                 .map(|id| {
@@ -135,38 +134,15 @@ impl RemoteDataset {
             let mut len = 0u64;
             for (id, (sizes, data_len, index_stamp)) in loaded.into_iter().enumerate() {
                 let (data_name, index_name) = names(id as u64);
-                let corrupt = |name: &str, reason: String| {
-                    RemoteError::Local(bcd::Error::CorruptShard {
-                        path: PathBuf::from(remote.object_uri(name)),
-                        reason,
-                    })
-                };
-                if sizes.len() % entry != 0 {
-                    return Err(corrupt(
-                        &index_name,
-                        format!(
-                            "{} bytes is not a whole number of {entry}-byte index entries",
-                            sizes.len()
-                        ),
-                    ));
-                }
-                let mut starts = Vec::with_capacity(sizes.len() / entry);
-                let mut offset = 0u64;
-                for chunk in sizes.chunks_exact(entry) {
-                    starts.push(offset);
-                    offset += chunk
-                        .chunks_exact(INDEX_FIELD_SIZE)
-                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
-                        .sum::<u64>();
-                }
-                if offset != data_len {
-                    return Err(corrupt(
-                        &data_name,
-                        format!(
-                            "{data_len} bytes, but its index {index_name} accounts for {offset}"
-                        ),
-                    ));
-                }
+                let mut starts = Vec::new();
+                bcd::format::read_idx(
+                    &sizes,
+                    keyed,
+                    data_len,
+                    &PathBuf::from(remote.object_uri(&data_name)),
+                    &PathBuf::from(remote.object_uri(&index_name)),
+                    |start| starts.push(start),
+                )?;
                 let records = starts.len() as u64;
                 shards.push(ShardLayout {
                     first: len,
@@ -296,18 +272,13 @@ impl RemoteDataset {
 
     fn span_in(&self, shard: usize, local: usize) -> RecordSpan {
         let layout = &self.shards[shard];
-        let fields = index_fields(self.keyed());
-        let at = local * fields * INDEX_FIELD_SIZE;
-        let size = |field: usize| {
-            let b = &layout.sizes[at + field * INDEX_FIELD_SIZE..][..INDEX_FIELD_SIZE];
-            u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
-        };
+        let (key_len, value_len) = record_sizes(&layout.sizes, self.keyed(), local);
         RecordSpan {
             shard: shard as u64,
             record: local as u64,
             start: layout.starts[local],
-            key_len: if self.keyed() { size(0) } else { 0 },
-            value_len: size(fields - 1),
+            key_len,
+            value_len,
         }
     }
 

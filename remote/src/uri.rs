@@ -178,11 +178,6 @@ pub fn split_scheme(text: &OsStr) -> Option<(&str, &str)> {
     valid.then_some((scheme, rest))
 }
 
-/// Whether `text` is written as a URI (`scheme://...`), supported or not.
-pub fn is_uri(text: &OsStr) -> bool {
-    split_scheme(text).is_some()
-}
-
 fn local_from_file_uri(uri: &str, rest: &str) -> Result<Location, RemoteError> {
     // file:///abs/path, or file://localhost/abs/path.
     let path = rest.strip_prefix("localhost").unwrap_or(rest);

@@ -197,3 +197,46 @@ fn verify_checks_each_file_against_its_stored_checksum_naming_it() {
     let error = remote.for_each_record(|_, _, _| Ok(())).unwrap_err();
     assert!(error.to_string().contains("000001.bin"), "{error}");
 }
+
+#[test]
+fn a_damaged_index_fails_the_open_with_the_messages_of_a_local_open() {
+    let (_dir, _local, store) = pushed(Compression::None);
+    let memory = store.inner.clone();
+    let open_error = |memory: &Arc<InMemory>| {
+        RemoteDataset::open(memory_remote(memory.clone(), "p"))
+            .unwrap_err()
+            .to_string()
+    };
+    // A torn entry.
+    tamper(&memory, "p/000000.idx", |bytes| {
+        bytes.pop();
+    });
+    let error = open_error(&memory);
+    assert!(
+        error.starts_with("s3://bucket/p/000000.idx: ")
+            && error.contains("is not a whole number of 8-byte index entries (keyed dataset)"),
+        "{error}"
+    );
+    // A record said to end past the end of the data file.
+    tamper(&memory, "p/000000.idx", |bytes| {
+        bytes.push(0);
+        bytes[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    });
+    let error = open_error(&memory);
+    assert!(
+        error.starts_with("s3://bucket/p/000000.idx: ")
+            && error.contains("record 0 ends at byte")
+            && error.contains("past the end of s3://bucket/p/000000.bin"),
+        "{error}"
+    );
+    // Sizes that fall short of the data file.
+    tamper(&memory, "p/000000.idx", |bytes| {
+        bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
+    });
+    let error = open_error(&memory);
+    assert!(
+        error.starts_with("s3://bucket/p/000000.bin: ")
+            && error.contains("but its index s3://bucket/p/000000.idx accounts for"),
+        "{error}"
+    );
+}

@@ -9,13 +9,14 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::{consume, remove_part_files, Part, Planned};
+use super::placement::{Part, Planned};
+use super::{consume, remove_part_files};
 use crate::commit::WriterLock;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::fingerprint::ShardFingerprint;
 use crate::format::{
-    merge_record_path, parse_merge_record_name, MANIFEST_NAME, MAX_COMMIT_FILE_BYTES,
+    merge_record_path, parse_merge_record_name, MANIFEST_NAME, MAX_MERGE_RECORD_BYTES,
 };
 use crate::storage::Storage;
 
@@ -216,7 +217,7 @@ impl Dataset {
                 .metadata()
                 .map_err(|e| Error::io("stat", &path, e))?
                 .len();
-            if len > MAX_COMMIT_FILE_BYTES {
+            if len > MAX_MERGE_RECORD_BYTES {
                 continue;
             }
             let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
