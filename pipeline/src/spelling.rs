@@ -127,6 +127,12 @@ mod tests {
             "sample",
             "seed",
             "balance_by",
+            "world_size",
+            "rank",
+            "block_size",
+            "categories",
+            "weights",
+            "num_samples",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);
