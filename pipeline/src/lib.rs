@@ -20,6 +20,7 @@ mod export;
 mod export_parquet;
 pub mod export_samples;
 pub mod fields;
+mod fields_writer;
 mod ingest;
 mod ingest_remote;
 mod merge;
