@@ -35,6 +35,28 @@ pub enum FieldsIoError {
     /// file of fields is corrupt; the message names the field or the file.
     #[error(transparent)]
     Fields(#[from] FieldsError),
+    /// A key seen before (committed, or earlier in the same extend) with the
+    /// duplicate policy [`crate::OnDuplicate::Error`]; nothing was committed.
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this extend; nothing was committed (use `on_duplicate` skip to keep the first)")]
+    Duplicate {
+        /// The key.
+        key: bcd::DisplayKey,
+        /// Where the record came from.
+        origin: String,
+        /// Its position in the batch pushed (for callers that keep richer origins).
+        position: usize,
+    },
+    /// A file just written (a shard's fields or statistics file, or the commit
+    /// file with the schema and metadata) does not read back with the readers
+    /// that open a dataset; nothing was committed.
+    #[error("{}: written, but it does not read back; nothing was committed", file.display())]
+    ReadBack {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What the reader said.
+        #[source]
+        source: Box<FieldsIoError>,
+    },
 }
 
 /// The fingerprint as `bcd-fields` stores it.
@@ -45,6 +67,11 @@ pub fn fingerprint(f: &ShardFingerprint) -> Fingerprint {
         index_xxh3: f.index_xxh3,
         edges_xxh3: f.edges_xxh3,
     }
+}
+
+/// The fingerprint of committed shard `shard`, as `bcd-fields` stores it.
+fn committed_fingerprint(dataset: &Dataset, shard: u64) -> Result<Fingerprint, FieldsIoError> {
+    Ok(fingerprint(&dataset.shard_fingerprint(shard)?))
 }
 
 /// The fields of a committed state: its schema and metadata (from the newest
@@ -119,25 +146,10 @@ impl DatasetFields {
     /// Statistics of one shard: its statistics file when it matches the shard,
     /// else computed from the shard's records (sizes only).
     pub fn shard_stats(&self, dataset: &Dataset, shard: u64) -> Result<ShardStats, FieldsIoError> {
-        if let Some(bytes) = dataset.map_sidecar(shard, STATS_SUFFIX)? {
-            let name = dataset
-                .sidecar_path(shard, STATS_SUFFIX)
-                .display()
-                .to_string();
-            if bytes.len() as u64 > MAX_STATS_FILE {
-                return Err(FieldsError::Invalid {
-                    name,
-                    what: format!("{} bytes, more than a statistics file holds", bytes.len()),
-                }
-                .into());
-            }
-            let mut stats = ShardStats::decode(&bytes, &name)?;
-            if stats.fingerprint == Some(fingerprint(&dataset.shard_fingerprint(shard)?)) {
-                stats.fingerprint = None;
-                return Ok(stats);
-            }
+        match read_stats_file(dataset, shard, || committed_fingerprint(dataset, shard))? {
+            Some(stats) => Ok(stats),
+            None => stats_from_records(dataset, shard),
         }
-        stats_from_records(dataset, shard)
     }
 
     /// The fields of shard `shard`'s records as the dataset schema's columns
@@ -150,18 +162,14 @@ impl DatasetFields {
         columns: Option<&[String]>,
     ) -> Result<Vec<RecordBatch>, FieldsIoError> {
         let schema = self.projection(columns)?;
-        let records = dataset.shard_records(shard) as usize;
-        if let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? {
-            let name = dataset
-                .sidecar_path(shard, FIELDS_SUFFIX)
-                .display()
-                .to_string();
-            let expected = fingerprint(&dataset.shard_fingerprint(shard)?);
-            if let Some(batches) = decode_shard(Arc::new(bytes), &expected, &name)? {
-                return Ok(align(&batches, &schema)?);
-            }
+        let expected = || committed_fingerprint(dataset, shard);
+        match read_fields_file(dataset, shard, expected, &schema)? {
+            Some(batches) => Ok(batches),
+            None => Ok(vec![null_batch(
+                &schema,
+                dataset.shard_records(shard) as usize,
+            )?]),
         }
-        Ok(vec![null_batch(&schema, records)?])
     }
 
     /// The schema of `columns` (all when `None`); an unknown name is an error.
@@ -197,6 +205,60 @@ impl DatasetFields {
         } else {
             names.join(", ")
         }
+    }
+}
+
+/// Shard `shard`'s statistics file, when there is one that matches the shard
+/// (its fingerprint): the one reader of statistics files, for opening a dataset
+/// and for reading back what an extend wrote.
+/// `expected` gives the shard's fingerprint (only asked for when there is a file).
+pub(crate) fn read_stats_file(
+    dataset: &Dataset,
+    shard: u64,
+    expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
+) -> Result<Option<ShardStats>, FieldsIoError> {
+    let Some(bytes) = dataset.map_sidecar(shard, STATS_SUFFIX)? else {
+        return Ok(None);
+    };
+    let name = dataset
+        .sidecar_path(shard, STATS_SUFFIX)
+        .display()
+        .to_string();
+    if bytes.len() as u64 > MAX_STATS_FILE {
+        return Err(FieldsError::Invalid {
+            name,
+            what: format!("{} bytes, more than a statistics file holds", bytes.len()),
+        }
+        .into());
+    }
+    let mut stats = ShardStats::decode(&bytes, &name)?;
+    if stats.fingerprint != Some(expected()?) {
+        return Ok(None);
+    }
+    stats.fingerprint = None;
+    Ok(Some(stats))
+}
+
+/// Shard `shard`'s fields as the columns of `schema`, when it has a fields file
+/// that matches the shard: the one reader of fields files, for opening a
+/// dataset and for reading back what an extend wrote.
+/// `expected` gives the shard's fingerprint (only asked for when there is a file).
+pub(crate) fn read_fields_file(
+    dataset: &Dataset,
+    shard: u64,
+    expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
+    schema: &DatasetSchema,
+) -> Result<Option<Vec<RecordBatch>>, FieldsIoError> {
+    let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? else {
+        return Ok(None);
+    };
+    let name = dataset
+        .sidecar_path(shard, FIELDS_SUFFIX)
+        .display()
+        .to_string();
+    match decode_shard(Arc::new(bytes), &expected()?, &name)? {
+        Some(batches) => Ok(Some(align(&batches, schema)?)),
+        None => Ok(None),
     }
 }
 

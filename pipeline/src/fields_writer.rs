@@ -13,6 +13,7 @@ use bcd_fields::{
 use serde_json::{Map, Value};
 
 use crate::fields::{fingerprint, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX};
+use crate::read_back::{check_fields_file, check_stats_file, checked_commit_file};
 
 /// One record waiting for its shard to end: what the statistics need.
 struct Pending {
@@ -159,7 +160,8 @@ impl FieldsWriter {
             last_shard,
             shards_with_stats: self.shards_with_stats,
         };
-        extend.set_commit_file(commit.encode()?);
+        let dir = extend.dataset().path().to_owned();
+        extend.set_commit_file(checked_commit_file(&commit, &dir, self.shards)?);
         Ok(())
     }
 
@@ -198,11 +200,16 @@ impl FieldsWriter {
         stats.add_fields(&batch)?;
         let schema = self.schema.unified(batch.schema().fields())?;
         let print = fingerprint(&shard.fingerprint);
+        // Each file is read back as opening the dataset will read it before the
+        // extend goes on (read_back.rs): what cannot be read is never committed.
         if batch.num_columns() > 0 {
             extend.write_sidecar(shard.id, FIELDS_SUFFIX, &encode_shard(&batch, &print)?)?;
+            check_fields_file(extend.dataset(), shard.id, &print, &schema, records)?;
         }
         stats.fingerprint = Some(print);
-        extend.write_sidecar(shard.id, STATS_SUFFIX, &stats.encode())?;
+        let encoded = stats.encode();
+        extend.write_sidecar(shard.id, STATS_SUFFIX, &encoded)?;
+        check_stats_file(extend.dataset(), shard.id, &print, &encoded)?;
         stats.fingerprint = None;
         self.totals.merge(&stats)?;
         self.shards_with_stats += 1;

@@ -24,11 +24,14 @@ use bcd_fields::{
 use crate::fields::{
     fingerprint, size_stats, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX,
 };
+use crate::read_back::{check_fields_bytes, checked_commit_file};
 
 /// What a rewritten shard keeps: its statistics and its fields.
 struct Kept {
     stats: ShardStats,
     fields: RecordBatch,
+    /// The fields file of the part's shard it comes from (for errors).
+    source: PathBuf,
 }
 
 /// The state both hooks share: what each rewritten or renumbered shard keeps,
@@ -100,7 +103,12 @@ impl FieldsMerge {
         if fields.num_columns() > 0 {
             stats.add_fields(&fields)?;
         }
-        Ok(Kept { stats, fields })
+        let source = part.sidecar_path(from, FIELDS_SUFFIX);
+        Ok(Kept {
+            stats,
+            fields,
+            source,
+        })
     }
 
     /// The new sidecar `suffix` of shard `from` of `part`, moved whole, when its
@@ -184,7 +192,7 @@ impl FieldsMerge {
             last_shard,
             shards_with_stats,
         };
-        Ok(commit.encode()?)
+        checked_commit_file(&commit, input.target.path(), input.shards)
     }
 }
 
@@ -256,10 +264,18 @@ impl SidecarRewrite for FieldsMerge {
 
 /// The content of sidecar `suffix` of a shard whose records keep `kept`, with
 /// fingerprint `print`; `None` for no file (no fields, or a suffix not ours).
-fn sidecar(kept: &Kept, suffix: &str, print: &Fingerprint) -> Result<Option<Vec<u8>>, FieldsError> {
+/// A fields file is checked to decode as a reader will (read_back.rs) before
+/// the store writes it.
+fn sidecar(
+    kept: &Kept,
+    suffix: &str,
+    print: &Fingerprint,
+) -> Result<Option<Vec<u8>>, FieldsIoError> {
     match suffix {
         FIELDS_SUFFIX if kept.fields.num_columns() > 0 => {
-            Ok(Some(encode_shard(&kept.fields, print)?))
+            let bytes = encode_shard(&kept.fields, print)?;
+            check_fields_bytes(&bytes, print, kept.fields.num_rows(), &kept.source)?;
+            Ok(Some(bytes))
         }
         STATS_SUFFIX => {
             let mut stats = kept.stats.clone();
