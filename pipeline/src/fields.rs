@@ -37,7 +37,7 @@ pub enum FieldsIoError {
     Fields(#[from] FieldsError),
     /// A key seen before (committed, or earlier in the same extend) with the
     /// duplicate policy [`crate::OnDuplicate::Error`]; nothing was committed.
-    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this extend; nothing was committed (use `on_duplicate` skip to keep the first)")]
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this extend; nothing was committed")]
     Duplicate {
         /// The key.
         key: bcd::DisplayKey,

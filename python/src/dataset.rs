@@ -1,6 +1,7 @@
 //! `bcd.Dataset`: the Python face of [`bcd::Dataset`], mirroring the reference's
 //! `BitcaskDataset` so that switching is a one-line import change.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -11,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyMemoryView, PyTuple, Py
 
 use bcd::{Compression, CreateOptions, Dataset, Lz4Mode};
 use bcd_fields::Fields;
-use bcd_pipeline::fields::FieldsWriter;
+use bcd_pipeline::{FieldsExtend, NewRecord, Numbered, OnDuplicate};
 
 use crate::batch_read;
 use crate::buffers::{self, Role};
@@ -318,19 +319,23 @@ impl PyDataset {
         dataset.set_lz4_mode(mode);
         let keyed = self.keyed;
         // Takes the writer lock and picks up shards other handles committed, so
-        // they are never overwritten.
-        let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
-        let committed: &Dataset = extend.dataset();
-        let mut fields = py
-            .detach(|| FieldsWriter::begin(committed))
+        // they are never overwritten. Records go in whole through the one extend
+        // with fields (a duplicate key fails it).
+        let mut extend = py
+            .detach(|| FieldsExtend::begin(dataset, OnDuplicate::Error))
             .map_err(fields_to_py)?;
-        fields.add_metadata(metadata).map_err(fields_to_py)?;
+        if let Err(error) = extend.add_metadata(metadata) {
+            py.detach(move || drop(extend));
+            return Err(fields_to_py(error));
+        }
         let mut rows: Vec<Fields> = Vec::new();
 
         // Pulled from the iterable per compression round: the store's one policy.
         let (batch_records, batch_bytes) = bcd::batch_limits(self.threads);
         let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut values: Vec<Vec<u8>> = Vec::new();
+        // Entries pulled before this batch: errors name an entry by its number.
+        let mut pulled: u64 = 0;
         let outcome = (|| -> PyResult<()> {
             loop {
                 // Pull one batch with the GIL held. Meanwhile every thread, and
@@ -344,7 +349,7 @@ impl PyDataset {
                     let _reads = handle.share(extend.dataset());
                     for entry in entries.by_ref() {
                         let entry = entry?;
-                        extend.check_process().map_err(to_py)?;
+                        extend.check_process().map_err(fields_to_py)?;
                         if let Ok(dict) = entry.cast::<PyDict>() {
                             let (key, value, record) = field_values::dict_entry(dict, keyed)?;
                             bytes += value.len();
@@ -372,7 +377,7 @@ impl PyDataset {
                             break;
                         }
                     }
-                    extend.check_process().map_err(to_py)?;
+                    extend.check_process().map_err(fields_to_py)?;
                     if !exhausted {
                         // Let Ctrl-C stop a long extend from a non-Python iterable.
                         py.check_signals()?;
@@ -380,30 +385,33 @@ impl PyDataset {
                 }
                 // Compress on all cores and write, without the GIL.
                 let extend = &mut extend;
-                let fields = &mut fields;
                 let (pairs, values, rows) = (&mut pairs, &mut values, &mut rows);
+                let first = pulled;
+                pulled += rows.len() as u64;
                 py.detach(move || -> PyResult<()> {
-                    let pushed = if keyed {
-                        extend.push_batch(pairs)
-                    } else {
-                        extend.push_value_batch(values)
-                    };
-                    pushed.map_err(to_py)?;
-                    let sizes = pairs
+                    let origins: Vec<Numbered> = (0..rows.len() as u64)
+                        .map(|at| Numbered {
+                            what: "entry",
+                            number: first + at,
+                        })
+                        .collect();
+                    // Only one of the two is used: a keyed dataset takes pairs.
+                    let entries = pairs
                         .iter()
-                        .map(|(k, v)| (k.len(), v.len()))
-                        .chain(values.iter().map(|v| (0, v.len())));
-                    for ((index, (key_len, raw_len)), row) in sizes.enumerate().zip(rows.iter()) {
-                        fields
-                            .push(
-                                key_len,
-                                raw_len,
-                                row,
-                                &format_args!("record {index} of the batch"),
-                            )
-                            .map_err(fields_to_py)?;
-                    }
-                    fields.shards_finished(extend).map_err(fields_to_py)?;
+                        .map(|(k, v)| (&k[..], &v[..]))
+                        .chain(values.iter().map(|v| (&[][..], &v[..])));
+                    let records: Vec<NewRecord<'_>> = entries
+                        .zip(rows.iter())
+                        .zip(&origins)
+                        .map(|(((key, value), fields), origin)| NewRecord {
+                            key,
+                            value,
+                            fields: Cow::Borrowed(fields),
+                            origin,
+                        })
+                        .collect();
+                    extend.push_batch(&records).map_err(fields_to_py)?;
+                    drop(records);
                     pairs.clear();
                     values.clear();
                     rows.clear();
@@ -416,14 +424,7 @@ impl PyDataset {
         })();
         match outcome {
             Ok(()) => {
-                py.detach(move || -> PyResult<()> {
-                    if let Err(e) = fields.finish(&mut extend) {
-                        drop(extend);
-                        return Err(fields_to_py(e));
-                    }
-                    extend.commit().map_err(to_py)?;
-                    Ok(())
-                })?;
+                py.detach(move || extend.commit()).map_err(fields_to_py)?;
                 Ok(())
             }
             Err(error) => {
