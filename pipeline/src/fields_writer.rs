@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use bcd::{Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
     encode_shard, merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError,
-    Remap, ShardStats,
+    Fingerprint, Remap, ShardStats,
 };
 use serde_json::{Map, Value};
 
@@ -202,15 +202,13 @@ impl FieldsWriter {
         let print = fingerprint(&shard.fingerprint);
         // Each file is read back as opening the dataset will read it before the
         // extend goes on (read_back.rs): what cannot be read is never committed.
-        if batch.num_columns() > 0 {
-            extend.write_sidecar(shard.id, FIELDS_SUFFIX, &encode_shard(&batch, &print)?)?;
+        if let Some(fields) = encode_fields_file(&batch, &print)? {
+            extend.write_sidecar(shard.id, FIELDS_SUFFIX, &fields)?;
             check_fields_file(extend.dataset(), shard.id, &print, &schema, records)?;
         }
-        stats.fingerprint = Some(print);
-        let encoded = stats.encode();
+        let encoded = encode_stats_file(&stats, &print);
         extend.write_sidecar(shard.id, STATS_SUFFIX, &encoded)?;
         check_stats_file(extend.dataset(), shard.id, &print, &encoded)?;
-        stats.fingerprint = None;
         self.totals.merge(&stats)?;
         self.shards_with_stats += 1;
         self.schema = schema;
@@ -218,4 +216,25 @@ impl FieldsWriter {
         self.last_written = Some((shard.id, shard.fingerprint));
         Ok(())
     }
+}
+
+/// A shard's fields file (fingerprint `print`), encoded; none when its records
+/// have no field. Every writer of the files beside a shard (an extend's
+/// [`FieldsWriter`], a merge's rewritten or renumbered shards) encodes them
+/// with this and [`encode_stats_file`].
+pub(crate) fn encode_fields_file(
+    fields: &arrow_array::RecordBatch,
+    print: &Fingerprint,
+) -> Result<Option<Vec<u8>>, FieldsIoError> {
+    match fields.num_columns() {
+        0 => Ok(None),
+        _ => Ok(Some(encode_shard(fields, print)?)),
+    }
+}
+
+/// A shard's statistics file: `stats` (without a fingerprint) with `print`.
+pub(crate) fn encode_stats_file(stats: &ShardStats, print: &Fingerprint) -> Vec<u8> {
+    let mut stats = stats.clone();
+    stats.fingerprint = Some(*print);
+    stats.encode()
 }

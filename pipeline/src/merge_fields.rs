@@ -17,13 +17,12 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
-use bcd_fields::{
-    encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats,
-};
+use bcd_fields::{merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats};
 
 use crate::fields::{
     fingerprint, size_stats, DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX,
 };
+use crate::fields_writer::{encode_fields_file, encode_stats_file};
 use crate::read_back::{check_fields_bytes, checked_commit_file};
 
 /// What a rewritten shard keeps: its statistics and its fields.
@@ -264,24 +263,22 @@ impl SidecarRewrite for FieldsMerge {
 
 /// The content of sidecar `suffix` of a shard whose records keep `kept`, with
 /// fingerprint `print`; `None` for no file (no fields, or a suffix not ours).
-/// A fields file is checked to decode as a reader will (read_back.rs) before
-/// the store writes it.
+/// Encoded as an extend encodes them; a fields file is checked to decode as a
+/// reader will (read_back.rs) before the store writes it.
 fn sidecar(
     kept: &Kept,
     suffix: &str,
     print: &Fingerprint,
 ) -> Result<Option<Vec<u8>>, FieldsIoError> {
     match suffix {
-        FIELDS_SUFFIX if kept.fields.num_columns() > 0 => {
-            let bytes = encode_shard(&kept.fields, print)?;
-            check_fields_bytes(&bytes, print, kept.fields.num_rows(), &kept.source)?;
-            Ok(Some(bytes))
+        FIELDS_SUFFIX => {
+            let bytes = encode_fields_file(&kept.fields, print)?;
+            if let Some(bytes) = &bytes {
+                check_fields_bytes(bytes, print, kept.fields.num_rows(), &kept.source)?;
+            }
+            Ok(bytes)
         }
-        STATS_SUFFIX => {
-            let mut stats = kept.stats.clone();
-            stats.fingerprint = Some(*print);
-            Ok(Some(stats.encode()))
-        }
+        STATS_SUFFIX => Ok(Some(encode_stats_file(&kept.stats, print))),
         _ => Ok(None),
     }
 }
