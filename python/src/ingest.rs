@@ -13,13 +13,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use bcd::Compression;
-use bcd_converters::{FieldSelection, FieldType, SourceError};
+use bcd_converters::{FieldType, SourceError};
 use bcd_pipeline::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels, parse_schema,
-    parse_value_ext, read_schema, spell_options, IngestError, IngestOptions, IngestSummary,
-    OnDuplicate, SourceFormat, SourceOptions, SourceSetupError,
+    parse_delimiter, parse_field_type, parse_labels, parse_schema, parse_value_ext, read_schema,
+    spell_options, IngestError, IngestOptions, IngestSummary, OnDuplicate, SourceFormat,
+    SourceOptions, SourceSetupError,
 };
 
+use crate::args::{fields_arg, location};
 use crate::errors::{message, os_error, to_py};
 use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
 
@@ -79,32 +80,6 @@ fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Vec<String>
         })?);
     }
     Ok(items)
-}
-
-/// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
-pub(crate) fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(None);
-    };
-    if value.is_instance_of::<PyString>() {
-        let text: String = value.extract()?;
-        return parse_fields(&text)
-            .map(Some)
-            .map_err(|error| invalid("fields", error));
-    }
-    let mut names = Vec::new();
-    for item in value.try_iter().map_err(|_| {
-        PyTypeError::new_err("fields must be \"all\", \"none\", a str of names separated by commas, or a list of str")
-    })? {
-        names.push(
-            item?
-                .extract::<String>()
-                .map_err(|_| PyTypeError::new_err("fields must hold str items"))?,
-        );
-    }
-    fields_from_names(names)
-        .map(Some)
-        .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
 }
 
 /// `field_type=`: a dict of column name to type (`{"label": "int64"}`), or an
@@ -293,9 +268,9 @@ pub fn ingest<'py>(
     schema: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
-    let into = crate::dataset::location(py, into)?;
+    let into = location(py, into)?;
     let root = match root.filter(|r| !r.is_none()) {
-        Some(root) => match crate::dataset::location(py, root)? {
+        Some(root) => match location(py, root)? {
             bcd_remote::Location::Local(path) => Some(path),
             bcd_remote::Location::Remote(uri) => {
                 return Err(PyValueError::new_err(format!(
