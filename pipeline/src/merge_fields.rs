@@ -129,7 +129,7 @@ impl FieldsMerge {
             renumbered.insert(key.clone(), self.kept(part, from, &all)?);
         }
         let kept = &renumbered[&key];
-        Ok(sidecar(kept, suffix, &print)?)
+        sidecar(kept, suffix, &print)
     }
 
     /// The commit file of the merged state.
