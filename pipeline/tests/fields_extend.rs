@@ -236,3 +236,20 @@ fn a_stored_copy_follows_the_same_duplicate_policy() {
     assert_eq!(&reopened.get(b"c0").unwrap().unwrap()[..], b"some value");
     assert_eq!(labels(&reopened), vec![Some(0), Some(1), Some(2), Some(7)]);
 }
+
+#[test]
+fn a_copy_that_lists_a_record_twice_names_it_and_leaves_no_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = keyed_dataset(dir.path());
+    let source = Dataset::open(&path).unwrap();
+    let into = dir.path().join("copy");
+    let options = bcd_pipeline::CopyOptions {
+        records: Some(vec![1, 2, 1]),
+        ..Default::default()
+    };
+    let error = bcd_pipeline::copy_into(&source, &into, &options).unwrap_err();
+    let message = error.to_string();
+    let expected = format!("record 1 of {}: duplicate key \"a1\"", path.display());
+    assert!(message.starts_with(&expected), "{message}");
+    assert!(!into.exists());
+}
