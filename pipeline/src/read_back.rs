@@ -9,8 +9,9 @@
 //!
 //! A shard's sidecars are read from disk (the store writes and fsyncs them when
 //! asked, so they are there to read); the commit file is written by the store's
-//! commit itself, just before the manifest, so its bytes are decoded as handed
-//! over (the commit writes exactly those bytes and fails on any write error).
+//! commit itself, just before the manifest, so its bytes are decoded here as
+//! handed over, and the commit reads the written file back byte for byte
+//! (`src/extend.rs`, `write_read_back`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use bcd::storage::{FileSystem, Storage, StorageFile};
 use bcd::{CreateOptions, Dataset};
 use bcd_fields::{FieldValue, Fields};
-use bcd_pipeline::fields::{DatasetFields, FieldsIoError};
+use bcd_pipeline::fields::{DatasetFields, FieldsIoError, FIELDS_SUFFIX, STATS_SUFFIX};
 use bcd_pipeline::{FieldsExtend, NewRecord, Numbered, OnDuplicate};
 
 /// A disk that silently loses the second half of every write to files whose
-/// name ends with `suffix`, and reports success.
+/// name `torn` picks, and reports success.
 #[derive(Debug)]
 struct TornWrites {
-    suffix: &'static str,
+    torn: fn(&str) -> bool,
 }
 
 struct TornFile(Box<dyn StorageFile>);
@@ -43,7 +43,7 @@ impl Storage for TornWrites {
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let file = FileSystem.create(path)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        Ok(match name.ends_with(self.suffix) {
+        Ok(match (self.torn)(name) {
             true => Box::new(TornFile(file)),
             false => file,
         })
@@ -132,20 +132,30 @@ fn keyed_dataset(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-fn a_torn_file_is_never_committed(suffix: &'static str) {
+/// An extend through a disk that tears the files `torn` picks fails naming
+/// `file`, and leaves the dataset as it was.
+fn a_torn_file_is_never_committed(torn: fn(&str) -> bool, file: &str, records: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = keyed_dataset(dir.path());
     let manifest = std::fs::read(path.join("manifest.json")).unwrap();
 
-    let storage = Arc::new(TornWrites { suffix });
+    let commit_file = std::fs::read(path.join("commit.000001.json")).unwrap();
+    let storage = Arc::new(TornWrites { torn });
     let mut faulty = Dataset::open_with_storage(&path, storage).unwrap();
-    let error = extend(&mut faulty, "b", 0..5, OnDuplicate::Error).unwrap_err();
+    let error = match records {
+        true => extend(&mut faulty, "b", 0..5, OnDuplicate::Error).unwrap_err(),
+        false => {
+            // A commit of metadata alone replaces the commit file.
+            let mut extend = FieldsExtend::begin(&mut faulty, OnDuplicate::Error).unwrap();
+            let mut metadata = serde_json::Map::new();
+            metadata.insert("description".into(), "cats".into());
+            extend.add_metadata(metadata).unwrap();
+            extend.commit().unwrap_err()
+        }
+    };
 
     let message = bcd_pipeline::error_chain(&error);
-    assert!(
-        matches!(&error, FieldsIoError::ReadBack { file, .. } if file.ends_with(format!("000001.{suffix}"))),
-        "{message}"
-    );
+    assert!(message.contains(file), "{message}");
     assert!(message.contains("nothing was committed"), "{message}");
     assert_eq!(
         std::fs::read(path.join("manifest.json")).unwrap(),
@@ -155,17 +165,53 @@ fn a_torn_file_is_never_committed(suffix: &'static str) {
     let reopened = Dataset::open(&path).unwrap();
     assert_eq!(reopened.len(), 3);
     assert_eq!(labels(&reopened), vec![Some(0), Some(1), Some(2)]);
-    assert!(!path.join(format!("000001.{suffix}")).exists());
+    assert_eq!(
+        std::fs::read(path.join("commit.000001.json")).unwrap(),
+        commit_file,
+        "the commit file changed"
+    );
+    let metadata = DatasetFields::load(&reopened).unwrap().metadata;
+    assert!(!metadata.contains_key("description"), "{metadata:?}");
+    for name in [
+        format!("000001.{FIELDS_SUFFIX}"),
+        format!("000001.{STATS_SUFFIX}"),
+    ] {
+        assert!(!path.join(&name).exists(), "{name} left behind");
+    }
 }
 
 #[test]
 fn a_fields_file_that_does_not_read_back_is_never_committed() {
-    a_torn_file_is_never_committed("fields.arrow");
+    let torn = |name: &str| name.ends_with(".fields.arrow");
+    a_torn_file_is_never_committed(
+        torn,
+        "000001.fields.arrow: written, but it does not read back",
+        true,
+    );
 }
 
 #[test]
 fn a_statistics_file_that_does_not_read_back_is_never_committed() {
-    a_torn_file_is_never_committed("stats.json");
+    let torn = |name: &str| name.ends_with(".stats.json");
+    a_torn_file_is_never_committed(
+        torn,
+        "000001.stats.json: written, but it does not read back",
+        true,
+    );
+}
+
+#[test]
+fn a_commit_file_that_does_not_read_back_is_never_committed() {
+    // The commit file holds the schema and the metadata.
+    let torn = |name: &str| name.starts_with("commit.");
+    a_torn_file_is_never_committed(torn, "commit.000002.json: the file holds other bytes", true);
+}
+
+#[test]
+fn a_commit_of_metadata_alone_that_does_not_read_back_is_never_committed() {
+    // Written to a temporary file, renamed over the commit file once read back.
+    let torn = |name: &str| name.contains("commit") && name.ends_with(".tmp");
+    a_torn_file_is_never_committed(torn, "the file holds other bytes", false);
 }
 
 #[test]
