@@ -570,7 +570,7 @@ impl Extend<'_> {
         if let Some(bytes) = self.commit_file.take() {
             let path = commit_file_path(&self.dataset.dir, shards);
             self.writer.register(path.clone());
-            if let Err(e) = write_durably(self.dataset.storage.as_ref(), &path, &bytes) {
+            if let Err(e) = write_read_back(self.dataset.storage.as_ref(), &path, &bytes) {
                 self.writer.abort();
                 return Err(e);
             }
@@ -627,7 +627,7 @@ impl Extend<'_> {
         let target = commit_file_path(dir, shards);
         let tmp = dir.join(format!("{COMMIT_FILE_TMP_PREFIX}{shards:06}.json.tmp"));
         let replace = || -> Result<()> {
-            write_durably(storage, &tmp, bytes)?;
+            write_read_back(storage, &tmp, bytes)?;
             storage
                 .rename(&tmp, &target)
                 .map_err(|e| Error::io("rename", &tmp, e))
@@ -656,6 +656,30 @@ pub(crate) fn write_durably(
         .map_err(|e| Error::io("create", path, e))?;
     std::io::Write::write_all(&mut file, bytes).map_err(|e| Error::io("write", path, e))?;
     file.sync().map_err(|e| Error::io("fsync", path, e))
+}
+
+/// [`write_durably`], then reads the file back (reads do not go through
+/// `storage`): the commit file names the dataset's schema and metadata, and
+/// nothing is committed that does not read back as it was handed over (its
+/// writer checked that those bytes decode). A merge writes the sidecars its
+/// hooks hand over and its commit file through it too.
+pub(crate) fn write_read_back(
+    storage: &dyn crate::storage::Storage,
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> Result<()> {
+    write_durably(storage, path, bytes)?;
+    let read = std::fs::read(path).map_err(|e| Error::io("read back", path, e))?;
+    if read != bytes {
+        let what = format!(
+            "the file holds other bytes than were written ({} read, {} written); nothing was committed",
+            read.len(),
+            bytes.len()
+        );
+        let source = std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+        return Err(Error::io("read back", path, source));
+    }
+    Ok(())
 }
 
 impl Drop for Extend<'_> {

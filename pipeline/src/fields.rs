@@ -1,25 +1,24 @@
-//! Fields beside the records (FORMAT.md, "Fields"): the writer that rides along
-//! an extend (one Arrow file and one statistics file per shard, then the commit
-//! file with the dataset's schema, metadata and statistics totals), and the
-//! reader of a committed state. The encodings are `bcd-fields`'; the files and
+//! Fields beside the records (FORMAT.md, "Fields"): the reader of a committed
+//! state, the statistics report, and the names and limits of the files (the
+//! writer that rides along an extend is [`FieldsWriter`], in `fields_writer.rs`). The encodings are `bcd-fields`'; the files and
 //! their commit are the store's.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use bcd::{Compression, Dataset, Extend, ShardFingerprint, WrittenShard};
+use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
-    align, decode_shard, encode_shard, merge_metadata, BatchBuilder, CommitFile, CountKey,
-    DatasetSchema, Fields, FieldsError, Fingerprint, Remap, Scalar, ShardStats, FIELDS_SUFFIX,
-    STATS_SUFFIX,
+    align, decode_shard, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint, Scalar,
+    ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
+pub use crate::fields_writer::FieldsWriter;
+
 /// Largest commit file read: the fields crate's limit, which decodes it.
-const MAX_COMMIT_FILE: u64 = bcd_fields::MAX_COMMIT_BYTES as u64;
+pub(crate) const MAX_COMMIT_FILE: u64 = bcd_fields::MAX_COMMIT_BYTES as u64;
 /// Largest statistics file read: the fields crate's limit, which decodes it.
-const MAX_STATS_FILE: u64 = bcd_fields::MAX_STATS_BYTES as u64;
+pub(crate) const MAX_STATS_FILE: u64 = bcd_fields::MAX_STATS_BYTES as u64;
 // The store reads commit files (for a merge's hook) without depending on the
 // fields crate, so it declares the limit too: the two must agree.
 const _: () = assert!(MAX_COMMIT_FILE == bcd::format::MAX_COMMIT_FILE_BYTES);
@@ -35,6 +34,28 @@ pub enum FieldsIoError {
     /// file of fields is corrupt; the message names the field or the file.
     #[error(transparent)]
     Fields(#[from] FieldsError),
+    /// A key seen before (committed, or earlier in the same extend) with the
+    /// duplicate policy [`crate::OnDuplicate::Error`]; nothing was committed.
+    #[error("{origin}: duplicate key {key}: already in the dataset or earlier in this extend; nothing was committed")]
+    Duplicate {
+        /// The key.
+        key: bcd::DisplayKey,
+        /// Where the record came from.
+        origin: String,
+        /// Its position in the batch pushed (for callers that keep richer origins).
+        position: usize,
+    },
+    /// A file just written (a shard's fields or statistics file, or the commit
+    /// file with the schema and metadata) does not read back with the readers
+    /// that open a dataset; nothing was committed.
+    #[error("{}: written, but it does not read back; nothing was committed", file.display())]
+    ReadBack {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What the reader said.
+        #[source]
+        source: Box<FieldsIoError>,
+    },
 }
 
 /// The fingerprint as `bcd-fields` stores it.
@@ -47,203 +68,9 @@ pub fn fingerprint(f: &ShardFingerprint) -> Fingerprint {
     }
 }
 
-/// One record waiting for its shard to end: what the statistics need.
-struct Pending {
-    key_len: u64,
-    raw_len: u64,
-}
-
-/// Writes the fields and statistics of the records pushed through an
-/// [`Extend`], shard by shard, and the commit file. Push each record's fields
-/// with [`FieldsWriter::push`] in the order the records were pushed to the
-/// extend (records it left out as duplicates are not pushed), call
-/// [`FieldsWriter::shards_finished`] after every push to the extend, and
-/// [`FieldsWriter::finish`] before committing it.
-pub struct FieldsWriter {
-    builder: BatchBuilder,
-    pending: VecDeque<Pending>,
-    shards_with_stats: u64,
-    schema: DatasetSchema,
-    /// The committed metadata, the run's (as given so far), and the two merged.
-    committed: Map<String, Value>,
-    run: Map<String, Value>,
-    metadata: Map<String, Value>,
-    /// How the run's class indices become the dataset's (from the merge).
-    remap: Remap,
-    /// Records pushed so far.
-    pushed: u64,
-    totals: ShardStats,
-    shards: u64,
-    /// The last shard this writer wrote, with its fingerprint.
-    last_written: Option<(u64, ShardFingerprint)>,
-}
-
-impl FieldsWriter {
-    /// A writer for an extend of `dataset` (its committed state): starts from the
-    /// committed schema, metadata and totals, adding statistics of the shards no
-    /// commit file covers (written by the reference).
-    pub fn begin(dataset: &Dataset) -> Result<FieldsWriter, FieldsIoError> {
-        let state = DatasetFields::load(dataset)?;
-        let totals = state.totals(dataset)?;
-        Ok(FieldsWriter {
-            builder: BatchBuilder::new(),
-            pending: VecDeque::new(),
-            shards_with_stats: state.shards_with_stats,
-            schema: state.schema,
-            committed: state.metadata.clone(),
-            run: Map::new(),
-            metadata: state.metadata,
-            remap: Remap::default(),
-            pushed: 0,
-            totals,
-            shards: dataset.shards(),
-            last_written: None,
-        })
-    }
-
-    /// Adds one record: the sizes of its key and (uncompressed) value, its fields,
-    /// and where it came from (for errors). On an error (a field whose type
-    /// conflicts with earlier records') nothing is added.
-    pub fn push(
-        &mut self,
-        key_len: usize,
-        raw_len: usize,
-        fields: &Fields,
-        origin: &dyn std::fmt::Display,
-    ) -> Result<(), FieldsIoError> {
-        if !fields.is_empty() {
-            self.builder.push(fields, &origin.to_string())?;
-        } else {
-            self.builder.push(fields, "")?;
-        }
-        self.pending.push_back(Pending {
-            key_len: key_len as u64,
-            raw_len: raw_len as u64,
-        });
-        self.pushed += 1;
-        Ok(())
-    }
-
-    /// Sets metadata on a field column (`bcd.member_ext`, or an Arrow extension
-    /// type's name and parameters, which say what the storage type's values
-    /// mean; FORMAT.md section 9), for the shards finished from now on and so the
-    /// dataset schema.
-    pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
-        self.builder.set_metadata(column, key, value);
-    }
-
-    /// Adds the run's metadata (`metadata`: keys given again replace the run's
-    /// earlier ones) and merges it into the dataset's by the rules of
-    /// [`merge_metadata`]: class vocabularies are the dataset's, extended by the
-    /// run's new names, and the run's class indices are renumbered to them as
-    /// each shard's fields are written. Give the vocabularies before the first
-    /// record: once records are pushed, metadata that would renumber them
-    /// differently is refused. On an error (a value conflicting with the
-    /// dataset's) nothing changes.
-    pub fn add_metadata(&mut self, metadata: Map<String, Value>) -> Result<(), FieldsIoError> {
-        let mut run = self.run.clone();
-        run.extend(metadata);
-        let merged = merge_metadata(&self.committed, &run)?;
-        if self.pushed > 0 && merged.remap != self.remap {
-            let columns = |remap: &Remap| -> Vec<String> {
-                remap.columns().map(|(c, _)| c.to_owned()).collect()
-            };
-            return Err(FieldsError::Unsupported(format!(
-                "class names given after {} records would renumber them differently (columns renumbered before: {:?}, now: {:?}); give the class names before the records",
-                self.pushed,
-                columns(&self.remap),
-                columns(&merged.remap)
-            ))
-            .into());
-        }
-        self.run = run;
-        self.metadata = merged.metadata;
-        self.remap = merged.remap;
-        Ok(())
-    }
-
-    /// The dataset schema as of the records pushed so far (of finished shards).
-    pub fn schema(&self) -> &DatasetSchema {
-        &self.schema
-    }
-
-    /// Writes the sidecars of the shards `extend` finished since the last call.
-    pub fn shards_finished(&mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
-        for shard in extend.take_finished_shards() {
-            self.write_shard(extend, shard)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the last shard's sidecars and sets the commit file; then the
-    /// extend can be committed.
-    pub fn finish(mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
-        for shard in extend.close_shard()? {
-            self.write_shard(extend, shard)?;
-        }
-        let last_shard = match self.shards {
-            0 => None,
-            n => Some(fingerprint(&self.last_fingerprint(extend, n - 1)?)),
-        };
-        let commit = CommitFile {
-            schema: self.schema,
-            metadata: self.metadata,
-            totals: self.totals,
-            last_shard,
-            shards_with_stats: self.shards_with_stats,
-        };
-        extend.set_commit_file(commit.encode()?);
-        Ok(())
-    }
-
-    fn last_fingerprint(
-        &self,
-        extend: &Extend<'_>,
-        shard: u64,
-    ) -> Result<ShardFingerprint, FieldsIoError> {
-        // The shard this extend wrote last, or the committed last one.
-        if let Some(f) = self.last_written {
-            if f.0 == shard {
-                return Ok(f.1);
-            }
-        }
-        Ok(extend.dataset().shard_fingerprint(shard)?)
-    }
-
-    fn write_shard(
-        &mut self,
-        extend: &mut Extend<'_>,
-        shard: WrittenShard,
-    ) -> Result<(), FieldsIoError> {
-        let records = shard.fingerprint.records as usize;
-        let batch = self.builder.take(records)?;
-        let batch = self
-            .remap
-            .apply(&batch, &format!("the fields of new shard {}", shard.id))?;
-        let mut stats = ShardStats::new();
-        let mut key_bytes = 0;
-        for record in self.pending.drain(..records.min(self.pending.len())) {
-            stats.add_record(record.key_len, 0, record.raw_len);
-            key_bytes += record.key_len;
-        }
-        // Stored sizes are known per shard: its data file holds keys and values.
-        stats.stored_bytes = shard.fingerprint.data_len - key_bytes;
-        stats.add_fields(&batch)?;
-        let schema = self.schema.unified(batch.schema().fields())?;
-        let print = fingerprint(&shard.fingerprint);
-        if batch.num_columns() > 0 {
-            extend.write_sidecar(shard.id, FIELDS_SUFFIX, &encode_shard(&batch, &print)?)?;
-        }
-        stats.fingerprint = Some(print);
-        extend.write_sidecar(shard.id, STATS_SUFFIX, &stats.encode())?;
-        stats.fingerprint = None;
-        self.totals.merge(&stats)?;
-        self.shards_with_stats += 1;
-        self.schema = schema;
-        self.shards = shard.id + 1;
-        self.last_written = Some((shard.id, shard.fingerprint));
-        Ok(())
-    }
+/// The fingerprint of committed shard `shard`, as `bcd-fields` stores it.
+fn committed_fingerprint(dataset: &Dataset, shard: u64) -> Result<Fingerprint, FieldsIoError> {
+    Ok(fingerprint(&dataset.shard_fingerprint(shard)?))
 }
 
 /// The fields of a committed state: its schema and metadata (from the newest
@@ -318,25 +145,10 @@ impl DatasetFields {
     /// Statistics of one shard: its statistics file when it matches the shard,
     /// else computed from the shard's records (sizes only).
     pub fn shard_stats(&self, dataset: &Dataset, shard: u64) -> Result<ShardStats, FieldsIoError> {
-        if let Some(bytes) = dataset.map_sidecar(shard, STATS_SUFFIX)? {
-            let name = dataset
-                .sidecar_path(shard, STATS_SUFFIX)
-                .display()
-                .to_string();
-            if bytes.len() as u64 > MAX_STATS_FILE {
-                return Err(FieldsError::Invalid {
-                    name,
-                    what: format!("{} bytes, more than a statistics file holds", bytes.len()),
-                }
-                .into());
-            }
-            let mut stats = ShardStats::decode(&bytes, &name)?;
-            if stats.fingerprint == Some(fingerprint(&dataset.shard_fingerprint(shard)?)) {
-                stats.fingerprint = None;
-                return Ok(stats);
-            }
+        match read_stats_file(dataset, shard, || committed_fingerprint(dataset, shard))? {
+            Some(stats) => Ok(stats),
+            None => stats_from_records(dataset, shard),
         }
-        stats_from_records(dataset, shard)
     }
 
     /// The fields of shard `shard`'s records as the dataset schema's columns
@@ -349,18 +161,14 @@ impl DatasetFields {
         columns: Option<&[String]>,
     ) -> Result<Vec<RecordBatch>, FieldsIoError> {
         let schema = self.projection(columns)?;
-        let records = dataset.shard_records(shard) as usize;
-        if let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? {
-            let name = dataset
-                .sidecar_path(shard, FIELDS_SUFFIX)
-                .display()
-                .to_string();
-            let expected = fingerprint(&dataset.shard_fingerprint(shard)?);
-            if let Some(batches) = decode_shard(Arc::new(bytes), &expected, &name)? {
-                return Ok(align(&batches, &schema)?);
-            }
+        let expected = || committed_fingerprint(dataset, shard);
+        match read_fields_file(dataset, shard, expected, &schema)? {
+            Some(batches) => Ok(batches),
+            None => Ok(vec![null_batch(
+                &schema,
+                dataset.shard_records(shard) as usize,
+            )?]),
         }
-        Ok(vec![null_batch(&schema, records)?])
     }
 
     /// The schema of `columns` (all when `None`); an unknown name is an error.
@@ -396,6 +204,60 @@ impl DatasetFields {
         } else {
             names.join(", ")
         }
+    }
+}
+
+/// Shard `shard`'s statistics file, when there is one that matches the shard
+/// (its fingerprint): the one reader of statistics files, for opening a dataset
+/// and for reading back what an extend wrote.
+/// `expected` gives the shard's fingerprint (only asked for when there is a file).
+pub(crate) fn read_stats_file(
+    dataset: &Dataset,
+    shard: u64,
+    expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
+) -> Result<Option<ShardStats>, FieldsIoError> {
+    let Some(bytes) = dataset.map_sidecar(shard, STATS_SUFFIX)? else {
+        return Ok(None);
+    };
+    let name = dataset
+        .sidecar_path(shard, STATS_SUFFIX)
+        .display()
+        .to_string();
+    if bytes.len() as u64 > MAX_STATS_FILE {
+        return Err(FieldsError::Invalid {
+            name,
+            what: format!("{} bytes, more than a statistics file holds", bytes.len()),
+        }
+        .into());
+    }
+    let mut stats = ShardStats::decode(&bytes, &name)?;
+    if stats.fingerprint != Some(expected()?) {
+        return Ok(None);
+    }
+    stats.fingerprint = None;
+    Ok(Some(stats))
+}
+
+/// Shard `shard`'s fields as the columns of `schema`, when it has a fields file
+/// that matches the shard: the one reader of fields files, for opening a
+/// dataset and for reading back what an extend wrote.
+/// `expected` gives the shard's fingerprint (only asked for when there is a file).
+pub(crate) fn read_fields_file(
+    dataset: &Dataset,
+    shard: u64,
+    expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
+    schema: &DatasetSchema,
+) -> Result<Option<Vec<RecordBatch>>, FieldsIoError> {
+    let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? else {
+        return Ok(None);
+    };
+    let name = dataset
+        .sidecar_path(shard, FIELDS_SUFFIX)
+        .display()
+        .to_string();
+    match decode_shard(Arc::new(bytes), &expected()?, &name)? {
+        Some(batches) => Ok(Some(align(&batches, schema)?)),
+        None => Ok(None),
     }
 }
 

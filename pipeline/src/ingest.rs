@@ -1,6 +1,7 @@
 //! `ingest`: source -> duplicate check -> parallel compression -> ordered write ->
 //! one commit.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,8 @@ use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
 use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
 use serde_json::{Map, Value};
 
-use crate::fields::{FieldsIoError, FieldsWriter};
+use crate::fields::FieldsIoError;
+use crate::fields_extend::{FieldsExtend, NewRecord};
 use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
@@ -160,13 +162,24 @@ pub enum IngestError {
     /// Fields that cannot be stored (a type conflicting with the dataset's or
     /// with earlier records'), or a corrupt file of fields; nothing was committed.
     #[error(transparent)]
-    Fields(#[from] FieldsIoError),
+    Fields(FieldsIoError),
     /// A bug: a thread of the pipeline panicked (the dataset is still unchanged).
     #[error("internal error (this is a bug, please report it): {0}; nothing was committed")]
     Internal(&'static str),
     /// Stopped by a signal.
     #[error("interrupted; nothing was committed")]
     Interrupted,
+}
+
+impl From<FieldsIoError> for IngestError {
+    /// The store's errors stay the store's (a commit that is not durable is
+    /// told apart by its variant).
+    fn from(error: FieldsIoError) -> IngestError {
+        match error {
+            FieldsIoError::Store(error) => IngestError::Store(error),
+            other => IngestError::Fields(other),
+        }
+    }
 }
 
 type Batch = Vec<Record>;
@@ -377,18 +390,18 @@ fn run(
     let jobs = options.jobs.max(1);
     dataset.set_threads(jobs);
     dataset.set_lz4_mode(options.lz4_mode);
-    let keyed = dataset.keyed();
     let (max_records, max_bytes) = bcd::batch_limits(jobs);
 
-    let mut extend = dataset.begin_extend()?;
-    let mut fields = FieldsWriter::begin(extend.dataset())?;
+    // Records go in whole (value, key, fields, statistics) through the one
+    // extend with fields, which applies the duplicate policy.
+    let mut extend = FieldsExtend::begin(dataset, options.on_duplicate)?;
     // The class names are known when the source is opened: the records' indices
     // are renumbered to the dataset's names as they are written.
-    fields.add_metadata(source.metadata())?;
+    extend.add_metadata(source.metadata())?;
     // So is the part of a column's type its Arrow field metadata carries.
     for (column, entries) in source.column_metadata() {
         for (key, value) in entries {
-            fields.set_column_metadata(&column, &key, &value);
+            extend.set_column_metadata(&column, &key, &value);
         }
     }
     let mut state = Progress::default();
@@ -416,42 +429,30 @@ fn run(
             return Err(IngestError::Interrupted);
         }
         state.bytes_in += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
-        if keyed {
-            // Keys must be new to the dataset, this run and this batch; the extend
-            // hashes each once and leaves duplicates out.
-            let records: Vec<(&[u8], &[u8])> =
-                batch.iter().map(|r| (&r.key[..], &r.value[..])).collect();
-            let skipped = extend.push_batch_skipping_duplicates(&records)?;
-            if let (OnDuplicate::Error, Some(&first)) = (options.on_duplicate, skipped.first()) {
-                // The extend is dropped uncommitted: what it wrote is removed.
-                let record = &batch[first];
+        // Keys must be new to the dataset, this run and this batch; the extend
+        // hashes each once and leaves duplicates out (or refuses them).
+        let records: Vec<NewRecord<'_>> = batch
+            .iter()
+            .map(|r| NewRecord {
+                key: &r.key,
+                value: &r.value,
+                fields: Cow::Borrowed(&r.fields),
+                origin: &r.origin,
+            })
+            .collect();
+        let skipped = match extend.push_batch(&records) {
+            Ok(skipped) => skipped,
+            // The extend is dropped uncommitted: what it wrote is removed.
+            Err(FieldsIoError::Duplicate { key, position, .. }) => {
                 return Err(IngestError::Duplicate {
-                    key: DisplayKey(record.key.clone()),
-                    origin: record.origin.clone(),
-                });
+                    key,
+                    origin: batch[position].origin.clone(),
+                })
             }
-            let mut left_out = skipped.iter().peekable();
-            for (at, record) in batch.iter().enumerate() {
-                if left_out.next_if_eq(&&at).is_none() {
-                    fields.push(
-                        record.key.len(),
-                        record.value.len(),
-                        &record.fields,
-                        &record.origin,
-                    )?;
-                }
-            }
-            state.skipped += skipped.len() as u64;
-            state.records += (records.len() - skipped.len()) as u64;
-        } else {
-            let values: Vec<&[u8]> = batch.iter().map(|r| &r.value[..]).collect();
-            extend.push_value_batch(&values)?;
-            for record in &batch {
-                fields.push(0, record.value.len(), &record.fields, &record.origin)?;
-            }
-            state.records += values.len() as u64;
-        }
-        fields.shards_finished(&mut extend)?;
+            Err(error) => return Err(error.into()),
+        };
+        state.skipped += skipped.len() as u64;
+        state.records += (records.len() - skipped.len()) as u64;
         state.bytes_stored = extend.bytes_stored();
         progress(&state);
     }
@@ -459,13 +460,12 @@ fn run(
     let (skipped_members, metadata) = reader
         .join()
         .map_err(|_| IngestError::Internal("the reader thread panicked"))?;
-    fields.add_metadata(metadata)?;
+    extend.add_metadata(metadata)?;
     // A signal before the commit still wins; once the commit starts it completes.
     if interrupted(options) {
         return Err(IngestError::Interrupted);
     }
 
-    fields.finish(&mut extend)?;
     let committed = extend.commit()?;
     Ok(IngestSummary {
         records: committed.records,

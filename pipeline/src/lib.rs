@@ -24,12 +24,15 @@ mod export;
 mod export_parquet;
 mod export_samples;
 pub mod fields;
+mod fields_extend;
+mod fields_writer;
 mod formats;
 mod ingest;
 mod ingest_remote;
 mod merge;
 mod merge_fields;
 mod options;
+mod read_back;
 mod remote_sources;
 mod schema_file;
 mod source_errors;
@@ -45,6 +48,7 @@ pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
 };
 pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
+pub use fields_extend::{Extended, FieldsExtend, NewRecord, Numbered};
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};

@@ -18,16 +18,20 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
 use bcd_fields::{
-    encode_shard, merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats,
-    FIELDS_SUFFIX, STATS_SUFFIX,
+    merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats, FIELDS_SUFFIX,
+    STATS_SUFFIX,
 };
 
 use crate::fields::{fingerprint, size_stats, DatasetFields, FieldsIoError};
+use crate::fields_writer::{encode_fields_file, encode_stats_file};
+use crate::read_back::{check_fields_bytes, checked_commit_file};
 
 /// What a rewritten shard keeps: its statistics and its fields.
 struct Kept {
     stats: ShardStats,
     fields: RecordBatch,
+    /// The fields file of the part's shard it comes from (for errors).
+    source: PathBuf,
 }
 
 /// The state both hooks share: what each rewritten or renumbered shard keeps,
@@ -99,7 +103,12 @@ impl FieldsMerge {
         if fields.num_columns() > 0 {
             stats.add_fields(&fields)?;
         }
-        Ok(Kept { stats, fields })
+        let source = part.sidecar_path(from, FIELDS_SUFFIX);
+        Ok(Kept {
+            stats,
+            fields,
+            source,
+        })
     }
 
     /// The new sidecar `suffix` of shard `from` of `part`, moved whole, when its
@@ -121,7 +130,7 @@ impl FieldsMerge {
             renumbered.insert(key.clone(), self.kept(part, from, &all)?);
         }
         let kept = &renumbered[&key];
-        Ok(sidecar(kept, suffix, &print)?)
+        sidecar(kept, suffix, &print)
     }
 
     /// The commit file of the merged state.
@@ -183,7 +192,7 @@ impl FieldsMerge {
             last_shard,
             shards_with_stats,
         };
-        Ok(commit.encode()?)
+        checked_commit_file(&commit, input.target.path(), input.shards)
     }
 }
 
@@ -255,16 +264,22 @@ impl SidecarRewrite for FieldsMerge {
 
 /// The content of sidecar `suffix` of a shard whose records keep `kept`, with
 /// fingerprint `print`; `None` for no file (no fields, or a suffix not ours).
-fn sidecar(kept: &Kept, suffix: &str, print: &Fingerprint) -> Result<Option<Vec<u8>>, FieldsError> {
+/// Encoded as an extend encodes them; a fields file is checked to decode as a
+/// reader will (read_back.rs) before the store writes it.
+fn sidecar(
+    kept: &Kept,
+    suffix: &str,
+    print: &Fingerprint,
+) -> Result<Option<Vec<u8>>, FieldsIoError> {
     match suffix {
-        FIELDS_SUFFIX if kept.fields.num_columns() > 0 => {
-            Ok(Some(encode_shard(&kept.fields, print)?))
+        FIELDS_SUFFIX => {
+            let bytes = encode_fields_file(&kept.fields, print)?;
+            if let Some(bytes) = &bytes {
+                check_fields_bytes(bytes, print, kept.fields.num_rows(), &kept.source)?;
+            }
+            Ok(bytes)
         }
-        STATS_SUFFIX => {
-            let mut stats = kept.stats.clone();
-            stats.fingerprint = Some(*print);
-            Ok(Some(stats.encode()))
-        }
+        STATS_SUFFIX => Ok(Some(encode_stats_file(&kept.stats, print))),
         _ => Ok(None),
     }
 }

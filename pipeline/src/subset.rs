@@ -14,12 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arrow_array::ArrayRef;
-use bcd::{Compression, CreateOptions, Dataset};
+use bcd::{CreateOptions, Dataset};
 use bcd_fields::{FieldValue, Fields, FieldsError};
 use bcd_sampling::PlanError;
 
 use crate::export::ExportError;
-use crate::fields::{DatasetFields, FieldsIoError, FieldsWriter};
+use crate::fields::{DatasetFields, FieldsIoError};
+use crate::fields_extend::FieldsExtend;
+use crate::OnDuplicate;
 
 /// How many records to sample, and with which seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +115,7 @@ pub struct CopySummary {
 /// in one commit. Each record is copied whole: its key, its value as stored (LZ4
 /// values are not compressed again, so they read back identical) and its fields
 /// (labels, WebDataset members, `bcd.value_ext`: the source's columns, of the
-/// records copied, in their new order), through the [`FieldsWriter`] every
+/// records copied, in their new order), through the [`FieldsExtend`] every
 /// extend with fields uses, so the new dataset's statistics are its own and its
 /// commit file carries the source's metadata (class names, how the value was
 /// extracted). On any failure, or an interrupt, nothing is committed and the new
@@ -171,12 +173,12 @@ fn copy_records(
         .map(|field| Arc::from(field.name().as_str()))
         .collect();
     let mut columns = ShardColumns::default();
-    let mut extend = target.begin_extend()?;
-    let mut writer = FieldsWriter::begin(extend.dataset())?;
-    writer.add_metadata(source.metadata.clone())?;
+    // The one extend with fields: each record whole, its statistics its own.
+    let mut extend = FieldsExtend::begin(target, OnDuplicate::Error)?;
+    extend.add_metadata(source.metadata.clone())?;
     for field in source.schema.fields() {
         for (key, value) in field.metadata() {
-            writer.set_column_metadata(field.name(), key, value);
+            extend.set_column_metadata(field.name(), key, value);
         }
     }
     for &record in records {
@@ -190,24 +192,17 @@ fn copy_records(
             &[]
         };
         let stored = dataset.stored_at(index)?;
-        extend.push_stored(key, stored)?;
         let (arrays, row) = columns.of(dataset, &source, index)?;
         let mut fields = Fields::new();
         for (name, array) in names.iter().zip(arrays) {
             fields.push(name.clone(), FieldValue::Arrow(array.clone(), row));
         }
-        let raw_len = match dataset.compression() {
-            Compression::None => stored.len(),
-            Compression::Lz4 => bcd::lz4_block::declared_len(stored).unwrap_or(0),
-        };
         let origin = format_args!("record {index} of {}", dataset.path().display());
-        writer.push(key.len(), raw_len, &fields, &origin)?;
-        writer.shards_finished(&mut extend)?;
+        extend.push_stored(key, stored, &fields, &origin)?;
     }
     if interrupted() {
         return Err(ExportError::Interrupted);
     }
-    writer.finish(&mut extend)?;
     let committed = extend.commit()?;
     Ok(CopySummary {
         dataset: PathBuf::new(),

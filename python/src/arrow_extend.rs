@@ -6,6 +6,7 @@
 //! per row. The other columns (or those chosen) become fields beside the records,
 //! each row taken as it is in Arrow (any type, nested ones too).
 
+use std::borrow::Cow;
 use std::ffi::CStr;
 
 use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
@@ -19,10 +20,9 @@ use bcd::{Dataset, Lz4Mode};
 use bcd_converters::arrow_batches::BatchColumns;
 use bcd_converters::field_options::FieldSelection;
 use bcd_converters::{FieldValue, Fields};
-use bcd_pipeline::fields::FieldsWriter;
-use bcd_pipeline::OnDuplicate;
+use bcd_pipeline::{FieldsExtend, NewRecord, Numbered, OnDuplicate};
 
-use crate::errors::{fields_to_py, to_py};
+use crate::errors::fields_to_py;
 use crate::handle::Handle;
 
 const STREAM: &CStr = c"arrow_array_stream";
@@ -139,14 +139,6 @@ fn field_columns(
     }
 }
 
-/// What one call added.
-#[derive(Default)]
-struct Added {
-    records: u64,
-    skipped: u64,
-    rows: u64,
-}
-
 /// Extends the dataset of `handle` with the rows of `data`, in one commit.
 pub fn extend_arrow<'py>(
     py: Python<'py>,
@@ -172,17 +164,13 @@ pub fn extend_arrow<'py>(
     }
     dataset.set_lz4_mode(options.mode);
     let mut batches = batches(data)?;
-    let mut extend = py.detach(|| dataset.begin_extend()).map_err(to_py)?;
-    let committed: &Dataset = extend.dataset();
-    let mut writer = match py.detach(|| FieldsWriter::begin(committed)) {
-        Ok(writer) => writer,
-        Err(error) => {
-            py.detach(move || drop(extend));
-            return Err(fields_to_py(error));
-        }
-    };
+    // Records go in whole through the one extend with fields, which applies
+    // the duplicate policy.
+    let mut extend = py
+        .detach(|| FieldsExtend::begin(dataset, options.on_duplicate))
+        .map_err(fields_to_py)?;
     let (batch_records, batch_bytes) = bcd::batch_limits(options.threads);
-    let mut added = Added::default();
+    let mut rows: u64 = 0;
     let outcome = (|| -> PyResult<()> {
         loop {
             // With the GIL: a stream may be made by Python code (a generator
@@ -191,13 +179,12 @@ pub fn extend_arrow<'py>(
                 let _reads = handle.share(extend.dataset());
                 batches.next()
             };
-            extend.check_process().map_err(to_py)?;
+            extend.check_process().map_err(fields_to_py)?;
             let Some(batch) = next else { return Ok(()) };
             let batch =
                 batch.map_err(|e| PyValueError::new_err(format!("reading Arrow data: {e}")))?;
             let extend = &mut extend;
-            let added = &mut added;
-            let writer = &mut writer;
+            let rows = &mut rows;
             py.detach(move || -> PyResult<()> {
                 let field_columns = field_columns(&batch, options)?;
                 // A column's field metadata (an Arrow extension type: `arrow.uuid`,
@@ -206,7 +193,7 @@ pub fn extend_arrow<'py>(
                 for (name, _) in &field_columns {
                     if let Ok(field) = schema.field_with_name(name) {
                         for (key, value) in field.metadata() {
-                            writer.set_column_metadata(name, key, value);
+                            extend.set_column_metadata(name, key, value);
                         }
                     }
                 }
@@ -220,7 +207,7 @@ pub fn extend_arrow<'py>(
                 let null = |what: &str, row: usize| {
                     PyValueError::new_err(format!(
                         "Arrow data: row {}: the {what} column {:?} is null",
-                        added.rows as usize + row,
+                        *rows as usize + row,
                         if what == "key" {
                             options.key_column.unwrap_or("")
                         } else {
@@ -237,55 +224,36 @@ pub fn extend_arrow<'py>(
                         bytes += columns.value(end).map_or(0, <[u8]>::len);
                         end += 1;
                     }
-                    let mut values = Vec::with_capacity(end - start);
-                    let mut pairs = Vec::with_capacity(if keyed { end - start } else { 0 });
+                    let mut entries = Vec::with_capacity(end - start);
                     for row in start..end {
                         let value = columns.value(row).ok_or_else(|| null("value", row))?;
-                        match columns.key(row) {
-                            Some(key) => pairs.push((key.ok_or_else(|| null("key", row))?, value)),
-                            None => values.push(value),
-                        }
-                    }
-                    let pushed = if !keyed {
-                        extend.push_value_batch(&values).map(|()| Vec::new())
-                    } else if options.on_duplicate == OnDuplicate::Skip {
-                        extend.push_batch_skipping_duplicates(&pairs)
-                    } else {
-                        extend.push_batch(&pairs).map(|()| Vec::new())
-                    };
-                    let skipped: Vec<usize> = pushed.map_err(to_py)?;
-                    // Fields of the records written, in order (skipped ones are
-                    // not), then the sidecars of the shards that filled.
-                    let mut left_out = skipped.iter().peekable();
-                    for row in start..end {
-                        if left_out.next_if(|&&at| at == row - start).is_some() {
-                            continue;
-                        }
+                        let key = match columns.key(row) {
+                            Some(key) => key.ok_or_else(|| null("key", row))?,
+                            None => &[][..],
+                        };
                         let mut fields = Fields::new();
                         for (name, array) in &field_columns {
                             fields.push(name.clone(), FieldValue::Arrow(array.clone(), row));
                         }
-                        let key_len = match columns.key(row) {
-                            Some(Some(key)) => key.len(),
-                            _ => 0,
+                        let origin = Numbered {
+                            what: "Arrow data: row",
+                            number: *rows + row as u64,
                         };
-                        let raw_len = columns.value(row).map_or(0, <[u8]>::len);
-                        let place = added.rows as usize + row;
-                        writer
-                            .push(
-                                key_len,
-                                raw_len,
-                                &fields,
-                                &format_args!("Arrow data: row {place}"),
-                            )
-                            .map_err(fields_to_py)?;
+                        entries.push((key, value, fields, origin));
                     }
-                    writer.shards_finished(extend).map_err(fields_to_py)?;
-                    added.skipped += skipped.len() as u64;
-                    added.records += (end - start - skipped.len()) as u64;
+                    let records: Vec<NewRecord<'_>> = entries
+                        .iter()
+                        .map(|(key, value, fields, origin)| NewRecord {
+                            key,
+                            value,
+                            fields: Cow::Borrowed(fields),
+                            origin,
+                        })
+                        .collect();
+                    extend.push_batch(&records).map_err(fields_to_py)?;
                     start = end;
                 }
-                added.rows += columns.len() as u64;
+                *rows += columns.len() as u64;
                 Ok(())
             })?;
             py.check_signals()?;
@@ -295,16 +263,10 @@ pub fn extend_arrow<'py>(
         py.detach(move || drop(extend));
         return Err(error);
     }
-    let summary = py.detach(move || -> PyResult<bcd::ExtendSummary> {
-        if let Err(error) = writer.finish(&mut extend) {
-            drop(extend);
-            return Err(fields_to_py(error));
-        }
-        extend.commit().map_err(to_py)
-    })?;
+    let summary = py.detach(move || extend.commit()).map_err(fields_to_py)?;
     let result = PyDict::new(py);
-    result.set_item("records", added.records)?;
-    result.set_item("skipped", added.skipped)?;
+    result.set_item("records", summary.records)?;
+    result.set_item("skipped", summary.skipped)?;
     result.set_item("shards", summary.shards)?;
     result.set_item("bytes_stored", summary.bytes_stored)?;
     Ok(result)

@@ -20,9 +20,9 @@ use bcd_pipeline::{
     SourceSetupError,
 };
 
+use crate::args::location;
 use crate::errors::{message, os_error, to_py};
 use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
-pub(crate) use crate::source_keywords::fields_arg;
 use crate::source_keywords::{strings, SourceKeywords};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
@@ -168,9 +168,9 @@ pub fn ingest<'py>(
     schema: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
-    let into = crate::dataset::location(py, into)?;
+    let into = location(py, into)?;
     let root = match root.filter(|r| !r.is_none()) {
-        Some(root) => match crate::dataset::location(py, root)? {
+        Some(root) => match location(py, root)? {
             bcd_remote::Location::Local(path) => Some(path),
             bcd_remote::Location::Remote(uri) => {
                 return Err(PyValueError::new_err(format!(

@@ -4,6 +4,7 @@
 //! The Python-facing documentation is in `bcd/_bcd.pyi` and the docstrings
 //! below; `bcd/__init__.py` re-exports everything.
 
+mod args;
 mod arrow_extend;
 mod batch_read;
 mod buffers;

@@ -11,12 +11,13 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use bcd_converters::{FieldSelection, FieldType};
+use bcd_converters::FieldType;
 use bcd_pipeline::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels, parse_schema,
-    parse_value_ext, read_schema, SourceFormat, SourceOptions,
+    parse_delimiter, parse_field_type, parse_labels, parse_schema, parse_value_ext, read_schema,
+    SourceFormat, SourceOptions,
 };
 
+use crate::args::fields_arg;
 use crate::errors::message;
 use crate::options::invalid;
 
@@ -140,32 +141,6 @@ pub(crate) fn strings(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
         })?);
     }
     Ok(items)
-}
-
-/// `fields=`: `"all"`, `"none"`, `"label,caption"`, or an iterable of names.
-pub(crate) fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSelection>> {
-    let Some(value) = value.filter(|value| !value.is_none()) else {
-        return Ok(None);
-    };
-    if value.is_instance_of::<PyString>() {
-        let text: String = value.extract()?;
-        return parse_fields(&text)
-            .map(Some)
-            .map_err(|error| invalid("fields", error));
-    }
-    let mut names = Vec::new();
-    for item in value.try_iter().map_err(|_| {
-        PyTypeError::new_err("fields must be \"all\", \"none\", a str of names separated by commas, or a list of str")
-    })? {
-        names.push(
-            item?
-                .extract::<String>()
-                .map_err(|_| PyTypeError::new_err("fields must hold str items"))?,
-        );
-    }
-    fields_from_names(names)
-        .map(Some)
-        .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
 }
 
 /// `field_type=`: a dict of column name to type (`{"label": "int64"}`), or an

@@ -65,6 +65,20 @@ def test_a_conflicting_type_commits_nothing(tmp_path):
     assert ds.fields(["label"]).column("label").to_pylist()[-1] == 2**40
 
 
+def test_extend_errors_name_the_entry_counted_from_the_start_of_the_iterable(tmp_path):
+    # More entries than one compression round takes on any machine (256 per
+    # core): the entry named is counted from the first, not from its round's.
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=True)
+    entries = [{"key": f"k{i}".encode(), "value": b"v", "label": 1} for i in range(20_000)]
+    with pytest.raises(ValueError, match='field "label" of entry 20000: type Utf8 conflicts'):
+        ds.extend(entries + [{"key": b"odd", "value": b"v", "label": "cat"}])
+    with pytest.raises(ValueError, match='entry 20000: duplicate key "k5": already in the dataset'):
+        ds.extend(entries + [{"key": b"k5", "value": b"v", "label": 2}])
+    assert len(ds) == 0
+    ds.extend(entries)
+    assert len(ds) == 20_000
+
+
 def test_the_reference_reads_every_value_and_its_appends_read_as_nulls(tmp_path):
     path = tmp_path / "ds"
     ds = bcd.Dataset.create(path, keyed=True, max_shard_size=2048)

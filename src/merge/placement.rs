@@ -133,7 +133,7 @@ impl Dataset {
                     match replaced {
                         Some(bytes) => {
                             created.paths.push(to.clone());
-                            crate::extend::write_durably(storage, &to, &bytes)?;
+                            crate::extend::write_read_back(storage, &to, &bytes)?;
                         }
                         None => files.push((from, to)),
                     }
@@ -177,7 +177,7 @@ impl Dataset {
                         })?;
                     if let Some(bytes) = rewritten {
                         created.paths.push(path.clone());
-                        crate::extend::write_durably(storage, &path, &bytes)?;
+                        crate::extend::write_read_back(storage, &path, &bytes)?;
                     }
                 }
                 Ok(Some(written))
@@ -269,7 +269,7 @@ impl Dataset {
         })?;
         if let Some(bytes) = bytes {
             created.paths.push(path.clone());
-            crate::extend::write_durably(self.storage.as_ref(), &path, &bytes)?;
+            crate::extend::write_read_back(self.storage.as_ref(), &path, &bytes)?;
         }
         Ok(())
     }

@@ -1,0 +1,241 @@
+//! The one extend of a dataset that carries records whole: each record's value
+//! (or stored value), key, fields and statistics, the duplicate policy applied
+//! here and nowhere else, the run's metadata merged into the dataset's by the
+//! rules of [`bcd_fields::merge_metadata`], every file read back before the
+//! commit (`read_back.rs`), and one commit. `bcd ingest`, `export --into`
+//! ([`crate::copy_into`]), Python's `Dataset.extend` and `Dataset.extend_arrow`
+//! all add records through it. (A merge moves whole shards instead of records;
+//! it shares the fields files' encoding, their read-back and the commit file's
+//! rules, `merge_fields.rs`.)
+
+use std::borrow::Cow;
+use std::fmt::Display;
+
+use bcd::{Compression, Dataset, DisplayKey, Extend};
+use bcd_fields::{DatasetSchema, Fields};
+use serde_json::{Map, Value};
+
+use crate::fields::{FieldsIoError, FieldsWriter};
+use crate::OnDuplicate;
+
+/// One record to add: its key (ignored by a keyless dataset), its value as
+/// given (compressed by the extend when the dataset compresses), its fields,
+/// and where it came from (named in errors).
+pub struct NewRecord<'a> {
+    /// The key; empty for a keyless source.
+    pub key: &'a [u8],
+    /// The value, uncompressed.
+    pub value: &'a [u8],
+    /// Its fields (empty for none).
+    pub fields: Cow<'a, Fields>,
+    /// Where it came from: `tar a.tar member x.jpg`, `entry 7`, `Arrow data: row 3`.
+    pub origin: &'a (dyn Display + Sync),
+}
+
+/// A record number for [`NewRecord::origin`]: shown as `{what} {number}`.
+#[derive(Clone, Copy, Debug)]
+pub struct Numbered {
+    /// What is numbered (`entry`, `Arrow data: row`).
+    pub what: &'static str,
+    /// Its number, from 0.
+    pub number: u64,
+}
+
+impl Display for Numbered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.what, self.number)
+    }
+}
+
+/// What a committed [`FieldsExtend`] added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extended {
+    /// Records added.
+    pub records: u64,
+    /// Records left out as duplicates ([`OnDuplicate::Skip`]).
+    pub skipped: u64,
+    /// Shards added.
+    pub shards: u64,
+    /// Bytes added to shard data files (keys plus stored values).
+    pub bytes_stored: u64,
+}
+
+/// An extend with fields in progress. Dropping it uncommitted (after any
+/// error) removes what it wrote and leaves the dataset as it was.
+pub struct FieldsExtend<'d> {
+    extend: Extend<'d>,
+    writer: FieldsWriter,
+    on_duplicate: OnDuplicate,
+    keyed: bool,
+    added: u64,
+    skipped: u64,
+}
+
+impl<'d> FieldsExtend<'d> {
+    /// Begins an extend of `dataset` (taking its writer lock) that starts from
+    /// the committed schema, metadata and statistics, with the duplicate policy
+    /// `on_duplicate` (keyed datasets only).
+    pub fn begin(
+        dataset: &'d mut Dataset,
+        on_duplicate: OnDuplicate,
+    ) -> Result<FieldsExtend<'d>, FieldsIoError> {
+        let keyed = dataset.keyed();
+        let extend = dataset.begin_extend()?;
+        let writer = FieldsWriter::begin(extend.dataset())?;
+        Ok(FieldsExtend {
+            extend,
+            writer,
+            on_duplicate,
+            keyed,
+            added: 0,
+            skipped: 0,
+        })
+    }
+
+    /// The dataset being extended (its committed state).
+    pub fn dataset(&self) -> &Dataset {
+        self.extend.dataset()
+    }
+
+    /// Fails in a process forked from the one that began the extend (see
+    /// [`Extend::check_process`]).
+    pub fn check_process(&self) -> Result<(), FieldsIoError> {
+        Ok(self.extend.check_process()?)
+    }
+
+    /// Adds the run's metadata, merged into the dataset's (see
+    /// [`FieldsWriter::add_metadata`]): give class names before the records.
+    pub fn add_metadata(&mut self, metadata: Map<String, Value>) -> Result<(), FieldsIoError> {
+        self.writer.add_metadata(metadata)
+    }
+
+    /// Sets metadata on a field column (see [`FieldsWriter::set_column_metadata`]).
+    pub fn set_column_metadata(&mut self, column: &str, key: &str, value: &str) {
+        self.writer.set_column_metadata(column, key, value);
+    }
+
+    /// The dataset schema as of the shards finished so far.
+    pub fn schema(&self) -> &DatasetSchema {
+        self.writer.schema()
+    }
+
+    /// Records added so far.
+    pub fn records(&self) -> u64 {
+        self.added
+    }
+
+    /// Duplicates left out so far.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Bytes written so far (keys plus stored values).
+    pub fn bytes_stored(&self) -> u64 {
+        self.extend.bytes_stored()
+    }
+
+    /// Adds `records` in order, their values compressed on all cores. A key
+    /// seen before (committed, earlier in this extend, or earlier in `records`)
+    /// is left out with [`OnDuplicate::Skip`] (the first wins) and fails the
+    /// extend with [`FieldsIoError::Duplicate`] with [`OnDuplicate::Error`].
+    /// Returns the positions in `records` left out. After an error the extend
+    /// must be dropped.
+    pub fn push_batch(&mut self, records: &[NewRecord<'_>]) -> Result<Vec<usize>, FieldsIoError> {
+        let skipped = if self.keyed {
+            let pairs: Vec<(&[u8], &[u8])> = records.iter().map(|r| (r.key, r.value)).collect();
+            let skipped = self.extend.push_batch_skipping_duplicates(&pairs)?;
+            if let Some(&first) = skipped.first() {
+                self.refuse_duplicate(&records[first], first)?;
+            }
+            skipped
+        } else {
+            let values: Vec<&[u8]> = records.iter().map(|r| r.value).collect();
+            self.extend.push_value_batch(&values)?;
+            Vec::new()
+        };
+        let mut left_out = skipped.iter().peekable();
+        for (at, record) in records.iter().enumerate() {
+            if left_out.next_if_eq(&&at).is_none() {
+                let key_len = if self.keyed { record.key.len() } else { 0 };
+                let (fields, origin) = (&record.fields, record.origin);
+                self.writer
+                    .push(key_len, record.value.len(), fields, origin)?;
+            }
+        }
+        self.writer.shards_finished(&mut self.extend)?;
+        self.skipped += skipped.len() as u64;
+        self.added += (records.len() - skipped.len()) as u64;
+        Ok(skipped)
+    }
+
+    /// Adds one record whose value is already in the dataset's stored form (a
+    /// copy from a dataset of the same compression: LZ4 values are not
+    /// compressed again), under the same duplicate policy as
+    /// [`FieldsExtend::push_batch`]. Returns whether it was added.
+    pub fn push_stored(
+        &mut self,
+        key: &[u8],
+        stored: &[u8],
+        fields: &Fields,
+        origin: &dyn Display,
+    ) -> Result<bool, FieldsIoError> {
+        if self.keyed && self.extend.contains_key(key) {
+            self.refuse_duplicate_key(key, origin, 0)?;
+            self.skipped += 1;
+            return Ok(false);
+        }
+        self.extend.push_stored(key, stored)?;
+        // The statistics count the value's uncompressed size: an LZ4 value
+        // declares it in its size prefix (checked by the push).
+        let raw_len = match self.extend.dataset().compression() {
+            Compression::None => stored.len(),
+            Compression::Lz4 => bcd::lz4_block::declared_len(stored).unwrap_or(0),
+        };
+        let key_len = if self.keyed { key.len() } else { 0 };
+        self.writer.push(key_len, raw_len, fields, origin)?;
+        self.writer.shards_finished(&mut self.extend)?;
+        self.added += 1;
+        Ok(true)
+    }
+
+    fn refuse_duplicate(&self, record: &NewRecord<'_>, at: usize) -> Result<(), FieldsIoError> {
+        self.refuse_duplicate_key(record.key, record.origin, at)
+    }
+
+    /// The duplicate policy, for a key seen before: fine when skipping.
+    fn refuse_duplicate_key(
+        &self,
+        key: &[u8],
+        origin: &dyn Display,
+        position: usize,
+    ) -> Result<(), FieldsIoError> {
+        match self.on_duplicate {
+            OnDuplicate::Skip => Ok(()),
+            OnDuplicate::Error => Err(FieldsIoError::Duplicate {
+                key: DisplayKey(key.to_vec()),
+                origin: origin.to_string(),
+                position,
+            }),
+        }
+    }
+
+    /// Writes the last shard's files and the commit file (each read back), and
+    /// commits, atomically. On an error nothing is committed, except with
+    /// [`bcd::Error::CommittedNotDurable`] (see [`Extend::commit`]).
+    pub fn commit(self) -> Result<Extended, FieldsIoError> {
+        let FieldsExtend {
+            mut extend,
+            writer,
+            skipped,
+            ..
+        } = self;
+        writer.finish(&mut extend)?;
+        let committed = extend.commit()?;
+        Ok(Extended {
+            records: committed.records,
+            skipped,
+            shards: committed.shards,
+            bytes_stored: committed.bytes_stored,
+        })
+    }
+}
