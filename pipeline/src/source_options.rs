@@ -8,16 +8,16 @@ use arrow_schema::SchemaRef;
 use bcd_converters::dir_source::LabelMode;
 use bcd_converters::{FieldSelection, FieldType};
 
-#[cfg(doc)]
-use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
 #[cfg(doc)]
 use bcd_converters::dir_source::DirOptions;
 
 /// How to read the sources. Every field is "not given" by default (`None`, empty,
 /// `false`), and a given field that belongs to another format than the sources'
-/// is an error ([`SourceSetupError::OptionForOtherFormat`]). Which format
-/// takes which field is said by the formats' descriptors (`formats/`).
+/// is an error
+/// ([`SourceSetupError::OptionForOtherFormat`](crate::SourceSetupError::OptionForOtherFormat)).
+/// Which format takes which field is said by the formats' descriptors
+/// (`formats/`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceOptions {
     /// The format of every source. Default: detected from each name (archive,
