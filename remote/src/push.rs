@@ -42,7 +42,9 @@ use crate::objects::{
     file_checksum, is_conflict, mtime_ns, same_content, Base, RemoteManifest, RemoteObject,
 };
 use crate::store::{block_on, Remote};
-use crate::transfer::{abort_journaled, upload, Context, TransferOptions, TransferSummary, Upload};
+use crate::transfer::{
+    abort_journaled, upload, Context, TransferOptions, TransferSummary, Upload, Uploaded,
+};
 
 /// A local file of the state pushed.
 struct LocalFile {
@@ -127,6 +129,68 @@ async fn compare(
     .buffer_unordered(ctx.options.concurrency.max(1))
     .try_collect()
     .await
+}
+
+/// Checks, just before the commit, that every file the new manifest names is
+/// in `now` (a listing taken after the uploads), and that each immutable one
+/// is the object this push found the same (`before`) or wrote (`uploaded`):
+/// the same ETag, or, where the store gave none or another, the same content
+/// checksum as the local file. Size is never identity: another writer or a gc
+/// may have replaced an object by one of the same size since.
+async fn check_still_there(
+    ctx: &Context<'_>,
+    dir: &Path,
+    files: &[LocalFile],
+    before: &BTreeMap<String, RemoteObject>,
+    uploaded: &BTreeMap<String, Uploaded>,
+    now: &BTreeMap<String, RemoteObject>,
+) -> Result<()> {
+    let remote = ctx.remote;
+    let replaced = |name: &str| RemoteError::Conflict {
+        uri: remote.object_uri(name),
+        reason: "removed or replaced during the push (by another writer, or a gc)".into(),
+    };
+    let mut by_content = Vec::new();
+    for file in files {
+        let Some(object) = now.get(&file.name) else {
+            return Err(replaced(&file.name));
+        };
+        if !FileKind::of(&file.name).immutable() {
+            continue;
+        }
+        if object.size != file.size {
+            return Err(replaced(&file.name));
+        }
+        let (expected, xxh3) = match uploaded.get(&file.name) {
+            Some(done) => (done.e_tag.as_ref(), Some(done.xxh3)),
+            None => (before.get(&file.name).and_then(|o| o.e_tag.as_ref()), None),
+        };
+        if expected.is_none() || object.e_tag.as_ref() != expected {
+            by_content.push((file, xxh3));
+        }
+    }
+    futures::stream::iter(by_content)
+        .map(|(file, xxh3)| async move {
+            let stamp = remote.content_stamp(&file.name).await?;
+            let local = match xxh3 {
+                Some(xxh3) => xxh3,
+                None => {
+                    let path = dir.join(&file.name);
+                    tokio::task::spawn_blocking(move || file_checksum(&path))
+                        .await
+                        .expect("the checksum task does not panic")?
+                        .0
+                }
+            };
+            match same_content(stamp, local) {
+                true => Ok(()),
+                false => Err(replaced(&file.name)),
+            }
+        })
+        .buffer_unordered(ctx.options.concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
 }
 
 /// The advice of a refusal to push over another dataset.
@@ -416,8 +480,14 @@ async fn push_async(
             }),
         }
     };
-    ctx.run_all(uploads.iter().map(|file| upload(ctx, file, unchanged)))
-        .await?;
+    let uploaded: BTreeMap<String, Uploaded> = ctx
+        .run_all(uploads.iter().map(|file| async move {
+            let done = upload(ctx, file, unchanged).await?;
+            Ok((file.name.clone(), done))
+        }))
+        .await?
+        .into_iter()
+        .collect();
     if replace {
         // The other dataset's files the new state would name.
         ctx.run_all(strays.iter().map(|stray| remove(ctx, &stray.name)))
@@ -427,20 +497,10 @@ async fn push_async(
     summary.bytes = uploads.iter().map(|u| u.size).sum();
     ctx.check_interrupt()?;
 
-    // Everything the new manifest names must be there, at its size.
+    // Everything the new manifest names must be there, as this push saw or
+    // wrote it.
     let now = remote.list().await?;
-    for file in files {
-        match now.get(&file.name) {
-            Some(object) if object.size == file.size || !FileKind::of(&file.name).immutable() => {}
-            _ => {
-                return Err(RemoteError::Conflict {
-                    uri: remote.object_uri(&file.name),
-                    reason: "removed or replaced during the push (by another writer, or a gc)"
-                        .into(),
-                })
-            }
-        }
-    }
+    check_still_there(ctx, dir, files, &objects, &uploaded, &now).await?;
 
     // Same manifest and nothing uploaded: up to date. Files uploaded beside an
     // unchanged manifest (sidecars the remote lacked, a persisted index) are

@@ -259,7 +259,7 @@ pub(crate) async fn upload<F, Fut>(
     ctx: &Context<'_>,
     upload: &Upload,
     before_complete: F,
-) -> Result<u64>
+) -> Result<Uploaded>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
@@ -331,23 +331,27 @@ where
                 ctx.check_interrupt()?;
                 before_complete().await?;
                 let _permit = ctx.permit().await;
-                multipart
+                let done = multipart
                     .complete_multipart(&location, &id, part_ids)
                     .await
                     .map_err(|e| RemoteError::store(&uri, "complete a multipart upload", e))?;
-                Ok(())
+                Ok(done.e_tag)
             }
             .await;
-            if result.is_err() {
-                // Best effort: a failed abort leaves the journal entry for the next
-                // push or gc.
-                if multipart.abort_multipart(&location, &id).await.is_ok() {
+            match result {
+                Ok(e_tag) => {
                     let _ = ctx.store().delete(&ctx.remote.path(&journal)).await;
+                    Ok(Uploaded { xxh3, e_tag })
                 }
-                return result.map(|()| xxh3);
+                Err(e) => {
+                    // Best effort: a failed abort leaves the journal entry for the
+                    // next push or gc.
+                    if multipart.abort_multipart(&location, &id).await.is_ok() {
+                        let _ = ctx.store().delete(&ctx.remote.path(&journal)).await;
+                    }
+                    Err(e)
+                }
             }
-            let _ = ctx.store().delete(&ctx.remote.path(&journal)).await;
-            Ok(xxh3)
         }
         _ => {
             let (bytes, xxh3) = map_file(upload.path.clone(), upload.size).await?;
@@ -363,12 +367,12 @@ where
                     .put_opts(&location, PutPayload::from(bytes), options)
                     .await
             });
-            match put.await {
-                Ok(_) => {}
+            let e_tag = match put.await {
+                Ok(put) => put.e_tag,
                 // Already there with these very bytes: this push's own, uploaded by
                 // a run of it that was killed while the request was on its way, or
                 // by a first attempt whose answer was lost before a retry.
-                Err(e) if is_conflict(&e) && same_content(ctx.remote.stamp(&upload.name).await?, xxh3) => {}
+                Err(e) if is_conflict(&e) && same_content(ctx.remote.stamp(&upload.name).await?, xxh3) => None,
                 Err(e) if is_conflict(&e) => {
                     return Err(RemoteError::Conflict {
                         uri,
@@ -376,11 +380,21 @@ where
                     })
                 }
                 Err(e) => return Err(RemoteError::store(uri, "upload", e)),
-            }
+            };
             ctx.moved(upload.size);
-            Ok(xxh3)
+            Ok(Uploaded { xxh3, e_tag })
         }
     }
+}
+
+/// What an upload wrote: the checksum of the bytes, and the ETag the store gave
+/// the object (none when the store gives none, or when the object was already
+/// there with these bytes), by which the push's last check knows the object
+/// is still the one it wrote.
+#[derive(Clone, Debug)]
+pub(crate) struct Uploaded {
+    pub(crate) xxh3: u64,
+    pub(crate) e_tag: Option<String>,
 }
 
 /// The journal entry's name of multipart upload `id` of object `name`.

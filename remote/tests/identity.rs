@@ -421,3 +421,87 @@ fn a_push_killed_mid_way_is_completed_by_its_rerun_leaving_no_upload_open() {
     pull(&remote_on(store, "p"), &copy, &TransferOptions::default()).unwrap();
     assert_eq!(files(&copy), files(&source));
 }
+
+/// The dataset `spelled(dir, "value", FULL * 2)` pushed to `p`, then grown by
+/// a third shard: the next push finds shards 0 and 1 the same and uploads 2.
+fn pushed_then_grown(dir: &Path, store: &Arc<FaultStore>) {
+    let mut dataset = spelled(dir, "value", FULL * 2);
+    let options = TransferOptions::default();
+    assert!(
+        push(dir, &remote_on(store.clone(), "p"), &options)
+            .unwrap()
+            .committed
+    );
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (FULL * 2..FULL * 3)
+        .map(|i| {
+            (
+                format!("k{i:03}").into_bytes(),
+                format!("value {i:03}").into_bytes(),
+            )
+        })
+        .collect();
+    dataset
+        .extend(records.iter().map(|(k, v)| (&k[..], &v[..])))
+        .unwrap();
+    assert_eq!(dataset.shards(), 3);
+}
+
+#[test]
+fn a_shard_replaced_by_one_of_its_size_during_a_push_stops_the_commit() {
+    // Another writer (or a gc and a push) puts other bytes of the same size
+    // under a shard the push found the same, after it compared them: the last
+    // check before the commit knows the object by its ETag and content, not
+    // its size, and nothing is committed.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("a");
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    pushed_then_grown(&source, &store);
+    spelled(&dir.path().join("b"), "VALUE", FULL * 2);
+    let other = std::fs::read(dir.path().join("b/000000.bin")).unwrap();
+    let before = remote_files(store.inner.as_ref(), "p");
+    assert_eq!(other.len(), before["000000.bin"].len());
+    assert_ne!(other, before["000000.bin"]);
+    store.replan(Plan {
+        before_put: Some(("000002.bin".into(), lands("p/000000.bin".into(), other))),
+        ..Plan::default()
+    });
+    let error = push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(error, RemoteError::Conflict { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("p/000000.bin") && message.contains("replaced during the push"),
+        "{message}"
+    );
+    let after = remote_files(store.inner.as_ref(), "p");
+    assert_eq!(after["manifest.json"], before["manifest.json"]);
+}
+
+#[test]
+fn a_shard_put_again_with_its_own_bytes_during_a_push_is_still_the_same() {
+    // The same bytes written again (a killed run's request landing late) give
+    // the object another ETag: the content decides, and the push commits.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("a");
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    pushed_then_grown(&source, &store);
+    let same = std::fs::read(source.join("000000.bin")).unwrap();
+    store.replan(Plan {
+        before_put: Some(("000002.bin".into(), lands("p/000000.bin".into(), same))),
+        ..Plan::default()
+    });
+    let summary = push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    assert!(summary.committed);
+    let copy = dir.path().join("copy");
+    pull(&remote_on(store, "p"), &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(files(&copy), files(&source));
+}
