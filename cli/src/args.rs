@@ -377,6 +377,26 @@ pub struct ExportArgs {
         help_heading = "Subsets"
     )]
     pub balance_by: Option<String>,
+    /// What --to is written as. Default: Parquet for OUT.parquet, else tar;
+    /// megatron writes OUT.bin and OUT.idx, a Megatron indexed dataset.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "to")]
+    pub format: Option<ExportFormat>,
+    /// --format megatron: the tokens' dtype (uint8, int8, int16, int32, int64,
+    /// float64, float32, uint16). Default: the one the dataset recorded when it
+    /// was ingested from a Megatron dataset.
+    #[arg(long, value_name = "DTYPE", help_heading = "Megatron")]
+    pub dtype: Option<String>,
+}
+
+/// The formats `bcd export --to` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A tar archive (or several, with --split-*).
+    Tar,
+    /// One Parquet file.
+    Parquet,
+    /// A Megatron indexed dataset: OUT.bin and OUT.idx.
+    Megatron,
 }
 
 /// A SIZE that must not be zero.

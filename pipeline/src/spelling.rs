@@ -37,6 +37,7 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "categories",
     "weights",
     "num_samples",
+    "dtype",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
@@ -127,6 +128,13 @@ mod tests {
             "sample",
             "seed",
             "balance_by",
+            "world_size",
+            "rank",
+            "block_size",
+            "categories",
+            "weights",
+            "num_samples",
+            "dtype",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);
