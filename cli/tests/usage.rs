@@ -330,7 +330,15 @@ fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
     ] {
         assert!(help.contains(heading), "no {heading:?} in:\n{help}");
     }
-    for format in ["dir ", "tar ", "parquet ", "csv ", "tfrecord ", "jsonl "] {
+    for format in [
+        "dir ",
+        "tar ",
+        "parquet ",
+        "csv ",
+        "tfrecord ",
+        "jsonl ",
+        "megatron ",
+    ] {
         assert!(
             help.lines().any(|l| l.starts_with(&format!("  {format}"))),
             "{format:?} is not described:\n{help}"
