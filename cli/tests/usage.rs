@@ -311,7 +311,7 @@ fn failures_exit_1() {
 }
 
 #[test]
-fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
+fn ingest_help_groups_flags_by_source_and_covers_every_format() {
     let out = bcd(&["ingest", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
