@@ -303,3 +303,36 @@ fn megatron_export_flags_are_refused_elsewhere_and_others_with_it() {
     ]);
     assert!(error.contains("--split-size/--split-count"), "{error}");
 }
+
+#[test]
+fn two_datasets_ingested_together_export_as_megatrons_add_index_joins_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let uint16 = fixture("uint16");
+    ok(&["ingest", s(&uint16), s(&uint16), "--into", s(&ds)]);
+    let out = dir.path().join("joined");
+    ok(&["export", s(&ds), "--to", s(&out), "--format", "megatron"]);
+    for suffix in ["bin", "idx"] {
+        let checksum = |path: PathBuf| xxh3_128(&fs::read(path).unwrap());
+        assert_eq!(
+            checksum(out.with_extension(suffix)),
+            checksum(fixture(&format!("uint16-joined.{suffix}"))),
+            "{suffix}"
+        );
+    }
+}
+
+#[test]
+fn datasets_of_different_dtypes_are_not_ingested_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let error = fails(&[
+        "ingest",
+        s(&fixture("uint16")),
+        s(&fixture("int32")),
+        "--into",
+        s(&ds),
+    ]);
+    assert!(error.contains("different dtypes"), "{error}");
+    assert_eq!(tree_snapshot(&ds), None);
+}

@@ -48,6 +48,10 @@ pub struct MegatronSource {
     current: Option<Open>,
     skipped: Skipped,
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// Document indices of the datasets read before, as Megatron's
+    /// `IndexedDatasetBuilder.add_index` joins them: each later dataset's
+    /// indices but its first 0, shifted by the sequences before it.
+    documents_before: u64,
 }
 
 struct Open {
@@ -58,6 +62,8 @@ struct Open {
     /// The document of the sequence `next`: the last document index at or
     /// before it.
     document: usize,
+    /// Added to `document`: the documents of the datasets before this one.
+    document_offset: u64,
 }
 
 fn io_error(path: &Path, error: ReadRegularError) -> SourceError {
@@ -119,13 +125,19 @@ impl MegatronSource {
             current: None,
             skipped: Skipped::default(),
             metadata: serde_json::Map::new(),
+            documents_before: 0,
         })
     }
 
     fn describe(&mut self, index: &MegatronIndex) -> Result<(), SourceError> {
+        // Joined as add_index joins them: the later datasets' first 0 goes.
+        let joined = match self.documents_before {
+            0 => index.documents() as u64,
+            before => before + (index.documents() as u64).saturating_sub(1),
+        };
         let description = serde_json::json!({
             "dtype": index.dtype().name(),
-            "document_count": index.documents(),
+            "document_count": joined,
             "multimodal": index.multimodal(),
         });
         // Several datasets in one ingest: they must agree, or an export could
@@ -151,12 +163,17 @@ impl MegatronSource {
                         if let Err(error) = self.describe(&index) {
                             return Some(Err(error));
                         }
+                        let document_offset = self.documents_before.saturating_sub(1);
+                        self.documents_before = self.metadata[METADATA_KEY]["document_count"]
+                            .as_u64()
+                            .expect("described above");
                         self.current = Some(Open {
                             bin_path,
                             bin,
                             index,
                             next: 0,
                             document: 0,
+                            document_offset,
                         });
                     }
                     Err(error) => return Some(Err(error)),
@@ -217,7 +234,8 @@ impl Open {
             }
         })?;
         let mut fields = Fields::new();
-        fields.push("document", FieldValue::Int64(self.document as i64));
+        let document = self.document as u64 + self.document_offset;
+        fields.push("document", FieldValue::Int64(document as i64));
         fields.push("length", FieldValue::Int64(length as i64));
         if let Some(mode) = index.mode(sequence) {
             fields.push("mode", FieldValue::Int64(i64::from(mode)));
