@@ -109,13 +109,16 @@ fn the_ingested_records_are_the_sequences_megatron_reads() {
     assert_eq!(fields, want);
 }
 
+/// A change made to a copy of an `.idx`.
+type Edit = Box<dyn FnOnce(&mut Vec<u8>)>;
+
 #[test]
 fn a_hostile_index_or_a_short_bin_is_refused_naming_it_with_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let existing = dir.path().join("existing");
     ok(&["ingest", s(&fixture("uint16")), "--into", s(&existing)]);
     let before = tree_snapshot(&existing);
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>, &str)> = vec![
+    let cases: Vec<(&str, Edit, &str)> = vec![
         ("magic", Box::new(|idx| idx[0] = b'X'), "no MMIDIDX header"),
         ("version", Box::new(|idx| idx[9] = 7), "version 7"),
         ("dtype", Box::new(|idx| idx[17] = 9), "dtype code 9"),

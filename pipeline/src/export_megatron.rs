@@ -180,6 +180,10 @@ fn export_dtype(
     }
 }
 
+/// A shard's number and its records' `document` and `mode` fields (empty when
+/// the dataset has no such field).
+type ShardFields = (u64, Vec<Option<i64>>, Vec<Option<i64>>);
+
 /// An integer field of every record of `shard`, `None` where null.
 fn int_column(
     fields: &DatasetFields,
@@ -234,7 +238,7 @@ pub fn export_megatron(
     let mut modes: Vec<i8> = Vec::new();
     let mut buffer = Vec::new();
     let mut bytes = 0u64;
-    let mut shard_fields: Option<(u64, Vec<Option<i64>>, Vec<Option<i64>>)> = None;
+    let mut shard_fields: Option<ShardFields> = None;
     for record in 0..dataset.len() {
         if (options.interrupt.as_ref()).is_some_and(|flag| flag.load(Ordering::Relaxed)) {
             return Err(ExportError::Interrupted);
