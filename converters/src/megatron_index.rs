@@ -134,6 +134,61 @@ pub enum IndexError {
     },
 }
 
+/// What the fixed header of an `.idx` says, checked against the file's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The token type.
+    pub dtype: Dtype,
+    /// Sequence count.
+    pub sequences: u64,
+    /// Document index count.
+    pub documents: u64,
+    /// Whether sequence modes follow the arrays.
+    pub multimodal: bool,
+}
+
+/// Checks the first bytes of an `.idx` (at least [`HEADER_LEN`] of them, or
+/// all of a shorter file) against `file_len`, the file's size: the magic, the
+/// version, the dtype code and that the counts declare exactly the arrays the
+/// file holds. Nothing the counts claim is allocated; a caller reads the rest
+/// only after this.
+pub fn check_header(head: &[u8], file_len: u64) -> Result<Header, IndexError> {
+    if head.len() < HEADER_LEN {
+        return Err(IndexError::ShortHeader(head.len()));
+    }
+    if &head[..9] != MAGIC {
+        return Err(IndexError::BadMagic);
+    }
+    let version = u64_at(head, 9);
+    if version != VERSION {
+        return Err(IndexError::BadVersion(version));
+    }
+    let dtype = Dtype::from_code(head[17]).ok_or(IndexError::BadDtype(head[17]))?;
+    let (n, d) = (u64_at(head, 18), u64_at(head, 26));
+    let needed = n
+        .checked_mul(12)
+        .and_then(|s| d.checked_mul(8).and_then(|t| s.checked_add(t)))
+        .and_then(|s| s.checked_add(HEADER_LEN as u64));
+    let multimodal = match needed {
+        Some(needed) if file_len == needed => false,
+        Some(needed) if needed.checked_add(n) == Some(file_len) && n > 0 => true,
+        _ => {
+            return Err(IndexError::SizeMismatch {
+                sequences: n,
+                documents: d,
+                needed: needed.unwrap_or(u64::MAX),
+                actual: file_len,
+            })
+        }
+    };
+    Ok(Header {
+        dtype,
+        sequences: n,
+        documents: d,
+        multimodal,
+    })
+}
+
 /// A parsed, checked `.idx` file. Its arrays stay in the bytes; accessors decode.
 #[derive(Debug)]
 pub struct MegatronIndex {
@@ -153,35 +208,13 @@ impl MegatronIndex {
     /// `bin_len`, the size of its `.bin`. The counts are checked against the
     /// file's real size before anything depends on them.
     pub fn parse(bytes: Vec<u8>, bin_len: u64) -> Result<MegatronIndex, IndexError> {
-        if bytes.len() < HEADER_LEN {
-            return Err(IndexError::ShortHeader(bytes.len()));
-        }
-        if &bytes[..9] != MAGIC {
-            return Err(IndexError::BadMagic);
-        }
-        let version = u64_at(&bytes, 9);
-        if version != VERSION {
-            return Err(IndexError::BadVersion(version));
-        }
-        let dtype = Dtype::from_code(bytes[17]).ok_or(IndexError::BadDtype(bytes[17]))?;
-        let (n, d) = (u64_at(&bytes, 18), u64_at(&bytes, 26));
-        let actual = bytes.len() as u64;
-        let needed = n
-            .checked_mul(12)
-            .and_then(|s| d.checked_mul(8).and_then(|t| s.checked_add(t)))
-            .and_then(|s| s.checked_add(HEADER_LEN as u64));
-        let multimodal = match needed {
-            Some(needed) if actual == needed => false,
-            Some(needed) if needed.checked_add(n) == Some(actual) && n > 0 => true,
-            _ => {
-                return Err(IndexError::SizeMismatch {
-                    sequences: n,
-                    documents: d,
-                    needed: needed.unwrap_or(u64::MAX),
-                    actual,
-                })
-            }
-        };
+        let header = check_header(&bytes, bytes.len() as u64)?;
+        let (dtype, n, d, multimodal) = (
+            header.dtype,
+            header.sequences,
+            header.documents,
+            header.multimodal,
+        );
         // Both counts fit in the file, so in usize.
         let index = MegatronIndex {
             bytes,

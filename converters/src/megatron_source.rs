@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use bcd_fields::{FieldValue, Fields};
 
-use crate::megatron_index::{IndexError, MegatronIndex};
+use crate::megatron_index::{check_header, IndexError, MegatronIndex, HEADER_LEN};
 use crate::regular_file::{open_regular, ReadRegularError};
 use crate::{Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
@@ -92,14 +92,27 @@ pub fn open_dataset(name: &Path) -> Result<(PathBuf, File, MegatronIndex), Sourc
     let (idx_path, bin_path) = dataset_files(name);
     let (idx, idx_len) = open_regular(&idx_path).map_err(|e| io_error(&idx_path, e))?;
     let (bin, bin_len) = open_regular(&bin_path).map_err(|e| io_error(&bin_path, e))?;
-    // The real size bounds the read; a file growing meanwhile is cut at it.
-    let mut bytes = Vec::with_capacity(idx_len as usize);
-    idx.take(idx_len)
+    let corrupt = |error: IndexError| SourceError::Corrupt {
+        file: idx_path.display().to_string(),
+        location: "the index".into(),
+        reason: error.to_string(),
+    };
+    let read_error = |source| SourceError::Io {
+        path: idx_path.clone(),
+        source,
+    };
+    // The header first: counts that do not match the file's real size are
+    // refused before anything of that size is set aside (a sparse file can
+    // claim any size, so the header must agree with it too).
+    let mut idx = idx.take(idx_len);
+    let mut bytes = Vec::with_capacity(HEADER_LEN);
+    (&mut idx)
+        .take(HEADER_LEN as u64)
         .read_to_end(&mut bytes)
-        .map_err(|source| SourceError::Io {
-            path: idx_path.clone(),
-            source,
-        })?;
+        .map_err(read_error)?;
+    check_header(&bytes, idx_len).map_err(corrupt)?;
+    bytes.reserve_exact(idx_len as usize - bytes.len());
+    idx.read_to_end(&mut bytes).map_err(read_error)?;
     let index = MegatronIndex::parse(bytes, bin_len).map_err(|error| {
         let file = match error {
             IndexError::BadSequence { .. } => {

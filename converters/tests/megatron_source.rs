@@ -236,3 +236,20 @@ fn a_fifo_in_place_of_the_bin_is_refused_without_blocking() {
     let message = source.next().unwrap().unwrap_err().to_string();
     assert!(message.contains("a FIFO"), "{message}");
 }
+
+#[test]
+fn a_sparse_index_claiming_a_terabyte_is_refused_by_its_header_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(fixture("uint16.bin"), dir.path().join("d.bin")).unwrap();
+    let idx = fs::File::create(dir.path().join("d.idx")).unwrap();
+    use std::io::Write;
+    (&idx).write_all(&uint16_idx()[..34]).unwrap();
+    // Holes read as zeros: reading it whole would take a terabyte of memory.
+    idx.set_len(1 << 40).unwrap();
+    let mut source = MegatronSource::new(&[dir.path().join("d")]);
+    let message = source.next().unwrap().unwrap_err().to_string();
+    assert!(
+        message.contains("the file holds 1099511627776"),
+        "{message}"
+    );
+}
