@@ -339,3 +339,94 @@ fn datasets_of_different_dtypes_are_not_ingested_together() {
     assert!(error.contains("different dtypes"), "{error}");
     assert_eq!(tree_snapshot(&ds), None);
 }
+
+/// A JSON Lines file of token records (uint16, base64) with a `document` field.
+fn jsonl_tokens(dir: &Path, rows: &[(&[u16], i64)]) -> PathBuf {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (tokens, document) in rows {
+        let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let b64 = base64_encode(&bytes);
+        writeln!(text, r#"{{"text": "{b64}", "document": {document}}}"#).unwrap();
+    }
+    let path = dir.join("tokens.jsonl");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_document_field_of_another_source_becomes_the_document_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = jsonl_tokens(dir.path(), &[(&[1, 2], 0), (&[3], 0), (&[4, 5, 6], 1)]);
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&jsonl), "--into", s(&ds), "--value-base64"]);
+    let out = dir.path().join("out");
+    ok(&[
+        "export",
+        s(&ds),
+        "--to",
+        s(&out),
+        "--format",
+        "megatron",
+        "--dtype",
+        "uint16",
+    ]);
+    let idx = fs::read(out.with_extension("idx")).unwrap();
+    // 3 sequences, 3 document indices: 0, 2 and the closing 3.
+    assert_eq!(
+        &idx[18..34],
+        [3u64.to_le_bytes(), 3u64.to_le_bytes()].concat()
+    );
+    let starts: Vec<i64> = idx[34 + 36..]
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(starts, [0, 2, 3]);
+    assert_eq!(
+        fs::read(out.with_extension("bin")).unwrap(),
+        [1u8, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0]
+    );
+
+    // Documents out of order cannot be Megatron's: refused naming the record.
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = jsonl_tokens(dir.path(), &[(&[1], 1), (&[2], 0)]);
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&jsonl), "--into", s(&ds), "--value-base64"]);
+    let out = dir.path().join("out");
+    let error = fails(&[
+        "export",
+        s(&ds),
+        "--to",
+        s(&out),
+        "--format",
+        "megatron",
+        "--dtype",
+        "uint16",
+    ]);
+    assert!(
+        error.contains("record 1") && error.contains("document 0"),
+        "{error}"
+    );
+    assert!(!out.with_extension("bin").exists() && !out.with_extension("idx").exists());
+}
