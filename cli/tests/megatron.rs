@@ -430,3 +430,28 @@ fn a_document_field_of_another_source_becomes_the_document_indices() {
     );
     assert!(!out.with_extension("bin").exists() && !out.with_extension("idx").exists());
 }
+
+#[test]
+fn appends_of_megatron_datasets_keep_the_dataset_meaning_or_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&fixture("uint16")), "--into", s(&ds)]);
+    let before = tree_snapshot(&ds);
+    // Another document count (or dtype) would change what the metadata says
+    // of the stored records: refused, the dataset unchanged.
+    for other in ["uint16-joined", "int32"] {
+        let error = fails(&["ingest", s(&fixture(other)), "--into", s(&ds)]);
+        assert!(error.contains("megatron."), "{other}: {error}");
+        assert_eq!(tree_snapshot(&ds), before, "{other}");
+    }
+    // The same dataset again is appended, its documents numbered from 0 as
+    // stored: no longer one Megatron dataset, which the export says.
+    ok(&["ingest", s(&fixture("uint16")), "--into", s(&ds)]);
+    let out = dir.path().join("out");
+    let error = fails(&["export", s(&ds), "--to", s(&out), "--format", "megatron"]);
+    assert!(
+        error.contains("record 6") && error.contains("in one run"),
+        "{error}"
+    );
+    assert!(!out.with_extension("bin").exists() && !out.with_extension("idx").exists());
+}

@@ -277,7 +277,7 @@ pub fn export_megatron(
                     as u64;
                 if documents.last().is_some_and(|last| document < *last) {
                     return Err(bad(format!(
-                        "its document {document} comes after document {}; Megatron's documents are runs of sequences in order",
+                        "its document {document} comes after document {}; Megatron's documents are runs of sequences in order (Megatron datasets appended in separate ingests each number theirs from 0: ingest them in one run)",
                         documents.last().expect("checked")
                     ))
                     .into());
