@@ -89,6 +89,11 @@ write("tfrecord_source", "features_gzip", bytes([1 | 2 | 4]) + tf_frame(record) 
 for path in sorted((fixtures / "tfrecord").glob("*.tfrecord*")):
     write("tfrecord_source", "fixture-" + path.name, bytes([0]) + path.read_bytes())
 
+# megatron_index: the .bin size (u64 LE), then the .idx (Megatron Core's own files).
+for path in sorted((fixtures / "megatron").glob("*.idx")):
+    size = path.with_suffix(".bin").stat().st_size
+    write("megatron_index", "fixture-" + path.name, size.to_bytes(8, "little") + path.read_bytes())
+
 # tf_example: a byte n, n % 16 bytes of name, the message.
 write("tf_example", "two_features", bytes([1]) + b"f" + record)
 write("tf_example", "two_values", bytes([1]) + b"x" + example([(b"x", b"a")]) + field(1, field(1, field(1, b"x"))))

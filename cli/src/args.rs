@@ -112,8 +112,8 @@ pub enum Command {
         #[arg(long)]
         shards: bool,
     },
-    /// Read directory trees, tar/WebDataset archives, Parquet, CSV, TFRecord or
-    /// JSON Lines files into a dataset, in one commit.
+    /// Read directory trees, tar/WebDataset archives, Parquet, CSV, TFRecord,
+    /// JSON Lines files or Megatron indexed datasets into a dataset, in one commit.
     #[command(after_help = INGEST_AFTER_HELP)]
     Ingest(Box<IngestArgs>),
     /// Write a dataset's records (or a --sample of them) to tar, in order (member
@@ -248,6 +248,9 @@ Sources (the format is detected from each name unless --format is given):
             plain or GZIP-compressed; keyless unless --key-feature
   jsonl     .jsonl files (also .jsonl.gz, .jsonl.zst): one record per JSON object,
             the value its \"text\" field, the other fields stored beside it
+  megatron  PREFIX (or PREFIX.idx) naming a Megatron indexed dataset PREFIX.idx +
+            PREFIX.bin: one keyless record per sequence, its tokens as the value,
+            fields document and length; the dtype kept as dataset metadata
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'
@@ -260,6 +263,7 @@ Examples:
   bcd ingest docs.jsonl.zst --into ds --key-field id
   bcd ingest hf.parquet --into ds --value-column image --fields label,caption
   bcd ingest list.csv --into ds --field-type label=int64
+  bcd ingest corpus_text_document --into ds
 
 Fields: parquet, csv and tfrecord sources store their other columns (features)
 as fields beside each record (--fields all|none|NAME,...). CSV column types are
@@ -272,11 +276,12 @@ Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
     /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
-    /// CSV, TFRecord or JSON Lines files, or - (a tar on stdin).
+    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, or - (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
     pub sources: Vec<OsString>,
     /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
-    /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl).
+    /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl, PREFIX naming
+    /// PREFIX.idx + PREFIX.bin megatron).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// The dataset: created when missing or empty, appended to otherwise; a
@@ -377,6 +382,26 @@ pub struct ExportArgs {
         help_heading = "Subsets"
     )]
     pub balance_by: Option<String>,
+    /// What --to is written as. Default: Parquet for OUT.parquet, else tar;
+    /// megatron writes OUT.bin and OUT.idx, a Megatron indexed dataset.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "to")]
+    pub format: Option<ExportFormat>,
+    /// --format megatron: the tokens' dtype (uint8, int8, int16, int32, int64,
+    /// float64, float32, uint16). Default: the one the dataset recorded when it
+    /// was ingested from a Megatron dataset.
+    #[arg(long, value_name = "DTYPE", help_heading = "Megatron")]
+    pub dtype: Option<String>,
+}
+
+/// The formats `bcd export --to` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A tar archive (or several, with --split-*).
+    Tar,
+    /// One Parquet file.
+    Parquet,
+    /// A Megatron indexed dataset: OUT.bin and OUT.idx.
+    Megatron,
 }
 
 /// A SIZE that must not be zero.

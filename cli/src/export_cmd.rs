@@ -14,7 +14,7 @@ use bcd_pipeline::{
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::ExportArgs;
+use crate::args::{ExportArgs, ExportFormat};
 use crate::location::{local, location, remote, Location};
 use crate::output::{say, UsageError, EXIT_INTERRUPTED};
 use crate::signals::{Interrupts, Phase};
@@ -26,7 +26,16 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
         max_bytes: args.split_size,
         max_members: args.split_count,
     };
-    let parquet = args.to.as_deref().filter(|to| is_parquet(to));
+    if let (Some(to), Some(ExportFormat::Megatron)) = (&args.to, args.format) {
+        return to_megatron(&args, to, &interrupts);
+    }
+    if args.dtype.is_some() {
+        return Err(UsageError("--dtype applies to --format megatron".into()).into());
+    }
+    let parquet = args.to.as_deref().filter(|to| match args.format {
+        Some(format) => format == ExportFormat::Parquet,
+        None => is_parquet(to),
+    });
     if let Some(to) = parquet {
         for (given, flag) in [
             (
@@ -240,6 +249,74 @@ fn to_parquet(
         summary.rows,
         summary.bytes as f64 / 1e6,
         path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--format megatron`: PREFIX.bin and PREFIX.idx from a local dataset.
+fn to_megatron(
+    args: &ExportArgs,
+    to: &std::ffi::OsStr,
+    interrupts: &Interrupts,
+) -> Result<ExitCode> {
+    for (given, flag) in [
+        (
+            args.split_size.is_some() || args.split_count.is_some(),
+            "--split-size/--split-count",
+        ),
+        (args.samples, "--samples"),
+        (args.rename_unsafe, "--rename-unsafe"),
+        (!args.keyless_suffix.is_empty(), "--keyless-suffix"),
+        (args.hf_image, "--hf-image"),
+        (args.sample.is_some(), "--sample"),
+        (args.into.is_some(), "--into"),
+    ] {
+        if given {
+            return Err(UsageError(format!("{flag} does not apply to --format megatron")).into());
+        }
+    }
+    let prefix = local(to, "the export target")?;
+    let dataset = match location(&args.dataset)? {
+        Location::Local(path) => bcd::Dataset::open(&path)?,
+        Location::Remote(uri) => {
+            return Err(UsageError(format!(
+                "Megatron exports read a local dataset; `bcd pull {uri} DIR` first"
+            ))
+            .into())
+        }
+    };
+    let options = bcd_pipeline::MegatronExportOptions {
+        dtype: args.dtype.clone(),
+        interrupt: Some(interrupts.flag()),
+    };
+    interrupts.enter(Phase::Running);
+    let result = bcd_pipeline::export_megatron(&dataset, &prefix, &options);
+    interrupts.enter(Phase::Finished(match result {
+        Ok(_) => "the export was written",
+        Err(_) => "the files being written were removed",
+    }));
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(ExportError::Interrupted) => {
+            say!("bcd: interrupted; the files being written were removed");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(error) if error.is_usage() => return Err(UsageError(error.to_string()).into()),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!(
+                "export of {} failed",
+                Path::new(&args.dataset).display()
+            )))
+        }
+    };
+    say!(
+        "exported {} sequences of {} ({} documents, {:.1} MB) to {}.bin and {}.idx",
+        summary.sequences,
+        summary.dtype,
+        summary.document_indices.saturating_sub(1),
+        summary.bytes as f64 / 1e6,
+        prefix.display(),
+        prefix.display()
     );
     Ok(ExitCode::SUCCESS)
 }

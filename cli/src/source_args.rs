@@ -30,6 +30,8 @@ pub enum FormatArg {
     Tfrecord,
     /// JSON Lines files (.jsonl, .jsonl.gz, .jsonl.zst): one record per object.
     Jsonl,
+    /// Megatron indexed datasets: PREFIX (or PREFIX.idx) naming PREFIX.idx + PREFIX.bin.
+    Megatron,
 }
 
 impl From<FormatArg> for bcd_pipeline::SourceFormat {
@@ -41,6 +43,7 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
             FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
             FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
+            FormatArg::Megatron => bcd_pipeline::SourceFormat::Megatron,
         }
     }
 }

@@ -311,7 +311,7 @@ fn failures_exit_1() {
 }
 
 #[test]
-fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
+fn ingest_help_groups_flags_by_source_and_covers_every_format() {
     let out = bcd(&["ingest", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
@@ -330,7 +330,15 @@ fn ingest_help_groups_flags_by_source_and_covers_all_six_formats() {
     ] {
         assert!(help.contains(heading), "no {heading:?} in:\n{help}");
     }
-    for format in ["dir ", "tar ", "parquet ", "csv ", "tfrecord ", "jsonl "] {
+    for format in [
+        "dir ",
+        "tar ",
+        "parquet ",
+        "csv ",
+        "tfrecord ",
+        "jsonl ",
+        "megatron ",
+    ] {
         assert!(
             help.lines().any(|l| l.starts_with(&format!("  {format}"))),
             "{format:?} is not described:\n{help}"

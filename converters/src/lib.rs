@@ -32,6 +32,8 @@ pub mod field_options;
 mod fused;
 pub mod jsonl_fields;
 pub mod jsonl_source;
+pub mod megatron_index;
+pub mod megatron_source;
 mod member_names;
 mod parquet_columns;
 mod parquet_compat;

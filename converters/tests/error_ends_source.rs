@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
 use bcd_converters::dir_source::{DirOptions, DirSource};
 use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource};
+use bcd_converters::megatron_source::MegatronSource;
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
 use bcd_converters::samples::SampleOptions;
 use bcd_converters::tar_source::{TarOptions, TarSource};
@@ -246,4 +247,25 @@ fn the_jsonl_source_does_not_go_on_to_the_next_file() {
     for _ in 0..3 {
         assert!(source.next().is_none());
     }
+}
+
+#[test]
+fn the_megatron_source_does_not_go_on_to_the_next_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    // A .bin one byte short: its last sequence reaches past the end.
+    fs::copy(fixture("megatron/uint16.idx"), dir.path().join("short.idx")).unwrap();
+    let bin = fs::read(fixture("megatron/uint16.bin")).unwrap();
+    fs::write(dir.path().join("short.bin"), &bin[..bin.len() - 1]).unwrap();
+    let mut source = MegatronSource::new(&[
+        fixture("megatron/int32"),
+        dir.path().join("short"),
+        fixture("megatron/uint16"),
+    ]);
+    let (keys, error) = read_to_error(&mut source);
+    // The five sequences of int32, then the refusal of the second dataset.
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    assert!(
+        error.contains("short.idx") && error.contains("sequence 5"),
+        "{error}"
+    );
 }

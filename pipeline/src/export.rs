@@ -110,6 +110,9 @@ pub enum ExportError {
     /// Reading the records' fields failed, or a field cannot be a member.
     #[error(transparent)]
     Fields(#[from] crate::fields::FieldsIoError),
+    /// A Megatron export cannot be written (see [`crate::export_megatron`]).
+    #[error(transparent)]
+    Megatron(#[from] crate::export_megatron::MegatronExportError),
     /// Stopped through [`ExportOptions::interrupt`].
     #[error("interrupted; the archive being written was removed")]
     Interrupted,
@@ -119,7 +122,11 @@ impl ExportError {
     /// Whether the options cannot work (a bad target or pattern, splitting without
     /// a pattern): found before anything was written, a usage error for a front end.
     pub fn is_usage(&self) -> bool {
-        matches!(self, ExportError::Archive(e) if e.is_usage())
+        match self {
+            ExportError::Archive(e) => e.is_usage(),
+            ExportError::Megatron(e) => e.is_usage(),
+            _ => false,
+        }
     }
 
     /// The error of writing to the output, when that is what failed: a front end

@@ -21,6 +21,7 @@
 mod categories;
 mod destination;
 mod export;
+mod export_megatron;
 mod export_parquet;
 mod export_samples;
 pub mod fields;
@@ -46,6 +47,9 @@ pub use categories::{field_categories, CategoriesError};
 pub use destination::Destination;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
+};
+pub use export_megatron::{
+    export_megatron, MegatronExportError, MegatronExportOptions, MegatronExportSummary,
 };
 pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
 pub use fields_extend::{Extended, FieldsExtend, NewRecord, Numbered};

@@ -37,6 +37,7 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "categories",
     "weights",
     "num_samples",
+    "dtype",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
@@ -133,6 +134,7 @@ mod tests {
             "categories",
             "weights",
             "num_samples",
+            "dtype",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);

@@ -313,7 +313,7 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord", "jsonl"]] = None,
+    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord", "jsonl", "megatron"]] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -352,8 +352,11 @@ def ingest(
     relative path), tar / WebDataset archives (``tar``: plain, gzip or zstd;
     brace ranges like ``"shards-{000000..000099}.tar"``), Parquet files
     (``parquet``: needs ``value_column``), CSV files listing paths (``csv``),
-    TFRecord files (``tfrecord``) or JSON Lines files (``jsonl``: one record per
-    object, the value its ``value_field``, ``"text"`` by default). The format is
+    TFRecord files (``tfrecord``), JSON Lines files (``jsonl``: one record per
+    object, the value its ``value_field``, ``"text"`` by default) or Megatron
+    indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
+    ``PREFIX.bin``, one record per sequence with the fields ``document`` and
+    ``length``). The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 

@@ -87,6 +87,19 @@ def test_a_tar_archive_becomes_a_dataset_of_its_regular_files(tmp_path, archive)
     assert sum(summary["skipped_members"].values()) >= links
 
 
+@pytest.mark.parametrize("name", ["uint16", "int32"])
+def test_a_megatron_dataset_becomes_one_record_per_sequence(tmp_path, name):
+    want = expected("megatron")[name]
+    bcd.ingest([FIXTURES / "megatron" / name], tmp_path / "d")
+    dataset = bcd.Dataset(tmp_path / "d")
+    tokens = [np.array(s["tokens"], dtype=want["dtype"]).tobytes() for s in want["sequences"]]
+    assert read_all(dataset) == tokens
+    fields = dataset.fields().to_pydict()
+    assert fields["document"] == [s["document"] for s in want["sequences"]]
+    assert fields["length"] == [s["length"] for s in want["sequences"]]
+    assert dataset.metadata["megatron"]["dtype"] == want["dtype"]
+
+
 def test_brace_patterns_read_several_shards_in_order(tmp_path):
     tar = expected("tar")
     files = [
@@ -174,7 +187,7 @@ def test_a_missing_source_is_file_not_found(tmp_path):
         (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv sources only, not tar"),
         (["imagefolder/labels.txt"], {},
          r'labels\.txt: cannot tell its format from the name or the first bytes; '
-         r'pass format="dir"\|"tar"\|"parquet"\|"csv"\|"tfrecord"\|"jsonl"'),
+         r'pass format="dir"\|"tar"\|"parquet"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"'),
         (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
         (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
         (["csv/list.csv"], {"delimiter": ";;"}, 'delimiter: ";;": the delimiter must be one ASCII character'),

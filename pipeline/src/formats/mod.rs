@@ -7,6 +7,7 @@ mod csv;
 mod dir;
 mod format;
 mod jsonl;
+mod megatron;
 mod parquet;
 mod tar;
 mod tfrecord;
@@ -31,6 +32,7 @@ static FORMATS: &[&dyn Format] = &[
     &csv::Csv,
     &tfrecord::Tfrecord,
     &jsonl::Jsonl,
+    &megatron::Megatron,
 ];
 
 impl SourceFormat {
@@ -180,6 +182,7 @@ mod tests {
             SourceFormat::Csv,
             SourceFormat::Tfrecord,
             SourceFormat::Jsonl,
+            SourceFormat::Megatron,
         ];
         for format in consts {
             assert_eq!(format.descriptor().format(), format);
@@ -189,7 +192,10 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names, ["dir", "tar", "parquet", "csv", "tfrecord", "jsonl"]);
+        assert_eq!(
+            names,
+            ["dir", "tar", "parquet", "csv", "tfrecord", "jsonl", "megatron"]
+        );
     }
 
     #[test]

@@ -332,11 +332,47 @@ fn a_file_whose_name_says_nothing_is_detected_by_its_first_bytes() {
 }
 
 #[test]
+fn a_megatron_dataset_is_named_by_its_prefix_or_either_file_or_found_by_its_magic() {
+    for name in [
+        "megatron/uint16",
+        "megatron/uint16.idx",
+        "megatron/int32.bin",
+    ] {
+        let opened = open_one(&fixture(name), &Default::default()).unwrap();
+        assert_eq!(opened.format, SourceFormat::Megatron, "{name}");
+    }
+    // An .idx renamed so that its name says nothing: its MMIDIDX magic does.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    std::fs::copy(fixture("megatron/uint16.idx"), &path).unwrap();
+    let opened = open_one(path.to_str().unwrap(), &Default::default()).unwrap();
+    assert_eq!(opened.format, SourceFormat::Megatron);
+    // A prefix whose .bin is missing is no Megatron dataset by name.
+    assert_eq!(
+        formats::detect_by_name(path.as_os_str(), &Default::default()),
+        None
+    );
+    // It takes no option of another format.
+    let error = open_one(
+        &fixture("megatron/uint16"),
+        &SourceOptions {
+            key_field: Some("k".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "`key_field` applies to jsonl sources only, not megatron"
+    );
+}
+
+#[test]
 fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|csv|tfrecord|jsonl"
+            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|csv|tfrecord|jsonl|megatron"
         ),
         "{error}"
     );
@@ -350,7 +386,7 @@ fn format_names_round_trip() {
     let error = "zip".parse::<SourceFormat>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord, jsonl"
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord, jsonl, megatron"
     );
 }
 
