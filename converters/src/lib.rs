@@ -46,6 +46,7 @@ pub mod sequence_example;
 pub mod tar_export;
 mod tar_reader;
 pub mod tar_source;
+mod table_rows;
 mod tfrecord_fields;
 pub mod tfrecord_source;
 
