@@ -169,9 +169,9 @@ def test_a_missing_source_is_file_not_found(tmp_path):
     "sources, options, message",
     [
         (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
-        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet sources only, not tar"),
+        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet and hf-disk sources only, not tar"),
         (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
-        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv sources only, not tar"),
+        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet, hf-disk and csv sources only, not tar"),
         (["imagefolder/labels.txt"], {},
          r'labels\.txt: cannot tell its format from the name or the first bytes; '
          r'pass format="dir"\|"tar"\|"parquet"\|"csv"\|"tfrecord"\|"jsonl"'),
@@ -186,7 +186,7 @@ def test_a_missing_source_is_file_not_found(tmp_path):
         (["tar/gnu.tar"], {"max_shard_size": "3 parsecs"}, 'max_shard_size: "3 parsecs": unknown unit'),
         (["tar/gnu.tar"], {"jobs": 0}, "jobs"),
         ([], {}, "no sources"),
-        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, csv and tfrecord sources only, not tar"),
+        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, hf-disk, csv and tfrecord sources only, not tar"),
         (["tar/gnu.tar"], {"field_type": {"a": "int64"}}, "field_type= applies to csv sources only, not tar"),
         (["csv/list.csv"], {"fields": "a,,b"}, 'fields: "a,,b": expected all, none, or field names'),
         (["csv/list.csv"], {"fields": ["a", "a"]}, 'fields: "a" is named twice'),

@@ -76,7 +76,9 @@ impl Format for Parquet {
 
     fn check(&self, options: &SourceOptions) -> Result<(), SourceSetupError> {
         match options.value_column {
-            None => Err(SourceSetupError::MissingValueColumn),
+            None => Err(SourceSetupError::MissingValueColumn {
+                format: SourceFormat::Parquet,
+            }),
             Some(_) => Ok(()),
         }
     }

@@ -1,0 +1,99 @@
+//! `hf-disk`: Hugging Face `save_to_disk` directories, a `Dataset` or one split
+//! of a `DatasetDict` ([`bcd_converters::hf_disk_source`]), with the columns
+//! taken as Parquet takes them; local only.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use bcd_converters::hf_disk_source::{is_hf_disk, HfDiskOptions, HfDiskSource};
+use bcd_converters::parquet_source::ParquetOptions;
+use bcd_converters::{Chain, Source, SourceError};
+
+use super::{Format, OptionSpec, Probe, Sign};
+use crate::source_errors::SourceSetupError;
+use crate::source_format::SourceFormat;
+use crate::source_options::SourceOptions;
+
+#[allow(non_upper_case_globals)]
+impl SourceFormat {
+    /// Hugging Face `save_to_disk` directories (needs a value column; a
+    /// `DatasetDict` a split).
+    pub const HfDisk: SourceFormat = SourceFormat::named("hf-disk");
+}
+
+/// The descriptor of [`SourceFormat::HfDisk`].
+pub(crate) struct HfDisk;
+
+static OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        field: "value_column",
+        given: |o| o.value_column.is_some(),
+    },
+    OptionSpec {
+        field: "key_column",
+        given: |o| o.key_column.is_some(),
+    },
+    OptionSpec {
+        field: "skip_nulls",
+        given: |o| o.skip_nulls,
+    },
+    OptionSpec {
+        field: "fields",
+        given: |o| o.fields.is_some(),
+    },
+    OptionSpec {
+        field: "split",
+        given: |o| o.split.is_some(),
+    },
+];
+
+impl Format for HfDisk {
+    fn format(&self) -> SourceFormat {
+        SourceFormat::HfDisk
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn disk_sign(&self, probe: &Probe<'_>) -> std::io::Result<Option<Sign>> {
+        Ok((probe.is_dir && is_hf_disk(probe.path)).then_some(Sign::Layout))
+    }
+
+    fn check(&self, options: &SourceOptions) -> Result<(), SourceSetupError> {
+        match options.value_column {
+            None => Err(SourceSetupError::MissingValueColumn {
+                format: SourceFormat::HfDisk,
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn open(
+        &self,
+        sources: &[&OsStr],
+        options: &SourceOptions,
+        _target: Option<&Path>,
+    ) -> Result<Box<dyn Source>, SourceSetupError> {
+        let hf_options = HfDiskOptions {
+            columns: ParquetOptions {
+                // `check` refused hf-disk without a value column.
+                value_column: options.value_column.clone().unwrap_or_default(),
+                key_column: options.key_column.clone(),
+                skip_nulls: options.skip_nulls,
+                fields: options.fields.clone().unwrap_or_default(),
+            },
+            split: options.split.clone(),
+        };
+        let dirs = sources
+            .iter()
+            .map(|dir| {
+                Ok(
+                    Box::new(HfDiskSource::new(Path::new(dir), hf_options.clone())?)
+                        as Box<dyn Source>,
+                )
+            })
+            .collect::<Result<Vec<_>, SourceError>>()?;
+        Ok(Box::new(Chain::new(dirs)))
+    }
+}
