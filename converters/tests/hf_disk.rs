@@ -168,7 +168,7 @@ fn photos_copy(change: impl FnOnce(&Path)) -> tempfile::TempDir {
 fn first_error(dir: &Path) -> String {
     match HfDiskSource::new(dir, options("image", Some("id"), None)) {
         Err(error) => error.to_string(),
-        Ok(source) => read_all(source).err().expect("an error").to_string(),
+        Ok(source) => read_all(source).expect_err("an error").to_string(),
     }
 }
 

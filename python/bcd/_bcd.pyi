@@ -352,7 +352,9 @@ def ingest(
     ``sources``: directory trees (``dir``: every regular file, keyed by its
     relative path), tar / WebDataset archives (``tar``: plain, gzip or zstd;
     brace ranges like ``"shards-{000000..000099}.tar"``), Parquet files
-    (``parquet``: needs ``value_column``), CSV files listing paths (``csv``),
+    (``parquet``: needs ``value_column``), Hugging Face ``save_to_disk``
+    directories (``hf-disk``: needs ``value_column``, and ``split`` for a
+    ``DatasetDict``), CSV files listing paths (``csv``),
     TFRecord files (``tfrecord``) or JSON Lines files (``jsonl``: one record per
     object, the value its ``value_field``, ``"text"`` by default). The format is
     detected from the names unless ``format`` is given; options that belong to
