@@ -6,9 +6,9 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use bcd_converters::hf_disk_source::{is_hf_disk, HfDiskOptions, HfDiskSource};
-use bcd_converters::parquet_source::ParquetOptions;
 use bcd_converters::{Chain, Source, SourceError};
 
+use super::parquet::{need_value_column, parquet_options, COLUMN_OPTIONS};
 use super::{Format, OptionSpec, Probe, Sign};
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
@@ -24,28 +24,19 @@ impl SourceFormat {
 /// The descriptor of [`SourceFormat::HfDisk`].
 pub(crate) struct HfDisk;
 
-static OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        field: "value_column",
-        given: |o| o.value_column.is_some(),
-    },
-    OptionSpec {
-        field: "key_column",
-        given: |o| o.key_column.is_some(),
-    },
-    OptionSpec {
-        field: "skip_nulls",
-        given: |o| o.skip_nulls,
-    },
-    OptionSpec {
-        field: "fields",
-        given: |o| o.fields.is_some(),
-    },
-    OptionSpec {
-        field: "split",
-        given: |o| o.split.is_some(),
-    },
-];
+static OPTIONS: [OptionSpec; 5] = {
+    let [value, key, skip_nulls, fields] = COLUMN_OPTIONS;
+    [
+        value,
+        key,
+        skip_nulls,
+        fields,
+        OptionSpec {
+            field: "split",
+            given: |o| o.split.is_some(),
+        },
+    ]
+};
 
 impl Format for HfDisk {
     fn format(&self) -> SourceFormat {
@@ -53,7 +44,7 @@ impl Format for HfDisk {
     }
 
     fn options(&self) -> &'static [OptionSpec] {
-        OPTIONS
+        &OPTIONS
     }
 
     fn disk_sign(&self, probe: &Probe<'_>) -> std::io::Result<Option<Sign>> {
@@ -61,12 +52,7 @@ impl Format for HfDisk {
     }
 
     fn check(&self, options: &SourceOptions) -> Result<(), SourceSetupError> {
-        match options.value_column {
-            None => Err(SourceSetupError::MissingValueColumn {
-                format: SourceFormat::HfDisk,
-            }),
-            Some(_) => Ok(()),
-        }
+        need_value_column(SourceFormat::HfDisk, options)
     }
 
     fn open(
@@ -76,13 +62,7 @@ impl Format for HfDisk {
         _target: Option<&Path>,
     ) -> Result<Box<dyn Source>, SourceSetupError> {
         let hf_options = HfDiskOptions {
-            columns: ParquetOptions {
-                // `check` refused hf-disk without a value column.
-                value_column: options.value_column.clone().unwrap_or_default(),
-                key_column: options.key_column.clone(),
-                skip_nulls: options.skip_nulls,
-                fields: options.fields.clone().unwrap_or_default(),
-            },
+            columns: parquet_options(options),
             split: options.split.clone(),
         };
         let dirs = sources
