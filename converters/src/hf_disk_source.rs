@@ -167,7 +167,9 @@ impl HfDiskSource {
         };
         let columns = file.columns.as_ref().expect("read above");
         file.rows_before += file.batch.as_ref().map_or(0, |b| b.values.len() as u64);
-        file.batch = Some(Batch::new(&batch, &file.path, &self.options, columns)?);
+        let mut loaded = Batch::new(&batch, &file.path, &self.options, columns)?;
+        loaded.own_fields(&file.path)?;
+        file.batch = Some(loaded);
         file.row_in_batch = 0;
         Ok(true)
     }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::Schema;
 
 use crate::parquet_columns::{
@@ -137,6 +137,25 @@ impl Batch {
             paths,
             fields,
         })
+    }
+
+    /// Copies the field columns into buffers of their own. A record's fields
+    /// hold their column until the shard is written; a column decoded in place
+    /// from a whole message (an Arrow IPC body) would hold that message, values
+    /// and all, for every record of the batch still in flight.
+    pub(crate) fn own_fields(&mut self, path: &Path) -> Result<(), SourceError> {
+        // `take` copies (`concat` of one array would return a slice of it).
+        let rows = UInt64Array::from_iter_values(0..self.values.len() as u64);
+        for array in &mut self.fields {
+            *array = arrow_select::take::take(array.as_ref(), &rows, None).map_err(|e| {
+                SourceError::Corrupt {
+                    file: path.display().to_string(),
+                    location: "record batch".into(),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+        Ok(())
     }
 
     /// Row `i` of this batch (row `row` of the file at `path`) as a record; `None`

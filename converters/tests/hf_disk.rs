@@ -250,3 +250,35 @@ fn a_fifo_in_place_of_a_data_file_is_refused_without_blocking() {
     let error = first_error(tmp.path());
     assert!(error.contains("is a FIFO, not a regular file"), "{error}");
 }
+
+/// A `save_to_disk` directory of 50 rows of 64 KiB values with an int label, in
+/// one record batch.
+const BIG_VALUES: &str = r#"
+import datasets
+ds = datasets.Dataset.from_dict({"value": [bytes([i]) * 65536 for i in range(50)],
+                                 "label": list(range(50))})
+ds.save_to_disk(str(out / "big"))
+print("{}")
+"#;
+
+#[test]
+fn a_records_fields_do_not_hold_the_message_its_batch_was_read_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    python(tmp.path(), &format!("{PRELUDE}{BIG_VALUES}"));
+    let source = HfDiskSource::new(&tmp.path().join("big"), options("value", None, None)).unwrap();
+    let records = read_all(source).unwrap();
+    assert_eq!(records.len(), 50);
+    for record in &records {
+        let (_, value) = &record.fields.0[0];
+        let bcd_converters::FieldValue::Arrow(array, _) = value else {
+            panic!("{value:?}");
+        };
+        // The fields wait for their shard to be written; a label column sliced
+        // from the 3 MiB message would keep it alive for each of them.
+        assert!(
+            array.get_array_memory_size() < 4096,
+            "{}",
+            array.get_array_memory_size()
+        );
+    }
+}
