@@ -15,6 +15,10 @@
 //! Arrow sees it: its metadata of at most [`MAX_MESSAGE_METADATA`] bytes, its
 //! body no longer than what is left of the file, so nothing is allocated that
 //! the file does not hold; the JSON files are at most [`MAX_JSON_SIZE`] bytes.
+//! A file that ends before its end-of-stream marker is truncated (`datasets`
+//! always writes it). Each batch's field columns are copied out of its message,
+//! which a record's fields would otherwise keep alive until their shard is
+//! written, so memory stays at about one batch.
 
 use std::collections::VecDeque;
 use std::fs::File;
