@@ -98,13 +98,27 @@ impl HfDiskSource {
     /// `options.split`). `state.json` is read here, and the first data file's
     /// schema for [`Source::metadata`].
     pub fn new(dir: &Path, options: HfDiskOptions) -> Result<Fused<HfDiskSource>, SourceError> {
+        Self::from_dirs(std::slice::from_ref(&dir.to_owned()), options)
+    }
+
+    /// A source over several directories in order, as one table: the field
+    /// types and the ClassLabel names must agree across all their files (as
+    /// across the files of one directory), which a chain of sources would not
+    /// check.
+    pub fn from_dirs(
+        dirs: &[PathBuf],
+        options: HfDiskOptions,
+    ) -> Result<Fused<HfDiskSource>, SourceError> {
         let mut taken = vec![(options.columns.value_column.as_str(), "value column")];
         if let Some(key) = &options.columns.key_column {
             taken.push((key.as_str(), "key column"));
         }
         options.columns.fields.refuse(&taken)?;
-        let dataset = choose_split(dir, options.split.as_deref())?;
-        let pending = data_files(&dataset)?;
+        let mut pending = VecDeque::new();
+        for dir in dirs {
+            let dataset = choose_split(dir, options.split.as_deref())?;
+            pending.extend(data_files(&dataset)?);
+        }
         let mut source = HfDiskSource {
             pending,
             current: None,

@@ -282,3 +282,27 @@ fn a_records_fields_do_not_hold_the_message_its_batch_was_read_from() {
         );
     }
 }
+
+/// Two saved datasets whose ClassLabel `label` names differ.
+const TWO_VOCABULARIES: &str = r#"
+import datasets
+for name, names in (("a", ["cat", "dog"]), ("b", ["dog", "cat"])):
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=names)})
+    datasets.Dataset.from_dict({"text": ["x"], "label": [0]}, features=features).save_to_disk(str(out / name))
+print("{}")
+"#;
+
+#[test]
+fn directories_read_together_must_agree_on_their_class_label_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    python(tmp.path(), &format!("{PRELUDE}{TWO_VOCABULARIES}"));
+    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
+    let source = HfDiskSource::from_dirs(&dirs, options("text", None, None)).unwrap();
+    let error = read_all(source).expect_err("names differ").to_string();
+    assert!(
+        error.contains("the ClassLabel names of column \"label\", [\"dog\",\"cat\"], differ from [\"cat\",\"dog\"]"),
+        "{error}"
+    );
+    assert!(error.contains("/b/data-00000-of-00001.arrow"), "{error}");
+}

@@ -3,10 +3,10 @@
 //! taken as Parquet takes them; local only.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bcd_converters::hf_disk_source::{is_hf_disk, HfDiskOptions, HfDiskSource};
-use bcd_converters::{Chain, Source, SourceError};
+use bcd_converters::Source;
 
 use super::parquet::{need_value_column, parquet_options, COLUMN_OPTIONS};
 use super::{Format, OptionSpec, Probe, Sign};
@@ -65,15 +65,7 @@ impl Format for HfDisk {
             columns: parquet_options(options),
             split: options.split.clone(),
         };
-        let dirs = sources
-            .iter()
-            .map(|dir| {
-                Ok(
-                    Box::new(HfDiskSource::new(Path::new(dir), hf_options.clone())?)
-                        as Box<dyn Source>,
-                )
-            })
-            .collect::<Result<Vec<_>, SourceError>>()?;
-        Ok(Box::new(Chain::new(dirs)))
+        let dirs: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
+        Ok(Box::new(HfDiskSource::from_dirs(&dirs, hf_options)?))
     }
 }
