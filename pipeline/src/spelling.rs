@@ -128,6 +128,13 @@ mod tests {
             "sample",
             "seed",
             "balance_by",
+            // The sampling options of `bcd.torch` and `bcd.partition`.
+            "num_samples",
+            "rank",
+            "world_size",
+            "block_size",
+            "weights",
+            "categories",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);
