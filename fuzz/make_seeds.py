@@ -107,6 +107,10 @@ write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
 for path in sorted((fixtures / "parquet").glob("*.parquet")):
     write("parquet_source", path.name, path.read_bytes())
 
+# hf_disk_source: a data file of a save_to_disk directory.
+for path in sorted((fixtures / "hf_disk" / "photos").glob("*.arrow")):
+    write("hf_disk_source", path.name, path.read_bytes())
+
 # tar_source inputs (layout in fuzz_targets/tar_source.rs): a flag byte, then an
 # archive. The committed fixtures (trailing padding trimmed to the two end
 # blocks), and small archives with a GNU long name, PAX records and a GNU

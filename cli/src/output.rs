@@ -500,7 +500,9 @@ mod tests {
     fn usage_errors_exit_2_wherever_they_are_found() {
         let usage = anyhow::Error::new(UsageError("bad".into())).context("export failed");
         assert_eq!(outcome(&usage), Outcome::Exit(EXIT_USAGE));
-        let setup = anyhow::Error::new(bcd_pipeline::SourceSetupError::MissingValueColumn);
+        let setup = anyhow::Error::new(bcd_pipeline::SourceSetupError::MissingValueColumn {
+            format: bcd_pipeline::SourceFormat::Parquet,
+        });
         assert_eq!(outcome(&setup), Outcome::Exit(EXIT_USAGE));
         let brace = anyhow::Error::new(bcd_pipeline::SourceSetupError::Open(
             bcd_converters::SourceError::Usage("bad range".into()),
@@ -528,7 +530,9 @@ mod tests {
             chain(missing.as_ref()),
             format!("ingest into d failed: x.tar: {shown}")
         );
-        let setup = bcd_pipeline::SourceSetupError::MissingValueColumn;
+        let setup = bcd_pipeline::SourceSetupError::MissingValueColumn {
+            format: bcd_pipeline::SourceFormat::Parquet,
+        };
         assert_eq!(
             bcd_pipeline::spell_options(&chain(&setup), flag),
             "parquet sources need --value-column COL (and --key-column COL for a keyed dataset)"

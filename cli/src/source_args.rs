@@ -24,6 +24,9 @@ pub enum FormatArg {
     Tar,
     /// Parquet files, directories of them, or patterns (needs --value-column).
     Parquet,
+    /// Hugging Face `save_to_disk` directories (needs --value-column; a
+    /// DatasetDict --split).
+    HfDisk,
     /// CSV files listing file paths (one value per row).
     Csv,
     /// TFRecord files, plain or GZIP-compressed.
@@ -40,6 +43,7 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Dir => bcd_pipeline::SourceFormat::Dir,
             FormatArg::Tar => bcd_pipeline::SourceFormat::Tar,
             FormatArg::Parquet => bcd_pipeline::SourceFormat::Parquet,
+            FormatArg::HfDisk => bcd_pipeline::SourceFormat::HfDisk,
             FormatArg::Csv => bcd_pipeline::SourceFormat::Csv,
             FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
             FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
@@ -60,6 +64,8 @@ pub struct SourceFlags {
     #[command(flatten)]
     pub parquet: ParquetArgs,
     #[command(flatten)]
+    pub hf_disk: HfDiskArgs,
+    #[command(flatten)]
     pub csv: CsvArgs,
     #[command(flatten)]
     pub tfrecord: TfrecordArgs,
@@ -71,10 +77,11 @@ pub struct SourceFlags {
 
 impl SourceArgs for SourceFlags {
     fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
-        let groups: [&dyn SourceArgs; 7] = [
+        let groups: [&dyn SourceArgs; 8] = [
             &self.dir,
             &self.tar,
             &self.parquet,
+            &self.hf_disk,
             &self.csv,
             &self.tfrecord,
             &self.jsonl,
@@ -168,15 +175,40 @@ pub struct TarArgs {
 #[derive(Debug, clap::Args)]
 pub struct ParquetArgs {
     /// The column holding the values (required).
-    #[arg(long, value_name = "COL", help_heading = "Parquet sources (parquet)")]
+    #[arg(
+        long,
+        value_name = "COL",
+        help_heading = "Parquet sources (parquet, hf-disk)"
+    )]
     pub value_column: Option<String>,
-    /// The column holding the keys (parquet: keyless without it; csv: default the
-    /// path as written).
+    /// The column holding the keys (parquet, hf-disk: keyless without it; csv:
+    /// default the path as written).
     #[arg(long, value_name = "COL", help_heading = "Parquet and CSV sources")]
     pub key_column: Option<String>,
     /// Skip (and count) rows whose value or key is null instead of failing.
-    #[arg(long, help_heading = "Parquet sources (parquet)")]
+    #[arg(long, help_heading = "Parquet sources (parquet, hf-disk)")]
     pub skip_nulls: bool,
+}
+
+/// `bcd ingest` flags: Hugging Face `save_to_disk` directories (hf-disk); the
+/// columns are chosen with the Parquet flags.
+#[derive(Debug, clap::Args)]
+pub struct HfDiskArgs {
+    /// The split of a DatasetDict to read (required for one: its dataset_dict.json
+    /// lists them).
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Hugging Face save_to_disk directories (hf-disk)"
+    )]
+    pub split: Option<String>,
+}
+
+impl SourceArgs for HfDiskArgs {
+    fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
+        options.split = self.split.clone();
+        Ok(())
+    }
 }
 
 /// `bcd ingest` flags: CSV sources (csv).
@@ -244,7 +276,7 @@ pub struct FieldsArgs {
         long,
         value_name = "all|none|NAME,...",
         value_parser = parse_fields,
-        help_heading = "Fields (parquet, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
     )]
     pub fields: Option<bcd_converters::FieldSelection>,
     /// Declare a CSV field column's type instead of inferring it (repeatable);
@@ -253,7 +285,7 @@ pub struct FieldsArgs {
         long,
         value_name = "NAME=TYPE",
         value_parser = parse_field_type,
-        help_heading = "Fields (parquet, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
     )]
     pub field_type: Vec<(String, bcd_converters::FieldType)>,
 }

@@ -81,7 +81,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &tar, "--into", d, "--key-column", "k"],
-            "--key-column applies to parquet and csv sources only, not tar",
+            "--key-column applies to parquet, hf-disk and csv sources only, not tar",
         ),
         (
             vec!["ingest", &tar, "--into", d, "--format", "parquet"],
@@ -167,7 +167,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--value-column", "text"],
-            "--value-column applies to parquet sources only, not jsonl",
+            "--value-column applies to parquet and hf-disk sources only, not jsonl",
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--key-field", "text"],
@@ -192,7 +192,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &tar, "--into", d, "--fields", "none"],
-            "--fields applies to parquet, csv and tfrecord sources only, not tar",
+            "--fields applies to parquet, hf-disk, csv and tfrecord sources only, not tar",
         ),
         (
             vec![
@@ -319,11 +319,12 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
         "Dataset:",
         "Output:",
         "Directory sources (dir):",
-        "Parquet sources (parquet):",
+        "Parquet sources (parquet, hf-disk):",
         "Parquet and CSV sources:",
+        "Hugging Face save_to_disk directories (hf-disk):",
         "CSV sources (csv):",
         "TFRecord sources (tfrecord):",
-        "Fields (parquet, csv, tfrecord):",
+        "Fields (parquet, hf-disk, csv, tfrecord):",
         "Tar sources (tar):",
         "JSON Lines sources (jsonl):",
         "Exit status:",
@@ -373,8 +374,12 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
             &["--value-field", "--value-base64", "--key-field", "--schema"],
         ),
         (
-            "Parquet sources (parquet):",
+            "Parquet sources (parquet, hf-disk):",
             &["--value-column", "--skip-nulls"],
+        ),
+        (
+            "Hugging Face save_to_disk directories (hf-disk):",
+            &["--split"],
         ),
         (
             "CSV sources (csv):",
@@ -385,7 +390,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
             &["--feature", "--key-feature"],
         ),
         (
-            "Fields (parquet, csv, tfrecord):",
+            "Fields (parquet, hf-disk, csv, tfrecord):",
             &["--fields", "--field-type"],
         ),
     ] {

@@ -310,8 +310,19 @@ impl SourceMetadata {
         Ok(())
     }
 
-    pub(crate) fn map(&self) -> &Map<String, Value> {
-        &self.map
+    /// The source's metadata ([`crate::Source::metadata`]): also `class_names`
+    /// when exactly one ClassLabel is among the fields.
+    pub(crate) fn source_map(&self) -> Map<String, Value> {
+        let mut map = self.map.clone();
+        let only = map
+            .get("class_labels")
+            .and_then(|labels| labels.as_object())
+            .filter(|labels| labels.len() == 1)
+            .and_then(|labels| labels.values().next().cloned());
+        if let Some(names) = only {
+            map.insert("class_names".into(), names);
+        }
+        map
     }
 
     pub(crate) fn columns(&self) -> &crate::ColumnMetadata {

@@ -43,7 +43,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use bcd_fields::contain_panics;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
@@ -53,17 +53,13 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::ColumnChunkMetaData;
 
 use crate::field_options::FieldSelection;
-use crate::parquet_columns::{
-    bytes_at, check_key_type, check_value_type, key_bytes_column, projected_leaves, struct_child,
-    value_bytes_column, view_schema,
-};
+use crate::parquet_columns::{projected_leaves, view_schema};
 use crate::parquet_compat::{v2_pages_always_compressed, FlagsSetTrue};
-use crate::parquet_fields::{
-    field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
-};
+use crate::parquet_fields::{field_specs, FieldTypes, SourceMetadata};
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
 use crate::random_access::{FileAccess, ParquetInput};
-use crate::{FieldValue, Fields, Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::table_rows::{Batch, TableColumns};
+use crate::{Fused, Record, Skipped, Source, SourceError};
 use parquet::file::reader::Length;
 
 mod open;
@@ -86,17 +82,6 @@ pub struct ParquetOptions {
     pub fields: FieldSelection,
 }
 
-/// One decoded batch of the columns read.
-struct Batch {
-    /// The values as a bytes-like array (a struct's `bytes` unwrapped).
-    values: ArrayRef,
-    keys: Option<ArrayRef>,
-    /// The `path` of a struct value column, null where the struct is.
-    paths: Option<ArrayRef>,
-    /// One column per field of the file.
-    fields: Vec<ArrayRef>,
-}
-
 struct OpenFile {
     path: PathBuf,
     file: ParquetInput,
@@ -105,8 +90,7 @@ struct OpenFile {
     leaves: Vec<(usize, bool)>,
     mask: ProjectionMask,
     /// The fields, and whether the value column's `path` is read.
-    fields: Vec<FieldSpec>,
-    value_path: bool,
+    columns: TableColumns,
     /// Whether binary columns are read as views (see [`view_schema`]).
     views: bool,
     /// The next row group to read, and the reader of the current one.
@@ -247,42 +231,9 @@ impl ParquetSource {
                 }
             }
         };
-        let column = |name: &str| {
-            batch
-                .column_by_name(name)
-                .cloned()
-                .expect("projected column is present")
-        };
-        let value_column = column(&self.options.value_column);
-        let values = value_bytes_column(&value_column, &file.path, &self.options.value_column)?;
-        let keys = match &self.options.key_column {
-            Some(name) => Some(key_bytes_column(&column(name), &file.path, name)?),
-            None => None,
-        };
-        let paths = match file.value_path {
-            true => struct_child(
-                &value_column,
-                "path",
-                &file.path,
-                &self.options.value_column,
-            )?,
-            false => None,
-        };
-        let fields = file
-            .fields
-            .iter()
-            .map(|spec| match &spec.column {
-                FieldColumn::Column(name) => column(name),
-                FieldColumn::ValuePath => paths.clone().expect("the path is read"),
-            })
-            .collect();
+        let loaded = Batch::new(&batch, &file.path, &self.options, &file.columns)?;
         file.rows_before = rows_so_far;
-        file.batch = Some(Batch {
-            values,
-            keys,
-            paths,
-            fields,
-        });
+        file.batch = Some(loaded);
         file.row_in_batch = 0;
         Ok(true)
     }
@@ -393,59 +344,7 @@ impl ParquetSource {
     /// if it is to be skipped for a null.
     fn row(&self, file: &OpenFile, i: usize, row: u64) -> Option<Result<Record, SourceError>> {
         let batch = file.batch.as_ref().expect("loaded above");
-        let origin = Origin::Row {
-            file: file.path.clone(),
-            row: format!("row {row}"),
-        };
-        let null = |column: &str| {
-            if self.options.skip_nulls {
-                return None;
-            }
-            Some(Err(SourceError::Invalid {
-                file: file.path.display().to_string(),
-                location: format!("row {row}"),
-                reason: format!("column {column:?} is null (pass `skip_nulls` to skip such rows)"),
-            }))
-        };
-        let column = &self.options.value_column;
-        let bytes = bytes_at(batch.values.as_ref(), i);
-        // A Hugging Face Image/Audio row may name its file instead of holding it.
-        let written = match bytes {
-            Some(_) => None,
-            None => batch.paths.as_ref().and_then(|p| bytes_at(p.as_ref(), i)),
-        };
-        if bytes.is_none() && written.is_none() {
-            return null(column);
-        }
-        let key = match (&batch.keys, &self.options.key_column) {
-            (Some(keys), Some(key_column)) => match bytes_at(keys.as_ref(), i) {
-                Some(key) => key.to_vec(),
-                None => return null(key_column),
-            },
-            _ => Vec::new(),
-        };
-        let value = match (bytes, written) {
-            (Some(value), _) => value.to_vec(),
-            (None, written) => {
-                let written = String::from_utf8_lossy(written.unwrap_or_default());
-                match read_beside(&file.path, row, column, &written) {
-                    Ok(value) => value,
-                    // Null bytes and a path that names no readable file: a null.
-                    Err(_) if self.options.skip_nulls => return None,
-                    Err(error) => return Some(Err(error)),
-                }
-            }
-        };
-        let mut fields = Fields::new();
-        for (spec, array) in file.fields.iter().zip(&batch.fields) {
-            fields.push(spec.name.clone(), FieldValue::Arrow(array.clone(), i));
-        }
-        Some(Ok(Record {
-            key,
-            value,
-            origin,
-            fields,
-        }))
+        batch.record(i, row, &file.path, &self.options, &file.columns)
     }
 }
 
@@ -507,16 +406,7 @@ impl Source for ParquetSource {
     }
 
     fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut map = self.metadata.map().clone();
-        let only = map
-            .get("class_labels")
-            .and_then(|labels| labels.as_object())
-            .filter(|labels| labels.len() == 1)
-            .and_then(|labels| labels.values().next().cloned());
-        if let Some(names) = only {
-            map.insert("class_names".into(), names);
-        }
-        map
+        self.metadata.source_map()
     }
 
     fn column_metadata(&self) -> crate::ColumnMetadata {

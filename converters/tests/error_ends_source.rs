@@ -269,3 +269,28 @@ fn the_megatron_source_does_not_go_on_to_the_next_dataset() {
         "{error}"
     );
 }
+
+#[test]
+fn the_hf_disk_source_does_not_go_on_to_the_next_data_file() {
+    use bcd_converters::hf_disk_source::{HfDiskOptions, HfDiskSource};
+    let dir = tempfile::tempdir().unwrap();
+    let photos = fixture("hf_disk/photos");
+    for entry in fs::read_dir(&photos).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    // The first data file is garbage; the second, good, holds two rows.
+    fs::write(dir.path().join("data-00000-of-00002.arrow"), b"not arrow").unwrap();
+    let options = HfDiskOptions {
+        columns: ParquetOptions {
+            value_column: "image".into(),
+            key_column: Some("id".into()),
+            ..Default::default()
+        },
+        split: None,
+    };
+    let mut source = HfDiskSource::new(dir.path(), options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(error.contains("data-00000-of-00002.arrow"), "{error}");
+}

@@ -105,9 +105,12 @@ pub enum SourceSetupError {
         /// The formats that take a field selection.
         owners: Vec<SourceFormat>,
     },
-    /// Parquet sources without a value column.
-    #[error("parquet sources need `value_column` COL (and `key_column` COL for a keyed dataset)")]
-    MissingValueColumn,
+    /// Parquet or hf-disk sources without a value column.
+    #[error("{format} sources need `value_column` COL (and `key_column` COL for a keyed dataset)")]
+    MissingValueColumn {
+        /// The sources' format.
+        format: SourceFormat,
+    },
     /// An option of WebDataset samples without `samples`.
     #[error("{} applies to tar sources read with `samples` only", flag(option))]
     NeedsSamples {

@@ -22,7 +22,8 @@ use bcd_converters::dir_source::DirOptions;
 pub struct SourceOptions {
     /// The format of every source. Default: detected from each name (archive,
     /// JSON Lines, Parquet, CSV and TFRecord suffixes, `-` and brace patterns are
-    /// tar, existing directories are dir; a given `value_column` means Parquet).
+    /// tar, a directory `datasets`' `save_to_disk` wrote is hf-disk, other
+    /// existing directories are dir; a given `value_column` means Parquet).
     pub format: Option<SourceFormat>,
     /// dir: only files matching one of these globs (default: all files); see
     /// [`DirOptions::include`].
@@ -31,13 +32,16 @@ pub struct SourceOptions {
     pub exclude: Vec<String>,
     /// dir: follow symbolic links (default: skip and count them).
     pub follow_links: bool,
-    /// parquet: the column holding the values. Required for Parquet.
+    /// parquet, hf-disk: the column holding the values. Required for both.
     pub value_column: Option<String>,
-    /// parquet, csv: the column holding the keys (Parquet default: keyless; CSV
-    /// default: the path as written).
+    /// parquet, hf-disk, csv: the column holding the keys (Parquet and hf-disk
+    /// default: keyless; CSV default: the path as written).
     pub key_column: Option<String>,
-    /// parquet: skip (and count) rows whose value or key is null instead of failing.
+    /// parquet, hf-disk: skip (and count) rows whose value or key is null instead
+    /// of failing.
     pub skip_nulls: bool,
+    /// hf-disk: the split of a `DatasetDict` to read (required for one).
+    pub split: Option<String>,
     /// csv: the column holding file paths. Default: `path`.
     pub path_column: Option<String>,
     /// csv: resolve relative paths against this directory. Default: each CSV
@@ -74,7 +78,7 @@ pub struct SourceOptions {
     /// jsonl: the fields and their types (see [`crate::read_schema`]). Default:
     /// inferred from the first lines.
     pub schema: Option<SchemaRef>,
-    /// parquet, csv, tfrecord: which other columns or features become fields.
+    /// parquet, hf-disk, csv, tfrecord: which other columns or features become fields.
     /// Default: all of them (for TFRecord only when `feature` is given: the whole
     /// record holds them already; any TFRecord fields cost a prescan, a second
     /// read of every file).

@@ -137,6 +137,9 @@ fn open_sources_impl<S: AsRef<OsStr>>(
 
 /// The format of one source, from its name, or failing that from the file system.
 fn detect_format(name: &OsStr, options: &SourceOptions) -> Result<SourceFormat, SourceSetupError> {
+    if let Some(format) = formats::detect_layout(name, options) {
+        return Ok(format);
+    }
     if let Some(format) = formats::detect_by_name(name, options) {
         return Ok(format);
     }

@@ -117,6 +117,7 @@ mod tests {
             "value_base64",
             "key_field",
             "schema",
+            "split",
             "fields",
             "field_type",
             "keyless",

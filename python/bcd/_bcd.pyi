@@ -313,7 +313,7 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "csv", "tfrecord", "jsonl", "megatron"]] = None,
+    format: Optional[Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -326,6 +326,7 @@ def ingest(
     value_column: Optional[str] = None,
     key_column: Optional[str] = None,
     skip_nulls: bool = False,
+    split: Optional[str] = None,
     path_column: Optional[str] = None,
     root: Optional[_StrPath] = None,
     delimiter: Optional[str] = None,
@@ -351,7 +352,9 @@ def ingest(
     ``sources``: directory trees (``dir``: every regular file, keyed by its
     relative path), tar / WebDataset archives (``tar``: plain, gzip or zstd;
     brace ranges like ``"shards-{000000..000099}.tar"``), Parquet files
-    (``parquet``: needs ``value_column``), CSV files listing paths (``csv``),
+    (``parquet``: needs ``value_column``), Hugging Face ``save_to_disk``
+    directories (``hf-disk``: needs ``value_column``, and ``split`` for a
+    ``DatasetDict``), CSV files listing paths (``csv``),
     TFRecord files (``tfrecord``), JSON Lines files (``jsonl``: one record per
     object, the value its ``value_field``, ``"text"`` by default) or Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and

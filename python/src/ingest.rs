@@ -77,9 +77,9 @@ fn setup_error(error: SourceSetupError) -> PyErr {
         } => PyValueError::new_err(format!(
             "{option}= applies to {owner} sources only, not {format}"
         )),
-        SourceSetupError::MissingValueColumn => PyValueError::new_err(
-            "parquet sources need value_column=COL (and key_column=COL for a keyed dataset)",
-        ),
+        SourceSetupError::MissingValueColumn { format } => PyValueError::new_err(format!(
+            "{format} sources need value_column=COL (and key_column=COL for a keyed dataset)"
+        )),
         other => PyValueError::new_err(python_message(&other)),
     }
 }
@@ -111,7 +111,8 @@ fn ingest_error(error: IngestError) -> PyErr {
     }
 }
 
-/// Reads directory trees, tar / WebDataset archives, Parquet, CSV-of-paths,
+/// Reads directory trees, tar / WebDataset archives, Parquet, Hugging Face
+/// `save_to_disk` directories, CSV-of-paths,
 /// TFRecord or JSON Lines files into the dataset at `into` in one all-or-nothing commit, as
 /// `bcd ingest` does; the options are its flags in snake_case (`fields` a str
 /// as `--fields` takes it or a list of names, `field_type` a dict of name to
@@ -126,12 +127,12 @@ fn ingest_error(error: IngestError) -> PyErr {
     sources, into, *, format = None, keyless = false,
     compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
     jobs = None, level = None, include = None, exclude = None, follow_links = false,
-    value_column = None, key_column = None, skip_nulls = false, path_column = None,
+    value_column = None, key_column = None, skip_nulls = false, split = None, path_column = None,
     root = None, delimiter = None, feature = None, key_feature = None, fields = None,
     field_type = None, labels = None, samples = false, value_ext = None, json_fields = false,
     skip_bad_samples = false, value_field = None, value_base64 = false, key_field = None,
     schema = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -150,6 +151,7 @@ pub fn ingest<'py>(
     value_column: Option<String>,
     key_column: Option<String>,
     skip_nulls: bool,
+    split: Option<String>,
     path_column: Option<String>,
     root: Option<&Bound<'py, PyAny>>,
     delimiter: Option<&str>,
@@ -195,6 +197,7 @@ pub fn ingest<'py>(
         value_column,
         key_column,
         skip_nulls,
+        split,
         path_column,
         root,
         delimiter,

@@ -34,10 +34,12 @@ pub(crate) struct SourceKeywords<'a, 'py> {
     pub value_ext: Option<&'a Bound<'py, PyAny>>,
     pub json_fields: bool,
     pub skip_bad_samples: bool,
-    // parquet (key_column: and csv)
+    // parquet and hf-disk (key_column: and csv)
     pub value_column: Option<String>,
     pub key_column: Option<String>,
     pub skip_nulls: bool,
+    // hf-disk
+    pub split: Option<String>,
     // csv; `root` already made a local path by the caller
     pub path_column: Option<String>,
     pub root: Option<PathBuf>,
@@ -50,7 +52,7 @@ pub(crate) struct SourceKeywords<'a, 'py> {
     pub value_base64: bool,
     pub key_field: Option<String>,
     pub schema: Option<&'a Bound<'py, PyAny>>,
-    // fields (parquet, csv, tfrecord)
+    // fields (parquet, hf-disk, csv, tfrecord)
     pub fields: Option<&'a Bound<'py, PyAny>>,
     pub field_type: Option<&'a Bound<'py, PyAny>>,
 }
@@ -71,6 +73,7 @@ impl SourceKeywords<'_, '_> {
             value_column,
             key_column,
             skip_nulls,
+            split,
             path_column,
             root,
             delimiter,
@@ -92,6 +95,7 @@ impl SourceKeywords<'_, '_> {
             value_column,
             key_column,
             skip_nulls,
+            split,
             path_column,
             root,
             delimiter: delimiter

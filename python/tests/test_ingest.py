@@ -182,12 +182,12 @@ def test_a_missing_source_is_file_not_found(tmp_path):
     "sources, options, message",
     [
         (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
-        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet sources only, not tar"),
+        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet and hf-disk sources only, not tar"),
         (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
-        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet and csv sources only, not tar"),
+        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet, hf-disk and csv sources only, not tar"),
         (["imagefolder/labels.txt"], {},
          r'labels\.txt: cannot tell its format from the name or the first bytes; '
-         r'pass format="dir"\|"tar"\|"parquet"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"'),
+         r'pass format="dir"\|"tar"\|"parquet"\|"hf-disk"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"'),
         (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
         (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
         (["csv/list.csv"], {"delimiter": ";;"}, 'delimiter: ";;": the delimiter must be one ASCII character'),
@@ -199,7 +199,7 @@ def test_a_missing_source_is_file_not_found(tmp_path):
         (["tar/gnu.tar"], {"max_shard_size": "3 parsecs"}, 'max_shard_size: "3 parsecs": unknown unit'),
         (["tar/gnu.tar"], {"jobs": 0}, "jobs"),
         ([], {}, "no sources"),
-        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, csv and tfrecord sources only, not tar"),
+        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, hf-disk, csv and tfrecord sources only, not tar"),
         (["tar/gnu.tar"], {"field_type": {"a": "int64"}}, "field_type= applies to csv sources only, not tar"),
         (["csv/list.csv"], {"fields": "a,,b"}, 'fields: "a,,b": expected all, none, or field names'),
         (["csv/list.csv"], {"fields": ["a", "a"]}, 'fields: "a" is named twice'),
@@ -269,3 +269,18 @@ def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
         timer.cancel()
     assert time.monotonic() - started < 10
     assert not (tmp_path / "d").exists()
+
+
+def test_a_save_to_disk_directory_is_ingested_by_split_with_its_class_names(tmp_path):
+    import datasets
+
+    saved = FIXTURES / "hf_disk" / "splits"
+    summary = bcd.ingest([str(saved)], tmp_path / "ds", value_column="text", key_column="id", split="train")
+    assert summary["records"] == 3
+    ds = bcd.Dataset(tmp_path / "ds")
+    expected = datasets.load_from_disk(str(saved))["train"]
+    assert [bytes(ds[str(row["id"]).encode()]) for row in expected] == [row["text"].encode() for row in expected]
+    assert ds.metadata["class_names"] == expected.features["label"].names
+    with pytest.raises(ValueError, match=r"no split 'dev'|no split \"dev\"; the splits are"):
+        bcd.ingest([str(saved)], tmp_path / "other", value_column="text", split="dev")
+    assert not (tmp_path / "other").exists()

@@ -86,54 +86,15 @@ impl ParquetSource {
             .map_err(|e| corrupt(e.to_string()))?;
         check_chunks(&path, loaded.metadata(), file_len)?;
         let schema = loaded.schema().clone();
-        let find = |name: &str| {
-            schema.index_of(name).map_err(|_| {
-                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                SourceError::Usage(format!(
-                    "{}: no column {name:?}; the columns are {names:?}",
-                    path.display()
-                ))
-            })
-        };
-        let value = find(&self.options.value_column)?;
-        check_value_type(
+        let table = TableColumns::new(
             &path,
-            &self.options.value_column,
-            schema.field(value).data_type(),
+            &schema,
+            &self.options,
+            &mut self.field_types,
+            &mut self.metadata,
         )?;
         let mut columns = vec![self.options.value_column.as_str()];
-        if let Some(key) = &self.options.key_column {
-            let index = find(key)?;
-            check_key_type(&path, key, schema.field(index).data_type())?;
-            columns.push(key);
-        }
-        let value_type = schema.field(value).data_type();
-        let value_path = value_path_type(value_type).is_some();
-        let fields = field_specs(
-            &path,
-            &schema,
-            &self.options.fields,
-            &self.options.value_column,
-            self.options.key_column.as_deref(),
-        )?;
-        let mut whole = Vec::new();
-        for spec in &fields {
-            let data_type = match &spec.column {
-                FieldColumn::Column(name) => {
-                    whole.push(name.as_str());
-                    schema.field(find(name)?).data_type()
-                }
-                FieldColumn::ValuePath => value_path_type(value_type).expect("checked"),
-            };
-            self.field_types.check(&path, &spec.name, data_type)?;
-        }
-        self.metadata.add(
-            &path,
-            &schema,
-            &self.options.value_column,
-            self.options.key_column.as_deref(),
-            &fields,
-        )?;
+        columns.extend(self.options.key_column.as_deref());
         // Views when the crate accepts them (it does for every type checked above);
         // otherwise the types as written, with batches sized for copied dictionaries.
         let viewed =
@@ -148,8 +109,8 @@ impl ParquetSource {
             &schema,
             &self.options.value_column,
             self.options.key_column.as_deref(),
-            value_path,
-            &whole,
+            table.value_path,
+            &table.whole(),
         );
         let mask = ProjectionMask::leaves(
             metadata.parquet_schema(),
@@ -161,8 +122,7 @@ impl ParquetSource {
             metadata,
             leaves,
             mask,
-            fields,
-            value_path,
+            columns: table,
             views,
             next_group: 0,
             reader: None,

@@ -32,6 +32,12 @@ pub(crate) enum Sign {
     /// An option only this format takes (`value_column` for Parquet): it beats a
     /// [`Sign::Name`], so that `dump.csv` with a value column is read as Parquet.
     Option,
+    /// What a directory holds that only this format writes (`state.json` beside
+    /// `dataset_info.json`, for hf-disk): it beats an option, so that a Hugging
+    /// Face directory given a value column is not read as a directory of Parquet
+    /// files. Unlike the other file-system signs it is asked even when the name
+    /// says something, if the source is a local directory.
+    Layout,
     /// A name nothing else can mean (`-` or a brace pattern for tar, `.jsonl`): it
     /// beats options, so that `value_column` with `a.jsonl` is refused as a
     /// Parquet option rather than read as Parquet.

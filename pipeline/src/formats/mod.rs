@@ -6,6 +6,7 @@
 mod csv;
 mod dir;
 mod format;
+mod hf_disk;
 mod jsonl;
 mod megatron;
 mod parquet;
@@ -29,6 +30,7 @@ static FORMATS: &[&dyn Format] = &[
     &dir::Dir,
     &tar::Tar,
     &parquet::Parquet,
+    &hf_disk::HfDisk,
     &csv::Csv,
     &tfrecord::Tfrecord,
     &jsonl::Jsonl,
@@ -122,6 +124,28 @@ pub(crate) fn detect_by_name(name: &OsStr, options: &SourceOptions) -> Option<So
     )
 }
 
+/// The format a local directory holding what only one format writes is
+/// ([`Sign::Layout`]), asked before its name unless the name is certain.
+pub(crate) fn detect_layout(name: &OsStr, options: &SourceOptions) -> Option<SourceFormat> {
+    let path = Path::new(name);
+    if !path.is_dir() {
+        return None;
+    }
+    let name = SourceName::new(name);
+    let certain = FORMATS
+        .iter()
+        .any(|format| format.name_sign(&name, options) == Some(Sign::Certain));
+    if certain {
+        return None;
+    }
+    let probe = Probe::new(path, true);
+    let layouts = FORMATS.iter().map(|format| {
+        let sign = format.disk_sign(&probe).ok().flatten();
+        (format.format(), sign.filter(|sign| *sign == Sign::Layout))
+    });
+    surest(layouts)
+}
+
 /// The format a local source whose name says nothing is, by what it is on disk
 /// (a directory, a file's first bytes); `None` if nothing tells. The error is
 /// its metadata's or its first bytes'.
@@ -182,6 +206,7 @@ mod tests {
             SourceFormat::Csv,
             SourceFormat::Tfrecord,
             SourceFormat::Jsonl,
+            SourceFormat::HfDisk,
             SourceFormat::Megatron,
         ];
         for format in consts {
@@ -194,7 +219,7 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert_eq!(
             names,
-            ["dir", "tar", "parquet", "csv", "tfrecord", "jsonl", "megatron"]
+            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]
         );
     }
 
@@ -208,7 +233,11 @@ mod tests {
         }
         assert_eq!(
             owners("key_column"),
-            [SourceFormat::Parquet, SourceFormat::Csv]
+            [
+                SourceFormat::Parquet,
+                SourceFormat::HfDisk,
+                SourceFormat::Csv
+            ]
         );
         assert_eq!(
             remote_formats(),

@@ -23,7 +23,9 @@ impl SourceFormat {
 /// The descriptor of [`SourceFormat::Parquet`].
 pub(crate) struct Parquet;
 
-static OPTIONS: &[OptionSpec] = &[
+/// The options of the columns of a table: Parquet's, and hf-disk's besides its
+/// own.
+pub(super) const COLUMN_OPTIONS: [OptionSpec; 4] = [
     OptionSpec {
         field: "value_column",
         given: |o| o.value_column.is_some(),
@@ -42,10 +44,12 @@ static OPTIONS: &[OptionSpec] = &[
     },
 ];
 
-/// The Parquet part of the options (checked: a value column is given).
-fn parquet_options(options: &SourceOptions) -> ParquetOptions {
+static OPTIONS: &[OptionSpec] = &COLUMN_OPTIONS;
+
+/// The column part of the options (checked by [`need_value_column`]).
+pub(super) fn parquet_options(options: &SourceOptions) -> ParquetOptions {
     ParquetOptions {
-        // `check` refused Parquet without a value column.
+        // `check` refused sources without a value column.
         value_column: options.value_column.clone().unwrap_or_default(),
         key_column: options.key_column.clone(),
         skip_nulls: options.skip_nulls,
@@ -75,10 +79,7 @@ impl Format for Parquet {
     }
 
     fn check(&self, options: &SourceOptions) -> Result<(), SourceSetupError> {
-        match options.value_column {
-            None => Err(SourceSetupError::MissingValueColumn),
-            Some(_) => Ok(()),
-        }
+        need_value_column(SourceFormat::Parquet, options)
     }
 
     fn open(
@@ -102,5 +103,16 @@ impl Format for Parquet {
                 parquet_options(options),
             )?))
         })
+    }
+}
+
+/// Refuses `format`'s sources (a table format's) without a value column.
+pub(super) fn need_value_column(
+    format: SourceFormat,
+    options: &SourceOptions,
+) -> Result<(), SourceSetupError> {
+    match options.value_column {
+        None => Err(SourceSetupError::MissingValueColumn { format }),
+        Some(_) => Ok(()),
     }
 }

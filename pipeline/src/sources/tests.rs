@@ -169,14 +169,14 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 key_column: Some("id".into()),
                 ..Default::default()
             },
-            "`key_column` applies to parquet and csv sources only, not tar",
+            "`key_column` applies to parquet, hf-disk and csv sources only, not tar",
         ),
         (
             SourceOptions {
                 fields: Some(bcd_converters::FieldSelection::None),
                 ..Default::default()
             },
-            "`fields` applies to parquet, csv and tfrecord sources only, not tar",
+            "`fields` applies to parquet, hf-disk, csv and tfrecord sources only, not tar",
         ),
         (
             SourceOptions {
@@ -201,10 +201,10 @@ fn an_option_for_another_format_is_refused_naming_it() {
     assert!(
         matches!(
             error,
-            SourceSetupError::OptionForOtherFormat {
+            SourceSetupError::OptionForOtherFormats {
                 option: "skip_nulls",
-                owner: SourceFormat::Parquet,
                 format: SourceFormat::Csv,
+                ..
             }
         ),
         "{error:?}"
@@ -268,7 +268,7 @@ fn parquet_without_a_value_column_is_refused() {
     };
     let error = open_one(&fixture("parquet/codec-none.parquet"), &options).unwrap_err();
     assert!(
-        matches!(error, SourceSetupError::MissingValueColumn),
+        matches!(error, SourceSetupError::MissingValueColumn { .. }),
         "{error:?}"
     );
     assert!(error.to_string().contains("`value_column` COL"), "{error}");
@@ -326,7 +326,7 @@ fn a_file_whose_name_says_nothing_is_detected_by_its_first_bytes() {
     std::fs::copy(fixture("parquet/nulls.parquet"), &path).unwrap();
     let error = open_one(path.to_str().unwrap(), &Default::default()).unwrap_err();
     assert!(
-        matches!(error, SourceSetupError::MissingValueColumn),
+        matches!(error, SourceSetupError::MissingValueColumn { .. }),
         "{error:?}"
     );
 }
@@ -372,7 +372,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|csv|tfrecord|jsonl|megatron"
+            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|hf-disk|csv|tfrecord|jsonl|megatron"
         ),
         "{error}"
     );
@@ -386,7 +386,7 @@ fn format_names_round_trip() {
     let error = "zip".parse::<SourceFormat>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "\"zip\": unknown source format; expected one of dir, tar, parquet, csv, tfrecord, jsonl, megatron"
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, hf-disk, csv, tfrecord, jsonl, megatron"
     );
 }
 
@@ -597,5 +597,46 @@ fn a_local_only_format_in_object_storage_is_refused_listing_the_formats_there() 
             .to_string()
             .starts_with("s3://bucket/photos/: dir sources must be local;"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_save_to_disk_directory_is_hf_disk_even_with_a_value_column() {
+    let image = SourceOptions {
+        value_column: Some("image".into()),
+        ..Default::default()
+    };
+    // A value column alone would say Parquet (a directory of Parquet files); what
+    // the directory holds is surer.
+    let mut opened = open_one(&fixture("hf_disk/photos"), &image).unwrap();
+    assert_eq!(opened.format, SourceFormat::HfDisk);
+    assert!(matches!(opened.source.next(), Some(Ok(_))));
+    let split = SourceOptions {
+        value_column: Some("text".into()),
+        split: Some("test".into()),
+        ..Default::default()
+    };
+    let opened = open_one(&fixture("hf_disk/splits"), &split).unwrap();
+    assert_eq!(opened.format, SourceFormat::HfDisk);
+    assert_eq!(opened.source.count(), 2);
+    // Other directories are still dir, and a split is no option of theirs.
+    let dir_split = SourceOptions {
+        split: Some("train".into()),
+        ..Default::default()
+    };
+    let error = open_one(&fixture("imagefolder"), &dir_split).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "`split` applies to hf-disk sources only, not dir"
+    );
+    let error = open_one(&fixture("hf_disk/photos"), &SourceOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SourceSetupError::MissingValueColumn {
+                format: SourceFormat::HfDisk
+            }
+        ),
+        "{error:?}"
     );
 }
