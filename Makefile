@@ -44,17 +44,24 @@ check:
 python-env:
 	bash tests/python/setup-env.sh
 
-# The main job on data shipped in fixtures/: migrate an ImageFolder tree into a
-# dataset, inspect and verify it, and export it back to tar.
+# The main job on data shipped in fixtures/, as a user runs it: migrate the
+# ImageFolder splits into datasets with their class labels, inspect and verify
+# them (the class counts come from the statistics kept at write time), and
+# export the training split back to WebDataset samples (each image with its
+# `label` and `label_index` members) and to Parquet.
 DEMO_OUT ?= target/demo
 demo:
 	cargo build --release -q -p bcd-cli
 	rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
-	target/release/bcd ingest fixtures/imagefolder --into $(DEMO_OUT)/images
-	target/release/bcd info $(DEMO_OUT)/images
-	target/release/bcd verify $(DEMO_OUT)/images
-	target/release/bcd ls $(DEMO_OUT)/images | head -n 3
-	target/release/bcd export $(DEMO_OUT)/images --to $(DEMO_OUT)/images.tar
+	target/release/bcd ingest fixtures/imagefolder/train --into $(DEMO_OUT)/train --labels folder
+	target/release/bcd ingest fixtures/imagefolder/val --into $(DEMO_OUT)/val --labels folder
+	target/release/bcd info $(DEMO_OUT)/train
+	target/release/bcd stats $(DEMO_OUT)/train
+	target/release/bcd verify $(DEMO_OUT)/train
+	target/release/bcd ls $(DEMO_OUT)/train --fields | head -n 3
+	target/release/bcd export $(DEMO_OUT)/train --to $(DEMO_OUT)/train.tar --samples
+	tar -tf $(DEMO_OUT)/train.tar | head -n 4
+	target/release/bcd export $(DEMO_OUT)/train --to $(DEMO_OUT)/train.parquet
 	target/release/bcd info $(DEMO_DATASET) --json
 
 # The property tests with a fresh random seed and many more cases than `make
