@@ -3,65 +3,11 @@
 //! before the manifest moves; a disk that tore it fails the merge naming the
 //! file, and the target and the part are left as they were.
 
-use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use bcd::storage::{FileSystem, Storage, StorageFile};
 use bcd::{CreateOptions, Dataset, MergeCommitInput, MergeOptions, PartSource};
-use bcd_test_support::read_all;
-
-/// A disk that silently loses the second half of every write to commit files,
-/// and reports success.
-#[derive(Debug)]
-struct TornCommitFiles;
-
-struct TornFile(Box<dyn StorageFile>);
-
-impl Write for TornFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write_all(&buf[..buf.len() / 2])?;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl StorageFile for TornFile {
-    fn sync(&mut self) -> io::Result<()> {
-        self.0.sync()
-    }
-}
-
-impl Storage for TornCommitFiles {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let file = FileSystem.create(path)?;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        Ok(match name.starts_with("commit.") {
-            true => Box::new(TornFile(file)),
-            false => file,
-        })
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        FileSystem.sync_dir(dir)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        FileSystem.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        FileSystem.remove(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        FileSystem.hard_link(from, to)
-    }
-    fn copy(&self, from: &Path, to: &Path) -> io::Result<()> {
-        FileSystem.copy(from, to)
-    }
-    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
-        FileSystem.remove_dir(dir)
-    }
-}
+use bcd_test_support::{read_all, TornWrites};
 
 fn keyed(dir: &Path, tag: &str) -> Dataset {
     let options = CreateOptions {
@@ -86,7 +32,13 @@ fn a_merged_commit_file_that_does_not_read_back_is_never_committed() {
     let part_records = read_all(&keyed(&part, "p"));
     let manifest = std::fs::read(target.join("manifest.json")).unwrap();
 
-    let mut dataset = Dataset::open_with_storage(&target, Arc::new(TornCommitFiles)).unwrap();
+    let mut dataset = Dataset::open_with_storage(
+        &target,
+        Arc::new(TornWrites {
+            torn: |name| name.starts_with("commit."),
+        }),
+    )
+    .unwrap();
     let hook = |_: &MergeCommitInput<'_>| -> Result<Option<Vec<u8>>, bcd::HookError> {
         Ok(Some(br#"{"schema": "of the merged state"}"#.to_vec()))
     };
