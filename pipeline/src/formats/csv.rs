@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use bcd_converters::csv_source::{CsvOptions, CsvSource};
 use bcd_converters::Source;
 
-use super::{Format, OptionSpec, Sign, SourceName};
+use super::{Format, OptionSpec, Sign, SourceName, FIELDS, KEY_COLUMN};
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
 use crate::source_options::SourceOptions;
@@ -22,10 +22,7 @@ impl SourceFormat {
 pub(crate) struct Csv;
 
 static OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        field: "key_column",
-        given: |o| o.key_column.is_some(),
-    },
+    KEY_COLUMN,
     OptionSpec {
         field: "path_column",
         given: |o| o.path_column.is_some(),
@@ -38,10 +35,7 @@ static OPTIONS: &[OptionSpec] = &[
         field: "delimiter",
         given: |o| o.delimiter.is_some(),
     },
-    OptionSpec {
-        field: "fields",
-        given: |o| o.fields.is_some(),
-    },
+    FIELDS,
     OptionSpec {
         field: "field_type",
         given: |o| !o.field_type.is_empty(),

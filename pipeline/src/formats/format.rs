@@ -110,6 +110,19 @@ pub(crate) struct OptionSpec {
     pub given: fn(&SourceOptions) -> bool,
 }
 
+/// `key_column`, taken by several formats (Parquet, hf-disk, CSV): declared once.
+pub(crate) const KEY_COLUMN: OptionSpec = OptionSpec {
+    field: "key_column",
+    given: |o| o.key_column.is_some(),
+};
+
+/// `fields`, taken by several formats (Parquet, hf-disk, CSV, TFRecord):
+/// declared once.
+pub(crate) const FIELDS: OptionSpec = OptionSpec {
+    field: "fields",
+    given: |o| o.fields.is_some(),
+};
+
 /// Opens sources in object storage: the names as given (URIs, maybe brace
 /// patterns), with options checked by [`Format::check`].
 pub(crate) type RemoteOpener =

@@ -18,7 +18,9 @@ use std::io;
 use std::path::Path;
 use std::str::FromStr;
 
-pub(crate) use format::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName};
+pub(crate) use format::{
+    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN,
+};
 
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;

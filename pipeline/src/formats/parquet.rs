@@ -9,7 +9,7 @@ use bcd_converters::detect::Content;
 use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
 use bcd_converters::Source;
 
-use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName};
+use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN};
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
 use crate::source_options::SourceOptions;
@@ -30,18 +30,12 @@ pub(super) const COLUMN_OPTIONS: [OptionSpec; 4] = [
         field: "value_column",
         given: |o| o.value_column.is_some(),
     },
-    OptionSpec {
-        field: "key_column",
-        given: |o| o.key_column.is_some(),
-    },
+    KEY_COLUMN,
     OptionSpec {
         field: "skip_nulls",
         given: |o| o.skip_nulls,
     },
-    OptionSpec {
-        field: "fields",
-        given: |o| o.fields.is_some(),
-    },
+    FIELDS,
 ];
 
 static OPTIONS: &[OptionSpec] = &COLUMN_OPTIONS;

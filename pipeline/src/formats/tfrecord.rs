@@ -8,7 +8,7 @@ use bcd_converters::detect::Content;
 use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
 use bcd_converters::Source;
 
-use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName};
+use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS};
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
 use crate::source_options::SourceOptions;
@@ -31,10 +31,7 @@ static OPTIONS: &[OptionSpec] = &[
         field: "key_feature",
         given: |o| o.key_feature.is_some(),
     },
-    OptionSpec {
-        field: "fields",
-        given: |o| o.fields.is_some(),
-    },
+    FIELDS,
 ];
 
 /// The TFRecord part of the options.
