@@ -2,7 +2,7 @@
 //! `state.json` lists the `data-NNNNN-of-NNNNN.arrow` files, Arrow IPC streams),
 //! or of one split of a `DatasetDict` (`dataset_dict.json` lists the splits, a
 //! folder each). The columns are taken as the Parquet source takes them
-//! ([`ParquetOptions`], through the same [`TableColumns`] and [`Batch`]), so a
+//! ([`TableOptions`], through the same [`TableColumns`] and [`Batch`]), so a
 //! table saved to disk gives the same records, fields and metadata
 //! (`huggingface`, `class_labels`, `class_names`, `value`; from the `huggingface`
 //! schema metadata of each file, which `datasets` writes beside
@@ -36,9 +36,8 @@ use bcd_fields::contain_panics;
 use serde_json::Value;
 
 use crate::parquet_fields::{FieldTypes, SourceMetadata};
-use crate::parquet_source::ParquetOptions;
 use crate::regular_file::{open_regular, ReadRegularError};
-use crate::table_rows::{Batch, TableColumns};
+use crate::table_rows::{Batch, TableColumns, TableOptions};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 
 /// Largest `state.json` or `dataset_dict.json` read.
@@ -51,7 +50,7 @@ pub const MAX_MESSAGE_METADATA: u32 = 64 << 20;
 #[derive(Clone, Debug, Default)]
 pub struct HfDiskOptions {
     /// The columns, as the Parquet source takes them.
-    pub columns: ParquetOptions,
+    pub columns: TableOptions,
     /// The split of a `DatasetDict` (required for one, refused for a `Dataset`).
     pub split: Option<String>,
 }
@@ -87,7 +86,7 @@ struct OpenFile {
 pub struct HfDiskSource {
     pending: VecDeque<PathBuf>,
     current: Option<OpenFile>,
-    options: ParquetOptions,
+    options: TableOptions,
     skipped: Skipped,
     field_types: FieldTypes,
     metadata: SourceMetadata,

@@ -61,6 +61,7 @@ pub use bcd_fields::{FieldValue, Fields};
 pub use error::SourceError;
 pub use field_options::{FieldSelection, FieldType};
 pub use fused::Fused;
+pub use table_rows::TableOptions;
 
 /// Opens an input stream when a source reaches it (an object in a store, say), so
 /// that a list of inputs costs nothing until each is read.

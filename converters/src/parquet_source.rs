@@ -9,7 +9,7 @@
 //! dictionary-encoded columns of those types work too. Every page compression of
 //! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
 //!
-//! Fields ([`ParquetOptions::fields`]): every other column (or the ones chosen),
+//! Fields ([`TableOptions::fields`]): every other column (or the ones chosen),
 //! each row as [`FieldValue::Arrow`], so any Arrow type (nested, dates,
 //! dictionaries) is kept exactly; of a struct value column with `bytes` and
 //! `path` (a Hugging Face Image or Audio feature) the `path` too, as field
@@ -52,13 +52,12 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::ColumnChunkMetaData;
 
-use crate::field_options::FieldSelection;
 use crate::parquet_columns::{projected_leaves, view_schema};
 use crate::parquet_compat::{v2_pages_always_compressed, FlagsSetTrue};
 use crate::parquet_fields::{field_specs, FieldTypes, SourceMetadata};
 use crate::parquet_pages::{batch_rows, check_chunk, Decoding, PageError, PageErrorKind};
 use crate::random_access::{FileAccess, ParquetInput};
-use crate::table_rows::{Batch, TableColumns};
+use crate::table_rows::{Batch, TableColumns, TableOptions};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 use parquet::file::reader::Length;
 
@@ -66,21 +65,6 @@ mod open;
 
 pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 use open::expand_inputs;
-
-/// Which columns a [`ParquetSource`] reads.
-#[derive(Clone, Debug, Default)]
-pub struct ParquetOptions {
-    /// Column holding the values.
-    pub value_column: String,
-    /// Column holding the keys; without it the source is keyless.
-    pub key_column: Option<String>,
-    /// Skip (and count) rows whose value or key is null instead of failing; a
-    /// Hugging Face row whose bytes are null and whose path names no readable file
-    /// counts as a null.
-    pub skip_nulls: bool,
-    /// Which other columns become fields. Default: all of them.
-    pub fields: FieldSelection,
-}
 
 struct OpenFile {
     path: PathBuf,
@@ -106,7 +90,7 @@ struct OpenFile {
 pub struct ParquetSource {
     pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
     current: Option<OpenFile>,
-    options: ParquetOptions,
+    options: TableOptions,
     skipped: Skipped,
     field_types: FieldTypes,
     metadata: SourceMetadata,
@@ -119,7 +103,7 @@ impl ParquetSource {
     /// when the file is reached).
     pub fn new(
         paths: &[PathBuf],
-        options: ParquetOptions,
+        options: TableOptions,
     ) -> Result<Fused<ParquetSource>, SourceError> {
         let mut pending = VecDeque::new();
         for path in paths {
@@ -130,7 +114,7 @@ impl ParquetSource {
 
     fn start(
         pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
-        options: ParquetOptions,
+        options: TableOptions,
     ) -> Result<Fused<ParquetSource>, SourceError> {
         let mut taken = vec![(options.value_column.as_str(), "value column")];
         if let Some(key) = &options.key_column {
@@ -187,7 +171,7 @@ impl ParquetSource {
     /// named by the paths given (URIs, say) in records' origins and messages.
     pub fn from_inputs(
         inputs: Vec<(PathBuf, ParquetInput)>,
-        options: ParquetOptions,
+        options: TableOptions,
     ) -> Result<Fused<ParquetSource>, SourceError> {
         Self::start(
             inputs.into_iter().map(|(p, i)| (p, Some(i))).collect(),

@@ -15,8 +15,24 @@ use crate::parquet_columns::{
 use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
-use crate::parquet_source::ParquetOptions;
+use crate::FieldSelection;
 use crate::{FieldValue, Fields, Origin, Record, SourceError};
+
+/// Which columns of an Arrow table a source reads (the Parquet source and
+/// Hugging Face `save_to_disk` directories take the same options).
+#[derive(Clone, Debug, Default)]
+pub struct TableOptions {
+    /// Column holding the values.
+    pub value_column: String,
+    /// Column holding the keys; without it the source is keyless.
+    pub key_column: Option<String>,
+    /// Skip (and count) rows whose value or key is null instead of failing; a
+    /// Hugging Face row whose bytes are null and whose path names no readable file
+    /// counts as a null.
+    pub skip_nulls: bool,
+    /// Which other columns become fields. Default: all of them.
+    pub fields: FieldSelection,
+}
 
 /// What a file's schema gives: its fields, and whether the value column's `path`
 /// is read (a Hugging Face Image/Audio struct).
@@ -32,7 +48,7 @@ impl TableColumns {
     pub(crate) fn new(
         path: &Path,
         schema: &Schema,
-        options: &ParquetOptions,
+        options: &TableOptions,
         types: &mut FieldTypes,
         metadata: &mut SourceMetadata,
     ) -> Result<TableColumns, SourceError> {
@@ -102,7 +118,7 @@ impl Batch {
     pub(crate) fn new(
         batch: &RecordBatch,
         path: &Path,
-        options: &ParquetOptions,
+        options: &TableOptions,
         columns: &TableColumns,
     ) -> Result<Batch, SourceError> {
         let column = |name: &str| {
@@ -165,7 +181,7 @@ impl Batch {
         i: usize,
         row: u64,
         path: &Path,
-        options: &ParquetOptions,
+        options: &TableOptions,
         columns: &TableColumns,
     ) -> Option<Result<Record, SourceError>> {
         let origin = Origin::Row {

@@ -10,10 +10,11 @@ use bcd_converters::csv_source::{CsvOptions, CsvSource};
 use bcd_converters::dir_source::{DirOptions, DirSource};
 use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource};
 use bcd_converters::megatron_source::MegatronSource;
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::samples::SampleOptions;
 use bcd_converters::tar_source::{TarOptions, TarSource};
 use bcd_converters::tfrecord_source::{TfRecordOptions, TfRecordSource};
+use bcd_converters::TableOptions;
 use bcd_converters::{Chain, Source};
 
 fn fixture(path: &str) -> PathBuf {
@@ -136,7 +137,7 @@ fn the_parquet_source_does_not_go_on_to_the_next_file() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.parquet");
     fs::write(&bad, b"not a parquet file at all").unwrap();
-    let options = ParquetOptions {
+    let options = TableOptions {
         value_column: "value".into(),
         ..Default::default()
     };
@@ -282,7 +283,7 @@ fn the_hf_disk_source_does_not_go_on_to_the_next_data_file() {
     // The first data file is garbage; the second, good, holds two rows.
     fs::write(dir.path().join("data-00000-of-00002.arrow"), b"not arrow").unwrap();
     let options = HfDiskOptions {
-        columns: ParquetOptions {
+        columns: TableOptions {
             value_column: "image".into(),
             key_column: Some("id".into()),
             ..Default::default()

@@ -6,7 +6,8 @@ mod fields_common;
 use std::path::PathBuf;
 
 use arrow_schema::{DataType, Field};
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
+use bcd_converters::TableOptions;
 use bcd_converters::{FieldSelection, Source, SourceError};
 use fields_common::{arrow_type, fields_json, python, read_all, PRELUDE};
 use serde_json::{json, Value};
@@ -39,8 +40,8 @@ print(json.dumps({
 }))
 "#;
 
-fn options(value: &str, key: Option<&str>, fields: FieldSelection) -> ParquetOptions {
-    ParquetOptions {
+fn options(value: &str, key: Option<&str>, fields: FieldSelection) -> TableOptions {
+    TableOptions {
         value_column: value.into(),
         key_column: key.map(Into::into),
         skip_nulls: false,
@@ -48,7 +49,7 @@ fn options(value: &str, key: Option<&str>, fields: FieldSelection) -> ParquetOpt
     }
 }
 
-fn source(paths: &[PathBuf], options: ParquetOptions) -> bcd_converters::Fused<ParquetSource> {
+fn source(paths: &[PathBuf], options: TableOptions) -> bcd_converters::Fused<ParquetSource> {
     ParquetSource::new(paths, options).unwrap()
 }
 

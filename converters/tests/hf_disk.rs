@@ -9,7 +9,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use bcd_converters::hf_disk_source::{HfDiskOptions, HfDiskSource, MAX_MESSAGE_METADATA};
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
+use bcd_converters::TableOptions;
 use bcd_converters::{FieldSelection, Record, Source, SourceError};
 use fields_common::{fields_json, python, read_all, PRELUDE};
 use serde_json::{json, Value};
@@ -22,7 +23,7 @@ fn fixture(name: &str) -> PathBuf {
 
 fn options(value: &str, key: Option<&str>, split: Option<&str>) -> HfDiskOptions {
     HfDiskOptions {
-        columns: ParquetOptions {
+        columns: TableOptions {
             value_column: value.into(),
             key_column: key.map(Into::into),
             skip_nulls: false,

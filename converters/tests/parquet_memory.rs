@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, BinaryArray, DictionaryArray, Int32Array, RecordBatch};
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::SourceError;
+use bcd_converters::TableOptions;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -61,7 +62,7 @@ fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
 /// Reads every record of `path` (value column `v`, key column `k` if `keyed`),
 /// returning how many there were, checking each value as it comes.
 fn read_all(path: &Path, keyed: bool) -> Result<u64, SourceError> {
-    let options = ParquetOptions {
+    let options = TableOptions {
         value_column: "v".into(),
         key_column: keyed.then(|| "k".into()),
         skip_nulls: false,

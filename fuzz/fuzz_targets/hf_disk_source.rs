@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use bcd_converters::hf_disk_source::{HfDiskOptions, HfDiskSource};
-use bcd_converters::parquet_source::ParquetOptions;
+use bcd_converters::TableOptions;
 use bcd_fields::containing_panics;
 use libfuzzer_sys::fuzz_target;
 
@@ -55,7 +55,7 @@ fuzz_target!(
             [("image", Some("id"), false), ("caption", None, true)]
         {
             let options = HfDiskOptions {
-                columns: ParquetOptions {
+                columns: TableOptions {
                     value_column: value_column.into(),
                     key_column: key_column.map(Into::into),
                     skip_nulls,

@@ -11,7 +11,8 @@ use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
+use bcd_converters::TableOptions;
 use bcd_fields::containing_panics;
 use libfuzzer_sys::fuzz_target;
 
@@ -81,7 +82,7 @@ fuzz_target!(
         }
         let shown = path.display().to_string();
         for (value_column, key_column, skip_nulls) in passes {
-            let options = ParquetOptions {
+            let options = TableOptions {
                 value_column,
                 key_column,
                 skip_nulls,

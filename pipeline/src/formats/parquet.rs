@@ -6,8 +6,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use bcd_converters::detect::Content;
-use bcd_converters::parquet_source::{ParquetOptions, ParquetSource};
+use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::Source;
+use bcd_converters::TableOptions;
 
 use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN};
 use crate::source_errors::SourceSetupError;
@@ -41,8 +42,8 @@ pub(super) const COLUMN_OPTIONS: [OptionSpec; 4] = [
 static OPTIONS: &[OptionSpec] = &COLUMN_OPTIONS;
 
 /// The column part of the options (checked by [`need_value_column`]).
-pub(super) fn parquet_options(options: &SourceOptions) -> ParquetOptions {
-    ParquetOptions {
+pub(super) fn parquet_options(options: &SourceOptions) -> TableOptions {
+    TableOptions {
         // `check` refused sources without a value column.
         value_column: options.value_column.clone().unwrap_or_default(),
         key_column: options.key_column.clone(),

@@ -1,0 +1,289 @@
+"""The iterable-style dataset: each epoch split over rank x DataLoader worker."""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import multiprocessing.context
+import os
+import warnings
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.utils.data
+
+import bcd
+
+from ..sampling import EpochSampler
+from .batch import Batch
+from .map_dataset import MapDataset, ReadsDataset
+from .sampler import _agreed_length, _categories, _defaults
+
+# Records per read when an IterableDataset yields samples one by one.
+_SAMPLE_READ = 64
+
+
+class _Announcement:
+    """The epoch and record count the main process's ``set_epoch`` chose, in
+    shared memory that DataLoader workers, forked or spawned, read at the start
+    of each pass: a persistent worker's copy of the dataset is reached no other
+    way. One writer (the main process); a sequence number, odd while a write is
+    under way, lets a reader take a consistent pair without a lock."""
+
+    def __init__(self) -> None:
+        # sequence, epoch, record count
+        self._slots = multiprocessing.RawArray(ctypes.c_uint64, 3)
+
+    def __getstate__(self) -> dict:
+        # Shared memory travels to a process being started (spawn, forkserver);
+        # pickled otherwise, the copy announces and hears nothing.
+        spawning = multiprocessing.context.get_spawning_popen() is not None
+        return {"_slots": self._slots if spawning else None}
+
+    def publish(self, epoch: int, length: int) -> int:
+        """Announces ``(epoch, length)``; returns the announcement's number."""
+        slots = self._slots
+        if slots is None:
+            return 0
+        slots[0] += 1
+        slots[1], slots[2] = epoch, length
+        slots[0] += 1
+        return slots[0]
+
+    def read(self) -> Optional[tuple]:
+        """``(number, epoch, length)`` of the latest announcement (number 0:
+        none yet), or None for a copy without the shared memory."""
+        slots = self._slots
+        if slots is None:
+            return None
+        while True:
+            number = slots[0]
+            if number % 2:
+                continue
+            epoch, length = slots[1], slots[2]
+            if slots[0] == number:
+                return number, epoch, length
+
+
+class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
+    """The records of the dataset at ``path`` as an iterable-style torch
+    dataset: each epoch (as :class:`Sampler` orders it; same settings) split over
+    rank x DataLoader worker, every record exactly once per epoch over all ranks
+    and workers. Samples are as :class:`MapDataset`'s (``fields``, ``transform``,
+    ``output``).
+
+    ``batch_size``: yield whole batches (use ``DataLoader(batch_size=None)``),
+    each read with one parallel call (a :class:`Batch` with ``output="tensor"``
+    and no ``transform``; keep it with ``collate_fn=bcd.torch.collate``).
+    Workers take the rank's epoch by batches of ``batch_size`` (1 without it) in
+    turn, so a loader that batches the same size yields the epoch in order.
+
+    ``set_epoch(epoch)`` before each pass, as with a sampler. Persistent
+    workers (``persistent_workers=True``) take the epoch, and with
+    ``refresh=True`` the record count, that the main process's ``set_epoch``
+    chose (through shared memory); without a ``set_epoch`` each advances its
+    epoch by one per pass and keeps its record count (with ``refresh=True`` it
+    warns: call ``set_epoch`` to pick up appended records).
+
+    ``state_dict()`` / ``load_state_dict()``: in each worker (torchdata's
+    ``StatefulDataLoader`` saves and restores them per worker: resume with the
+    same number of workers), or in the main process with ``num_workers=0``. With
+    torch's ``DataLoader`` and workers, pass what the loop took:
+    ``dataset.state_dict(consumed=samples_taken)``, which needs the epoch to
+    arrive in order (``batch_size`` equal to the loader's, or one worker); a
+    state from ``consumed`` resumes with any number of workers.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        drop_last: bool = False,
+        block_size: Optional[int] = None,
+        balance_by: Any = None,
+        weights: Union[None, str, Sequence[float]] = None,
+        num_samples: Optional[int] = None,
+        fields: Union[None, Sequence[str], Mapping[str, Sequence]] = None,
+        transform: Optional[Callable[[Any], Any]] = None,
+        output: str = "bytes",
+        batch_size: Optional[int] = None,
+        refresh: bool = False,
+        cache_dir: Union[None, str, os.PathLike] = None,
+        cache_limit: Union[None, int, str] = None,
+    ):
+        self._map = MapDataset(
+            path,
+            fields=fields,
+            transform=transform,
+            output=output,
+            refresh=refresh,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+        )
+        self.batch_size = None if batch_size is None else int(batch_size)
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be at least 1")
+        self._balance_by = balance_by
+        self._weights = weights
+        rank, world_size = _defaults(rank, world_size)
+        self._epochs = EpochSampler(
+            len(self._map),
+            shuffle=shuffle,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            drop_last=drop_last,
+            block_size=block_size,
+            categories=_categories(self._map, balance_by),
+            weights=weights,
+            num_samples=num_samples,
+        )
+        # The main process's set_epoch, for persistent workers; the number of the
+        # announcement this copy follows.
+        self._announcement = _Announcement()
+        self._heard = 0
+        self._warned = False
+        # Where this object's split starts, and what it has yielded of it.
+        self._origin = 0
+        self._taken = 0
+        self._split: tuple = (0, 1)
+        self._pending = False
+        self._iterated = False
+
+    @property
+    def dataset(self) -> "bcd.Dataset":
+        return self._map.dataset
+
+    @property
+    def epoch(self) -> int:
+        return self._epochs.epoch
+
+    def __len__(self) -> int:
+        """Samples (or with ``batch_size``, batches) of this rank per epoch."""
+        samples = len(self._epochs)
+        return samples if self.batch_size is None else -(-samples // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next pass epoch ``epoch`` (after a refresh, with
+        ``refresh=True``); persistent workers follow it at their next pass."""
+        if self._map.refresh_each_epoch and epoch != self._epochs.epoch:
+            self._map.refresh()
+            self._use_length(_agreed_length(len(self._map)))
+        if torch.utils.data.get_worker_info() is None:
+            self._heard = self._announcement.publish(epoch, self._epochs.length)
+        if self._pending and epoch == self._epochs.epoch:
+            return
+        self._pending = False
+        self._epochs.set_epoch(epoch)
+        self._origin = self._taken = 0
+        self._iterated = False
+
+    def _use_length(self, length: int) -> None:
+        """Makes the epochs cover the first ``length`` records (refreshing this
+        copy's dataset if it has fewer)."""
+        if length > len(self._map):
+            self._map.refresh()
+        if length != self._epochs.length:
+            categories = _categories(self._map, self._balance_by)
+            weights = self._weights
+            if categories is not None:
+                categories = categories[:length]
+            if weights is not None and not isinstance(weights, str):
+                weights = np.asarray(weights)[:length]
+            self._epochs.set_length(length, categories, weights)
+
+    def _next_pass(self) -> None:
+        """A persistent worker's next pass: the epoch (and record count) the
+        main process announced since the last one, else the next epoch."""
+        heard = self._announcement.read()
+        if heard is not None and heard[0] != self._heard:
+            self._heard, epoch, length = heard
+            if self._map.refresh_each_epoch:
+                self._use_length(length)
+            self._epochs.set_epoch(epoch)
+            return
+        if self._map.refresh_each_epoch and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "bcd.torch.IterableDataset(refresh=True) in a persistent DataLoader worker: "
+                "call dataset.set_epoch(epoch) in the main process before each epoch, "
+                "or the workers never see the records appended since they started",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._epochs.set_epoch(self._epochs.epoch + 1)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        split = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self._pending:
+            self._pending = False
+            if self._split != split and self._taken:
+                raise ValueError(
+                    f"this state was saved by worker {self._split[0]} of {self._split[1]}; "
+                    f"it resumes only in the same worker of as many workers"
+                )
+        else:
+            if self._iterated and info is not None:
+                # A persistent worker's next pass: set_epoch reaches it only
+                # through the announcement.
+                self._next_pass()
+            self._origin = 0
+            self._taken = 0
+        self._iterated = True
+        self._split = split
+        return self._generate(split)
+
+    def _generate(self, split):
+        worker, workers = split
+        block = self.batch_size or 1
+        order = self._epochs.indices(self._origin)
+        mine = order[EpochSampler.worker_positions(len(order), worker, workers, block)]
+        mine = mine[self._taken:]
+        if self.batch_size is not None:
+            # self._taken counts whole batches' samples (the last may be short).
+            for at in range(0, len(mine), self.batch_size):
+                chunk = mine[at:at + self.batch_size].astype(np.int64)
+                batch = self._map.__getitems__(chunk)
+                self._taken += len(chunk)
+                yield batch
+            return
+        for at in range(0, len(mine), _SAMPLE_READ):
+            chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
+            samples = self._map.__getitems__(chunk)
+            if isinstance(samples, Batch):
+                samples = list(samples)
+            for sample in samples:
+                self._taken += 1
+                yield sample
+
+    def state_dict(self, consumed: Optional[int] = None) -> dict:
+        """The epoch and where this worker (or the main process's iteration)
+        stands; with ``consumed`` (samples the loop took this pass), a state any
+        number of workers resume from."""
+        state = self._epochs.state_dict()
+        state["batch_size"] = self.batch_size
+        if consumed is not None:
+            if consumed < 0 or self._origin + consumed > len(self._epochs):
+                raise ValueError(f"consumed={consumed} is past the end of the epoch")
+            state.update(position=self._origin + consumed, taken=0, worker=None)
+        else:
+            state.update(position=self._origin, taken=self._taken, worker=list(self._split))
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes from ``state`` at the next iteration (in this worker, or in the
+        main process; ``set_epoch`` with the saved epoch keeps it)."""
+        if state.get("batch_size") != self.batch_size:
+            raise ValueError(f"the state was saved with batch_size={state.get('batch_size')}, here {self.batch_size}")
+        self._epochs.load_state_dict({key: value for key, value in state.items() if key not in ("batch_size", "taken", "worker")})
+        self._origin = self._epochs.begin()
+        self._taken = int(state.get("taken") or 0)
+        worker = state.get("worker")
+        self._split = tuple(worker) if worker else (0, 1)
+        self._pending = True
