@@ -32,6 +32,7 @@
 use std::collections::HashMap;
 
 use crate::blocks::BlockShuffle;
+use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
 use crate::shuffle::Shuffle;
@@ -83,6 +84,10 @@ pub struct Plan<'a> {
     /// The size of the base list, over all ranks (default: every record, or
     /// every record of positive weight).
     pub num_samples: Option<u64>,
+    /// The positions each rank of each earlier run of this epoch had reached,
+    /// for an epoch resumed on other ranks (see [`crate::elastic`]); empty for
+    /// an epoch begun by this run. `world_size` is the current run's.
+    pub resumed_from: &'a [Vec<u64>],
 }
 
 impl<'a> Plan<'a> {
@@ -98,6 +103,7 @@ impl<'a> Plan<'a> {
             categories: None,
             weights: None,
             num_samples: None,
+            resumed_from: &[],
         }
     }
 
@@ -162,13 +168,29 @@ impl<'a> Plan<'a> {
         })
     }
 
-    /// `m`, the entries each rank gets.
+    /// `m`, the entries each rank (of the current run) gets.
     pub fn per_rank(&self) -> Result<u64, PlanError> {
+        if !self.resumed_from.is_empty() {
+            return resumed_per_rank(
+                &self.first_run(),
+                self.resumed_from,
+                self.world_size,
+                self.drop_last,
+            );
+        }
         let list = self.list_len()?;
         Ok(if self.drop_last {
             list / self.world_size
         } else {
             list.div_ceil(self.world_size)
+        })
+    }
+
+    /// The epoch as the first run laid it out (no `resumed_from`).
+    fn first_run(&self) -> FirstPlan<'a> {
+        FirstPlan(Plan {
+            resumed_from: &[],
+            ..*self
         })
     }
 
@@ -213,6 +235,20 @@ impl<'a> Plan<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
+        if !self.resumed_from.is_empty() {
+            if self.len > 0 && self.len - 1 > I::MAX_INDEX {
+                return Err(PlanError::IndexType { len: self.len });
+            }
+            return resumed_into(
+                &self.first_run(),
+                self.resumed_from,
+                self.world_size,
+                self.drop_last,
+                rank,
+                start,
+                out,
+            );
+        }
         let per_rank = self.per_rank()?;
         self.check_rank(rank)?;
         if start > per_rank {
@@ -253,28 +289,92 @@ impl<'a> Plan<'a> {
         out: &mut [I],
     ) -> Result<(), PlanError> {
         let classes = Classes::new(categories);
-        let world = self.world_size;
+        let mut list = vec![I::default(); base.len as usize];
+        base.fill(0, &mut list);
+        let class_of = |entry: I| classes.class(categories[entry.to_u64() as usize]);
+        Dealt::new(&list, class_of, classes.count(), self.world_size, per_rank)?
+            .rank_into(rank, start, out)
+    }
+}
+
+/// A plan without `resumed_from`: the first run of an epoch.
+struct FirstPlan<'a>(Plan<'a>);
+
+impl FirstRun for FirstPlan<'_> {
+    fn first_per_rank(&self, world: u64) -> Result<u64, PlanError> {
+        Plan {
+            world_size: world,
+            ..self.0
+        }
+        .per_rank()
+    }
+
+    fn first_rank_into<I: Index>(
+        &self,
+        world: u64,
+        rank: u64,
+        start: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError> {
+        Plan {
+            world_size: world,
+            ..self.0
+        }
+        .fill_rank(rank, start, out)
+    }
+
+    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {
+        self.0.validate()?;
+        Ok(self.0.categories.map(|categories| Classifier::Categories {
+            classes: Classes::new(categories),
+            categories,
+        }))
+    }
+}
+
+/// An epoch list `E[p] = list[p mod L]` of `per_rank · world` entries, dealt to
+/// the ranks by class and interleaved (step 3 with categories, for any base
+/// list: the plan's, or the rest of a resumed epoch).
+pub(crate) struct Dealt<I: Index> {
+    /// The base list grouped by class (classes in order, each class's entries
+    /// in base-list order).
+    grouped: Vec<I>,
+    /// Where each class starts in `grouped`; one more entry at the end.
+    in_base: Vec<u64>,
+    dealing: Dealing,
+    world: u64,
+    per_rank: u64,
+}
+
+impl<I: Index> Dealt<I> {
+    /// The dealing of `list` (`class_of` gives each entry's class, below
+    /// `class_count`) to `world` ranks of `per_rank` entries each.
+    pub(crate) fn new(
+        list: &[I],
+        class_of: impl Fn(I) -> usize,
+        class_count: usize,
+        world: u64,
+        per_rank: u64,
+    ) -> Result<Dealt<I>, PlanError> {
         let total = per_rank * world;
         // The base list grouped by class (a counting sort: classes in order, each
         // class's entries in base-list order). The work is bounded by the base
         // list and this rank's part, never by the epoch's T = m W entries (a
         // huge world size with few records would otherwise loop W times).
-        let mut list = vec![I::default(); base.len as usize];
-        base.fill(0, &mut list);
-        let class_of = |entry: I| classes.class(categories[entry.to_u64() as usize]);
-        let mut in_base = vec![0u64; classes.count() + 1];
-        for &entry in &list {
+        let mut in_base = vec![0u64; class_count + 1];
+        for &entry in list {
             in_base[class_of(entry) + 1] += 1;
         }
-        for c in 0..classes.count() {
+        for c in 0..class_count {
             in_base[c + 1] += in_base[c];
         }
         // N_c: the base list's class counts, times its full repetitions, plus the
         // first `rest` entries again. The class's occurrences in E are its base
         // entries cycled: E is the base list repeated, and the last, partial
         // repetition holds the first entries of each class.
-        let (repeats, rest) = (total / base.len, (total % base.len) as usize);
-        let mut shares: Vec<u64> = (0..classes.count())
+        let len = (list.len() as u64).max(1);
+        let (repeats, rest) = (total / len, (total % len) as usize);
+        let mut shares: Vec<u64> = (0..class_count)
             .map(|c| (in_base[c + 1] - in_base[c]) * repeats)
             .collect();
         let mut grouped = vec![I::default(); list.len()];
@@ -285,14 +385,26 @@ impl<'a> Plan<'a> {
             grouped[next[c] as usize] = entry;
             next[c] += 1;
         }
-        drop(list);
+        Ok(Dealt {
+            grouped,
+            in_base,
+            dealing: Dealing::new(&shares, world)?,
+            world,
+            per_rank,
+        })
+    }
+
+    /// Rank `rank`'s part from position `start` on (`out` holds the rest).
+    pub(crate) fn rank_into(&self, rank: u64, start: u64, out: &mut [I]) -> Result<(), PlanError> {
+        let (world, per_rank) = (self.world, self.per_rank);
+        let classes = self.in_base.len() - 1;
+        let in_base = &self.in_base;
         // Where each class starts in the dealt list, and how many of its entries
         // fall to this rank: occurrences i ≡ rank − start (mod W) of the class.
-        let dealing = Dealing::new(&shares, world)?;
-        let interleave = Interleave::new(&dealing, rank)?;
+        let interleave = Interleave::new(&self.dealing, rank)?;
         let counts = interleave.counts().to_vec();
         // This rank's entries, class by class, each class in E order.
-        let mut bucket_start = Vec::with_capacity(classes.count() + 1);
+        let mut bucket_start = Vec::with_capacity(classes + 1);
         let mut sum = 0;
         for &count in &counts {
             bucket_start.push(sum);
@@ -301,9 +413,9 @@ impl<'a> Plan<'a> {
         bucket_start.push(sum);
         debug_assert_eq!(sum, per_rank);
         let mut mine = vec![I::default(); per_rank as usize];
-        for c in 0..classes.count() {
+        for c in 0..classes {
             let in_class = in_base[c + 1] - in_base[c];
-            let shift = dealing.group_start(c) % world;
+            let shift = self.dealing.group_start(c) % world;
             let first = if rank >= shift {
                 rank - shift
             } else {
@@ -311,12 +423,11 @@ impl<'a> Plan<'a> {
             };
             for j in 0..counts[c] {
                 let occurrence = first + j * world;
-                let entry = grouped[(in_base[c] + occurrence % in_class) as usize];
+                let entry = self.grouped[(in_base[c] + occurrence % in_class) as usize];
                 mine[(bucket_start[c] + j) as usize] = entry;
             }
         }
-        drop(grouped);
-        let mut taken = vec![0u64; classes.count()];
+        let mut taken = vec![0u64; classes];
         for (slot, class) in interleave.enumerate() {
             let c = class as usize;
             let entry = mine[(bucket_start[c] + taken[c]) as usize];
@@ -330,7 +441,7 @@ impl<'a> Plan<'a> {
 }
 
 /// The classes' codes, numbered in increasing order of code.
-struct Classes {
+pub(crate) struct Classes {
     /// Dense codes map to themselves.
     direct: bool,
     map: HashMap<u32, usize>,
@@ -338,7 +449,7 @@ struct Classes {
 }
 
 impl Classes {
-    fn new(categories: &[u32]) -> Classes {
+    pub(crate) fn new(categories: &[u32]) -> Classes {
         let max = categories
             .iter()
             .copied()
@@ -361,12 +472,12 @@ impl Classes {
         }
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     #[inline]
-    fn class(&self, code: u32) -> usize {
+    pub(crate) fn class(&self, code: u32) -> usize {
         if self.direct {
             code as usize
         } else {
