@@ -353,18 +353,30 @@ impl FirstRun for Mixture<'_> {
                 buckets.push((source, bucket));
             }
         }
-        // The sources on a few threads: a shuffle uses the cores on its own only
-        // for sources of more than 2^18 records.
+        // The interleave on a thread of its own, writing each slot's source into
+        // `out` (a class fits any index type: fewer than 2^32 sources), while the
+        // draws of the sources are made on the others (a shuffle uses the cores
+        // on its own only for sources of more than 2^18 records).
         let threads = crate::shuffle::threads().min(buckets.len()).max(1);
         let per_thread = buckets.len().div_ceil(threads);
-        thread::scope(|scope| {
+        let skipped = thread::scope(|scope| {
+            let classes = scope.spawn(|| {
+                let mut skipped = vec![0u64; counts.len()];
+                for (slot, class) in interleave.enumerate() {
+                    match (slot as u64).checked_sub(start) {
+                        Some(at) => out[at as usize] = I::from_u64(u64::from(class)),
+                        None => skipped[class as usize] += 1,
+                    }
+                }
+                skipped
+            });
             for group in buckets.chunks_mut(per_thread.max(1)) {
                 let (dealing, offsets) = (&dealing, &offsets);
                 scope.spawn(move || {
                     for (source, bucket) in group.iter_mut() {
                         let from = dealt_before(
                             dealing.group_start(*source),
-                            shares_of(dealing, *source),
+                            dealing.shares()[*source],
                             world,
                             rank,
                         );
@@ -372,15 +384,20 @@ impl FirstRun for Mixture<'_> {
                     }
                 });
             }
+            classes
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        let mut taken = bucket_start[..counts.len()].to_vec();
-        for (slot, class) in interleave.enumerate() {
-            let c = class as usize;
-            let entry = mine[taken[c] as usize];
+        // Each slot takes its source's next draw, in place.
+        let mut taken: Vec<u64> = bucket_start[..counts.len()]
+            .iter()
+            .zip(&skipped)
+            .map(|(start, skipped)| start + skipped)
+            .collect();
+        for slot in out.iter_mut() {
+            let c = slot.to_u64() as usize;
+            *slot = mine[taken[c] as usize];
             taken[c] += 1;
-            if slot as u64 >= start {
-                out[slot - start as usize] = entry;
-            }
         }
         Ok(())
     }
@@ -388,9 +405,4 @@ impl FirstRun for Mixture<'_> {
     fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {
         Ok(Some(Classifier::Sources(self.offsets()?)))
     }
-}
-
-/// `N_k` of a dealing.
-fn shares_of(dealing: &Dealing, source: usize) -> u64 {
-    dealing.shares()[source]
 }
