@@ -460,6 +460,7 @@ def _partition(
     categories: Optional[Buffer],
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
+    resumed_from: Optional[List[List[int]]],
     start: int,
     dtype: Literal["int64", "uint64", "uint32"],
 ) -> numpy.ndarray:
@@ -476,9 +477,43 @@ def _rank_len(
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
     rank: Optional[int],
+    resumed_from: Optional[List[List[int]]],
 ) -> int:
     """``bcd.sampling.rank_len``, checking every setting ``bcd.partition``
     checks (and ``rank``, if given); use ``rank_len``."""
+
+def _partition_mix(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    shuffle: bool,
+    block_size: Optional[int],
+    drop_last: bool,
+    resumed_from: Optional[List[List[int]]],
+    start: int,
+    dtype: Literal["int64", "uint64", "uint32"],
+    pairs: bool,
+) -> Any:
+    """``bcd.partition_mix`` with its arguments normalised (``float64``
+    weights); use ``bcd.partition_mix``."""
+
+def _mix_rank_len(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    world_size: int,
+    drop_last: bool,
+    shuffle: bool,
+    block_size: Optional[int],
+    resumed_from: Optional[List[List[int]]],
+    rank: Optional[int],
+) -> int:
+    """The samples each rank of a mixture's epoch gets, checking every setting
+    ``bcd.partition_mix`` checks (and ``rank``, if given)."""
 
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects
