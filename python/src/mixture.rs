@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use bcd_sampling::{Index, Mixture, PlanError};
+use bcd_sampling::{part_len, Index, Mixture, PlanError};
 
 use crate::sampling::{index_dtype, new_filled, order_arg, plan_error, IndexType, Input};
 
@@ -70,9 +70,7 @@ pub fn _mix_rank_len(
     )?;
     let per_rank = py.detach(|| mix.per_rank()).map_err(plan_error)?;
     if let Some(rank) = rank {
-        if rank >= world_size {
-            return Err(plan_error(PlanError::Rank { rank, world_size }));
-        }
+        part_len(per_rank, world_size, rank, 0).map_err(plan_error)?;
     }
     Ok(per_rank)
 }
@@ -117,13 +115,7 @@ pub fn _partition_mix<'py>(
         &resumed_from,
     )?;
     let per_rank = py.detach(|| mix.per_rank()).map_err(plan_error)?;
-    if rank >= world_size {
-        return Err(plan_error(PlanError::Rank { rank, world_size }));
-    }
-    if start > per_rank {
-        return Err(plan_error(PlanError::Start { start, per_rank }));
-    }
-    let len = per_rank - start;
+    let len = part_len(per_rank, world_size, rank, start).map_err(plan_error)?;
     let index_type = index_dtype(dtype)?;
     let records = match index_type {
         IndexType::I64 => new_filled::<i64>(py, len, dtype, |out| mix.rank_into(rank, start, out)),

@@ -18,7 +18,7 @@ use pyo3::types::{PyCapsule, PyTuple};
 
 use bcd_fields::CategoryCodes;
 use bcd_pipeline::{spell_options, CategoriesError};
-use bcd_sampling::{Order, Plan, PlanError, Weights};
+use bcd_sampling::{part_len, Order, Plan, PlanError, Weights};
 
 use crate::dataset::PyDataset;
 use crate::errors::{fields_to_py, message};
@@ -220,11 +220,7 @@ pub fn _partition<'py>(
         &resumed_from,
     );
     let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
-    plan.check_rank(rank).map_err(plan_error)?;
-    if start > per_rank {
-        return Err(plan_error(PlanError::Start { start, per_rank }));
-    }
-    let len = per_rank - start;
+    let len = part_len(per_rank, world_size, rank, start).map_err(plan_error)?;
     match index_dtype(dtype)? {
         IndexType::I64 => new_filled::<i64>(py, len, dtype, |out| plan.rank_into(rank, start, out)),
         IndexType::U64 => new_filled::<u64>(py, len, dtype, |out| plan.rank_into(rank, start, out)),

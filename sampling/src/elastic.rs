@@ -32,9 +32,9 @@
 //! from the one before, so a resume costs the computation of the whole epoch
 //! (every rank's part of the first run), never a read of the data.
 
+use crate::dealt::{Classes, Dealt};
 use crate::index::Index;
-use crate::plan::{Classes, Dealt};
-use crate::PlanError;
+use crate::{check_part, PlanError};
 
 /// The class of each entry, for dealing a rest by class.
 pub(crate) enum Classifier<'a> {
@@ -276,18 +276,7 @@ pub(crate) fn resumed_into<I: Index>(
     out: &mut [I],
 ) -> Result<(), PlanError> {
     let per_rank = resumed_per_rank(first, runs, world_size, drop_last)?;
-    if rank >= world_size {
-        return Err(PlanError::Rank { rank, world_size });
-    }
-    if start > per_rank {
-        return Err(PlanError::Start { start, per_rank });
-    }
-    if out.len() as u64 != per_rank - start {
-        return Err(PlanError::OutputLength {
-            got: out.len() as u64,
-            expected: per_rank - start,
-        });
-    }
+    check_part(per_rank, world_size, rank, start, out)?;
     let mut layout: Layout<I> = Layout::First {
         world: runs[0].len() as u64,
         skip: 0,

@@ -43,6 +43,7 @@
 
 mod allocate;
 mod blocks;
+mod dealt;
 pub mod elastic;
 mod index;
 mod interleave;
@@ -271,3 +272,35 @@ impl fmt::Display for PlanError {
 }
 
 impl std::error::Error for PlanError {}
+
+/// The entries of a rank's part of `per_rank` entries from position `start` on,
+/// checking that `rank` is one of `world_size` ranks and `start` within the part.
+pub fn part_len(per_rank: u64, world_size: u64, rank: u64, start: u64) -> Result<u64, PlanError> {
+    if world_size == 0 {
+        return Err(PlanError::WorldSize);
+    }
+    if rank >= world_size {
+        return Err(PlanError::Rank { rank, world_size });
+    }
+    per_rank
+        .checked_sub(start)
+        .ok_or(PlanError::Start { start, per_rank })
+}
+
+/// [`part_len`], and that `out` holds exactly that many entries.
+pub(crate) fn check_part<I>(
+    per_rank: u64,
+    world_size: u64,
+    rank: u64,
+    start: u64,
+    out: &[I],
+) -> Result<(), PlanError> {
+    let expected = part_len(per_rank, world_size, rank, start)?;
+    if out.len() as u64 != expected {
+        return Err(PlanError::OutputLength {
+            got: out.len() as u64,
+            expected,
+        });
+    }
+    Ok(())
+}

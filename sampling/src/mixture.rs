@@ -43,7 +43,7 @@ use crate::interleave::{Dealing, Interleave};
 use crate::plan::Order;
 use crate::rng::{stream_key, Purpose};
 use crate::shuffle::Shuffle;
-use crate::PlanError;
+use crate::{check_part, PlanError};
 
 /// One epoch of a mixture, as described in the module documentation.
 #[derive(Clone, Copy, Debug)]
@@ -311,21 +311,7 @@ impl FirstRun for Mixture<'_> {
         out: &mut [I],
     ) -> Result<(), PlanError> {
         let per_rank = self.per_rank_on(world)?;
-        if rank >= world {
-            return Err(PlanError::Rank {
-                rank,
-                world_size: world,
-            });
-        }
-        if start > per_rank {
-            return Err(PlanError::Start { start, per_rank });
-        }
-        if out.len() as u64 != per_rank - start {
-            return Err(PlanError::OutputLength {
-                got: out.len() as u64,
-                expected: per_rank - start,
-            });
-        }
+        check_part(per_rank, world, rank, start, out)?;
         if out.is_empty() {
             return Ok(());
         }
