@@ -223,8 +223,14 @@ def test_a_run_resumed_on_another_number_of_ranks_yields_exactly_the_rest(source
         sampler = make_sampler(rank, new)
         sampler.load_state_dict(states)
         sampler.set_epoch(4)
-        loader = torch.utils.data.DataLoader(dataset, batch_size=5, sampler=sampler, collate_fn=bcd.torch.collate,
-                                             num_workers=2, multiprocessing_context="fork")
+        # A fresh loader of the same kind; the states go into the sampler (a
+        # StatefulDataLoader would insist on the old world's own state).
+        if stateful:
+            from torchdata.stateful_dataloader import StatefulDataLoader as make
+        else:
+            make = torch.utils.data.DataLoader
+        loader = make(dataset, batch_size=5, sampler=sampler, collate_fn=bcd.torch.collate,
+                      num_workers=2, multiprocessing_context="fork")
         resumed.append([i for b in loader for i in batch_indices_any(b)])
     assert len({len(part) for part in resumed}) == 1
     epoch = collections.Counter(itertools.chain(*whole))

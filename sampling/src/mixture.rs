@@ -315,6 +315,31 @@ impl FirstRun for Mixture<'_> {
         if out.is_empty() {
             return Ok(());
         }
+        // The draws wait in the narrowest type that holds them (half the memory
+        // of 64-bit output below 2^32 records).
+        if self.total_records()? <= 1 << 32 {
+            self.gather::<I, u32>(world, rank, start, per_rank, out)
+        } else {
+            self.gather::<I, u64>(world, rank, start, per_rank, out)
+        }
+    }
+
+    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {
+        Ok(Some(Classifier::Sources(self.offsets()?)))
+    }
+}
+
+impl Mixture<'_> {
+    /// Step 4 for rank `rank` of `world` (see [`FirstRun::first_rank_into`]),
+    /// the draws kept as `J` until each slot takes its own.
+    fn gather<I: Index, J: Index>(
+        &self,
+        world: u64,
+        rank: u64,
+        start: u64,
+        per_rank: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError> {
         let shares = self.shares(per_rank * world)?;
         let offsets = self.offsets()?;
         let dealing = Dealing::new(&shares, world)?;
@@ -329,9 +354,9 @@ impl FirstRun for Mixture<'_> {
             sum += count;
         }
         bucket_start.push(sum);
-        let mut mine = vec![I::default(); per_rank as usize];
-        let mut buckets: Vec<(usize, &mut [I])> = Vec::with_capacity(counts.len());
-        let mut rest: &mut [I] = &mut mine;
+        let mut mine = vec![J::default(); per_rank as usize];
+        let mut buckets: Vec<(usize, &mut [J])> = Vec::with_capacity(counts.len());
+        let mut rest: &mut [J] = &mut mine;
         for (source, &count) in counts.iter().enumerate() {
             let (bucket, tail) = rest.split_at_mut(count as usize);
             rest = tail;
@@ -382,13 +407,9 @@ impl FirstRun for Mixture<'_> {
             .collect();
         for slot in out.iter_mut() {
             let c = slot.to_u64() as usize;
-            *slot = mine[taken[c] as usize];
+            *slot = I::from_u64(mine[taken[c] as usize].to_u64());
             taken[c] += 1;
         }
         Ok(())
-    }
-
-    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {
-        Ok(Some(Classifier::Sources(self.offsets()?)))
     }
 }
