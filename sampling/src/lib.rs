@@ -156,6 +156,8 @@ pub enum PlanError {
     },
     /// A mixture whose weights are all 0 (or that has no source).
     NoSourceWeight,
+    /// A mixture whose weights add up to more than the largest double.
+    SourceWeightsTotal,
     /// A mixture source of no records with a positive weight.
     EmptySource {
         /// The source.
@@ -244,6 +246,10 @@ impl fmt::Display for PlanError {
             PlanError::NoSourceWeight => write!(
                 f,
                 "`weights`: no source has a positive weight, so there is nothing to draw from"
+            ),
+            PlanError::SourceWeightsTotal => write!(
+                f,
+                "`weights` add up to more than the largest double; scale them down (only their ratios matter)"
             ),
             PlanError::EmptySource { source } => write!(
                 f,

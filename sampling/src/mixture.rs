@@ -123,6 +123,9 @@ impl<'a> Mixture<'a> {
         if !positive {
             return Err(PlanError::NoSourceWeight);
         }
+        if !self.weights.iter().sum::<f64>().is_finite() {
+            return Err(PlanError::SourceWeightsTotal);
+        }
         Ok(())
     }
 

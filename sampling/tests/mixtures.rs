@@ -605,6 +605,11 @@ fn mixture_settings_that_cannot_work_are_errors_naming_the_field() {
         (vec![], vec![], "no source has a positive weight"),
         (vec![3, 0], vec![1.0, 1.0], "source 1 has no records"),
         (
+            vec![3, 4],
+            vec![1e308, 1e308],
+            "add up to more than the largest double",
+        ),
+        (
             vec![u64::MAX, 1],
             vec![1.0, 1.0],
             "more than 2^64 - 1 records",
