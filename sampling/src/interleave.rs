@@ -71,8 +71,11 @@
 //!    is left empty either.
 //!
 //! All of it is integer arithmetic: `r_j = ⌊(j−1)T / N_c⌋ + 1`,
-//! `d_j = ⌈j T / N_c⌉` and `s*_c = m − ⌊⌊N_c / W⌋ T / N_c⌋`, in 128 bits. Time
-//! `O(m log K)` for `K` classes.
+//! `d_j = ⌈j T / N_c⌉` and `s*_c = m − ⌊⌊N_c / W⌋ T / N_c⌋` (`s*_c` in 128
+//! bits; `r_j` and `d_j` kept as quotient and remainder, advanced by `T / N_c`
+//! and `T mod N_c` at each record, so no division per record). Time `O(m log
+//! K)` for `K` classes; for up to 64 classes the records wait in a calendar
+//! of bitmasks instead of heaps (see `Queue`), constant time per record.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
