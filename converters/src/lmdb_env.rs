@@ -51,8 +51,9 @@ pub struct LmdbReader {
     /// Whether the cursor reads the main database (whose entries may name
     /// other databases).
     main: bool,
-    /// The mapped bytes that hold the file: `[start, end)`.
-    map: (usize, usize),
+    /// The process's mappings of the file, `[start, end)` each, clipped to the
+    /// file's size: liblmdb's is one of them.
+    maps: Vec<(usize, usize)>,
     snapshot: u64,
     started: bool,
     finished: bool,
@@ -94,6 +95,11 @@ impl LmdbReader {
         }
     }
 
+    /// The data file read.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
     /// Opens the environment at `path` (a directory holding `data.mdb`, or the
     /// data file) and the database `name` (`None`: the unnamed one).
     pub fn open(path: &Path, name: Option<&str>) -> Result<LmdbReader, SourceError> {
@@ -128,7 +134,7 @@ impl LmdbReader {
             txn: ptr::null_mut(),
             cursor: ptr::null_mut(),
             main: name.is_none(),
-            map: (0, 0),
+            maps: Vec::new(),
             snapshot: 0,
             started: false,
             finished: false,
@@ -189,21 +195,23 @@ impl LmdbReader {
                 ffi::mdb_env_open(self.env, c_path.as_ptr(), flags, 0o444),
                 "opening the environment",
             )?;
-            let mut info = std::mem::MaybeUninit::<ffi::MDB_envinfo>::zeroed();
-            self.check(
-                ffi::mdb_env_info(self.env, info.as_mut_ptr()),
-                "opening the environment",
-            )?;
-            let info = info.assume_init();
-            let start = info.me_mapaddr as usize;
-            // What is mapped and backed by the file: reading past the file's
-            // end within the mapping would raise SIGBUS.
-            let len = (info.me_mapsize as u64).min(size);
-            self.map = (start, start + len as usize);
             let code =
                 ffi::mdb_txn_begin(self.env, ptr::null_mut(), ffi::MDB_RDONLY, &mut self.txn);
             self.check(code, "beginning a read transaction")?;
             self.snapshot = ffi::mdb_txn_id(self.txn) as u64;
+        }
+        // Where liblmdb mapped the file (mdb_env_info does not say: its
+        // address is the meta page's fixed one, 0): the process's mappings of
+        // this file, by device and inode.
+        self.maps = file_mappings(&self.handle).map_err(|source| SourceError::Io {
+            path: self.file.clone(),
+            source,
+        })?;
+        if self.maps.is_empty() {
+            return Err(SourceError::Io {
+                path: self.file.clone(),
+                source: std::io::Error::other("liblmdb's mapping of the file is not in /proc/self/maps"),
+            });
         }
         Ok(())
     }
@@ -311,11 +319,11 @@ impl LmdbReader {
         if val.mv_size == 0 {
             return Some(&[]);
         }
-        if start < self.map.0 || end > self.map.1 {
+        if !self.maps.iter().any(|&(lo, hi)| lo <= start && end <= hi) {
             return None;
         }
-        // SAFETY: the range lies within the read-only mapping of the file's
-        // bytes, which lives as long as the environment (as long as self), and
+        // SAFETY: the range lies within a mapping of the file's bytes (liblmdb's,
+        // which lives as long as the environment, as long as self), and
         // is not written while this borrow lasts (the environment is read-only
         // here; a writer in another process is the README's documented limit).
         Some(unsafe { std::slice::from_raw_parts(start as *const u8, val.mv_size) })
@@ -411,6 +419,56 @@ impl LmdbReader {
         }
         Ok(())
     }
+}
+
+/// The ranges where this process maps `file` (from offset 0, clipped to its
+/// size, so no byte of them lies past the file's end), from /proc/self/maps.
+#[cfg(target_os = "linux")]
+fn file_mappings(file: &File) -> std::io::Result<Vec<(usize, usize)>> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = file.metadata()?;
+    let (dev, ino, size) = (metadata.dev(), metadata.ino(), metadata.len());
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut parts = line.split_ascii_whitespace();
+        let (Some(range), Some(_perms), Some(offset), Some(device), Some(inode)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        let parsed = (|| {
+            let (lo, hi) = range.split_once('-')?;
+            let lo = usize::from_str_radix(lo, 16).ok()?;
+            let hi = usize::from_str_radix(hi, 16).ok()?;
+            let offset = u64::from_str_radix(offset, 16).ok()?;
+            let (dmaj, dmin) = device.split_once(':')?;
+            let dmaj = u32::from_str_radix(dmaj, 16).ok()?;
+            let dmin = u32::from_str_radix(dmin, 16).ok()?;
+            let inode: u64 = inode.parse().ok()?;
+            Some((lo, hi, offset, dmaj, dmin, inode))
+        })();
+        let Some((lo, hi, offset, dmaj, dmin, inode)) = parsed else {
+            continue;
+        };
+        if offset == 0 && inode == ino && dmaj == major && dmin == minor {
+            let end = lo.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+            out.push((lo, hi.min(end)));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn file_mappings(_file: &File) -> std::io::Result<Vec<(usize, usize)>> {
+    Err(std::io::Error::other(
+        "reading LMDB needs /proc/self/maps (Linux) to check liblmdb's pointers",
+    ))
 }
 
 fn empty_val() -> ffi::MDB_val {

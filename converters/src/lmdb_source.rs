@@ -103,7 +103,7 @@ pub fn is_lmdb(path: &Path) -> bool {
 /// Reads LMDB environments, one after another.
 pub struct LmdbSource {
     pending: VecDeque<PathBuf>,
-    current: Option<(PathBuf, LmdbReader)>,
+    current: Option<LmdbReader>,
     options: LmdbOptions,
     skipped: Skipped,
 }
@@ -125,11 +125,12 @@ impl LmdbSource {
             if self.current.is_none() {
                 let path = self.pending.pop_front()?;
                 match LmdbReader::open(&path, self.options.db.as_deref()) {
-                    Ok(reader) => self.current = Some((path, reader)),
+                    Ok(reader) => self.current = Some(reader),
                     Err(error) => return Some(Err(error)),
                 }
             }
-            let (path, reader) = self.current.as_mut().expect("opened above");
+            let reader = self.current.as_mut().expect("opened above");
+            let path = reader.file().to_path_buf();
             let entry = match reader.next_entry() {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
@@ -139,14 +140,14 @@ impl LmdbSource {
                 Err(error) => return Some(Err(error)),
             };
             let (key, bytes) = entry;
-            let at = Entry { path, key };
+            let at = Entry { path: &path, key };
             match decode(&self.options, &at, bytes) {
                 Ok(Some((value, fields))) => {
                     let record = Record {
                         key: key.to_vec(),
                         value,
                         origin: Origin::Row {
-                            file: path.clone(),
+                            file: path,
                             row: show_key(key),
                         },
                         fields,

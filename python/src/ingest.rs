@@ -113,7 +113,7 @@ fn ingest_error(error: IngestError) -> PyErr {
 
 /// Reads directory trees, tar / WebDataset archives, Parquet, Hugging Face
 /// `save_to_disk` directories, CSV-of-paths,
-/// TFRecord or JSON Lines files into the dataset at `into` in one all-or-nothing commit, as
+/// TFRecord or JSON Lines files, Megatron indexed datasets or LMDB environments into the dataset at `into` in one all-or-nothing commit, as
 /// `bcd ingest` does; the options are its flags in snake_case (`fields` a str
 /// as `--fields` takes it or a list of names, `field_type` a dict of name to
 /// type). Returns the summary of `bcd ingest --json` as a dict.
@@ -127,12 +127,13 @@ fn ingest_error(error: IngestError) -> PyErr {
     sources, into, *, format = None, keyless = false,
     compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
     jobs = None, level = None, include = None, exclude = None, follow_links = false,
-    value_column = None, key_column = None, skip_nulls = false, split = None, path_column = None,
+    value_column = None, key_column = None, skip_nulls = false, split = None, lmdb_value = None,
+    lmdb_db = None, path_column = None,
     root = None, delimiter = None, feature = None, key_feature = None, fields = None,
     field_type = None, labels = None, samples = false, value_ext = None, json_fields = false,
     skip_bad_samples = false, value_field = None, value_base64 = false, key_field = None,
     schema = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, lmdb_value=None, lmdb_db=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -152,6 +153,8 @@ pub fn ingest<'py>(
     key_column: Option<String>,
     skip_nulls: bool,
     split: Option<String>,
+    lmdb_value: Option<&str>,
+    lmdb_db: Option<String>,
     path_column: Option<String>,
     root: Option<&Bound<'py, PyAny>>,
     delimiter: Option<&str>,
@@ -198,6 +201,8 @@ pub fn ingest<'py>(
         key_column,
         skip_nulls,
         split,
+        lmdb_value,
+        lmdb_db,
         path_column,
         root,
         delimiter,

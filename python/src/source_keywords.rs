@@ -40,6 +40,9 @@ pub(crate) struct SourceKeywords<'a, 'py> {
     pub skip_nulls: bool,
     // hf-disk
     pub split: Option<String>,
+    // lmdb (value_column too, with lmdb_value="pickle")
+    pub lmdb_value: Option<&'a str>,
+    pub lmdb_db: Option<String>,
     // csv; `root` already made a local path by the caller
     pub path_column: Option<String>,
     pub root: Option<PathBuf>,
@@ -74,6 +77,8 @@ impl SourceKeywords<'_, '_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value,
+            lmdb_db,
             path_column,
             root,
             delimiter,
@@ -96,6 +101,13 @@ impl SourceKeywords<'_, '_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value: lmdb_value
+                .map(|text| {
+                    text.parse()
+                        .map_err(|error| PyValueError::new_err(format!("lmdb_value: {error}")))
+                })
+                .transpose()?,
+            lmdb_db,
             path_column,
             root,
             delimiter: delimiter
