@@ -154,7 +154,7 @@ impl LmdbSource {
                     };
                     return Some(Ok(record));
                 }
-                Ok(None) => self.skipped.add("folder2lmdb index entry"),
+                Ok(None) => self.skipped.add("folder2lmdb index key"),
                 Err(error) => return Some(Err(error)),
             }
         }
@@ -342,7 +342,19 @@ fn field(value: Value) -> FieldValue {
         Value::Str(s) => FieldValue::String(s),
         Value::Bytes(b) => FieldValue::Binary(b),
         Value::List(items) | Value::Tuple(items) => {
-            FieldValue::List(items.into_iter().map(field).collect())
+            // A list of ints and floats is a list of floats, as pyarrow and
+            // JSON readers type `[1, 2.5]`.
+            let mixed = items.iter().any(|v| matches!(v, Value::Float(_)))
+                && items.iter().any(|v| matches!(v, Value::Int(_)));
+            FieldValue::List(
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Int(n) if mixed => FieldValue::Float64(n as f64),
+                        other => field(other),
+                    })
+                    .collect(),
+            )
         }
         Value::Dict(entries) => FieldValue::Struct(
             entries
