@@ -36,6 +36,7 @@ pub mod jsonl_fields;
 pub mod jsonl_source;
 mod lmdb_env;
 pub mod lmdb_meta;
+pub mod lmdb_tree;
 pub mod lmdb_source;
 pub mod megatron_index;
 pub mod megatron_source;

@@ -3,7 +3,8 @@
 //! order by one cursor. The `unsafe` of this crate's LMDB reading is all here.
 //!
 //! Before liblmdb opens the file, its meta pages are checked
-//! ([`crate::lmdb_meta`]); while it reads, every key and value it returns is
+//! ([`crate::lmdb_meta`]); before it walks a tree, the tree's pages are
+//! ([`crate::lmdb_tree`]); while it reads, every key and value it returns is
 //! checked to lie within the file's bytes before it is touched, keys must come
 //! in strictly increasing order (a tree whose pages point back at each other
 //! would otherwise repeat them), and when the walk ends the meta pages are read
@@ -18,16 +19,12 @@ use std::ptr;
 use lmdb_master_sys as ffi;
 
 use crate::lmdb_meta::{self, Meta, META_LEN};
+use crate::lmdb_tree;
 use crate::regular_file::{open_regular, ReadRegularError};
 use crate::SourceError;
 
-/// The most databases opened at once: the one read, and the named ones found
-/// while the main database is checked for them (a message lists them).
-const MAX_DBS: ffi::MDB_dbi = 64;
-
-/// The bytes of `MDB_db`: the value of a named database's entry in the main
-/// database. Only entries of this size are asked whether they name one.
-const DB_RECORD_LEN: usize = 48;
+/// The named databases opened at once: the one read.
+const MAX_DBS: ffi::MDB_dbi = 1;
 
 /// The data file of an environment named by `path`: `path/data.mdb` for a
 /// directory, else `path` itself (an environment made with `subdir=False`).
@@ -48,9 +45,6 @@ pub struct LmdbReader {
     env: *mut ffi::MDB_env,
     txn: *mut ffi::MDB_txn,
     cursor: *mut ffi::MDB_cursor,
-    /// Whether the cursor reads the main database (whose entries may name
-    /// other databases).
-    main: bool,
     /// The process's mappings of the file, `[start, end)` each, clipped to the
     /// file's size: liblmdb's is one of them.
     maps: Vec<(usize, usize)>,
@@ -133,7 +127,6 @@ impl LmdbReader {
             env: ptr::null_mut(),
             txn: ptr::null_mut(),
             cursor: ptr::null_mut(),
-            main: name.is_none(),
             maps: Vec::new(),
             snapshot: 0,
             started: false,
@@ -141,8 +134,100 @@ impl LmdbReader {
             last_key: Vec::new(),
         };
         reader.open_env(path, subdir, size)?;
+        reader.check_trees(name, size)?;
         reader.open_db(name)?;
         Ok(reader)
+    }
+
+    /// Walks the trees liblmdb is to read in the transaction's snapshot (the
+    /// main database's, and the named one's): see [`crate::lmdb_tree`].
+    fn check_trees(&self, name: Option<&str>, size: u64) -> Result<(), SourceError> {
+        let meta = [0, self.page_size]
+            .into_iter()
+            .map(|offset| read_meta(&self.handle, &self.file, offset, size))
+            .collect::<Result<Vec<Meta>, SourceError>>()?
+            .into_iter()
+            .find(|meta| meta.txnid == self.snapshot)
+            .ok_or_else(|| SourceError::Invalid {
+                file: self.file.display().to_string(),
+                location: "the environment".into(),
+                reason: "a writer committed twice while it was opened; ingest again while no process writes to it".into(),
+            })?;
+        let corrupt = |location: &str, error: lmdb_tree::WalkError| match error {
+            lmdb_tree::WalkError::Io(source) => SourceError::Io {
+                path: self.file.clone(),
+                source,
+            },
+            lmdb_tree::WalkError::Tree(error) => self.corrupt(location.into(), error.to_string()),
+        };
+        let psize = self.page_size as usize;
+        let mut read = |page: u64, buf: &mut [u8]| read_exact_at(&self.handle, buf, page * self.page_size);
+        let main = lmdb_tree::Tree {
+            root: meta.main.root,
+            depth: meta.main.depth,
+            entries: meta.main.entries,
+        };
+        let walked = lmdb_tree::walk(main, psize, meta.last_page, &mut read)
+            .map_err(|e| corrupt("the main database's tree", e))?;
+        let names = || {
+            walked
+                .named
+                .iter()
+                .map(|n| format!("\"{}\"", n.name.escape_ascii()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some(name) = name else {
+            if !walked.named.is_empty() {
+                return Err(SourceError::Invalid {
+                    file: self.file.display().to_string(),
+                    location: "the environment".into(),
+                    reason: format!(
+                        "it holds named databases ({}); read one of them with `lmdb_db` NAME",
+                        names()
+                    ),
+                });
+            }
+            return self.refuse_dupsort(meta.main.flags);
+        };
+        let Some(named) = walked.named.iter().find(|n| n.name == name.as_bytes()) else {
+            let known = if walked.named.is_empty() {
+                "it holds no named databases".to_string()
+            } else {
+                format!("its named databases: {}", names())
+            };
+            return Err(SourceError::Invalid {
+                file: self.file.display().to_string(),
+                location: "the environment".into(),
+                reason: format!("no database named {name:?} ({known})"),
+            });
+        };
+        self.refuse_dupsort(named.flags)?;
+        let tree = lmdb_tree::Tree {
+            root: named.root,
+            depth: named.depth,
+            entries: named.entries,
+        };
+        if tree.root != lmdb_meta::NO_PAGE && (tree.depth == 0 || tree.depth > lmdb_meta::MAX_DEPTH) {
+            return Err(self.corrupt(
+                format!("the database {name:?}"),
+                format!("depth {} is not 1 to {}", tree.depth, lmdb_meta::MAX_DEPTH),
+            ));
+        }
+        lmdb_tree::walk(tree, psize, meta.last_page, &mut read)
+            .map_err(|e| corrupt(&format!("the database {name:?}'s tree"), e))?;
+        Ok(())
+    }
+
+    fn refuse_dupsort(&self, flags: u16) -> Result<(), SourceError> {
+        if flags & lmdb_meta::DUPSORT != 0 {
+            return Err(SourceError::Invalid {
+                file: self.file.display().to_string(),
+                location: "the database".into(),
+                reason: "it is a MDB_DUPSORT database (a key may hold several values); bcd keys are unique".into(),
+            });
+        }
+        Ok(())
     }
 
     fn check(&self, code: i32, location: &str) -> Result<(), SourceError> {
@@ -216,6 +301,7 @@ impl LmdbReader {
         Ok(())
     }
 
+    /// Opens the database checked by [`Self::check_trees`] and a cursor on it.
     fn open_db(&mut self, name: Option<&str>) -> Result<(), SourceError> {
         let c_name = match name {
             Some(name) => Some(CString::new(name).map_err(|_| {
@@ -224,8 +310,8 @@ impl LmdbReader {
             None => None,
         };
         let mut dbi: ffi::MDB_dbi = 0;
-        let mut flags: u32 = 0;
-        // SAFETY: txn is the live read transaction; the name is NUL-terminated or null.
+        // SAFETY: txn is the live read transaction; the name is NUL-terminated
+        // or null; the main database's tree was walked.
         let code = unsafe {
             ffi::mdb_dbi_open(
                 self.txn,
@@ -234,82 +320,13 @@ impl LmdbReader {
                 &mut dbi,
             )
         };
-        if let (Some(name), ffi::MDB_NOTFOUND | ffi::MDB_INCOMPATIBLE) = (name, code) {
-            let named = self.named_databases()?;
-            let known = if named.is_empty() {
-                "it holds no named databases".to_string()
-            } else {
-                format!("its named databases: {}", named.join(", "))
-            };
-            return Err(SourceError::Invalid {
-                file: self.file.display().to_string(),
-                location: "the environment".into(),
-                reason: format!("no database named {name:?} ({known})"),
-            });
-        }
         self.check(code, "opening the database")?;
-        // SAFETY: dbi was opened in txn just above.
-        unsafe {
-            self.check(ffi::mdb_dbi_flags(self.txn, dbi, &mut flags), "opening the database")?;
-        }
-        if flags & u32::from(lmdb_meta::DUPSORT) != 0 {
-            return Err(SourceError::Invalid {
-                file: self.file.display().to_string(),
-                location: "the database".into(),
-                reason: "it is a MDB_DUPSORT database (a key may hold several values); bcd keys are unique".into(),
-            });
-        }
         // SAFETY: txn and dbi are live; the cursor is closed by Drop.
         unsafe {
             let code = ffi::mdb_cursor_open(self.txn, dbi, &mut self.cursor);
             self.check(code, "opening a cursor")?;
         }
         Ok(())
-    }
-
-    /// The names of the named databases, from the first entries of the main
-    /// database (read by a cursor of its own; at most 1000 entries looked at).
-    fn named_databases(&self) -> Result<Vec<String>, SourceError> {
-        let mut names = Vec::new();
-        let mut cursor: *mut ffi::MDB_cursor = ptr::null_mut();
-        // SAFETY: the main database (dbi 1) is always open in a transaction.
-        unsafe {
-            self.check(
-                ffi::mdb_cursor_open(self.txn, 1, &mut cursor),
-                "listing the named databases",
-            )?;
-        }
-        let mut op = ffi::MDB_FIRST;
-        for _ in 0..1000 {
-            let (mut key, mut value) = (empty_val(), empty_val());
-            // SAFETY: cursor is live; key and value are written by liblmdb.
-            let code = unsafe { ffi::mdb_cursor_get(cursor, &mut key, &mut value, op) };
-            op = ffi::MDB_NEXT;
-            if code != 0 {
-                break;
-            }
-            let (Some(key), Some(value)) = (self.slice(&key), self.slice(&value)) else {
-                break;
-            };
-            if value.len() == DB_RECORD_LEN && self.names_database(key) {
-                names.push(format!("\"{}\"", key.escape_ascii()));
-            }
-        }
-        // SAFETY: opened above, closed once.
-        unsafe { ffi::mdb_cursor_close(cursor) };
-        Ok(names)
-    }
-
-    /// Whether the main database's entry `key` names a database.
-    fn names_database(&self, key: &[u8]) -> bool {
-        let Ok(name) = CString::new(key) else {
-            return false;
-        };
-        let mut dbi: ffi::MDB_dbi = 0;
-        // SAFETY: txn is live; the name is NUL-terminated. A handle opened here
-        // lives until the transaction ends; MAX_DBS leaves room for it.
-        let code = unsafe { ffi::mdb_dbi_open(self.txn, name.as_ptr(), 0, &mut dbi) };
-        code == 0
     }
 
     /// The bytes an `MDB_val` points at, if they lie within the file's mapping.
@@ -369,16 +386,6 @@ impl LmdbReader {
         let key_location = format!("at {}", show_key(key_bytes));
         if self.slice(&value).is_none() {
             return Err(self.corrupt(key_location, out_of_map("value", &value)));
-        }
-        if self.main && value.mv_size == DB_RECORD_LEN {
-            let key_copy = key_bytes.to_vec();
-            if self.names_database(&key_copy) {
-                return Err(SourceError::Invalid {
-                    file: self.file.display().to_string(),
-                    location: key_location,
-                    reason: "the environment holds named databases (this entry names one); read one of them with `lmdb_db` NAME".into(),
-                });
-            }
         }
         let key_copy = key_bytes.to_vec();
         self.last_key = key_copy;

@@ -40,8 +40,8 @@ pub const NO_PAGE: u64 = u64::MAX;
 /// Smallest page size accepted (liblmdb writes the OS page size, 4 KiB on
 /// the machines bcd runs on; 512 bytes leaves room for other systems).
 pub const MIN_PAGE_SIZE: u32 = 512;
-/// `MAX_PAGESIZE` of liblmdb.
-pub const MAX_PAGE_SIZE: u32 = 0x10000;
+/// `MAX_PAGESIZE` of liblmdb 0.9 (32 KiB: a node offset is a u16).
+pub const MAX_PAGE_SIZE: u32 = 0x8000;
 /// `CURSOR_STACK`: the deepest tree liblmdb walks.
 pub const MAX_DEPTH: u16 = 32;
 /// `MDB_DUPSORT`: a database whose keys may have several values.
@@ -52,7 +52,7 @@ pub const MAGIC_OFFSET: usize = PAGE_HEADER;
 /// One database's record in a meta page (`MDB_db`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbRecord {
-    /// `md_flags`.
+    /// `md_flags` (of the main database: its `MDB_DUPSORT` and others).
     pub flags: u16,
     /// Depth of the tree (0 when empty).
     pub depth: u16,

@@ -289,6 +289,30 @@ fn meta_pages_that_are_not_lmdb_or_point_past_the_file_are_refused() {
 }
 
 #[test]
+fn damaged_tree_pages_are_refused_before_liblmdb_walks_them() {
+    // The root page of the main database (the meta page in use says which).
+    let root = |path: &Path| -> usize {
+        let data = fs::read(path).unwrap();
+        let at = |o: usize| u64::from_le_bytes(data[o..o + 8].try_into().unwrap());
+        let meta = if at(144) < at(4096 + 144) { 4096 } else { 0 };
+        at(meta + 128) as usize * 4096
+    };
+    for (what, offset, bytes, says) in [
+        ("page number", 0, 7u64.to_le_bytes().to_vec(), "its header says page 7"),
+        ("flags", 10, vec![0x40, 0], "not a branch or leaf page"),
+        ("bounds", 12, vec![0xff, 0xff], "do not fit a page"),
+        ("node offset", 16, vec![0xfe, 0x0f], "lies outside the page's nodes"),
+    ] {
+        let dir = damaged(|path| {
+            let at = root(path);
+            patch(path, at + offset, &bytes);
+        });
+        let message = error_of(dir.path());
+        assert!(message.contains(says), "{what}: {message}");
+    }
+}
+
+#[test]
 fn a_sparse_file_claiming_a_terabyte_is_read_for_what_it_holds_or_refused() {
     // The file grown to a terabyte of holes: the pages in use are still read.
     let dir = damaged(|path| {
