@@ -181,6 +181,30 @@ fn a_named_database_is_read_when_named_and_the_environment_refused_otherwise() {
 }
 
 #[test]
+fn pickles_of_every_protocol_are_read_as_pickle_loads_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = format!(
+        "{PRELUDE}
+import lmdb, pickle
+env = lmdb.open(str(out / 'env'), map_size=1 << 22)
+sample = {{'image': bytes(range(256)) * 3, 'label': -7, 'big': 2**62, 'name': 'caf' + chr(233) + chr(0x1f600) + ' a\\u0020b',
+          'score': -0.1, 'ok': False, 'none': None, 'boxes': [[1.5, 2.0], [3.0, 4.25]],
+          'meta': {{'w': 3, 'h': 4}}, 'raw': b'\\x00\\xff'}}
+with env.begin(write=True) as txn:
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        txn.put(b'p%d' % protocol, pickle.dumps(sample, protocol=protocol))
+    txn.put(b'shared', pickle.dumps({{'image': b'x', 'pair': [sample['boxes']] * 2}}))
+print('{{}}')
+"
+    );
+    python(tmp.path(), &script);
+    let env = tmp.path().join("env");
+    let records = read(&env, options(LmdbValue::Pickle, None, Some("image"))).unwrap();
+    assert_eq!(records.len(), 7);
+    assert_eq!(rows(&records), py_lmdb(&env, "pickle", None));
+}
+
+#[test]
 fn pickles_that_would_run_code_are_refused_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     let script = format!(
