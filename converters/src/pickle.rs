@@ -105,6 +105,9 @@ impl Limits {
 #[derive(Clone, Debug)]
 enum Item {
     Scalar(Value),
+    /// `bytes` still in the input, `(start, len)`: copied once, when the
+    /// plain value is made (a memo entry or the stack share it for free).
+    InputBytes(usize, usize),
     Node(usize),
     /// `_codecs.encode`, waiting for its REDUCE.
     CodecsEncode,
@@ -480,8 +483,9 @@ impl<'a> Machine<'a> {
                     if op == b'T' && len > i32::MAX as u64 {
                         return self.fail("BINSTRING with a negative length");
                     }
+                    let start = self.at;
                     let bytes = self.length(len)?;
-                    self.stack.push(Item::Scalar(Value::Bytes(bytes.to_vec())));
+                    self.stack.push(Item::InputBytes(start, bytes.len()));
                 }
                 b')' => self.push_node(Node::Tuple(Vec::new())),
                 b't' => {
@@ -653,6 +657,10 @@ impl<'a> Machine<'a> {
                 };
                 charge(len, self)?;
                 Ok(value.clone())
+            }
+            Item::InputBytes(start, len) => {
+                charge(*len, self)?;
+                Ok(Value::Bytes(self.input[*start..*start + len].to_vec()))
             }
             Item::CodecsEncode => self.fail("_codecs.encode left uncalled"),
             Item::Node(n) => {
