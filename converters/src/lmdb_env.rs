@@ -20,7 +20,7 @@ use lmdb_master_sys as ffi;
 
 use crate::lmdb_meta::{self, Meta, META_LEN};
 use crate::lmdb_tree;
-use crate::regular_file::{open_regular, ReadRegularError};
+use crate::regular_file::{open_regular, read_exact_at, ReadRegularError};
 use crate::SourceError;
 
 /// The named databases opened at once: the one read.
@@ -505,18 +505,6 @@ fn read_meta(handle: &File, file: &Path, offset: u64, size: u64) -> Result<Meta,
         location: "the meta pages".into(),
         reason: error.to_string(),
     })
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(not(unix))]
-fn read_exact_at(mut file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    file.seek(SeekFrom::Start(offset))?;
-    file.read_exact(buf)
 }
 
 impl Drop for LmdbReader {
