@@ -182,3 +182,26 @@ fn a_fifo_for_a_data_file_is_refused_without_blocking() {
     assert!(error.contains("data.mdb") && error.contains("a FIFO"), "{error}");
     assert_eq!(tree_snapshot(&into), None);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_sparse_data_file_claiming_a_terabyte_is_refused_with_nothing_committed() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let env = damaged(dir.path(), "sparse", |_| {});
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(env.join("data.mdb"))
+        .unwrap();
+    // A terabyte of holes, both meta pages claiming all of it, the root in the holes.
+    file.set_len(1 << 40).unwrap();
+    for at in [0u64, 4096] {
+        let last = (1u64 << 28) - 1;
+        file.write_all_at(&(last - 1).to_le_bytes(), at + 128).unwrap();
+        file.write_all_at(&last.to_le_bytes(), at + 136).unwrap();
+    }
+    let into = dir.path().join("ds");
+    let error = fails(&["ingest", s(&env), "--into", s(&into)]);
+    assert!(error.contains("data.mdb") && error.contains("page"), "{error}");
+    assert_eq!(tree_snapshot(&into), None);
+}
