@@ -102,7 +102,10 @@ fn pickled_values_keep_their_labels_and_the_value_column_chooses_the_value() {
         s(&ds),
     ]);
     let stats = String::from_utf8(ok(&["stats", s(&ds)])).unwrap();
-    assert!(stats.contains("label (Int64)") && stats.contains("box (List(Float64))"), "{stats}");
+    assert!(
+        stats.contains("label (Int64)") && stats.contains("box (List(Float64))"),
+        "{stats}"
+    );
     // The value column is refused unless the values are pickles.
     let error = usage_error(&[
         "ingest",
@@ -129,11 +132,22 @@ fn damaged(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
 fn a_damaged_environment_is_refused_naming_its_file_with_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let existing = dir.path().join("existing");
-    ok(&["ingest", s(&fixture("named")), "--lmdb-db", "val", "--into", s(&existing)]);
+    ok(&[
+        "ingest",
+        s(&fixture("named")),
+        "--lmdb-db",
+        "val",
+        "--into",
+        s(&existing),
+    ]);
     let before = tree_snapshot(&existing);
     type Edit = Box<dyn FnOnce(&mut Vec<u8>)>;
     let cases: Vec<(&str, Edit, &str)> = vec![
-        ("truncated", Box::new(|d| d.truncate(d.len() / 2)), "past the end"),
+        (
+            "truncated",
+            Box::new(|d| d.truncate(d.len() / 2)),
+            "past the end",
+        ),
         ("short", Box::new(|d| d.truncate(100)), "too short"),
         (
             "magic",
@@ -159,7 +173,10 @@ fn a_damaged_environment_is_refused_naming_its_file_with_nothing_committed() {
         let fresh = dir.path().join(format!("fresh-{what}"));
         for into in [&fresh, &existing] {
             let error = fails(&["ingest", s(&env), "--format", "lmdb", "--into", s(into)]);
-            assert!(error.contains(s(&file)) && error.contains(said), "{what}: {error}");
+            assert!(
+                error.contains(s(&file)) && error.contains(said),
+                "{what}: {error}"
+            );
         }
         assert_eq!(tree_snapshot(&fresh), None, "{what}");
         assert_eq!(tree_snapshot(&existing), before, "{what}");
@@ -179,7 +196,10 @@ fn a_fifo_for_a_data_file_is_refused_without_blocking() {
     assert!(status.success());
     let into = dir.path().join("ds");
     let error = fails(&["ingest", s(&env), "--format", "lmdb", "--into", s(&into)]);
-    assert!(error.contains("data.mdb") && error.contains("a FIFO"), "{error}");
+    assert!(
+        error.contains("data.mdb") && error.contains("a FIFO"),
+        "{error}"
+    );
     assert_eq!(tree_snapshot(&into), None);
 }
 
@@ -197,11 +217,15 @@ fn a_sparse_data_file_claiming_a_terabyte_is_refused_with_nothing_committed() {
     file.set_len(1 << 40).unwrap();
     for at in [0u64, 4096] {
         let last = (1u64 << 28) - 1;
-        file.write_all_at(&(last - 1).to_le_bytes(), at + 128).unwrap();
+        file.write_all_at(&(last - 1).to_le_bytes(), at + 128)
+            .unwrap();
         file.write_all_at(&last.to_le_bytes(), at + 136).unwrap();
     }
     let into = dir.path().join("ds");
     let error = fails(&["ingest", s(&env), "--into", s(&into)]);
-    assert!(error.contains("data.mdb") && error.contains("page"), "{error}");
+    assert!(
+        error.contains("data.mdb") && error.contains("page"),
+        "{error}"
+    );
     assert_eq!(tree_snapshot(&into), None);
 }

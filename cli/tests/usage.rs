@@ -383,10 +383,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
             "Hugging Face save_to_disk directories (hf-disk):",
             &["--split"],
         ),
-        (
-            "LMDB environments (lmdb):",
-            &["--lmdb-value", "--lmdb-db"],
-        ),
+        ("LMDB environments (lmdb):", &["--lmdb-value", "--lmdb-db"]),
         (
             "CSV sources (csv):",
             &["--path-column", "--root", "--delimiter"],

@@ -133,6 +133,8 @@ mod tests {
     fn lengths_past_the_end_and_wrong_wire_types_are_refused() {
         assert!(decode(b"\x22\x7fab").unwrap_err().contains("past the end"));
         assert!(decode(b"\x22").unwrap_err().contains("truncated"));
-        assert!(decode(b"\x2a\x01a").unwrap_err().contains("wrong wire type"));
+        assert!(decode(b"\x2a\x01a")
+            .unwrap_err()
+            .contains("wrong wire type"));
     }
 }

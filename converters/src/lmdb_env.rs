@@ -161,7 +161,8 @@ impl LmdbReader {
             lmdb_tree::WalkError::Tree(error) => self.corrupt(location.into(), error.to_string()),
         };
         let psize = self.page_size as usize;
-        let mut read = |page: u64, buf: &mut [u8]| read_exact_at(&self.handle, buf, page * self.page_size);
+        let mut read =
+            |page: u64, buf: &mut [u8]| read_exact_at(&self.handle, buf, page * self.page_size);
         let main = lmdb_tree::Tree {
             root: meta.main.root,
             depth: meta.main.depth,
@@ -208,7 +209,8 @@ impl LmdbReader {
             depth: named.depth,
             entries: named.entries,
         };
-        if tree.root != lmdb_meta::NO_PAGE && (tree.depth == 0 || tree.depth > lmdb_meta::MAX_DEPTH) {
+        if tree.root != lmdb_meta::NO_PAGE && (tree.depth == 0 || tree.depth > lmdb_meta::MAX_DEPTH)
+        {
             return Err(self.corrupt(
                 format!("the database {name:?}"),
                 format!("depth {} is not 1 to {}", tree.depth, lmdb_meta::MAX_DEPTH),
@@ -241,12 +243,7 @@ impl LmdbReader {
         }
     }
 
-    fn open_env(
-        &mut self,
-        path: &Path,
-        subdir: bool,
-        size: u64,
-    ) -> Result<(), SourceError> {
+    fn open_env(&mut self, path: &Path, subdir: bool, size: u64) -> Result<(), SourceError> {
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
             SourceError::Usage(format!("{}: a path with a NUL byte", path.display()))
         })?;
@@ -295,7 +292,9 @@ impl LmdbReader {
         if self.maps.is_empty() {
             return Err(SourceError::Io {
                 path: self.file.clone(),
-                source: std::io::Error::other("liblmdb's mapping of the file is not in /proc/self/maps"),
+                source: std::io::Error::other(
+                    "liblmdb's mapping of the file is not in /proc/self/maps",
+                ),
             });
         }
         Ok(())
@@ -380,7 +379,10 @@ impl LmdbReader {
         if !self.last_key.is_empty() && key_bytes <= &self.last_key[..] {
             return Err(self.corrupt(
                 location,
-                format!("{} is not after it: the tree's keys are out of order", show_key(key_bytes)),
+                format!(
+                    "{} is not after it: the tree's keys are out of order",
+                    show_key(key_bytes)
+                ),
             ));
         }
         let key_location = format!("at {}", show_key(key_bytes));

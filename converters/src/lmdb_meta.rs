@@ -153,7 +153,9 @@ pub fn parse(bytes: &[u8], page: u8) -> Result<Meta, MetaError> {
         )));
     }
     if u16_at(bytes, 10) & P_META == 0 {
-        return Err(not_meta("not flagged as a meta page; not an LMDB data file".into()));
+        return Err(not_meta(
+            "not flagged as a meta page; not an LMDB data file".into(),
+        ));
     }
     let magic = u32_at(bytes, MAGIC_OFFSET);
     if magic != MAGIC {
@@ -255,7 +257,10 @@ mod tests {
         let a = parse(&page(4096, 7, 9, 3), 0).unwrap();
         let b = parse(&page(4096, 1, 1, NO_PAGE), 1).unwrap();
         let error = pick(a, b, 5 * 4096).unwrap_err();
-        assert!(error.to_string().contains("last page 9 is past the end"), "{error}");
+        assert!(
+            error.to_string().contains("last page 9 is past the end"),
+            "{error}"
+        );
         let a = parse(&page(4096, 7, 4, 5), 0).unwrap();
         let error = pick(a, b, 5 * 4096).unwrap_err();
         assert!(error.to_string().contains("root page 5"), "{error}");
@@ -268,7 +273,10 @@ mod tests {
         for (at, byte) in [(10, 0u8), (16, 0), (20, 2)] {
             let mut p = page(4096, 1, 1, NO_PAGE);
             p[at] = byte;
-            assert!(matches!(parse(&p, 0), Err(MetaError::NotMeta { .. })), "{at}");
+            assert!(
+                matches!(parse(&p, 0), Err(MetaError::NotMeta { .. })),
+                "{at}"
+            );
         }
         assert!(parse(&page(4096, 1, 1, NO_PAGE)[..100], 0).is_err());
     }

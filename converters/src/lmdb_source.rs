@@ -95,8 +95,9 @@ pub fn is_lmdb(path: &Path) -> bool {
         return false;
     }
     let mut head = [0u8; crate::lmdb_meta::META_LEN];
-    let read = std::fs::File::open(path)
-        .and_then(|file| std::io::Read::read_exact(&mut std::io::Read::take(file, head.len() as u64), &mut head));
+    let read = std::fs::File::open(path).and_then(|file| {
+        std::io::Read::read_exact(&mut std::io::Read::take(file, head.len() as u64), &mut head)
+    });
     read.is_ok() && crate::lmdb_meta::parse(&head, 0).is_ok()
 }
 

@@ -121,12 +121,21 @@ pub fn walk(
     // (page, depth from the root, 1-based)
     let mut stack: Vec<(u64, u16)> = vec![(tree.root, 1)];
     while let Some((number, depth)) = stack.pop() {
-        let fail = |reason: String| WalkError::Tree(TreeError { page: number, reason });
+        let fail = |reason: String| {
+            WalkError::Tree(TreeError {
+                page: number,
+                reason,
+            })
+        };
         if number < 2 || number > last_page {
-            return Err(fail(format!("a page number past the pages in use (2 to {last_page})")));
+            return Err(fail(format!(
+                "a page number past the pages in use (2 to {last_page})"
+            )));
         }
         if !seen.insert(number) {
-            return Err(fail("reached twice: the tree's pages point back at each other".into()));
+            return Err(fail(
+                "reached twice: the tree's pages point back at each other".into(),
+            ));
         }
         read(number, &mut page).map_err(WalkError::Io)?;
         let recorded = u64::from_le_bytes(page[..8].try_into().expect("8 bytes"));
@@ -134,9 +143,14 @@ pub fn walk(
             return Err(fail(format!("its header says page {recorded}")));
         }
         let flags = u16_at(&page, 10);
-        let (lower, upper) = (usize::from(u16_at(&page, 12)), usize::from(u16_at(&page, 14)));
+        let (lower, upper) = (
+            usize::from(u16_at(&page, 12)),
+            usize::from(u16_at(&page, 14)),
+        );
         if lower < HEADER || lower > upper || upper > page_size || (lower - HEADER) % 2 != 0 {
-            return Err(fail(format!("bounds lower {lower}, upper {upper} do not fit a page of {page_size} bytes")));
+            return Err(fail(format!(
+                "bounds lower {lower}, upper {upper} do not fit a page of {page_size} bytes"
+            )));
         }
         let keys = (lower - HEADER) / 2;
         let is_leaf = match flags & !0x10 {
@@ -145,7 +159,11 @@ pub fn walk(
             other => return Err(fail(format!("flags {other:#x}: not a branch or leaf page"))),
         };
         if is_leaf != (depth == tree.depth) {
-            return Err(fail(format!("a {} at depth {depth} of a tree of depth {}", if is_leaf { "leaf" } else { "branch" }, tree.depth)));
+            return Err(fail(format!(
+                "a {} at depth {depth} of a tree of depth {}",
+                if is_leaf { "leaf" } else { "branch" },
+                tree.depth
+            )));
         }
         if keys == 0 {
             return Err(fail("a page without entries".into()));
@@ -153,14 +171,18 @@ pub fn walk(
         for i in 0..keys {
             let offset = usize::from(u16_at(&page, HEADER + 2 * i));
             if offset < upper || offset + NODE > page_size {
-                return Err(fail(format!("node {i} at byte {offset} lies outside the page's nodes")));
+                return Err(fail(format!(
+                    "node {i} at byte {offset} lies outside the page's nodes"
+                )));
             }
             let node = &page[offset..];
             let (lo, hi, node_flags) = (u16_at(node, 0), u16_at(node, 2), u16_at(node, 4));
             let key_size = usize::from(u16_at(node, 6));
             let end_of_key = offset + NODE + key_size;
             if end_of_key > page_size {
-                return Err(fail(format!("node {i}'s key of {key_size} bytes runs past the page")));
+                return Err(fail(format!(
+                    "node {i}'s key of {key_size} bytes runs past the page"
+                )));
             }
             let low = u64::from(lo) | (u64::from(hi) << 16);
             if !is_leaf {
@@ -172,20 +194,28 @@ pub fn walk(
             }
             walked.entries += 1;
             if node_flags & F_DUPDATA != 0 {
-                return Err(fail(format!("node {i} holds duplicate values (MDB_DUPSORT); bcd keys are unique")));
+                return Err(fail(format!(
+                    "node {i} holds duplicate values (MDB_DUPSORT); bcd keys are unique"
+                )));
             }
             let data = &page[end_of_key..];
             if node_flags & F_BIGDATA != 0 {
                 if data.len() < 8 {
-                    return Err(fail(format!("node {i}'s overflow page number runs past the page")));
+                    return Err(fail(format!(
+                        "node {i}'s overflow page number runs past the page"
+                    )));
                 }
                 let first = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
                 let needed = (HEADER as u64 - 1 + low) / page_size as u64 + 1;
                 if first < 2 || first > last_page {
-                    return Err(fail(format!("node {i}'s overflow page {first} is past the pages in use")));
+                    return Err(fail(format!(
+                        "node {i}'s overflow page {first} is past the pages in use"
+                    )));
                 }
                 read(first, &mut header).map_err(WalkError::Io)?;
-                let count = u64::from(u32::from_le_bytes(header[12..16].try_into().expect("4 bytes")));
+                let count = u64::from(u32::from_le_bytes(
+                    header[12..16].try_into().expect("4 bytes"),
+                ));
                 let ok = u64::from_le_bytes(header[..8].try_into().expect("8 bytes")) == first
                     && u16_at(&header, 10) & P_OVERFLOW != 0
                     && count >= needed
@@ -196,11 +226,15 @@ pub fn walk(
                 continue;
             }
             if low as usize > data.len() {
-                return Err(fail(format!("node {i}'s {low} bytes of data run past the page")));
+                return Err(fail(format!(
+                    "node {i}'s {low} bytes of data run past the page"
+                )));
             }
             if node_flags & F_SUBDATA != 0 {
                 if low as usize != DB_RECORD {
-                    return Err(fail(format!("node {i} names a database with a record of {low} bytes")));
+                    return Err(fail(format!(
+                        "node {i} names a database with a record of {low} bytes"
+                    )));
                 }
                 let record = &data[..DB_RECORD];
                 walked.named.push(Named {
@@ -216,7 +250,10 @@ pub fn walk(
     if walked.entries != tree.entries {
         return Err(WalkError::Tree(TreeError {
             page: tree.root,
-            reason: format!("the tree holds {} entries and records {}", walked.entries, tree.entries),
+            reason: format!(
+                "the tree holds {} entries and records {}",
+                walked.entries, tree.entries
+            ),
         }));
     }
     Ok(walked)

@@ -122,7 +122,6 @@ pub fn loads(bytes: &[u8], limits: Limits) -> Result<Value, PickleError> {
     machine.plain(&top, 0, limits.max_depth, &mut budget)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +154,11 @@ mod tests {
         let error = load(p).unwrap_err();
         assert!(error.reason.contains("posix.system"), "{error}");
         assert_eq!(error.offset, 2);
-        for p in [&b"(i__main__\nX\nq\x00."[..], b"\x80\x02N}b.", b"\x80\x02NNR."] {
+        for p in [
+            &b"(i__main__\nX\nq\x00."[..],
+            b"\x80\x02N}b.",
+            b"\x80\x02NNR.",
+        ] {
             let error = load(p).unwrap_err();
             assert!(
                 error.reason.contains("running code") || error.reason.contains("only plain"),

@@ -306,10 +306,16 @@ fn the_lmdb_source_stops_at_an_entry_it_cannot_decode() {
         ..Default::default()
     };
     let mut source = LmdbSource::new(
-        &[fixture("lmdb/pickle-tuple.lmdb"), fixture("lmdb/caffe-datum")],
+        &[
+            fixture("lmdb/pickle-tuple.lmdb"),
+            fixture("lmdb/caffe-datum"),
+        ],
         options,
     );
     let (keys, error) = read_to_error(&mut source);
     assert!(keys.is_empty(), "{keys:?}");
-    assert!(error.contains("pickle-tuple.lmdb") && error.contains("key \"0\""), "{error}");
+    assert!(
+        error.contains("pickle-tuple.lmdb") && error.contains("key \"0\""),
+        "{error}"
+    );
 }

@@ -116,7 +116,9 @@ fn every_entry_is_read_in_key_order_as_py_lmdb_reads_it() {
     let keys: Vec<String> = records.iter().map(|r| hex(&r.key)).collect();
     assert_eq!(keys, expected_keys("raw"));
     // The empty value, the binary key and values over several pages are there.
-    assert!(records.iter().any(|r| r.key == b"empty" && r.value.is_empty()));
+    assert!(records
+        .iter()
+        .any(|r| r.key == b"empty" && r.value.is_empty()));
     assert!(records.iter().any(|r| r.value.len() == 70_000));
     // The data file itself names the environment too.
     let by_file = read(&fixture("raw/data.mdb"), LmdbOptions::default()).unwrap();
@@ -145,7 +147,12 @@ fn pickled_dicts_give_the_value_column_and_typed_fields() {
         assert_eq!(rows(&records), expected);
     }
     let error = read(&path, options(LmdbValue::Pickle, None, Some("label"))).unwrap_err();
-    assert!(error.to_string().contains("\"label\" (`value_column`) is a int, not bytes"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("\"label\" (`value_column`) is a int, not bytes"),
+        "{error}"
+    );
     let error = read(&path, options(LmdbValue::Pickle, None, Some("nope"))).unwrap_err();
     assert!(error.to_string().contains("no entry \"nope\""), "{error}");
 }
@@ -158,7 +165,10 @@ fn caffe_datums_give_the_image_and_its_fields() {
     // A value that is not a Datum is an error naming the entry.
     let error = read(&fixture("raw"), options(LmdbValue::CaffeDatum, None, None)).unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("raw/data.mdb") && message.contains("key \""), "{message}");
+    assert!(
+        message.contains("raw/data.mdb") && message.contains("key \""),
+        "{message}"
+    );
 }
 
 #[test]
@@ -169,13 +179,15 @@ fn a_named_database_is_read_when_named_and_the_environment_refused_otherwise() {
         assert_eq!(rows(&records), py_lmdb(&path, "raw", Some(db)));
     }
     let message = read(&path, LmdbOptions::default()).unwrap_err().to_string();
-    assert!(message.contains("named databases") && message.contains("`lmdb_db`"), "{message}");
+    assert!(
+        message.contains("named databases") && message.contains("`lmdb_db`"),
+        "{message}"
+    );
     let message = read(&path, options(LmdbValue::Raw, Some("test"), None))
         .unwrap_err()
         .to_string();
     assert!(
-        message.contains("no database named \"test\"")
-            && message.contains("\"train\", \"val\""),
+        message.contains("no database named \"test\"") && message.contains("\"train\", \"val\""),
         "{message}"
     );
 }
@@ -322,10 +334,20 @@ fn damaged_tree_pages_are_refused_before_liblmdb_walks_them() {
         at(meta + 128) as usize * 4096
     };
     for (what, offset, bytes, says) in [
-        ("page number", 0, 7u64.to_le_bytes().to_vec(), "its header says page 7"),
+        (
+            "page number",
+            0,
+            7u64.to_le_bytes().to_vec(),
+            "its header says page 7",
+        ),
         ("flags", 10, vec![0x40, 0], "not a branch or leaf page"),
         ("bounds", 12, vec![0xff, 0xff], "do not fit a page"),
-        ("node offset", 16, vec![0xfe, 0x0f], "lies outside the page's nodes"),
+        (
+            "node offset",
+            16,
+            vec![0xfe, 0x0f],
+            "lies outside the page's nodes",
+        ),
     ] {
         let dir = damaged(|path| {
             let at = root(path);
@@ -368,7 +390,10 @@ fn a_sparse_file_claiming_a_terabyte_is_read_for_what_it_holds_or_refused() {
 fn a_fifo_is_refused_without_blocking() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("data.mdb");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(status.success());
     let message = error_of(tmp.path());
     assert!(message.contains("a FIFO"), "{message}");
@@ -406,5 +431,8 @@ print('{{}}')
             None => panic!("the read ended without noticing the writer"),
         }
     };
-    assert!(message.contains("a writer committed 2 transactions"), "{message}");
+    assert!(
+        message.contains("a writer committed 2 transactions"),
+        "{message}"
+    );
 }

@@ -141,12 +141,19 @@ impl<'a> Machine<'a> {
 
     fn long(&self, bytes: &[u8]) -> Result<Value, PickleError> {
         if bytes.len() > 8 {
-            return self.fail(format!("an integer of {} bytes does not fit 64 bits", bytes.len()));
+            return self.fail(format!(
+                "an integer of {} bytes does not fit 64 bits",
+                bytes.len()
+            ));
         }
         if bytes.is_empty() {
             return Ok(Value::Int(0));
         }
-        let fill = if bytes[bytes.len() - 1] & 0x80 != 0 { 0xff } else { 0 };
+        let fill = if bytes[bytes.len() - 1] & 0x80 != 0 {
+            0xff
+        } else {
+            0
+        };
         let mut full = [fill; 8];
         full[..bytes.len()].copy_from_slice(bytes);
         Ok(Value::Int(i64::from_le_bytes(full)))
@@ -346,7 +353,10 @@ impl<'a> Machine<'a> {
                 }
                 b'F' => {
                     let text = self.line()?;
-                    match std::str::from_utf8(text).ok().and_then(|t| t.parse::<f64>().ok()) {
+                    match std::str::from_utf8(text)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
                         Some(f) => self.stack.push(Item::Scalar(Value::Float(f))),
                         None => return self.fail("a FLOAT that is not a number"),
                     }
@@ -482,16 +492,24 @@ impl<'a> Machine<'a> {
                     }
                 }
                 b'R' => self.reduce()?,
-                b'S' => return self.fail("protocol 0's quoted STRING (Python 2's str) is not read"),
+                b'S' => {
+                    return self.fail("protocol 0's quoted STRING (Python 2's str) is not read")
+                }
                 b'i' => self.refuse("INST")?,
                 b'o' => self.refuse("OBJ")?,
                 0x81 => self.refuse("NEWOBJ")?,
                 0x92 => self.refuse("NEWOBJ_EX")?,
                 b'b' => self.refuse("BUILD")?,
-                b'P' | b'Q' => return self.fail("a persistent id refers to an object outside the pickle"),
+                b'P' | b'Q' => {
+                    return self.fail("a persistent id refers to an object outside the pickle")
+                }
                 0x82..=0x84 => return self.fail("an extension code refers to a registered class"),
-                0x8f | 0x90 | 0x91 => return self.fail("a set; only None, bool, int, float, str, bytes, list, tuple and dict are read"),
-                0x97 | 0x98 => return self.fail("an out-of-band buffer refers to data outside the pickle"),
+                0x8f | 0x90 | 0x91 => return self.fail(
+                    "a set; only None, bool, int, float, str, bytes, list, tuple and dict are read",
+                ),
+                0x97 | 0x98 => {
+                    return self.fail("an out-of-band buffer refers to data outside the pickle")
+                }
                 other => return self.fail(format!("unknown opcode {other:#04x}")),
             }
         }
@@ -526,5 +544,4 @@ impl<'a> Machine<'a> {
         }
         Ok(out)
     }
-
 }

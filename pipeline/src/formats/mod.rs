@@ -224,9 +224,7 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert_eq!(
             names,
-            [
-                "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"
-            ]
+            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
         );
     }
 
