@@ -36,6 +36,9 @@ pub fn data_file(path: &Path) -> (PathBuf, bool) {
     }
 }
 
+/// An entry: its key and value, borrowed from liblmdb's mapping.
+pub type Entry<'a> = (&'a [u8], &'a [u8]);
+
 /// An environment with one read transaction and one cursor on the database read.
 pub struct LmdbReader {
     file: PathBuf,
@@ -347,7 +350,7 @@ impl LmdbReader {
 
     /// The next entry in key order: `Ok(None)` at the end (after the meta pages
     /// were read again to check that no writer reused the pages read).
-    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>, SourceError> {
+    pub fn next_entry(&mut self) -> Result<Option<Entry<'_>>, SourceError> {
         if self.finished {
             return Ok(None);
         }

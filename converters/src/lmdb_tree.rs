@@ -147,7 +147,11 @@ pub fn walk(
             usize::from(u16_at(&page, 12)),
             usize::from(u16_at(&page, 14)),
         );
-        if lower < HEADER || lower > upper || upper > page_size || (lower - HEADER) % 2 != 0 {
+        if lower < HEADER
+            || lower > upper
+            || upper > page_size
+            || !(lower - HEADER).is_multiple_of(2)
+        {
             return Err(fail(format!(
                 "bounds lower {lower}, upper {upper} do not fit a page of {page_size} bytes"
             )));

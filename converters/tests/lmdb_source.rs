@@ -128,7 +128,10 @@ fn every_entry_is_read_in_key_order_as_py_lmdb_reads_it() {
 #[test]
 fn pickled_tuples_give_the_bytes_and_the_label_at_every_protocol() {
     let path = fixture("pickle-tuple.lmdb");
-    let mut source = LmdbSource::new(&[path.clone()], options(LmdbValue::Pickle, None, None));
+    let mut source = LmdbSource::new(
+        std::slice::from_ref(&path),
+        options(LmdbValue::Pickle, None, None),
+    );
     let records: Vec<Record> = source.by_ref().map(Result::unwrap).collect();
     assert_eq!(rows(&records), py_lmdb(&path, "pickle", None));
     let keys: Vec<String> = records.iter().map(|r| hex(&r.key)).collect();

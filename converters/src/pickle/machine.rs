@@ -205,7 +205,7 @@ impl<'a> Machine<'a> {
     }
 
     fn set_items(&mut self, items: Vec<Item>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return self.fail("SETITEMS with an odd number of items");
         }
         let n = self.container("SETITEM")?;
@@ -427,7 +427,7 @@ impl<'a> Machine<'a> {
                 b'}' => self.push_node(Node::Dict(Vec::new())),
                 b'd' => {
                     let items = self.pop_mark()?;
-                    if items.len() % 2 != 0 {
+                    if !items.len().is_multiple_of(2) {
                         return self.fail("DICT with an odd number of items");
                     }
                     let mut pairs = Vec::with_capacity(items.len() / 2);
@@ -504,7 +504,7 @@ impl<'a> Machine<'a> {
                     return self.fail("a persistent id refers to an object outside the pickle")
                 }
                 0x82..=0x84 => return self.fail("an extension code refers to a registered class"),
-                0x8f | 0x90 | 0x91 => return self.fail(
+                0x8f..=0x91 => return self.fail(
                     "a set; only None, bool, int, float, str, bytes, list, tuple and dict are read",
                 ),
                 0x97 | 0x98 => {
