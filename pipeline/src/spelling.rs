@@ -119,6 +119,8 @@ mod tests {
             "key_field",
             "schema",
             "split",
+            "lmdb_value",
+            "lmdb_db",
             "fields",
             "field_type",
             "keyless",

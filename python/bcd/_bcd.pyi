@@ -313,7 +313,9 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]] = None,
+    format: Optional[
+        Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
+    ] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -327,6 +329,8 @@ def ingest(
     key_column: Optional[str] = None,
     skip_nulls: bool = False,
     split: Optional[str] = None,
+    lmdb_value: Optional[Literal["raw", "pickle", "caffe-datum"]] = None,
+    lmdb_db: Optional[str] = None,
     path_column: Optional[str] = None,
     root: Optional[_StrPath] = None,
     delimiter: Optional[str] = None,
@@ -359,7 +363,12 @@ def ingest(
     object, the value its ``value_field``, ``"text"`` by default) or Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
     ``PREFIX.bin``, one record per sequence with the fields ``document`` and
-    ``length``). The format is
+    ``length``) or LMDB environments (``lmdb``: a directory holding
+    ``data.mdb``, or the data file; every entry of the unnamed database, or of
+    ``lmdb_db``, in key order, its value as stored or decoded by
+    ``lmdb_value="pickle"`` (a ``bytes``, a ``(bytes, label)`` tuple or a dict
+    whose ``value_column`` entry is the value; plain data only) or
+    ``"caffe-datum"``). The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 
