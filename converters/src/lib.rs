@@ -44,6 +44,7 @@ mod parquet_pages;
 pub mod parquet_source;
 pub mod random_access;
 pub mod regular_file;
+pub mod sample_shards;
 pub mod samples;
 pub mod sequence_example;
 mod table_rows;
