@@ -36,6 +36,19 @@ pub const MAX_SHARD_SIZE: u64 = u32::MAX as u64;
 /// shown (a compressed shard's samples grow past this as they arrive).
 const RESERVE_STEP: u64 = 8 << 20;
 
+/// Which columns (MDS) or leaves (LitData) a source of these shards makes
+/// the value, the key and the fields.
+#[derive(Clone, Debug, Default)]
+pub struct SampleOptions {
+    /// The column holding the values. Default: the only column of a binary
+    /// kind (bytes, an image, an array), else the only text one.
+    pub value_column: Option<String>,
+    /// The column holding the keys; without it the records are keyless.
+    pub key_column: Option<String>,
+    /// Which other columns become fields. Default: all of them.
+    pub fields: crate::FieldSelection,
+}
+
 /// Reads `index.json` (or another JSON file) of at most [`MAX_INDEX_SIZE`]
 /// bytes, as a regular file only.
 pub(crate) fn read_index(path: &Path) -> Result<serde_json::Value, SourceError> {

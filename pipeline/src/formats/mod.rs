@@ -8,6 +8,8 @@ mod dir;
 mod format;
 mod hf_disk;
 mod jsonl;
+mod litdata;
+mod mds;
 mod megatron;
 mod parquet;
 mod tar;
@@ -19,7 +21,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 pub(crate) use format::{
-    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN,
+    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN, VALUE_COLUMN,
 };
 
 use crate::source_errors::SourceSetupError;
@@ -37,6 +39,8 @@ static FORMATS: &[&dyn Format] = &[
     &tfrecord::Tfrecord,
     &jsonl::Jsonl,
     &megatron::Megatron,
+    &mds::Mds,
+    &litdata::Litdata,
 ];
 
 impl SourceFormat {
