@@ -346,7 +346,6 @@ fn dict_keys(context: &Value) -> Result<Vec<String>, String> {
 pub(crate) struct Config {
     pub formats: Vec<(String, LeafFormat)>,
     pub names: Vec<String>,
-    pub codec: Option<Codec>,
     pub wrap: Wrap,
 }
 
@@ -440,7 +439,6 @@ pub(crate) fn parse_config(config: &Value) -> Result<Config, (String, String)> {
     Ok(Config {
         formats,
         names,
-        codec,
         wrap,
     })
 }

@@ -16,26 +16,18 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow_array::ArrayRef;
 
 use crate::mds_index::{parse_index, split_sample, Column, Encoding, ShardEntry};
-use crate::sample_columns::{row_fields, ColumnBuilder};
-use crate::sample_plan::{describe, Part, Plan};
+use crate::sample_columns::Cell;
+use crate::sample_plan::{describe, Layout, Part, Plan};
 use crate::sample_shards::{read_index, SampleOptions, ShardReader};
-use crate::{Fused, Origin, Record, Skipped, Source, SourceError};
+use crate::{Fused, Record, Skipped, Source, SourceError};
 
 /// The index file of an MDS (or LitData) directory.
 pub const INDEX_NAME: &str = "index.json";
 
 /// The metadata key under which an MDS source describes its columns.
 pub const METADATA_KEY: &str = "mds";
-
-/// Records read at once from a shard: their fields are built as one batch.
-const BATCH_SAMPLES: usize = 256;
-/// Sample bytes read at once (at least one sample).
-const BATCH_BYTES: usize = 32 << 20;
 
 /// Whether `dir` holds an MDS `index.json` (version 2 with a `shards` list).
 pub fn is_mds(dir: &Path) -> bool {
@@ -62,6 +54,19 @@ fn parts(columns: &[Column]) -> Vec<Part> {
 
 fn describe_columns(columns: &[Column]) -> String {
     describe(&parts(columns))
+}
+
+/// MDS columns, splitting and decoding a sample.
+struct MdsLayout<'c>(&'c [Column]);
+
+impl Layout for MdsLayout<'_> {
+    fn split<'a>(&self, sample: &'a [u8]) -> Result<Vec<&'a [u8]>, String> {
+        split_sample(self.0, sample)
+    }
+
+    fn decode<'a>(&self, part: usize, bytes: &'a [u8]) -> Result<Cell<'a>, String> {
+        self.0[part].encoding.cell(bytes)
+    }
 }
 
 /// A shard to read: its directory and entry.
@@ -187,46 +192,15 @@ impl MdsSource {
                 self.current = Some(reader);
                 continue;
             };
-            let mut builders = self.plan.builders();
-            let mut records = Vec::new();
-            let mut bytes = 0;
-            let mut ended = false;
-            while records.len() < BATCH_SAMPLES && bytes < BATCH_BYTES {
-                let Some((i, offset, sample)) = reader.next_sample()? else {
-                    ended = true;
-                    break;
-                };
-                bytes += sample.len();
-                let origin = Origin::Record {
-                    file: reader.path().to_owned(),
-                    record: i as u64,
-                    offset,
-                };
-                let parts = split_sample(&self.columns, &sample).map_err(|reason| {
-                    SourceError::Corrupt {
-                        file: reader.path().display().to_string(),
-                        location: format!("sample {i} at byte {offset}"),
-                        reason,
-                    }
-                })?;
-                let columns = &self.columns;
-                let decode = |c: usize, bytes| columns[c].encoding.cell(bytes);
-                records.push(self.plan.record(&mut builders, &parts, decode, origin)?);
-            }
+            let layout = MdsLayout(&self.columns);
+            let (records, ended) = self.plan.read_batch(&layout, reader)?;
             if ended {
                 self.current.take().expect("read above").finish()?;
             }
             if records.is_empty() {
                 continue;
             }
-            let columns: Vec<(Arc<str>, ArrayRef)> = builders
-                .iter_mut()
-                .flat_map(ColumnBuilder::finish)
-                .collect();
-            for (row, mut record) in records.into_iter().enumerate() {
-                record.fields = row_fields(&columns, row);
-                self.ready.push_back(record);
-            }
+            self.ready.extend(records);
             return Ok(true);
         }
     }

@@ -1,14 +1,22 @@
 //! Which column (MDS) or leaf (LitData) of a sample is the value, which the
 //! key and which are fields ([`Plan`], from [`SampleOptions`]), and one
-//! sample's parts made into a record by it ([`Plan::record`]): the rules the
+//! batch of samples made into records by it ([`Plan::read_batch`]): the rules the
 //! MDS and LitData sources share.
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::sample_columns::{Cell, ColumnBuilder, Kind, MAX_FIELD_BYTES};
+use arrow_array::ArrayRef;
+
+use crate::sample_columns::{row_fields, Cell, ColumnBuilder, Kind, MAX_FIELD_BYTES};
 use crate::sample_shards::SampleOptions;
 use crate::{FieldSelection, Fields, Origin, Record, SourceError};
+
+/// Samples read at once: their fields are built as one batch.
+const BATCH_SAMPLES: usize = 256;
+/// Sample bytes read at once (at least one sample).
+const BATCH_BYTES: usize = 32 << 20;
 
 /// One column (or leaf) as the plan sees it.
 #[derive(Clone, Debug)]
@@ -146,7 +154,7 @@ impl Plan {
     }
 
     /// Builders of one batch's field columns.
-    pub(crate) fn builders(&self) -> Vec<ColumnBuilder> {
+    fn builders(&self) -> Vec<ColumnBuilder> {
         (self.fields.iter())
             .map(|(i, kind, data)| ColumnBuilder::new(&self.parts[*i].name, *kind, *data))
             .collect()
@@ -162,15 +170,48 @@ impl Plan {
         value
     }
 
-    /// One sample, split into its parts, as a record without its fields,
-    /// which the batch's arrays give: its field cells are pushed into
-    /// `builders`. `decode` decodes part `i`; errors name the sample by
-    /// `origin`.
-    pub(crate) fn record<'a>(
+    /// Reads up to a batch of samples from `samples` (256, or 32 MiB, but at
+    /// least one) as records with their fields; true with them if `samples`
+    /// ended.
+    pub(crate) fn read_batch(
+        &self,
+        layout: &impl Layout,
+        samples: &mut impl Samples,
+    ) -> Result<(Vec<Record>, bool), SourceError> {
+        let mut builders = self.builders();
+        let mut records = Vec::new();
+        let (mut bytes, mut ended) = (0, false);
+        while records.len() < BATCH_SAMPLES && bytes < BATCH_BYTES {
+            let Some((i, offset, sample)) = samples.next_sample()? else {
+                ended = true;
+                break;
+            };
+            bytes += sample.len();
+            let origin = Origin::Record {
+                file: samples.path().to_owned(),
+                record: i,
+                offset,
+            };
+            records.push(self.record(&mut builders, layout, &sample, origin)?);
+        }
+        let columns: Vec<(Arc<str>, ArrayRef)> = builders
+            .iter_mut()
+            .flat_map(ColumnBuilder::finish)
+            .collect();
+        for (row, record) in records.iter_mut().enumerate() {
+            record.fields = row_fields(&columns, row);
+        }
+        Ok((records, ended))
+    }
+
+    /// One sample as a record without its fields, which the batch's arrays
+    /// give: its field cells are pushed into `builders`. Errors name the
+    /// sample by `origin`.
+    fn record(
         &self,
         builders: &mut [ColumnBuilder],
-        parts: &[&'a [u8]],
-        decode: impl Fn(usize, &'a [u8]) -> Result<Cell<'a>, String>,
+        layout: &impl Layout,
+        sample: &[u8],
         origin: Origin,
     ) -> Result<Record, SourceError> {
         let (file, location) = match &origin {
@@ -184,13 +225,16 @@ impl Plan {
             ),
             other => (other.to_string(), String::new()),
         };
-        let cell = |i: usize| -> Result<Cell<'a>, SourceError> {
+        let corrupt = |reason: String| SourceError::Corrupt {
+            file: file.clone(),
+            location: location.clone(),
+            reason,
+        };
+        let parts = layout.split(sample).map_err(corrupt)?;
+        let cell = |i: usize| -> Result<Cell<'_>, SourceError> {
             let part = &self.parts[i];
-            let cell = decode(i, parts[i]).map_err(|e| SourceError::Corrupt {
-                file: file.clone(),
-                location: location.clone(),
-                reason: format!("{:?} ({}): {e}", part.name, part.described),
-            })?;
+            let cell = (layout.decode(i, parts[i]))
+                .map_err(|e| corrupt(format!("{:?} ({}): {e}", part.name, part.described)))?;
             if cell.byte_len() > MAX_FIELD_BYTES && i != self.value {
                 return Err(SourceError::TooLarge {
                     file: file.clone(),
@@ -221,11 +265,7 @@ impl Plan {
             });
         }
         for (builder, cell) in builders.iter_mut().zip(&cells) {
-            builder.push(cell).map_err(|reason| SourceError::Corrupt {
-                file: file.clone(),
-                location: location.clone(),
-                reason,
-            })?;
+            builder.push(cell).map_err(corrupt)?;
         }
         Ok(Record {
             key,
@@ -234,6 +274,22 @@ impl Plan {
             fields: Fields::new(),
         })
     }
+}
+
+/// How a format splits a sample into its parts and decodes each.
+pub(crate) trait Layout {
+    /// The parts' bytes, in order.
+    fn split<'a>(&self, sample: &'a [u8]) -> Result<Vec<&'a [u8]>, String>;
+    /// Part `part` decoded.
+    fn decode<'a>(&self, part: usize, bytes: &'a [u8]) -> Result<Cell<'a>, String>;
+}
+
+/// A shard or chunk read sample by sample.
+pub(crate) trait Samples {
+    /// The next sample: its number in the file, its byte offset and its bytes.
+    fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError>;
+    /// The file, for origins and messages.
+    fn path(&self) -> &Path;
 }
 
 /// The value part when none is given: the only binary one, else the only

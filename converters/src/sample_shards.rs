@@ -597,6 +597,16 @@ impl ShardReader {
     }
 }
 
+impl crate::sample_plan::Samples for ShardReader {
+    fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
+        Ok(ShardReader::next_sample(self)?.map(|(i, offset, bytes)| (i as u64, offset, bytes)))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A read error at decompressed byte `at`: corrupt data for a decoder's
 /// complaint, an I/O error otherwise.
 fn corrupt_io(path: &Path, at: u64, error: io::Error) -> SourceError {
