@@ -54,6 +54,7 @@ mod sample_plan;
 pub mod sample_shards;
 pub mod samples;
 pub mod sequence_example;
+mod shard_hashes;
 mod table_rows;
 pub mod tar_export;
 mod tar_reader;

@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::sample_columns::{array_bytes, Cell, Kind};
 use crate::sample_shards::Codec;
 
-/// Deepest pytree read (nesting of dicts, lists and tuples).
-pub(crate) const MAX_SPEC_DEPTH: usize = 64;
+/// Deepest pytree read (nesting of dicts, lists and tuples; serde_json's own
+/// limit of 128 levels of JSON is about 64 of pytree).
+pub(crate) const MAX_SPEC_DEPTH: usize = 32;
 
 /// How a chunk's items are compressed (`compression` with
 /// `compression_level`).
@@ -497,7 +498,7 @@ mod tests {
         }
         // Nesting past the bound is refused, not recursed into.
         let mut deep = leaf.to_owned();
-        for _ in 0..100 {
+        for _ in 0..40 {
             deep = format!(
                 r#"{{"type": "builtins.list", "context": "null", "children_spec": [{deep}]}}"#
             );
