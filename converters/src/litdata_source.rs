@@ -22,7 +22,7 @@ use crate::litdata_chunks::Chunk;
 use crate::litdata_index::{parse_config, split_item, Config, LeafFormat, Wrap};
 use crate::sample_columns::Cell;
 use crate::sample_plan::{Layout, Part, Plan};
-use crate::sample_shards::{file_in, read_index, SampleOptions};
+use crate::sample_shards::{file_in, read_index, ColumnOptions};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 
 /// The index file of a LitData directory.
@@ -130,7 +130,7 @@ impl LitdataSource {
     /// when reached.
     pub fn new(
         dirs: &[PathBuf],
-        options: &SampleOptions,
+        options: &ColumnOptions,
     ) -> Result<Fused<LitdataSource>, SourceError> {
         let mut pending = VecDeque::new();
         let mut first: Option<(PathBuf, Config)> = None;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::mds_index::{parse_index, split_sample, Column, Encoding, ShardEntry};
 use crate::sample_columns::Cell;
 use crate::sample_plan::{describe, Layout, Part, Plan};
-use crate::sample_shards::{read_index, SampleOptions, ShardReader};
+use crate::sample_shards::{read_index, ColumnOptions, ShardReader};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 
 /// The index file of an MDS (or LitData) directory.
@@ -90,7 +90,7 @@ impl MdsSource {
     /// A source over the MDS directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here, and every shard's columns
     /// against the first's; the shards are opened when reached.
-    pub fn new(dirs: &[PathBuf], options: &SampleOptions) -> Result<Fused<MdsSource>, SourceError> {
+    pub fn new(dirs: &[PathBuf], options: &ColumnOptions) -> Result<Fused<MdsSource>, SourceError> {
         let mut pending = VecDeque::new();
         let mut first: Option<(PathBuf, Vec<Column>)> = None;
         for dir in dirs {

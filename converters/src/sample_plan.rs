@@ -1,5 +1,5 @@
 //! Which column (MDS) or leaf (LitData) of a sample is the value, which the
-//! key and which are fields ([`Plan`], from [`SampleOptions`]), and one
+//! key and which are fields ([`Plan`], from [`ColumnOptions`]), and one
 //! batch of samples made into records by it ([`Plan::read_batch`]): the rules the
 //! MDS and LitData sources share.
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::ArrayRef;
 
 use crate::sample_columns::{row_fields, Cell, ColumnBuilder, Kind, MAX_FIELD_BYTES};
-use crate::sample_shards::SampleOptions;
+use crate::sample_shards::ColumnOptions;
 use crate::{FieldSelection, Fields, Origin, Record, SourceError};
 
 /// Samples read at once: their fields are built as one batch.
@@ -67,7 +67,7 @@ impl Plan {
     /// (`column`, `leaf`) name things in messages.
     pub(crate) fn new(
         parts: Vec<Part>,
-        options: &SampleOptions,
+        options: &ColumnOptions,
         index: &Path,
         what: &str,
     ) -> Result<Plan, SourceError> {

@@ -38,7 +38,7 @@ const RESERVE_STEP: u64 = 8 << 20;
 /// Which columns (MDS) or leaves (LitData) a source of these shards makes
 /// the value, the key and the fields.
 #[derive(Clone, Debug, Default)]
-pub struct SampleOptions {
+pub struct ColumnOptions {
     /// The column holding the values. Default: the only column of a binary
     /// kind (bytes, an image, an array), else the only text one.
     pub value_column: Option<String>,

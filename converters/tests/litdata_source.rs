@@ -12,7 +12,7 @@ use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::Array;
 use arrow_schema::DataType;
 use bcd_converters::litdata_source::LitdataSource;
-use bcd_converters::sample_shards::SampleOptions;
+use bcd_converters::sample_shards::ColumnOptions;
 use bcd_converters::{FieldSelection, FieldValue, Record, Source, SourceError};
 use serde_json::Value;
 
@@ -26,15 +26,15 @@ fn expected() -> Value {
     serde_json::from_str(&fs::read_to_string(fixture("expected.json")).unwrap()).unwrap()
 }
 
-fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> SampleOptions {
-    SampleOptions {
+fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> ColumnOptions {
+    ColumnOptions {
         value_column: value.map(str::to_owned),
         key_column: key.map(str::to_owned),
         fields,
     }
 }
 
-fn read(dir: &Path, options: &SampleOptions) -> Result<Vec<Record>, SourceError> {
+fn read(dir: &Path, options: &ColumnOptions) -> Result<Vec<Record>, SourceError> {
     LitdataSource::new(&[dir.to_owned()], options)?.collect()
 }
 
@@ -135,14 +135,14 @@ fn every_leaf_format_is_read_as_litdata_reads_it() {
 #[test]
 fn tuples_and_lone_leaves_are_named_by_position_and_item() {
     let expected = expected();
-    let records = read(&fixture("tuple"), &SampleOptions::default()).unwrap();
+    let records = read(&fixture("tuple"), &ColumnOptions::default()).unwrap();
     let items = expected["tuple"]["items"].as_array().unwrap();
     assert_eq!(records.len(), items.len());
     for (record, item) in records.iter().zip(items) {
         assert_eq!(hex(&record.value), item["0"]["stored"]);
         check_leaf(record, "1", &item["1"]);
     }
-    let records = read(&fixture("leaf"), &SampleOptions::default()).unwrap();
+    let records = read(&fixture("leaf"), &ColumnOptions::default()).unwrap();
     let values: Vec<&[u8]> = records.iter().map(|r| &r.value[..]).collect();
     assert_eq!(values, [&b"leaf-0"[..], b"leaf-1", b"leaf-2", b"leaf-3"]);
     assert!(records.iter().all(|r| r.fields.is_empty()));

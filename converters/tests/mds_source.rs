@@ -12,7 +12,7 @@ use arrow_array::types::{Float16Type, Float32Type, Float64Type, Int64Type};
 use arrow_array::Array;
 use arrow_schema::DataType;
 use bcd_converters::mds_source::MdsSource;
-use bcd_converters::sample_shards::SampleOptions;
+use bcd_converters::sample_shards::ColumnOptions;
 use bcd_converters::{FieldSelection, FieldValue, Record, Source, SourceError};
 use serde_json::Value;
 
@@ -26,15 +26,15 @@ fn expected() -> Value {
     serde_json::from_str(&fs::read_to_string(fixture("expected.json")).unwrap()).unwrap()
 }
 
-fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> SampleOptions {
-    SampleOptions {
+fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> ColumnOptions {
+    ColumnOptions {
         value_column: value.map(str::to_owned),
         key_column: key.map(str::to_owned),
         fields,
     }
 }
 
-fn read(dir: &Path, options: &SampleOptions) -> Result<Vec<Record>, SourceError> {
+fn read(dir: &Path, options: &ColumnOptions) -> Result<Vec<Record>, SourceError> {
     MdsSource::new(&[dir.to_owned()], options)?.collect()
 }
 
@@ -245,7 +245,7 @@ fn pickled_columns_are_refused_unless_left_out() {
 
 #[test]
 fn the_value_column_must_be_given_when_several_could_be() {
-    let error = read(&fixture("every-encoding"), &SampleOptions::default())
+    let error = read(&fixture("every-encoding"), &ColumnOptions::default())
         .unwrap_err()
         .to_string();
     assert!(

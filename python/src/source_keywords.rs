@@ -34,7 +34,7 @@ pub(crate) struct SourceKeywords<'a, 'py> {
     pub value_ext: Option<&'a Bound<'py, PyAny>>,
     pub json_fields: bool,
     pub skip_bad_samples: bool,
-    // parquet and hf-disk (key_column: and csv)
+    // parquet, hf-disk, mds and litdata (key_column: and csv)
     pub value_column: Option<String>,
     pub key_column: Option<String>,
     pub skip_nulls: bool,

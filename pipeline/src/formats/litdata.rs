@@ -46,6 +46,9 @@ impl Format for Litdata {
         _target: Option<&Path>,
     ) -> Result<Box<dyn Source>, SourceSetupError> {
         let dirs: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
-        Ok(Box::new(LitdataSource::new(&dirs, &sample_options(options))?))
+        Ok(Box::new(LitdataSource::new(
+            &dirs,
+            &sample_options(options),
+        )?))
     }
 }

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use bcd_converters::mds_source::{is_mds, MdsSource};
-use bcd_converters::sample_shards::SampleOptions;
+use bcd_converters::sample_shards::ColumnOptions;
 use bcd_converters::Source;
 
 use super::{Format, OptionSpec, Probe, Sign, FIELDS, KEY_COLUMN, VALUE_COLUMN};
@@ -26,8 +26,8 @@ static OPTIONS: &[OptionSpec] = &[VALUE_COLUMN, KEY_COLUMN, FIELDS];
 
 /// The value, key and field columns of a source of sample shards (MDS and
 /// LitData take the same options).
-pub(super) fn sample_options(options: &SourceOptions) -> SampleOptions {
-    SampleOptions {
+pub(super) fn sample_options(options: &SourceOptions) -> ColumnOptions {
+    ColumnOptions {
         value_column: options.value_column.clone(),
         key_column: options.key_column.clone(),
         fields: options.fields.clone().unwrap_or_default(),

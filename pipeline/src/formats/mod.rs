@@ -214,6 +214,8 @@ mod tests {
             SourceFormat::Jsonl,
             SourceFormat::HfDisk,
             SourceFormat::Megatron,
+            SourceFormat::Mds,
+            SourceFormat::Litdata,
         ];
         for format in consts {
             assert_eq!(format.descriptor().format(), format);
@@ -225,7 +227,10 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert_eq!(
             names,
-            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]
+            [
+                "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "mds",
+                "litdata"
+            ]
         );
     }
 
@@ -242,7 +247,9 @@ mod tests {
             [
                 SourceFormat::Parquet,
                 SourceFormat::HfDisk,
-                SourceFormat::Csv
+                SourceFormat::Csv,
+                SourceFormat::Mds,
+                SourceFormat::Litdata
             ]
         );
         assert_eq!(
