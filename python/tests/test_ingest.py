@@ -100,6 +100,50 @@ def test_a_megatron_dataset_becomes_one_record_per_sequence(tmp_path, name):
     assert dataset.metadata["megatron"]["dtype"] == want["dtype"]
 
 
+def test_an_mds_directory_becomes_one_record_per_sample_with_typed_fields(tmp_path):
+    import pyarrow as pa
+
+    want = expected("mds")["every-encoding"]
+    bcd.ingest([FIXTURES / "mds" / "every-encoding"], tmp_path / "d", format="mds",
+               value_column="blob", key_column="id")
+    dataset = bcd.Dataset(tmp_path / "d")
+    samples = want["samples"]
+    assert read_all(dataset) == [bytes.fromhex(x["blob"]["stored"]) for x in samples]
+    assert [bytes(dataset.key_at(i)).decode() for i in range(len(dataset))] == [
+        x["id"]["read"] for x in samples]
+    fields = dataset.fields()
+    assert fields.schema.field("u64").type == pa.uint64()
+    assert fields.schema.field("f16").type == pa.float16()
+    table = fields.to_pydict()
+    for column in ("i8", "u64", "text", "si", "sd"):
+        assert table[column] == [x[column]["read"] for x in samples], column
+    assert table["arr.dtype"] == [x["arr"]["read"]["dtype"] for x in samples]
+    assert table["jpg"] == [bytes.fromhex(x["jpg"]["stored"]) for x in samples]
+    assert dataset.metadata["mds"]["columns"]["arr"] == "ndarray"
+
+
+def test_a_litdata_directory_becomes_one_record_per_item_named_by_its_pytree(tmp_path):
+    want = expected("litdata")["dict"]
+    bcd.ingest([FIXTURES / "litdata" / "dict"], tmp_path / "d", value_column="image",
+               key_column="meta.id", fields=["label", "caption", "vec"])
+    dataset = bcd.Dataset(tmp_path / "d")
+    items = want["items"]
+    assert read_all(dataset) == [bytes.fromhex(x["image"]["stored"]) for x in items]
+    table = dataset.fields().to_pydict()
+    assert table["label"] == [x["label"]["read"] for x in items]
+    assert table["caption"] == [x["caption"]["read"] for x in items]
+    assert table["vec.shape"] == [x["vec"]["read"]["shape"] for x in items]
+    assert sorted(table) == ["caption", "label", "vec", "vec.dtype", "vec.shape"]
+
+
+def test_pickled_mds_columns_are_refused_unless_left_out(tmp_path):
+    with pytest.raises(ValueError, match=r'column "obj" is pickled.*leave it out with fields='):
+        bcd.ingest([FIXTURES / "mds" / "pickled"], tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+    bcd.ingest([FIXTURES / "mds" / "pickled"], tmp_path / "d", fields="none")
+    assert read_all(bcd.Dataset(tmp_path / "d")) == [b"b0", b"b1", b"b2"]
+
+
 def test_brace_patterns_read_several_shards_in_order(tmp_path):
     tar = expected("tar")
     files = [
