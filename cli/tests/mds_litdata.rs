@@ -157,16 +157,28 @@ fn damaged_directories_are_refused_naming_the_file_with_nothing_committed() {
     let chunk = litdata.join("chunk-0-2.bin");
     let bytes = fs::read(&chunk).unwrap();
     fs::write(&chunk, &bytes[..bytes.len() - 7]).unwrap();
-    for (source, message) in [
-        (&mds, "shard.00002.mds.zstd"),
-        (&pickled, "never unpickles"),
-        (&litdata, "chunk-0-2.bin"),
+    // A pickled leaf is a usage error (exit 2): --fields would leave it out.
+    for (source, message, usage) in [
+        (&mds, "shard.00002.mds.zstd", false),
+        (
+            &pickled,
+            "never unpickles; leave it out with --fields",
+            true,
+        ),
+        (&litdata, "chunk-0-2.bin", false),
     ] {
+        let run = |into: &Path| {
+            let args = ["ingest", s(source), "--into", s(into)];
+            match usage {
+                true => usage_error(&args),
+                false => fails(&args),
+            }
+        };
         let fresh = tmp.path().join("fresh");
-        let error = fails(&["ingest", s(source), "--into", s(&fresh)]);
+        let error = run(&fresh);
         assert!(error.contains(message), "{message}: {error}");
         assert_eq!(tree_snapshot(&fresh), None, "{message}");
-        fails(&["ingest", s(source), "--into", s(&existing)]);
+        run(&existing);
         assert_eq!(tree_snapshot(&existing), before, "{message}");
     }
 }

@@ -156,7 +156,7 @@ impl LitdataSource {
         let Some((index_path, config)) = first else {
             return Err(SourceError::Usage("no LitData directory to read".into()));
         };
-        let plan = Plan::new(parts(&config), options, &index_path, "leaf")?;
+        let plan = Plan::new(parts(&config), options, &index_path, ("leaf", "leaves"))?;
         let leaves: serde_json::Map<_, _> = (config.names.iter().zip(&config.formats))
             .map(|(name, (described, _))| (name.clone(), described.clone().into()))
             .collect();

@@ -144,7 +144,7 @@ impl MdsSource {
         let plan = match columns.is_empty() {
             // No shards: nothing to read, whatever the options.
             true => Plan::empty(),
-            false => Plan::new(parts(&columns), options, &index_path, "column")?,
+            false => Plan::new(parts(&columns), options, &index_path, ("column", "columns"))?,
         };
         let mut metadata = serde_json::Map::new();
         if !columns.is_empty() {

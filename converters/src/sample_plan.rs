@@ -64,24 +64,24 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// The plan `options` ask for; `index` (the index file) and `what`
-    /// (`column`, `leaf`) name things in messages.
+    /// (`("column", "columns")`, `("leaf", "leaves")`) name things in messages.
     pub(crate) fn new(
         parts: Vec<Part>,
         options: &ColumnOptions,
         index: &Path,
-        what: &str,
+        (what, whats): (&str, &str),
     ) -> Result<Plan, SourceError> {
         let usage = |message: String| SourceError::Usage(format!("{}: {message}", index.display()));
         let names: Vec<&str> = parts.iter().map(|c| c.name.as_str()).collect();
         let find = |name: &str| {
             (names.iter().position(|n| *n == name))
-                .ok_or_else(|| usage(format!("no {what} {name:?}; the {what}s are {names:?}")))
+                .ok_or_else(|| usage(format!("no {what} {name:?}; the {whats} are {names:?}")))
         };
         let value = match &options.value_column {
             Some(name) => find(name)?,
             None => default_value(&parts).ok_or_else(|| {
                 usage(format!(
-                    "which {what} is the value? Give `value_column` (the {what}s are {})",
+                    "which {what} is the value? Give `value_column` (the {whats} are {})",
                     describe(&parts)
                 ))
             })?,
@@ -121,7 +121,7 @@ impl Plan {
             }
             let kind = refuse_pickle(
                 i,
-                &format!("leave it out with `fields` (name the {what}s to keep, or none)"),
+                &format!("leave it out with `fields` (name the {whats} to keep, or none)"),
             )?;
             fields.push((i, kind, true));
         }

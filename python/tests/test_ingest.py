@@ -108,9 +108,8 @@ def test_an_mds_directory_becomes_one_record_per_sample_with_typed_fields(tmp_pa
                value_column="blob", key_column="id")
     dataset = bcd.Dataset(tmp_path / "d")
     samples = want["samples"]
-    assert read_all(dataset) == [bytes.fromhex(x["blob"]["stored"]) for x in samples]
-    assert [bytes(dataset.key_at(i)).decode() for i in range(len(dataset))] == [
-        x["id"]["read"] for x in samples]
+    assert read_all(dataset) == [
+        (x["id"]["read"].encode(), bytes.fromhex(x["blob"]["stored"])) for x in samples]
     fields = dataset.fields()
     assert fields.schema.field("u64").type == pa.uint64()
     assert fields.schema.field("f16").type == pa.float16()
@@ -128,7 +127,8 @@ def test_a_litdata_directory_becomes_one_record_per_item_named_by_its_pytree(tmp
                key_column="meta.id", fields=["label", "caption", "vec"])
     dataset = bcd.Dataset(tmp_path / "d")
     items = want["items"]
-    assert read_all(dataset) == [bytes.fromhex(x["image"]["stored"]) for x in items]
+    assert read_all(dataset) == [
+        (x["meta.id"]["read"].encode(), bytes.fromhex(x["image"]["stored"])) for x in items]
     table = dataset.fields().to_pydict()
     assert table["label"] == [x["label"]["read"] for x in items]
     assert table["caption"] == [x["caption"]["read"] for x in items]
