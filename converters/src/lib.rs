@@ -52,6 +52,7 @@ pub mod regular_file;
 mod sample_columns;
 mod sample_plan;
 pub mod sample_shards;
+pub mod sample_source;
 pub mod samples;
 pub mod sequence_example;
 mod shard_hashes;

@@ -199,6 +199,12 @@ impl Chunk {
     }
 }
 
+impl crate::sample_source::Shard for Chunk {
+    fn finish(self: Box<Self>) -> Result<(), SourceError> {
+        Chunk::finish(*self)
+    }
+}
+
 impl crate::sample_plan::Samples for Chunk {
     fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
         self.next_item()

@@ -15,7 +15,6 @@
 //! refused. Several directories read as one must have the same leaves.
 
 use serde_json::Value;
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use crate::litdata_chunks::Chunk;
@@ -23,7 +22,8 @@ use crate::litdata_index::{parse_config, split_item, Config, LeafFormat, Wrap};
 use crate::sample_columns::Cell;
 use crate::sample_plan::{Layout, Part, Plan};
 use crate::sample_shards::{file_in, read_index, ColumnOptions};
-use crate::{Fused, Record, Skipped, Source, SourceError};
+use crate::sample_source::{Opener, SampleSource, Shard};
+use crate::{Fused, SourceError};
 
 /// The index file of a LitData directory.
 pub const INDEX_NAME: &str = "index.json";
@@ -42,9 +42,9 @@ pub fn is_litdata(dir: &Path) -> bool {
 }
 
 /// LitData leaves, splitting and decoding an item.
-struct LitdataLayout<'f>(&'f [LeafFormat]);
+struct LitdataLayout(Vec<LeafFormat>);
 
-impl Layout for LitdataLayout<'_> {
+impl Layout for LitdataLayout {
     fn split<'a>(&self, item: &'a [u8]) -> Result<Vec<&'a [u8]>, String> {
         split_item(self.0.len(), item)
     }
@@ -62,16 +62,9 @@ struct Pending {
     wrap: Wrap,
 }
 
-/// Streams the items of LitData directories, in order.
-pub struct LitdataSource {
-    plan: Plan,
-    formats: Vec<LeafFormat>,
-    pending: VecDeque<Pending>,
-    current: Option<Chunk>,
-    ready: VecDeque<Record>,
-    skipped: Skipped,
-    metadata: serde_json::Map<String, Value>,
-}
+/// Reads LitData directories: [`LitdataSource::new`] makes the
+/// [`SampleSource`] of their items.
+pub struct LitdataSource;
 
 /// The plan's view of the leaves.
 fn parts(config: &Config) -> Vec<Part> {
@@ -131,8 +124,8 @@ impl LitdataSource {
     pub fn new(
         dirs: &[PathBuf],
         options: &ColumnOptions,
-    ) -> Result<Fused<LitdataSource>, SourceError> {
-        let mut pending = VecDeque::new();
+    ) -> Result<Fused<SampleSource>, SourceError> {
+        let mut pending = Vec::new();
         let mut first: Option<(PathBuf, Config)> = None;
         for dir in dirs {
             let (index_path, config, chunks) = read_dir(dir)?;
@@ -163,81 +156,32 @@ impl LitdataSource {
         let mut metadata = serde_json::Map::new();
         metadata.insert(METADATA_KEY.into(), serde_json::json!({ "leaves": leaves }));
         metadata.insert("value".into(), plan.value_metadata());
-        Ok(Fused::new(LitdataSource {
+        let formats = config.formats.into_iter().map(|(_, f)| f).collect();
+        let openers = pending
+            .into_iter()
+            .map(|p| Box::new(move || open(p)) as Opener);
+        Ok(SampleSource::new(
             plan,
-            formats: config.formats.into_iter().map(|(_, f)| f).collect(),
-            pending,
-            current: None,
-            ready: VecDeque::new(),
-            skipped: Skipped::default(),
+            Box::new(LitdataLayout(formats)),
+            openers.collect(),
             metadata,
-        }))
-    }
-
-    /// Reads the next batch of items into `ready`; false when every chunk is
-    /// read.
-    fn fill(&mut self) -> Result<bool, SourceError> {
-        loop {
-            let Some(chunk) = self.current.as_mut() else {
-                let Some(next) = self.pending.pop_front() else {
-                    return Ok(false);
-                };
-                let chunk = Chunk::open(next.path, next.bytes, next.wrap)?;
-                if chunk.items() != next.items {
-                    return Err(SourceError::Corrupt {
-                        file: chunk.path().display().to_string(),
-                        location: "the item count".into(),
-                        reason: format!(
-                            "the chunk holds {} items, its index entry says {}",
-                            chunk.items(),
-                            next.items
-                        ),
-                    });
-                }
-                self.current = Some(chunk);
-                continue;
-            };
-            let layout = LitdataLayout(&self.formats);
-            let (records, ended) = self.plan.read_batch(&layout, chunk)?;
-            if ended {
-                self.current.take().expect("read above").finish()?;
-            }
-            if records.is_empty() {
-                continue;
-            }
-            self.ready.extend(records);
-            return Ok(true);
-        }
+        ))
     }
 }
 
-impl Iterator for LitdataSource {
-    type Item = Result<Record, SourceError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(record) = self.ready.pop_front() {
-                return Some(Ok(record));
-            }
-            match self.fill() {
-                Ok(true) => continue,
-                Ok(false) => return None,
-                Err(error) => return Some(Err(error)),
-            }
-        }
+/// Opens a chunk, checking its item count against its entry's.
+fn open(next: Pending) -> Result<Box<dyn Shard>, SourceError> {
+    let chunk = Chunk::open(next.path, next.bytes, next.wrap)?;
+    if chunk.items() != next.items {
+        return Err(SourceError::Corrupt {
+            file: chunk.path().display().to_string(),
+            location: "the item count".into(),
+            reason: format!(
+                "the chunk holds {} items, its index entry says {}",
+                chunk.items(),
+                next.items
+            ),
+        });
     }
-}
-
-impl Source for LitdataSource {
-    fn keyed(&self) -> bool {
-        self.plan.key.is_some()
-    }
-
-    fn skipped(&self) -> &Skipped {
-        &self.skipped
-    }
-
-    fn metadata(&self) -> serde_json::Map<String, Value> {
-        self.metadata.clone()
-    }
+    Ok(Box::new(chunk))
 }

@@ -21,7 +21,8 @@ use crate::mds_index::{parse_index, split_sample, Column, Encoding, ShardEntry};
 use crate::sample_columns::Cell;
 use crate::sample_plan::{describe, Layout, Part, Plan};
 use crate::sample_shards::{read_index, ColumnOptions, ShardReader};
-use crate::{Fused, Record, Skipped, Source, SourceError};
+use crate::sample_source::{Opener, SampleSource, Shard};
+use crate::{Fused, SourceError};
 
 /// The index file of an MDS (or LitData) directory.
 pub const INDEX_NAME: &str = "index.json";
@@ -57,11 +58,11 @@ fn describe_columns(columns: &[Column]) -> String {
 }
 
 /// MDS columns, splitting and decoding a sample.
-struct MdsLayout<'c>(&'c [Column]);
+struct MdsLayout(Vec<Column>);
 
-impl Layout for MdsLayout<'_> {
+impl Layout for MdsLayout {
     fn split<'a>(&self, sample: &'a [u8]) -> Result<Vec<&'a [u8]>, String> {
-        split_sample(self.0, sample)
+        split_sample(&self.0, sample)
     }
 
     fn decode<'a>(&self, part: usize, bytes: &'a [u8]) -> Result<Cell<'a>, String> {
@@ -75,22 +76,18 @@ struct Pending {
     entry: ShardEntry,
 }
 
-/// Streams the samples of MDS directories, in order.
-pub struct MdsSource {
-    plan: Plan,
-    columns: Vec<Column>,
-    pending: VecDeque<Pending>,
-    current: Option<ShardReader>,
-    ready: VecDeque<Record>,
-    skipped: Skipped,
-    metadata: serde_json::Map<String, serde_json::Value>,
-}
+/// Reads MDS directories: [`MdsSource::new`] makes the [`SampleSource`] of
+/// their samples.
+pub struct MdsSource;
 
 impl MdsSource {
     /// A source over the MDS directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here, and every shard's columns
     /// against the first's; the shards are opened when reached.
-    pub fn new(dirs: &[PathBuf], options: &ColumnOptions) -> Result<Fused<MdsSource>, SourceError> {
+    pub fn new(
+        dirs: &[PathBuf],
+        options: &ColumnOptions,
+    ) -> Result<Fused<SampleSource>, SourceError> {
         let mut pending = VecDeque::new();
         let mut first: Option<(PathBuf, Vec<Column>)> = None;
         for dir in dirs {
@@ -157,82 +154,32 @@ impl MdsSource {
             );
             metadata.insert("value".into(), plan.value_metadata());
         }
-        Ok(Fused::new(MdsSource {
+        let openers = pending
+            .into_iter()
+            .map(|p| Box::new(move || open(p)) as Opener);
+        Ok(SampleSource::new(
             plan,
-            columns,
-            pending,
-            current: None,
-            ready: VecDeque::new(),
-            skipped: Skipped::default(),
+            Box::new(MdsLayout(columns)),
+            openers.collect(),
             metadata,
-        }))
-    }
-
-    /// Reads the next batch of samples into `ready`; false when every shard is
-    /// read.
-    fn fill(&mut self) -> Result<bool, SourceError> {
-        loop {
-            let Some(reader) = self.current.as_mut() else {
-                let Some(next) = self.pending.pop_front() else {
-                    return Ok(false);
-                };
-                let reader = ShardReader::open(next.entry.file(&next.dir))?;
-                if reader.samples() as u64 != next.entry.samples {
-                    return Err(SourceError::Corrupt {
-                        file: reader.path().display().to_string(),
-                        location: "the sample count".into(),
-                        reason: format!(
-                            "the shard holds {} samples, its index entry (shard {}) says {}",
-                            reader.samples(),
-                            next.entry.number,
-                            next.entry.samples
-                        ),
-                    });
-                }
-                self.current = Some(reader);
-                continue;
-            };
-            let layout = MdsLayout(&self.columns);
-            let (records, ended) = self.plan.read_batch(&layout, reader)?;
-            if ended {
-                self.current.take().expect("read above").finish()?;
-            }
-            if records.is_empty() {
-                continue;
-            }
-            self.ready.extend(records);
-            return Ok(true);
-        }
+        ))
     }
 }
 
-impl Iterator for MdsSource {
-    type Item = Result<Record, SourceError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(record) = self.ready.pop_front() {
-                return Some(Ok(record));
-            }
-            match self.fill() {
-                Ok(true) => continue,
-                Ok(false) => return None,
-                Err(error) => return Some(Err(error)),
-            }
-        }
+/// Opens a shard, checking its sample count against its entry's.
+fn open(next: Pending) -> Result<Box<dyn Shard>, SourceError> {
+    let reader = ShardReader::open(next.entry.file(&next.dir))?;
+    if reader.samples() as u64 != next.entry.samples {
+        return Err(SourceError::Corrupt {
+            file: reader.path().display().to_string(),
+            location: "the sample count".into(),
+            reason: format!(
+                "the shard holds {} samples, its index entry (shard {}) says {}",
+                reader.samples(),
+                next.entry.number,
+                next.entry.samples
+            ),
+        });
     }
-}
-
-impl Source for MdsSource {
-    fn keyed(&self) -> bool {
-        self.plan.key.is_some()
-    }
-
-    fn skipped(&self) -> &Skipped {
-        &self.skipped
-    }
-
-    fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
-        self.metadata.clone()
-    }
+    Ok(Box::new(reader))
 }

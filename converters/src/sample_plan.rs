@@ -175,8 +175,8 @@ impl Plan {
     /// ended.
     pub(crate) fn read_batch(
         &self,
-        layout: &impl Layout,
-        samples: &mut impl Samples,
+        layout: &dyn Layout,
+        samples: &mut dyn Samples,
     ) -> Result<(Vec<Record>, bool), SourceError> {
         let mut builders = self.builders();
         let mut records = Vec::new();
@@ -210,7 +210,7 @@ impl Plan {
     fn record(
         &self,
         builders: &mut [ColumnBuilder],
-        layout: &impl Layout,
+        layout: &dyn Layout,
         sample: &[u8],
         origin: Origin,
     ) -> Result<Record, SourceError> {

@@ -474,6 +474,12 @@ impl ShardReader {
     }
 }
 
+impl crate::sample_source::Shard for ShardReader {
+    fn finish(self: Box<Self>) -> Result<(), SourceError> {
+        ShardReader::finish(*self)
+    }
+}
+
 impl crate::sample_plan::Samples for ShardReader {
     fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
         Ok(ShardReader::next_sample(self)?.map(|(i, offset, bytes)| (i as u64, offset, bytes)))
