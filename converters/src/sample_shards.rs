@@ -20,10 +20,11 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
-use crate::regular_file::{open_regular, ReadRegularError};
+use crate::regular_file::open_regular;
+pub(crate) use crate::regular_file::regular_error;
 pub(crate) use crate::shard_hashes::HashCheck;
 use crate::shard_hashes::{Hashing, Mismatch};
-use crate::{SourceError, MAX_VALUE_SIZE};
+use crate::SourceError;
 
 /// Largest `index.json` read (MDS or LitData): about 100,000 shards' entries.
 pub const MAX_INDEX_SIZE: u64 = 64 << 20;
@@ -82,29 +83,6 @@ pub(crate) fn read_index(path: &Path) -> Result<serde_json::Value, SourceError> 
         location: format!("line {} column {}", e.line(), e.column()),
         reason: format!("not valid JSON ({e})"),
     })
-}
-
-/// The error of a file that is not a regular file, or could not be opened.
-pub(crate) fn regular_error(path: &Path, error: ReadRegularError) -> SourceError {
-    match error {
-        ReadRegularError::Io(source) => SourceError::Io {
-            path: path.to_owned(),
-            source,
-        },
-        ReadRegularError::NotRegular(kind) => SourceError::NotRegularFile {
-            file: path.display().to_string(),
-            location: "the file".into(),
-            path: path.to_owned(),
-            kind,
-        },
-        ReadRegularError::TooLarge(size) => SourceError::TooLarge {
-            file: path.display().to_string(),
-            location: "the file".into(),
-            what: "the file".into(),
-            size,
-            limit: MAX_VALUE_SIZE,
-        },
-    }
 }
 
 /// A file name an index gives, joined to the dataset's directory: relative,
