@@ -157,12 +157,13 @@ def main():
     parser.add_argument("--megabytes", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", help="work directory (default: a temp dir)")
+    parser.add_argument("--make-only", action="store_true", help="write the corpora into --dir and stop")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         mode, kind, directory = args.child
         return child(mode, kind, directory)
-    if not BCD.exists():
+    if not BCD.exists() and not args.make_only:
         sys.exit("build first: cargo build --release -p bcd-cli")
     count = args.megabytes * (1 << 20) // ((MIN_SIZE + MAX_SIZE) // 2)
     work = Path(args.dir or tempfile.mkdtemp(prefix="mds-bench-"))
@@ -179,6 +180,8 @@ def main():
             started = time.perf_counter()
             make(directory)
             print(f"{name}: written in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        if args.make_only:
+            continue
         stored = sum(p.stat().st_size for p in shard_files(directory))
         checked = check(kind, directory, work)
         print(f"{name}: {checked} records equal to the tool's reading", file=sys.stderr)
