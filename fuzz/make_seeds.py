@@ -107,6 +107,22 @@ write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
 for path in sorted((fixtures / "parquet").glob("*.parquet")):
     write("parquet_source", path.name, path.read_bytes())
 
+# mds_source: a flag byte (0 plain, 1 zstd-compressed by the target, 0x80 the
+# bytes are index.json), then the shards of every-encoding and its index.
+for path in sorted((fixtures / "mds" / "every-encoding").glob("shard.*.mds")):
+    write("mds_source", path.name, b"\x00" + path.read_bytes())
+    write("mds_source", path.name + ".zstd", b"\x01" + path.read_bytes())
+for name in ("every-encoding", "zstd", "snappy"):
+    write("mds_source", name + "-index.json", b"\x80" + (fixtures / "mds" / name / "index.json").read_bytes())
+
+# litdata_source: a flag byte (the fixture whose config reads the chunk: 0 dict,
+# 1 zstd-batch, 2 zstd-sample, 3 zstd-chunk, given decompressed; 0x80 the bytes
+# are index.json), then a chunk.
+for flag, name in ((0, "dict"), (1, "zstd-batch"), (2, "zstd-sample")):
+    for path in sorted((fixtures / "litdata" / name).glob("chunk-*.bin")):
+        write("litdata_source", name + "-" + path.name, bytes([flag]) + path.read_bytes())
+    write("litdata_source", name + "-index.json", b"\x80" + (fixtures / "litdata" / name / "index.json").read_bytes())
+
 # hf_disk_source: a data file of a save_to_disk directory.
 for path in sorted((fixtures / "hf_disk" / "photos").glob("*.arrow")):
     write("hf_disk_source", path.name, path.read_bytes())

@@ -253,6 +253,13 @@ Sources (the format is detected from each name unless --format is given):
             fields document and length; the dtype kept as dataset metadata
   lmdb      a directory holding data.mdb (or the data file): every entry in key
             order, keyed by its key; --lmdb-value pickle|caffe-datum decodes values
+  mds       a MosaicML Streaming (MDS) directory: index.json and its shards
+            (shard.NNNNN.mds, also .zstd, .gz, .bz2, .br, .snappy); one record per
+            sample, the value its --value-column (default: the only binary
+            column), the others typed fields; keyless unless --key-column
+  litdata   a LitData optimize directory: index.json and its chunk-R-N.bin files
+            (plain or zstd); one record per item, the value its --value-column
+            leaf (default: the only binary leaf), the others typed fields
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'
@@ -267,9 +274,13 @@ Examples:
   bcd ingest list.csv --into ds --field-type label=int64
   bcd ingest corpus_text_document --into ds
   bcd ingest train.lmdb --into ds --lmdb-value pickle
+  bcd ingest mds/train/ --into ds --value-column jpg --key-column id
+  bcd ingest litdata_out/ --into ds --fields label,caption
 
-Fields: parquet, csv and tfrecord sources store their other columns (features)
-as fields beside each record (--fields all|none|NAME,...). CSV column types are
+Fields: parquet, hf-disk, csv, tfrecord, mds and litdata sources store their
+other columns (features, leaves) as fields beside each record (--fields
+all|none|NAME,...); MDS pkl columns and LitData pickle leaves are refused unless
+left out. CSV column types are
 inferred from the first 1000 rows unless --field-type gives them. TFRecord fields
 (the default with --feature) cost a prescan: every file is read twice.
 
@@ -279,14 +290,15 @@ Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
     /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
-    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, LMDB environments, or -
-    /// (a tar on stdin).
+    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, LMDB environments, MDS
+    /// or LitData directories, or - (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
     pub sources: Vec<OsString>,
     /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
     /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl, PREFIX naming
     /// PREFIX.idx + PREFIX.bin megatron, a directory holding data.mdb or an LMDB
-    /// data file lmdb).
+    /// data file lmdb, a directory with an MDS or LitData index.json mds or
+    /// litdata).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// The dataset: created when missing or empty, appended to otherwise; a

@@ -314,7 +314,9 @@ def ingest(
     into: _StrPath,
     *,
     format: Optional[
-        Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
+        Literal[
+            "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb", "mds", "litdata"
+        ]
     ] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
@@ -360,15 +362,22 @@ def ingest(
     directories (``hf-disk``: needs ``value_column``, and ``split`` for a
     ``DatasetDict``), CSV files listing paths (``csv``),
     TFRecord files (``tfrecord``), JSON Lines files (``jsonl``: one record per
-    object, the value its ``value_field``, ``"text"`` by default) or Megatron
+    object, the value its ``value_field``, ``"text"`` by default), Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
     ``PREFIX.bin``, one record per sequence with the fields ``document`` and
-    ``length``) or LMDB environments (``lmdb``: a directory holding
+    ``length``), LMDB environments (``lmdb``: a directory holding
     ``data.mdb``, or the data file; every entry of the unnamed database, or of
     ``lmdb_db``, in key order, its value as stored or decoded by
     ``lmdb_value="pickle"`` (a ``bytes``, a ``(bytes, label)`` tuple or a dict
     whose ``value_column`` entry is the value; plain data only) or
-    ``"caffe-datum"``). The format is
+    ``"caffe-datum"``), MosaicML Streaming directories (``mds``: ``index.json`` and its
+    shards, plain or compressed; one record per sample) or LitData ``optimize``
+    directories (``litdata``: ``index.json`` and its chunks; one record per
+    item, leaves named by their pytree path such as ``"meta.label"``). For
+    ``mds`` and ``litdata`` the value is the column (leaf) ``value_column``, by
+    default the only binary one, the key ``key_column`` (keyless without it),
+    the others typed fields; pickled columns are refused unless ``fields``
+    leaves them out, and shard hashes the MDS index gives are checked. The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 
@@ -384,9 +393,10 @@ def ingest(
     option does not accept is a ``ValueError`` naming it, as in
     ``level: "13": expected 1..12, fast or reference``.
 
-    Fields: Parquet, CSV and TFRecord sources store their other columns
-    (features) as structured fields beside each record. ``fields`` chooses them:
-    ``"all"`` (the default; for TFRecord only with ``feature``, since the whole
+    Fields: Parquet, hf-disk, CSV, TFRecord, MDS and LitData sources store
+    their other columns (features, leaves) as structured fields beside each
+    record. ``fields`` chooses them: ``"all"`` (the default; for TFRecord only
+    with ``feature``, since the whole
     record already holds them), ``"none"``, ``"label,caption"`` or a list of
     names. CSV column types are inferred from the first 1000 rows (int64, else
     float64, else bool, else string; empty cells are null) unless
