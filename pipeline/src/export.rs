@@ -113,6 +113,16 @@ pub enum ExportError {
     /// A Megatron export cannot be written (see [`crate::export_megatron`]).
     #[error(transparent)]
     Megatron(#[from] crate::export_megatron::MegatronExportError),
+    /// A copy into a new dataset committed its records, but the source's views
+    /// could not be written beside them.
+    #[error("{}: the records were copied and committed, but the views of the source could not be carried", dataset.display())]
+    ViewsNotCarried {
+        /// The new dataset.
+        dataset: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: Box<crate::views::ViewError>,
+    },
     /// Stopped through [`ExportOptions::interrupt`].
     #[error("interrupted; the archive being written was removed")]
     Interrupted,

@@ -340,6 +340,44 @@ pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsI
     Ok(out)
 }
 
+/// The statistics report of the records `records` of `dataset` (a view's, in
+/// increasing order), as [`stats_report`] gives a dataset's: computed from
+/// those records' sizes and fields, shard by shard (each shard's fields
+/// read once, only where the view has records).
+pub fn records_stats_report(
+    dataset: &Dataset,
+    records: &bcd::ViewIndices,
+) -> Result<Value, FieldsIoError> {
+    let fields = DatasetFields::load(dataset)?;
+    let order: Vec<String> = fields
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut totals = ShardStats::new();
+    let mut next = records.iter().peekable();
+    while let Some(&first) = next.peek() {
+        let shard = dataset.value_location(first as usize)?.shard;
+        let start = dataset.shard_first_record(shard);
+        let mut kept = vec![false; dataset.shard_records(shard) as usize];
+        while let Some(index) = next.next_if(|&i| i < start + kept.len() as u64) {
+            kept[(index - start) as usize] = true;
+        }
+        let mut stats = size_stats(dataset, shard, |row| kept[row])?;
+        let batches = fields.shard_batches(dataset, shard, None)?;
+        let chosen = crate::merge_fields::filter(&batches, &kept)?;
+        if chosen.num_columns() > 0 {
+            stats.add_fields(&chosen)?;
+        }
+        totals.merge(&stats)?;
+    }
+    let mut out = report(&totals, &order);
+    out["shards"] = dataset.shards().into();
+    out["path"] = dataset.path().display().to_string().into();
+    Ok(out)
+}
+
 /// The report of `stats` (see [`stats_report`]): sizes with percentiles, and
 /// per field (in `order`, then any other) its type, nulls, min/max, distinct
 /// values (exact while counted) and exact counts, largest first.

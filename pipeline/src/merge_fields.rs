@@ -205,7 +205,9 @@ fn print_key(print: &Fingerprint) -> String {
 }
 
 /// The rows of `batches` (concatenated) where `kept` is true.
-fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
+/// The rows of a shard's `batches` whose `kept` is set, as one batch (a
+/// merge's kept records, a view's records).
+pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
     let arrow = |context: &str| {
         let context = context.to_owned();
         move |source| FieldsIoError::from(FieldsError::Arrow { context, source })

@@ -371,6 +371,12 @@ impl RemoteDataset {
         }
     }
 
+    /// The key of record `index` (< len): one ranged read (empty when keyless).
+    pub fn key(&self, index: usize) -> Result<Vec<u8>> {
+        let span = self.span(index);
+        Ok(block_on(self.read(span.shard, span.key()))?.to_vec())
+    }
+
     /// The value of record `index` (< len): one ranged read.
     pub fn value(&self, index: usize) -> Result<Vec<u8>> {
         let span = self.span(index);
