@@ -93,6 +93,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     ``dataset.state_dict(consumed=samples_taken)``, which needs the epoch to
     arrive in order (``batch_size`` equal to the loader's, or one worker); a
     state from ``consumed`` resumes with any number of workers.
+
+    ``view="NAME"``: only the records of that view, as :class:`MapDataset`'s.
     """
 
     def __init__(
@@ -115,6 +117,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
     ):
         self._map = MapDataset(
             path,
@@ -124,6 +127,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             refresh=refresh,
             cache_dir=cache_dir,
             cache_limit=cache_limit,
+            view=view,
         )
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -158,6 +162,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     @property
     def dataset(self) -> "bcd.Dataset":
         return self._map.dataset
+
+    @property
+    def records(self):
+        return self._map.records
 
     @property
     def epoch(self) -> int:
