@@ -167,7 +167,7 @@ fn a_fifo_in_place_of_a_view_is_refused_without_blocking() {
         .status()
         .unwrap();
     assert!(made.success());
-    let message = dataset.view("v").unwrap_err().to_string();
+    let message = bcd::error_chain(&dataset.view("v").unwrap_err());
     assert!(
         message.contains("view.v") && message.contains("FIFO"),
         "{message}"
