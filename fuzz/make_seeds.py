@@ -168,3 +168,21 @@ extension[0:24] = b"00000000000\0" + b"00000001000\0"
 sparse = (gnu_header(b"sparse", ord("S"), 512, extended=True) + bytes(extension) + bytes(512)
           + gnu_header(b"after", ord("0"), 5) + b"after".ljust(512, b"\0") + bytes(1024))
 write("tar_source", "sparse", b"\x00" + sparse)
+
+
+# view_file: a flag byte (1: the target fixes the checksum), then view files of
+# 100 records: narrow with an expression, and one made from indices.
+def view_file(records, indices, expression, shards=2):
+    wide = records > 1 << 32
+    flags = (1 if wide else 0) | (2 if expression is not None else 0)
+    text = (expression or "").encode()
+    header = b"BCDVIEW1" + struct.pack("<II", 1, flags)
+    header += struct.pack("<QQQQ", records, shards, len(indices), len(text))
+    header += struct.pack("<QQQQ", 60, 4000, 0x1234, 0x5678) + bytes(16)
+    padded = text + bytes(-len(text) % 8)
+    return header + padded + b"".join(struct.pack("<Q" if wide else "<I", i) for i in indices)
+
+
+write("view_file", "cats", b"\x01" + view_file(100, [0, 3, 42, 99], "label = 'cat'"))
+write("view_file", "indices", b"\x01" + view_file(100, list(range(0, 100, 9)), None))
+write("view_file", "wide", b"\x01" + view_file(5 << 32, [1, 1 << 33], "size > 1"))
