@@ -39,7 +39,7 @@ def table(rows: int = ROWS, start: int = 0) -> pa.Table:
             "value": [b"v" * (n % 37) for n in i],
             "n": masked((i * 7919) % 1000 - 500, pa.int64()),
             "small": pa.array(((i * 31) % 200 - 100).astype(np.int8), type=pa.int8()),
-            "big": pa.array([(n * 2654435761) % (1 << 64) for n in i], type=pa.uint64()),
+            "big": pa.array([(int(n) * 0x9E3779B97F4A7C15) % (1 << 64) for n in i], type=pa.uint64()),
             "score": masked([math.nan if n % 50 == 7 else (n % 97) / 8 - 4 for n in i], pa.float64()),
             "caption": masked([labels[n % len(labels)] + (" dog" if n % 4 == 0 else "") for n in i], pa.string()),
             "ok": masked([n % 3 == 0 for n in i], pa.bool_()),
@@ -113,6 +113,11 @@ EXPRESSIONS = [
 ]
 
 
+def nan_free(rows: list) -> list:
+    """Rows with NaN made comparable (NaN != NaN)."""
+    return [{k: "NaN" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()} for row in rows]
+
+
 def reference_rows(fields: pa.Table, expression: str, engine: str) -> list:
     """The row numbers `expression` selects, by DuckDB or polars over the fields."""
     numbered = fields.append_column("__row", pa.array(np.arange(fields.num_rows)))
@@ -137,8 +142,14 @@ def test_a_selection_is_what_duckdb_selects_over_the_fields(ds, expression):
     assert got == reference_rows(ds.fields(), expression, "duckdb"), expression
 
 
-# polars' SQL has no LIKE ... ESCAPE, len() of lists or struct access by dots.
-POLARS = [e for e in EXPRESSIONS if "ESCAPE" not in e and "len(" not in e and "meta." not in e and "array_has" not in e and "nothing" not in e]
+# polars' SQL has no LIKE ... ESCAPE, len() of lists, array_has, struct access
+# by dots nor LIKE on a categorical column, and its IS NOT TRUE leaves nulls
+# unknown (the standard, and DuckDB, make it true there).
+POLARS = [
+    e
+    for e in EXPRESSIONS
+    if not any(word in e for word in ("ESCAPE", "len(", "meta.", "array_has", "nothing", "IS NOT TRUE", "label LIKE"))
+]
 
 
 @pytest.mark.parametrize("expression", POLARS)
@@ -191,7 +202,7 @@ def test_a_view_reads_as_a_dataset_of_its_records(ds, tmp_path):
             view[outside]
     batch = view.get_batch([0, 5, -1])
     assert [bytes(v) for v in batch] == [bytes(ds.at(expected[i])) for i in (0, 5, -1)]
-    assert view.fields().to_pylist() == ds.fields().take(expected).to_pylist()
+    assert nan_free(view.fields().to_pylist()) == nan_free(ds.fields().take(expected).to_pylist())
     assert view.sample(1) == ds.sample(expected[1])
     stats = view.stats()
     assert stats["records"] == len(expected)
