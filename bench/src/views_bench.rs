@@ -32,8 +32,8 @@ use bcd_pipeline::{FieldsExtend, NewRecord, OnDuplicate};
 const SHARD_RECORDS: u64 = 4 << 20;
 const BATCH: usize = 1 << 16;
 const WORDS: [&str; 16] = [
-    "cat", "dog", "ant", "bird", "fish", "tree", "car", "road", "sky", "sea", "cup", "pen",
-    "box", "hat", "sun", "key",
+    "cat", "dog", "ant", "bird", "fish", "tree", "car", "road", "sky", "sea", "cup", "pen", "box",
+    "hat", "sun", "key",
 ];
 
 struct Args {

@@ -6,11 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use bcd::Dataset;
 use bcd_test_support::s3::{S3Server, BUCKET};
-use common::{fails, finish, ok, s, usage_error};
+use common::{fails, ok, s, usage_error};
 
 /// A keyed dataset of 40 JSON Lines records with fields `label` (cat, dog,
 /// ant), `n` (i) and `tags`, ingested in several shards.
@@ -246,16 +245,7 @@ fn mistakes_are_usage_errors_naming_the_field() {
 
 /// Runs bcd with the server's environment.
 fn remote_ok(server: &S3Server, args: &[&str]) -> Vec<u8> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bcd"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (name, value) in server.env() {
-        command.env(name, value);
-    }
-    let run = finish(command.spawn().unwrap(), &args.join(" "));
+    let run = common::run_with_env(args, &server.env());
     assert!(
         run.status.success(),
         "bcd {}: {}",

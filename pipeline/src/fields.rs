@@ -192,6 +192,13 @@ impl DatasetFields {
         Ok(DatasetSchema::from_fields(fields)?)
     }
 
+    /// The dataset schema's column names, in order.
+    fn field_names_in_order(&self) -> Vec<String> {
+        (self.schema.fields().iter())
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
     fn field_names(&self) -> String {
         let names: Vec<&str> = self
             .schema
@@ -318,12 +325,7 @@ pub(crate) fn size_stats(
 /// and with `per_shard` the same figures per shard under `"per_shard"`.
 pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsIoError> {
     let fields = DatasetFields::load(dataset)?;
-    let order: Vec<String> = fields
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let order = fields.field_names_in_order();
     let totals = fields.totals(dataset)?;
     let mut out = report(&totals, &order);
     out["shards"] = dataset.shards().into();
@@ -349,12 +351,7 @@ pub fn records_stats_report(
     records: &bcd::ViewIndices,
 ) -> Result<Value, FieldsIoError> {
     let fields = DatasetFields::load(dataset)?;
-    let order: Vec<String> = fields
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let order = fields.field_names_in_order();
     let mut totals = ShardStats::new();
     let mut next = records.iter().peekable();
     while let Some(&first) = next.peek() {

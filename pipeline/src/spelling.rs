@@ -38,6 +38,7 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "weights",
     "num_samples",
     "dtype",
+    "replace",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
@@ -136,6 +137,7 @@ mod tests {
             "weights",
             "num_samples",
             "dtype",
+            "replace",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);
