@@ -27,14 +27,17 @@
 //! literal or a float field is made in 64-bit floating point. A text literal
 //! compared with a date, time, timestamp or decimal field is read as that type.
 
+mod coerce;
 mod compile;
 mod eval;
+mod syntax;
+mod tree;
 
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, Schema};
 
-use compile::Node;
+use tree::Node;
 
 /// An expression compiled against a schema.
 #[derive(Debug, Clone)]
@@ -107,7 +110,7 @@ impl Predicate {
                 message: format!("{} bytes, more than {MAX_PREDICATE_BYTES}", text.len()),
             });
         }
-        let expression = compile::parse(text)?;
+        let expression = syntax::parse(text)?;
         let mut columns = Vec::new();
         let root = compile::Compiler::new(schema, &mut columns).predicate(expression)?;
         Ok(Predicate { root, columns })

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
     align, decode_shard, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint, Scalar,
@@ -268,6 +268,28 @@ pub(crate) fn read_fields_file(
     }
 }
 
+/// The rows of a shard's `batches` whose `kept` is set, as one batch (a
+/// merge's kept records, a view's records).
+pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
+    let arrow = |context: &str| {
+        let context = context.to_owned();
+        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
+    };
+    let schema = match batches.first() {
+        Some(batch) => batch.schema(),
+        None => {
+            return Ok(RecordBatch::new_empty(Arc::new(
+                arrow_schema::Schema::empty(),
+            )))
+        }
+    };
+    let whole = arrow_select::concat::concat_batches(&schema, batches)
+        .map_err(arrow("joining a shard's fields"))?;
+    let mask = BooleanArray::from(kept.to_vec());
+    arrow_select::filter::filter_record_batch(&whole, &mask)
+        .map_err(arrow("keeping the fields of the records a merge kept"))
+}
+
 /// A batch of `rows` rows, every column of `schema` null.
 fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsIoError> {
     let arrow_schema = schema.arrow_schema();
@@ -363,7 +385,7 @@ pub fn records_stats_report(
         }
         let mut stats = size_stats(dataset, shard, |row| kept[row])?;
         let batches = fields.shard_batches(dataset, shard, None)?;
-        let chosen = crate::merge_fields::filter(&batches, &kept)?;
+        let chosen = filter(&batches, &kept)?;
         if chosen.num_columns() > 0 {
             stats.add_fields(&chosen)?;
         }

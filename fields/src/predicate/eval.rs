@@ -12,7 +12,7 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, NullBuffer};
 use arrow_schema::{ArrowError, DataType};
 
-use super::compile::{CmpOp, ColumnPath, Node, Operand};
+use super::tree::{CmpOp, ColumnPath, Node, Operand};
 use super::PredicateError;
 
 fn arrow(context: &str) -> impl FnOnce(ArrowError) -> PredicateError + '_ {
