@@ -63,12 +63,24 @@ impl PyDataset {
         }
     }
 
+    /// The view `name`; when it was evaluated over more records than this
+    /// handle knows (the dataset grew and the view was refreshed since the
+    /// open), after picking up the records committed since.
     pub(super) fn open_view(&self, py: Python<'_>, name: &str) -> PyResult<ViewParts> {
-        let handle = self.handle(py)?;
-        let dataset = handle.read(py);
-        let dataset: &Dataset = &dataset;
-        let view = py.detach(|| dataset.view(name)).map_err(to_py)?;
-        Ok(ViewParts::of(view, Some(name)))
+        let read = |py: Python<'_>| -> PyResult<Result<View, bcd::Error>> {
+            let handle = self.handle(py)?;
+            let dataset = handle.read(py);
+            let dataset: &Dataset = &dataset;
+            Ok(py.detach(|| dataset.view(name)))
+        };
+        let view = match read(py)? {
+            Err(bcd::Error::StaleView { .. }) => {
+                self.refresh_handle(py)?;
+                read(py)?
+            }
+            other => other,
+        };
+        Ok(ViewParts::of(view.map_err(to_py)?, Some(name)))
     }
 
     pub(super) fn list_views(&self, py: Python<'_>) -> PyResult<String> {
@@ -137,6 +149,8 @@ impl PyDataset {
 
     pub(super) fn refresh_one_view(&self, py: Python<'_>, name: &str) -> PyResult<ViewParts> {
         self.check_local("refresh_view")?;
+        // The records committed since the open are what the view is extended over.
+        self.refresh_handle(py)?;
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
         let dataset: &Dataset = &dataset;
