@@ -57,7 +57,9 @@ pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING
 pub use fingerprint::Fingerprint;
 pub use guard::{contain_panics, containing_panics};
 pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
-pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
+pub use ipc::{
+    decode_shard, decode_shard_columns, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY,
+};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
-    align, decode_shard, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint, Scalar,
-    ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
+    align, decode_shard_columns, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint,
+    Scalar, ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
@@ -162,7 +162,7 @@ impl DatasetFields {
     ) -> Result<Vec<RecordBatch>, FieldsIoError> {
         let schema = self.projection(columns)?;
         let expected = || committed_fingerprint(dataset, shard);
-        match read_fields_file(dataset, shard, expected, &schema)? {
+        match read_fields_file(dataset, shard, expected, &schema, columns)? {
             Some(batches) => Ok(batches),
             None => Ok(vec![null_batch(
                 &schema,
@@ -249,11 +249,14 @@ pub(crate) fn read_stats_file(
 /// that matches the shard: the one reader of fields files, for opening a
 /// dataset and for reading back what an extend wrote.
 /// `expected` gives the shard's fingerprint (only asked for when there is a file).
+/// With `columns`, only those of the file's columns are decoded (the file is
+/// checked whole all the same).
 pub(crate) fn read_fields_file(
     dataset: &Dataset,
     shard: u64,
     expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
     schema: &DatasetSchema,
+    columns: Option<&[String]>,
 ) -> Result<Option<Vec<RecordBatch>>, FieldsIoError> {
     let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? else {
         return Ok(None);
@@ -262,7 +265,7 @@ pub(crate) fn read_fields_file(
         .sidecar_path(shard, FIELDS_SUFFIX)
         .display()
         .to_string();
-    match decode_shard(Arc::new(bytes), &expected()?, &name)? {
+    match decode_shard_columns(Arc::new(bytes), &expected()?, &name, columns)? {
         Some(batches) => Ok(Some(align(&batches, schema)?)),
         None => Ok(None),
     }
