@@ -184,7 +184,10 @@ fn gc_keeps_views_and_removes_their_temporaries() {
         .unwrap();
     let leftover = dir.join(".view.v.tmp-1-2");
     fs::write(&leftover, b"half").unwrap();
-    assert_eq!(dataset.uncommitted_files().unwrap(), [leftover.clone()]);
+    assert_eq!(
+        dataset.uncommitted_files().unwrap(),
+        std::slice::from_ref(&leftover)
+    );
     drop(dataset);
     let report = Dataset::gc(&dir, &GcOptions::default()).unwrap();
     assert_eq!(report.files, [leftover]);

@@ -106,7 +106,7 @@ impl Predicate {
     pub fn compile(text: &str, schema: &Schema) -> Result<Predicate, PredicateError> {
         if text.len() > MAX_PREDICATE_BYTES {
             return Err(PredicateError::Syntax {
-                expression: format!("{}...", &text[..text.floor_char_boundary(64)]),
+                expression: format!("{}...", text.chars().take(64).collect::<String>()),
                 message: format!("{} bytes, more than {MAX_PREDICATE_BYTES}", text.len()),
             });
         }

@@ -561,6 +561,21 @@ fn sanitize(text: &str) -> String {
         .collect()
 }
 
+/// The names of the view files (`view.NAME`) in the mirror.
+fn mirrored_views(mirror: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let entries = std::fs::read_dir(mirror).map_err(|e| RemoteError::io(mirror, "list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| RemoteError::io(mirror, "list", e))?;
+        if let Some(name) = entry.file_name().to_str() {
+            if bcd::format::parse_view_file_name(name).is_some() {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,19 +593,4 @@ mod tests {
         other.try_lock().expect("the lock is free");
         drop(copy);
     }
-}
-
-/// The names of the view files (`view.NAME`) in the mirror.
-fn mirrored_views(mirror: &Path) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    let entries = std::fs::read_dir(mirror).map_err(|e| RemoteError::io(mirror, "list", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| RemoteError::io(mirror, "list", e))?;
-        if let Some(name) = entry.file_name().to_str() {
-            if bcd::format::parse_view_file_name(name).is_some() {
-                names.push(name.to_owned());
-            }
-        }
-    }
-    Ok(names)
 }

@@ -31,7 +31,8 @@ impl Lit {
             Lit::Int(i) => format!("the integer {i}"),
             Lit::Float(f) => format!("the number {f}"),
             Lit::Str(s) => format!("the text {s:?}"),
-            Lit::Bool(b) => format!("{}", if *b { "TRUE" } else { "FALSE" }),
+            Lit::Bool(true) => "TRUE".into(),
+            Lit::Bool(false) => "FALSE".into(),
         }
     }
 }

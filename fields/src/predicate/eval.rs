@@ -204,7 +204,10 @@ fn column(path: &ColumnPath, batch: &RecordBatch) -> Result<ArrayRef, PredicateE
 
 /// The element ranges of a list column, row by row (`None` where the list is
 /// null), and its values.
-fn list_rows(array: &ArrayRef) -> Result<(ArrayRef, Vec<Option<(usize, usize)>>), PredicateError> {
+/// Each row's element range of a list column (`None` where the list is null).
+type ListRows = Vec<Option<(usize, usize)>>;
+
+fn list_rows(array: &ArrayRef) -> Result<(ArrayRef, ListRows), PredicateError> {
     fn ranges<O: OffsetSizeTrait>(
         list: &arrow_array::GenericListArray<O>,
     ) -> Vec<Option<(usize, usize)>> {
