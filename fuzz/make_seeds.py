@@ -198,3 +198,20 @@ for protocol in range(0, _pickle.HIGHEST_PROTOCOL + 1):
                       ("dict", {"image": b"png", "label": 1, "box": [1, 2.5], "note": None, "ok": True}),
                       ("shared", [[b"x"] * 2] * 2)]:
         write("pickle", f"{name}-{protocol}", _pickle.dumps(obj, protocol=protocol))
+
+# view_file: a flag byte (1: the target fixes the checksum), then view files of
+# 100 records: narrow with an expression, and one made from indices.
+def view_file(records, indices, expression, shards=2):
+    wide = records > 1 << 32
+    flags = (1 if wide else 0) | (2 if expression is not None else 0)
+    text = (expression or "").encode()
+    header = b"BCDVIEW1" + struct.pack("<II", 1, flags)
+    header += struct.pack("<QQQQ", records, shards, len(indices), len(text))
+    header += struct.pack("<QQQQ", 60, 4000, 0x1234, 0x5678) + bytes(16)
+    padded = text + bytes(-len(text) % 8)
+    return header + padded + b"".join(struct.pack("<Q" if wide else "<I", i) for i in indices)
+
+
+write("view_file", "cats", b"\x01" + view_file(100, [0, 3, 42, 99], "label = 'cat'"))
+write("view_file", "indices", b"\x01" + view_file(100, list(range(0, 100, 9)), None))
+write("view_file", "wide", b"\x01" + view_file(5 << 32, [1, 1 << 33], "size > 1"))

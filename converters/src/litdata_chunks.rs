@@ -1,5 +1,5 @@
 //! One LitData chunk read front to back, item by item, in each of the
-//! layouts `BinaryWriter` writes (FORMAT.md, section 14): the classic table
+//! layouts `BinaryWriter` writes (FORMAT.md, section 15): the classic table
 //! (plain, or the whole file one zstd stream: [`ShardReader`]), each item a
 //! zstd frame behind the classic table (`compression_level="sample"`), or
 //! zstd frames of consecutive items behind an `LDFZ01` header

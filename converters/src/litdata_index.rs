@@ -1,7 +1,7 @@
 //! A LitData `optimize` output's `index.json` and the leaves of its items, as
 //! `litdata/streaming/{writer,item_loader,serializers}.py` and
 //! `litdata/utilities/_pytree.py` define them (litdata 0.2.76; FORMAT.md,
-//! section 13): the `config` checked (the pytree item loader, no encryption,
+//! section 15): the `config` checked (the pytree item loader, no encryption,
 //! zstd or no compression), the `data_spec` pytree parsed for the leaves'
 //! names, and one item split into its leaves and each decoded by its
 //! `data_format` into a [`Cell`].

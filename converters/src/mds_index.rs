@@ -1,6 +1,6 @@
 //! A MosaicML Streaming (MDS) dataset's `index.json` and the columns of its
 //! samples, as `streaming/base/format/mds/{writer,reader,encodings}.py` define
-//! them (mosaicml-streaming 0.13.0; FORMAT.md, section 13): each shard's
+//! them (mosaicml-streaming 0.13.0; FORMAT.md, section 14): each shard's
 //! entry (its columns, compression, files and hashes) checked before a byte of
 //! the shard is read, and one sample split into its columns and each decoded
 //! by its encoding into a [`Cell`].

@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Literal, Optional, SupportsIndex, Tuple, Typ
 import numpy
 from typing_extensions import disjoint_base
 
+from .views import View
+
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer
 else:
@@ -265,6 +267,51 @@ class Dataset:
         """The statistics kept at write time, as ``bcd stats --json`` prints
         them (per-shard figures under ``"per_shard"`` with ``shards=True``)."""
 
+    def view(self, name: str) -> "View":
+        """The view ``name`` (``bcd view create``, ``create_view``) as a
+        read-only :class:`bcd.View` of its records. KeyError if there is none,
+        ValueError if it was evaluated over another state of this dataset (fewer
+        records, or other ones) or its file is damaged."""
+
+    def views(self) -> List[_ViewInfo]:
+        """Every view, by name, each read and checked (``problem`` says why
+        one cannot be read)."""
+
+    def create_view(
+        self,
+        name: str,
+        *,
+        where: Optional[str] = None,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        replace: bool = False,
+    ) -> "View":
+        """Creates and returns the view ``name``: the records the SQL expression
+        ``where`` selects now (fields and the pseudo-columns ``index``, ``key``,
+        ``size``), or the records ``indices`` (any one-dimensional integer
+        array; order and repeats do not matter). FileExistsError if a view of
+        that name exists (unless ``replace``), ValueError for an expression
+        naming a missing field or comparing incompatible types, IndexError for
+        an index past the end."""
+
+    def select(
+        self,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        *,
+        where: Optional[str] = None,
+    ) -> "View":
+        """The records ``indices`` (or the expression ``where``) selects, as a
+        :class:`bcd.View` that is not persisted."""
+
+    def refresh_view(self, name: str) -> "View":
+        """Extends the view ``name`` over the records appended since it was
+        evaluated (only those are evaluated) and returns it."""
+
+    def drop_view(self, name: str) -> None:
+        """Removes the view ``name``; the records are not touched."""
+
+    def _position(self, key: Buffer) -> Optional[int]: ...
+    def _records_stats(self, indices: numpy.ndarray) -> str: ...
+
     def get_batch_into(
         self, indices: Iterable[SupportsIndex], allocate: Callable[[int], Buffer]
     ) -> "numpy.ndarray":
@@ -293,6 +340,13 @@ class Dataset:
         """Pickles as the path alone."""
 
     def __repr__(self) -> str: ...
+
+class _ViewInfo(TypedDict):
+    name: str
+    records: Optional[int]
+    expression: Optional[str]
+    evaluated_over: Optional[int]
+    problem: Optional[str]
 
 class _IngestSummary(TypedDict):
     """What ``ingest`` did: the fields of ``bcd ingest --json``."""

@@ -100,10 +100,13 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     into the rank's position. The list of every rank's state (either kind)
     resumes the epoch on any number of ranks.
 
+    ``view="NAME"``: only the records of that view, as :class:`MapDataset`'s.
+
     ``path`` may be a :class:`Mix` instead: the epochs are then the mix's (its
     weights, ``num_samples``, ``seed``, ``shuffle`` and ``block_size``), and the
     samples ``(source, sample)`` as the mix gives them (``fields``,
-    ``transform``, ``output``, ``refresh`` and the cache belong to its sources).
+    ``transform``, ``output``, ``refresh``, ``view`` and the cache belong to its
+    sources).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
     ):
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -134,7 +138,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
         if isinstance(path, Mix):
-            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit)
+            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit, view=view)
             theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
             given = sorted(name for name, value in theirs.items() if value is not None)
             if given:
@@ -153,6 +157,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
                 refresh=refresh,
                 cache_dir=cache_dir,
                 cache_limit=cache_limit,
+                view=view,
             )
             self._epochs = self._plain_epochs(shuffle, seed, rank, world_size, drop_last, block_size, num_samples)
         self._init_state()
@@ -189,6 +194,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         if isinstance(self._map, Mix):
             raise TypeError("an IterableDataset over a Mix reads several datasets: see its mix's sources")
         return self._map.dataset
+
+    @property
+    def records(self):
+        return self._map.records
 
     @property
     def epoch(self) -> int:

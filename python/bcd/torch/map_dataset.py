@@ -18,11 +18,17 @@ _OUTPUTS = ("bytes", "tensor")
 
 class ReadsDataset:
     """What the torch datasets of this package share: ``dataset`` is the
-    ``bcd.Dataset`` they read (a sampler takes a stored field from it)."""
+    ``bcd.Dataset`` they read (a sampler takes a stored field from it), and
+    ``records`` the dataset indices of their records in order (None: all of
+    them), so a stored field gives one value per sample."""
 
     @property
     def dataset(self) -> "bcd.Dataset":
         raise NotImplementedError
+
+    @property
+    def records(self):
+        return None
 
 
 def _check_output(output: str) -> str:
@@ -54,6 +60,12 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     (``s3://``, ``gs://``, ``az://``), read through the shared local shard
     cache that ``cache_dir`` and ``cache_limit`` set up as for ``bcd.Dataset``:
     every worker on the machine shares it.
+
+    ``view="NAME"``: only the records of that view (``bcd view create``), in
+    dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
+    view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
+    records' (given values: one per view record). With ``refresh=True`` the
+    view is read again at every ``set_epoch`` (after a ``bcd view refresh``).
     """
 
     def __init__(
@@ -66,8 +78,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
     ):
         self.path = os.fspath(path)
+        self.view = view
         self._open = {name: value for name, value in (("cache_dir", cache_dir), ("cache_limit", cache_limit)) if value is not None}
         self.transform = transform
         self.output = _check_output(output)
@@ -83,22 +97,28 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         else:
             self._field_names = list(fields)
             self._given = {}
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
         self._columns: Optional[dict] = None
         for name, values in self._given.items():
-            if len(values) < len(self._dataset):
-                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._dataset)} records")
+            if len(values) < len(self._source):
+                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._source)} records")
+
+    def _open_source(self) -> None:
+        """Opens the dataset, and the view when there is one: what reads go to."""
+        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._view = None if self.view is None else self._dataset.view(self.view)
+        self._source = self._dataset if self._view is None else self._view
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_dataset"] = None
+        state["_dataset"] = state["_view"] = state["_source"] = None
         state["_columns"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
 
     @property
     def dataset(self) -> "bcd.Dataset":
@@ -106,16 +126,28 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return self._dataset
 
     @property
+    def records(self):
+        """The dataset indices of the samples (a view's records), or None for
+        all of the dataset's."""
+        return None if self._view is None else self._view.indices
+
+    @property
     def field_names(self) -> list:
         """The fields each sample carries after its value."""
         return list(self._field_names)
 
     def __len__(self) -> int:
-        return len(self._dataset)
+        return len(self._source)
 
     def refresh(self) -> int:
-        """Picks up records committed since the open; returns how many."""
+        """Picks up records committed since the open (with a view: the view as
+        it is now, after a ``bcd view refresh``); returns how many samples were
+        added."""
+        before = len(self._source)
         added = self._dataset.refresh()
+        if self._view is not None:
+            self._view = self._source = self._dataset.view(self.view)
+            added = len(self._view) - before
         if added:
             self._columns = None
         return added
@@ -136,7 +168,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         columns = {name: self._given[name] for name in self._field_names if name in self._given}
         stored = [name for name in self._field_names if name not in self._given]
         if stored:
-            table = stored_fields(self._dataset, stored)
+            table = stored_fields(self._source, stored)
             for name in stored:
                 column = table.column(name)
                 try:
@@ -170,7 +202,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return read(*args)
 
     def __getitem__(self, index: int):
-        view = self._read(self._dataset.at, index)
+        view = self._read(self._source.at, index)
         if not self._field_names:
             sample = self._value(view)
         else:
@@ -180,7 +212,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def __getitems__(self, indices: Sequence[int]):
         if self.output == "tensor" and self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._dataset.get_batch, indices)
+        values = self._read(self._source.get_batch, indices)
         if self._field_names:
             samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
         else:
@@ -201,7 +233,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return tensor.numpy()
 
         index_array = np.asarray(indices, dtype=np.int64)
-        offsets = self._dataset.get_batch_into(index_array, allocate)
+        offsets = self._source.get_batch_into(index_array, allocate)
         values = holder[0]
         fields = {}
         for name in self._field_names:
@@ -213,7 +245,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array))
 
     def __repr__(self) -> str:
-        return f"bcd.torch.MapDataset({self.path!r}, fields={self._field_names}, output={self.output!r})"
+        view = "" if self.view is None else f", view={self.view!r}"
+        return f"bcd.torch.MapDataset({self.path!r}{view}, fields={self._field_names}, output={self.output!r})"
 
 
 def stored_fields(dataset: "bcd.Dataset", names: Sequence[str]):

@@ -10,6 +10,8 @@ import torch
 import torch.utils.data
 
 
+import bcd
+
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
 from .mix import Mix
@@ -17,8 +19,9 @@ from .mix import Mix
 
 def _categories(source, balance_by):
     """The categories ``balance_by`` names: a stored field of ``source``'s
-    dataset (its codes as ``bcd export --balance-by`` computes them), a
-    MapDataset's given field, or the values themselves."""
+    dataset (its codes as ``bcd export --balance-by`` computes them, those of
+    the source's records when it reads a view), a MapDataset's given field, or
+    the values themselves."""
     if balance_by is None:
         return None
     if isinstance(balance_by, str):
@@ -27,6 +30,10 @@ def _categories(source, balance_by):
         dataset = source.dataset if isinstance(source, ReadsDataset) else source
         if not hasattr(dataset, "path"):
             raise TypeError(f"balance_by={balance_by!r} names a field, which needs a dataset, not a length")
+        if isinstance(source, ReadsDataset) and source.records is not None:
+            return field_codes(dataset, balance_by)[source.records]
+        if isinstance(dataset, bcd.View):
+            return field_codes(dataset.dataset, balance_by)[dataset.indices]
         return field_codes(dataset, balance_by)
     return category_codes(balance_by)
 
