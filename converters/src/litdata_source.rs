@@ -62,7 +62,7 @@ struct Pending {
     wrap: Wrap,
 }
 
-/// Reads LitData directories: [`LitdataSource::new`] makes the
+/// Reads LitData directories: [`LitdataSource::open`] makes the
 /// [`SampleSource`] of their items.
 pub struct LitdataSource;
 
@@ -121,7 +121,7 @@ impl LitdataSource {
     /// A source over the LitData directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here; the chunks are opened
     /// when reached.
-    pub fn new(
+    pub fn open(
         dirs: &[PathBuf],
         options: &ColumnOptions,
     ) -> Result<Fused<SampleSource>, SourceError> {

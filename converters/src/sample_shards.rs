@@ -145,6 +145,10 @@ type Stored = Hashing<File>;
 const READ_BUFFER: usize = 256 << 10;
 
 /// The decompressed bytes of a shard file.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a source holds one shard's decoder at a time: boxing a variant saves nothing"
+)]
 enum Decoder {
     Plain(BufReader<Stored>),
     Zstd(zstd::stream::read::Decoder<'static, BufReader<Stored>>),
