@@ -40,7 +40,7 @@ def test_the_stub_declares_exactly_what_the_module_has():
 
 def test_the_package_is_typed_and_exports_its_api():
     assert (PACKAGE / "py.typed").exists()
-    assert set(bcd.__all__) == {"DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition", "partition_mix"}
+    assert set(bcd.__all__) == {"DEFAULT_MAX_SHARD_SIZE", "Dataset", "View", "__version__", "gc", "ingest", "merge", "partition", "partition_mix"}
     assert bcd.DEFAULT_MAX_SHARD_SIZE == 1 << 30
     assert bcd.Dataset.__module__ == "bcd"  # so pickles name bcd.Dataset
 
