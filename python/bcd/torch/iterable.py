@@ -115,6 +115,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        prefetch: Optional[int] = None,
     ):
         self._map = MapDataset(
             path,
@@ -124,6 +125,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             refresh=refresh,
             cache_dir=cache_dir,
             cache_limit=cache_limit,
+            prefetch=prefetch,
         )
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -245,6 +247,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         order = self._epochs.indices(self._origin)
         mine = order[EpochSampler.worker_positions(len(order), worker, workers, block)]
         mine = mine[self._taken:]
+        # In object storage: this worker's shards, fetched in the order it needs them.
+        self._map.dataset.prefetch(mine)
         if self.batch_size is not None:
             # self._taken counts whole batches' samples (the last may be short).
             for at in range(0, len(mine), self.batch_size):

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+import bcd
 
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
@@ -59,7 +60,10 @@ class Sampler(torch.utils.data.Sampler):
     the total over all ranks.
 
     Call ``set_epoch(epoch)`` before each epoch: every epoch has its own order,
-    the same in every process and on every machine for the same ``seed``. Each
+    the same in every process and on every machine for the same ``seed``. For a
+    dataset in object storage, each iteration hands its order to
+    ``Dataset.prefetch``: the shard cache fetches the shards in the order the
+    epoch first needs them, ahead of the DataLoader's workers. Each
     rank gets the same number of indices; together they cover every record once
     per epoch (plus the padding, unless ``drop_last``).
 
@@ -117,7 +121,16 @@ class Sampler(torch.utils.data.Sampler):
         return self._epochs.world_size
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._epochs)
+        return self._epochs.iterate(before=self._prefetch)
+
+    def _prefetch(self, order) -> None:
+        """Hands the epoch's order to the dataset: one in object storage fetches
+        its shards in the order the epoch needs them (``Dataset.prefetch``); a
+        local one has nothing to do."""
+        source = self._source
+        dataset = source.dataset if isinstance(source, ReadsDataset) else source
+        if isinstance(dataset, bcd.Dataset):
+            dataset.prefetch(order)
 
     def __len__(self) -> int:
         return len(self._epochs)

@@ -54,7 +54,11 @@ impl PyDataset {
     /// no lock held: the iterable and `__index__` are the caller's code, which may
     /// read or extend this dataset, or wait for a thread that does. Only a list's
     /// or tuple's length sizes a first reservation: `__len__` may lie.
-    fn collect_indices(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    pub(super) fn collect_indices(
+        &self,
+        py: Python<'_>,
+        indices: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<i64>> {
         let hint = if let Ok(list) = indices.cast::<PyList>() {
             list.len()
         } else if let Ok(tuple) = indices.cast::<PyTuple>() {
