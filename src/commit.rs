@@ -108,7 +108,7 @@ mod tests {
     fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
         let dir = tempfile::tempdir().unwrap();
         let lock = WriterLock::acquire(dir.path()).unwrap();
-        let copy = lock.file.try_clone().unwrap();
+        let copy = lock._lock.duplicate_descriptor();
         assert!(matches!(
             WriterLock::acquire(dir.path()),
             Err(Error::Locked { .. })

@@ -122,6 +122,15 @@ impl FileLock {
     }
 }
 
+#[cfg(test)]
+impl FileLock {
+    /// A copy of the lock's descriptor: what a child forked, or a process
+    /// spawned, while it is held has.
+    pub(crate) fn duplicate_descriptor(&self) -> File {
+        self.file.try_clone().unwrap()
+    }
+}
+
 impl Drop for FileLock {
     fn drop(&mut self) {
         with_lock_registry(|registry| {
@@ -317,7 +326,7 @@ mod tests {
         let held = FileLock::try_acquire(&path, LockKind::Exclusive)
             .unwrap()
             .unwrap();
-        let copy = held.file.try_clone().unwrap();
+        let copy = held.duplicate_descriptor();
         drop(held);
         assert!(FileLock::try_acquire(&path, LockKind::Exclusive)
             .unwrap()

@@ -118,6 +118,18 @@ pub struct RemoteCache {
     prefetcher: Mutex<Option<(u32, Arc<Prefetcher>)>>,
 }
 
+/// What syncing one shard found (see `RemoteCache::sync_shard`).
+struct ShardSynced {
+    id: u64,
+    /// The record of its `.idx` when it was fetched.
+    index: Option<Recorded>,
+    /// The record of its data object when that was written again.
+    data: Option<Recorded>,
+    /// Its files are another write than the copies' (the shard was replaced).
+    replaced: bool,
+    stamp: DataStamp,
+}
+
 /// The record of the data files' stamps in the mirror.
 const STAMPS_NAME: &str = ".bcd-remote-stamps.json";
 
@@ -259,82 +271,45 @@ impl RemoteCache {
                 .get(&object.name)
                 .is_some_and(|r| r.0 == version_of(object))
         };
+        // Each shard's files checked (and the new ones fetched) concurrently,
+        // as a pull does: a cold sync of a large dataset is thousands of requests.
+        let synced_shards = {
+            let (objects, versions, recorded) = (&objects, &versions, &recorded);
+            ctx.run_all((0..shards).map(|id| {
+                self.sync_shard(&ctx, id, shards, objects, versions, recorded, with_index)
+            }))
+            .await?
+        };
         let mut shard_replaced = false;
-        for id in 0..shards {
-            let (data, index) = shard_names(id);
-            let missing = |name: &str| {
-                RemoteError::Local(bcd::Error::MissingShard {
-                    path: PathBuf::from(remote.object_uri(name)),
-                    shards,
-                })
-            };
-            let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
-            let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
-            if !unchanged(&versions, index_object) || !self.mirror.join(&index).is_file() {
-                let before = versions.get(&index).and_then(|r| r.1);
-                let after = self.mirror_object(&ctx, index_object).await?;
-                shard_replaced |= before.is_none() && versions.contains_key(&index)
-                    || before.is_some() && before != after;
-                versions.insert(index.clone(), record_of(index_object, after));
+        for shard in synced_shards {
+            let (data, index) = shard_names(shard.id);
+            shard_replaced |= shard.replaced;
+            if let Some(record) = shard.index {
+                versions.insert(index, record);
             }
-            if !unchanged(&versions, data_object) {
-                let known = versions.contains_key(&data);
-                let _lock = lock(&self.files.lock_path(id))?;
-                let cached = self.files.path(id);
-                let copy = read_checksum(&checksum_path(&cached))
-                    .filter(|_| cached.is_file())
-                    .or(versions.get(&data).and_then(|r| r.1));
-                let stamp = match copy.is_some() || known {
-                    true => Some(remote.stamp(&data).await?),
-                    false => None,
-                };
-                let same = match (stamp, copy) {
-                    (Some(stamp), Some(copy)) => same_content(stamp, copy),
-                    _ => false,
-                };
-                if !same {
-                    shard_replaced |= known;
-                    recorded.remove(&id);
-                    remove_if_present(&cached)?;
-                    remove_if_present(&checksum_path(&cached))?;
-                }
-                let xxh3 = stamp.and_then(|s| s.xxh3);
-                versions.insert(data.clone(), record_of(data_object, xxh3));
+            if let Some(record) = shard.data {
+                versions.insert(data, record);
             }
-            match recorded.get_mut(&id) {
-                Some(stamp) if stamp.len == data_object.size => {
-                    stamp.e_tag = data_object.e_tag.clone();
-                }
-                _ => {
-                    // The time the persisted index records, when there is one to use.
-                    let mtime = match with_index {
-                        true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
-                        false => 0,
-                    };
-                    let stamp = DataStamp {
-                        len: data_object.size,
-                        mtime_ns: mtime,
-                        e_tag: data_object.e_tag.clone(),
-                    };
-                    recorded.insert(id, stamp);
-                }
-            }
+            recorded.insert(shard.id, shard.stamp);
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
         // The files beside the shards (fields, statistics) and the commit files
         // of the state (FORMAT.md section 9): small, fetched whole, so that the
         // mirror reads fields as a local dataset does.
-        for (name, object) in &objects {
+        let wanted = objects.iter().filter(|(name, object)| {
             let kind = FileKind::of(name);
-            let wanted = matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_));
-            if !wanted || !kind.committed(shards) {
-                continue;
-            }
-            if !unchanged(&versions, object) || !self.mirror.join(name).is_file() {
-                let xxh3 = self.mirror_object(&ctx, object).await?;
-                versions.insert(name.clone(), record_of(object, xxh3));
-            }
-        }
+            matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_))
+                && kind.committed(shards)
+                && (!unchanged(&versions, object) || !self.mirror.join(name).is_file())
+        });
+        let context = &ctx;
+        let mirrored = ctx
+            .run_all(wanted.map(|(name, object)| async move {
+                let xxh3 = self.mirror_object(context, object).await?;
+                Ok((name.clone(), record_of(object, xxh3)))
+            }))
+            .await?;
+        versions.extend(mirrored);
         // The persisted index: a stale one (of replaced shards) goes, whether the
         // remote's or one a reader here built; the remote's is fetched when the
         // mirror has none.
@@ -363,6 +338,93 @@ impl RemoteCache {
             &self.mirror.join(".bcd-remote-synced.tmp-sync"),
             &synced,
         )
+    }
+
+    /// Brings shard `id`'s files in the mirror up to the listed `objects`: its
+    /// `.idx` fetched when it is new or written again, its cached data file
+    /// removed when the object was written again with other content, its stamp
+    /// recorded. `versions` and `recorded` are the records before the sync.
+    #[allow(clippy::too_many_arguments)]
+    async fn sync_shard(
+        &self,
+        ctx: &Context<'_>,
+        id: u64,
+        shards: u64,
+        objects: &BTreeMap<String, RemoteObject>,
+        versions: &BTreeMap<String, Recorded>,
+        recorded: &BTreeMap<u64, DataStamp>,
+        with_index: bool,
+    ) -> Result<ShardSynced> {
+        let remote = self.remote();
+        let (data, index) = shard_names(id);
+        let missing = |name: &str| {
+            RemoteError::Local(bcd::Error::MissingShard {
+                path: PathBuf::from(remote.object_uri(name)),
+                shards,
+            })
+        };
+        let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
+        let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
+        let unchanged = |object: &RemoteObject| {
+            versions
+                .get(&object.name)
+                .is_some_and(|r| r.0 == version_of(object))
+        };
+        let mut synced = ShardSynced {
+            id,
+            index: None,
+            data: None,
+            replaced: false,
+            stamp: DataStamp::default(),
+        };
+        if !unchanged(index_object) || !self.mirror.join(&index).is_file() {
+            let before = versions.get(&index).and_then(|r| r.1);
+            let after = self.mirror_object(ctx, index_object).await?;
+            synced.replaced = before.is_none() && versions.contains_key(&index)
+                || before.is_some() && before != after;
+            synced.index = Some(record_of(index_object, after));
+        }
+        let mut kept = recorded.get(&id).cloned();
+        if !unchanged(data_object) {
+            let known = versions.contains_key(&data);
+            let _lock = lock(&self.files.lock_path(id))?;
+            let cached = self.files.path(id);
+            let copy = read_checksum(&checksum_path(&cached))
+                .filter(|_| cached.is_file())
+                .or(versions.get(&data).and_then(|r| r.1));
+            let stamp = match copy.is_some() || known {
+                true => Some(remote.stamp(&data).await?),
+                false => None,
+            };
+            let same = match (stamp, copy) {
+                (Some(stamp), Some(copy)) => same_content(stamp, copy),
+                _ => false,
+            };
+            if !same {
+                synced.replaced |= known;
+                kept = None;
+                remove_if_present(&cached)?;
+                remove_if_present(&checksum_path(&cached))?;
+            }
+            let xxh3 = stamp.and_then(|s| s.xxh3);
+            synced.data = Some(record_of(data_object, xxh3));
+        }
+        synced.stamp = match kept {
+            Some(stamp) if stamp.len == data_object.size => DataStamp {
+                e_tag: data_object.e_tag.clone(),
+                ..stamp
+            },
+            _ => DataStamp {
+                len: data_object.size,
+                // The time the persisted index records, when there is one to use.
+                mtime_ns: match with_index {
+                    true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
+                    false => 0,
+                },
+                e_tag: data_object.e_tag.clone(),
+            },
+        };
+        Ok(synced)
     }
 
     /// Downloads `object` into the mirror under its name (through a temporary

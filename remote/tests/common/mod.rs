@@ -136,6 +136,15 @@ pub struct FaultStore {
     /// answered.
     pub multipart_begun: AtomicBool,
     pub held_put_answered: AtomicBool,
+    /// The file names of the reads of object bytes (not HEADs), in the order
+    /// they arrived.
+    pub reads: Mutex<Vec<String>>,
+    /// The read of this file name waits (see [`FaultStore::hold`]).
+    pub held: Mutex<Option<String>>,
+    /// The held read arrived and waits.
+    pub holding: AtomicBool,
+    /// The held read may go on.
+    pub released: AtomicBool,
 }
 
 impl fmt::Debug for FaultStore {
@@ -163,7 +172,36 @@ impl FaultStore {
             open_uploads: Mutex::new(BTreeSet::new()),
             multipart_begun: AtomicBool::new(false),
             held_put_answered: AtomicBool::new(false),
+            reads: Mutex::new(Vec::new()),
+            held: Mutex::new(None),
+            holding: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         })
+    }
+
+    /// Makes the next read of file `name`'s bytes wait until [`FaultStore::release`].
+    pub fn hold(&self, name: &str) {
+        self.holding.store(false, Ordering::SeqCst);
+        self.released.store(false, Ordering::SeqCst);
+        *self.held.lock().unwrap() = Some(name.to_owned());
+    }
+
+    /// Waits (yielding, no timer) until the held read has arrived.
+    pub fn wait_until_holding(&self) {
+        while !self.holding.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Lets the held read go on.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
+    /// The names of the reads of shard data files so far, in order.
+    pub fn data_reads(&self) -> Vec<String> {
+        let reads = self.reads.lock().unwrap();
+        reads.iter().filter(|n| n.ends_with(".bin")).cloned().collect()
     }
 
     /// Follows `plan` from now on, with its write count restarted.
@@ -264,6 +302,20 @@ impl ObjectStore for FaultStore {
         let head = options.head;
         if head {
             self.heads.fetch_add(1, Ordering::SeqCst);
+        } else {
+            let name = location.filename().unwrap_or_default().to_owned();
+            let held = {
+                let mut held = self.held.lock().unwrap();
+                match held.as_deref() == Some(name.as_str()) {
+                    true => held.take().is_some(),
+                    false => false,
+                }
+            };
+            self.reads.lock().unwrap().push(name);
+            if held {
+                self.holding.store(true, Ordering::SeqCst);
+                Self::wait_for(&self.released).await;
+            }
         }
         let result = self.inner.get_opts(location, options).await?;
         if !head {
