@@ -2,7 +2,8 @@
 tests' counting proxy, as python/tests/test_remote.py runs it): a DataLoader
 with two fork workers reads every sample and its stored label exactly once,
 equal to the local dataset's, and the workers share one shard cache, so each
-shard is downloaded once."""
+shard is downloaded once; the sampler hands each epoch's order to the cache,
+which fetches first the shard the epoch needs first."""
 
 from __future__ import annotations
 
@@ -48,3 +49,31 @@ def test_a_dataloader_reads_an_s3_dataset_through_one_shared_cache(s3, tmp_path)
     downloads = s3.shard_downloads("torch")
     shards = len(list(local_path.glob("*.bin")))
     assert shards >= 3 and len(downloads) == shards and set(downloads.values()) == {1}, downloads
+
+
+def test_the_sampler_has_the_cache_fetch_first_the_shard_the_epoch_needs_first(s3, tmp_path):
+    local_path = tmp_path / "local"
+    # Keyless: opening reads no keys, so no shard is fetched before the epoch.
+    local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
+    local.extend(b"%04d|" % i * (3 + i % 40) for i in range(300))
+    binary = ROOT / "target" / "debug" / "bcd"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "bcd-cli"], cwd=ROOT, check=True)
+    uri = f"s3://{BUCKET}/torch-order"
+    subprocess.run([str(binary), "push", str(local_path), uri], check=True, capture_output=True)
+    s3.reset()
+
+    # One download ahead at a time, one worker: nothing else is fetched until
+    # the first shard is (the worker waits for it, then goes on).
+    dataset = bcd.torch.MapDataset(uri, cache_dir=tmp_path / "cache", prefetch=1)
+    sampler = bcd.torch.Sampler(dataset, shuffle=True, seed=5)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=16, sampler=sampler, num_workers=1, multiprocessing_context="fork"
+    )
+    values = [bytes(value) for batch in loader for value in batch]
+    assert sorted(values) == sorted(bytes(local.at(i)) for i in range(300))
+    first = int(bcd.partition(300, seed=5, epoch=0, rank=0, world_size=1)[0])
+    shard = next(s for s, (begin, end, _) in enumerate(local.shard_ranges()) if begin <= first < end)
+    downloads = s3.downloads_in_order("torch-order")
+    assert downloads[0] == f"{shard:06}.bin", downloads
+    assert sorted(downloads) == [f"{s:06}.bin" for s in range(len(local.shard_ranges()))], downloads
