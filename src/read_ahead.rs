@@ -152,7 +152,10 @@ mod tests {
         assert_eq!(dataset.prefetch_shards(&[2, 0], false).unwrap(), 2);
         assert_eq!(*source.0.lock().unwrap(), vec![(vec![2, 0], false)]);
         let error = dataset.prefetch_shards(&[1, 3], true).unwrap_err();
-        assert!(error.to_string().contains("shard 3 out of range"), "{error}");
+        assert!(
+            error.to_string().contains("shard 3 out of range"),
+            "{error}"
+        );
         assert_eq!(source.0.lock().unwrap().len(), 1, "nothing asked");
     }
 }

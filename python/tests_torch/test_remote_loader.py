@@ -21,15 +21,20 @@ from helpers import ROOT  # noqa: E402
 from test_remote import BUCKET, Proxy, s3  # noqa: E402,F401  (the server fixture)
 
 
+def _push(local_path, uri):
+    """`bcd push` of the local dataset to `uri` (the CLI that `make test` built)."""
+    binary = ROOT / "target" / "debug" / "bcd"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "bcd-cli"], cwd=ROOT, check=True)
+    subprocess.run([str(binary), "push", str(local_path), uri], check=True, capture_output=True)
+
+
 def test_a_dataloader_reads_an_s3_dataset_through_one_shared_cache(s3, tmp_path):
     local_path = tmp_path / "local"
     local = bcd.Dataset.create(local_path, keyed=True, compression="lz4", max_shard_size=4096)
     local.extend({"key": b"k%04d" % i, "value": b"%04d|" % i * (3 + i % 40), "label": i % 5} for i in range(400))
-    binary = ROOT / "target" / "debug" / "bcd"
-    if not binary.exists():
-        subprocess.run(["cargo", "build", "-q", "-p", "bcd-cli"], cwd=ROOT, check=True)
     uri = f"s3://{BUCKET}/torch"
-    subprocess.run([str(binary), "push", str(local_path), uri], check=True, capture_output=True)
+    _push(local_path, uri)
     s3.reset()
 
     dataset = bcd.torch.MapDataset(uri, fields=["label"], cache_dir=tmp_path / "cache")
@@ -56,11 +61,8 @@ def test_the_sampler_has_the_cache_fetch_first_the_shard_the_epoch_needs_first(s
     # Keyless: opening reads no keys, so no shard is fetched before the epoch.
     local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
     local.extend(b"%04d|" % i * (3 + i % 40) for i in range(300))
-    binary = ROOT / "target" / "debug" / "bcd"
-    if not binary.exists():
-        subprocess.run(["cargo", "build", "-q", "-p", "bcd-cli"], cwd=ROOT, check=True)
     uri = f"s3://{BUCKET}/torch-order"
-    subprocess.run([str(binary), "push", str(local_path), uri], check=True, capture_output=True)
+    _push(local_path, uri)
     s3.reset()
 
     # One download ahead at a time, one worker: nothing else is fetched until

@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
 use crate::cache_files::{data_name, lock, ShardFiles};
-use crate::cache_prefetch::Prefetcher;
 pub use crate::cache_prefetch::PrefetchStatus;
+use crate::cache_prefetch::Prefetcher;
 use crate::cache_records::{
     checksum_path, read_checksum, read_stamps, read_versions, record_of, remove_if_present,
     replace_file, version_of, write_stamps, write_versions, DataStamp, Recorded,
@@ -216,7 +216,10 @@ impl RemoteCache {
             return None;
         }
         let pid = std::process::id();
-        let mut slot = self.prefetcher.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self
+            .prefetcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match &*slot {
             Some((owner, prefetcher)) if *owner == pid => return Some(prefetcher.clone()),
             _ if !make => return None,

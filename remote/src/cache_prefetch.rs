@@ -141,7 +141,10 @@ impl Prefetcher {
             if !seen.insert(id) {
                 continue;
             }
-            let stamp = self.files.stamp(id).map_err(|e| RemoteError::io(self.files.path(id), "prefetch", e))?;
+            let stamp = self
+                .files
+                .stamp(id)
+                .map_err(|e| RemoteError::io(self.files.path(id), "prefetch", e))?;
             total += stamp.len;
             if !self.files.is_cached(id) {
                 order.push_back(id);

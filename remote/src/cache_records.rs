@@ -115,7 +115,12 @@ pub(crate) fn read_stamps(path: &Path) -> BTreeMap<u64, DataStamp> {
 pub(crate) fn write_stamps(path: &Path, stamps: &BTreeMap<u64, DataStamp>) -> Result<()> {
     let map: serde_json::Map<String, serde_json::Value> = stamps
         .iter()
-        .map(|(id, s)| (id.to_string(), serde_json::json!([s.len, s.mtime_ns, s.e_tag])))
+        .map(|(id, s)| {
+            (
+                id.to_string(),
+                serde_json::json!([s.len, s.mtime_ns, s.e_tag]),
+            )
+        })
         .collect();
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     replace_file(path, &tmp, &serde_json::to_vec(&map).expect("serializable"))

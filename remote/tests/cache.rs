@@ -194,37 +194,6 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
     }
 }
 
-/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
-/// (and so its manifest and every file's size) do not.
-fn lookalike(dir: &std::path::Path, n: usize, upper: bool) -> Dataset {
-    let options = bcd::CreateOptions {
-        keyed: false,
-        compression: Compression::None,
-        max_shard_size: 700,
-    };
-    let mut dataset = Dataset::create(dir, options).unwrap();
-    let values: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let value = format!("value {i:04}");
-            match upper {
-                true => value.to_uppercase().into_bytes(),
-                false => value.into_bytes(),
-            }
-        })
-        .collect();
-    dataset
-        .extend_values(values.iter().map(Vec::as_slice))
-        .unwrap();
-    for shard in 0..dataset.shards() {
-        let stats = match upper {
-            true => format!("{{\"SHARD\": {shard}}}"),
-            false => format!("{{\"shard\": {shard}}}"),
-        };
-        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
-    }
-    dataset
-}
-
 #[test]
 fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -392,28 +361,6 @@ fn a_dataset_under_a_prefix_of_any_legal_characters_opens_through_the_cache() {
     );
     let (remote, _) = open_cache(cache).unwrap();
     assert_eq!(records(&remote), records(&local));
-}
-
-/// Removes every object under `p/` of `memory`.
-fn empty_prefix(memory: &InMemory) {
-    use futures::TryStreamExt;
-    use object_store::ObjectStore;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let names: Vec<object_store::path::Path> = runtime
-        .block_on(
-            memory
-                .list(Some(&"p".into()))
-                .map_ok(|m| m.location)
-                .try_collect(),
-        )
-        .unwrap();
-    for name in names {
-        runtime
-            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
-            .unwrap();
-    }
 }
 
 #[test]

@@ -23,9 +23,8 @@ use futures::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    RenameOptions,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 
 /// The child's settings: the store's directory, the cache's directory, and
@@ -117,7 +116,10 @@ impl ObjectStore for Killing {
         self.inner.delete_stream(locations)
     }
 
-    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.inner.list(prefix)
     }
 
@@ -181,7 +183,11 @@ fn child_prefetching_process() {
         return;
     };
     let (at, end) = kill.split_once(':').unwrap();
-    let (dataset, _) = open(Path::new(&store), Path::new(&cache), Some((at.parse().unwrap(), end == "end")));
+    let (dataset, _) = open(
+        Path::new(&store),
+        Path::new(&cache),
+        Some((at.parse().unwrap(), end == "end")),
+    );
     let order: Vec<u64> = (0..dataset.shards()).rev().collect();
     dataset.prefetch_shards(&order, true).unwrap();
     panic!("the store did not kill this process");
@@ -191,7 +197,13 @@ fn child_prefetching_process() {
 fn killed(store: &Path, cache: &Path, kill: &str) {
     use std::os::unix::process::ExitStatusExt;
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_prefetching_process", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_prefetching_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(STORE_ENV, store)
         .env(CACHE_ENV, cache)
         .env(KILL_ENV, kill)
@@ -218,9 +230,16 @@ fn a_prefetch_killed_at_any_point_leaves_the_cache_consistent() {
     };
     let mut local = Dataset::create(&source, options).unwrap();
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..300)
-        .map(|i| (format!("k{i}").into_bytes(), format!("value {i} ").repeat(1 + i % 9).into_bytes()))
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                format!("value {i} ").repeat(1 + i % 9).into_bytes(),
+            )
+        })
         .collect();
-    local.extend(entries.iter().map(|(k, v)| (&k[..], &v[..]))).unwrap();
+    local
+        .extend(entries.iter().map(|(k, v)| (&k[..], &v[..])))
+        .unwrap();
     assert!(local.shards() >= 6, "{}", local.shards());
     // The objects, as another tool uploads them (no stored checksums).
     let store = dir.path().join("store");
@@ -232,7 +251,10 @@ fn a_prefetch_killed_at_any_point_leaves_the_cache_consistent() {
             std::fs::copy(entry.path(), store.join("p").join(name)).unwrap();
         }
     }
-    for (n, kill) in ["1:middle", "3:middle", "4:end", "2:end"].iter().enumerate() {
+    for (n, kill) in ["1:middle", "3:middle", "4:end", "2:end"]
+        .iter()
+        .enumerate()
+    {
         let cache = dir.path().join(format!("cache-{n}"));
         // A first open reads the keys once (fetching every shard) and writes the
         // mirror's persisted index; the child opens through that index, with
@@ -262,7 +284,11 @@ fn a_prefetch_killed_at_any_point_leaves_the_cache_consistent() {
             if let Some(shard) = name.strip_suffix(".bin") {
                 let shard: u64 = shard.parse().unwrap();
                 let expected = std::fs::read(local.shard_data_path(shard)).unwrap();
-                assert_eq!(std::fs::read(entry.path()).unwrap(), expected, "{kill}: {name}");
+                assert_eq!(
+                    std::fs::read(entry.path()).unwrap(),
+                    expected,
+                    "{kill}: {name}"
+                );
                 whole += 1;
             } else if name.ends_with(".bin.tmp") {
                 partial += 1;

@@ -41,7 +41,11 @@ fn pushed(dir: &Path) -> (Dataset, Arc<FaultStore>) {
 }
 
 /// The cache of `p/` on `store` under `dir/cache`, opened.
-fn open(store: &Arc<FaultStore>, dir: &Path, options: impl Fn(&mut CacheOptions)) -> (Dataset, Arc<RemoteCache>) {
+fn open(
+    store: &Arc<FaultStore>,
+    dir: &Path,
+    options: impl Fn(&mut CacheOptions),
+) -> (Dataset, Arc<RemoteCache>) {
     let mut cache_options = CacheOptions::new(dir.join("cache"));
     options(&mut cache_options);
     let cache = RemoteCache::with_remote(remote_on(store.clone(), "p"), &cache_options).unwrap();
@@ -89,11 +93,18 @@ fn the_order_given_is_fetched_first_first_and_each_shard_once() {
     assert_eq!(store.data_reads(), names(&order));
     assert_eq!(cache.cached_bytes(), local.stored_bytes());
     let status = cache.prefetch_status();
-    assert_eq!((status.fetched, status.fetched_bytes), (order.len() as u64, local.stored_bytes()));
+    assert_eq!(
+        (status.fetched, status.fetched_bytes),
+        (order.len() as u64, local.stored_bytes())
+    );
 
     // The epoch then reads from the cache alone; asking again fetches nothing.
     for &i in &epoch {
-        assert_eq!(&*remote.at(i).unwrap(), &*local.at(i).unwrap(), "record {i}");
+        assert_eq!(
+            &*remote.at(i).unwrap(),
+            &*local.at(i).unwrap(),
+            "record {i}"
+        );
     }
     assert_eq!(remote.prefetch_shards(&order, true).unwrap(), 0);
     assert_eq!(store.data_reads().len(), order.len());
@@ -104,9 +115,7 @@ fn with_several_in_flight_each_download_starts_within_that_many_of_its_place() {
     let dir = tempfile::tempdir().unwrap();
     let (local, store) = pushed(dir.path());
     let (remote, _cache) = open(&store, dir.path(), |o| o.prefetch = 3);
-    let order = remote
-        .shard_order(shuffled(local.len()).into_iter())
-        .unwrap();
+    let order = remote.shard_order(shuffled(local.len())).unwrap();
     remote.prefetch_shards(&order, true).unwrap();
     let reads = store.data_reads();
     let mut sorted = reads.clone();
@@ -119,7 +128,10 @@ fn with_several_in_flight_each_download_starts_within_that_many_of_its_place() {
     let order = names(&order);
     for (k, name) in reads.iter().enumerate() {
         let place = order.iter().position(|n| n == name).unwrap();
-        assert!(place < k + 3, "request {k} was for shard {place} of the order: {reads:?}");
+        assert!(
+            place < k + 3,
+            "request {k} was for shard {place} of the order: {reads:?}"
+        );
     }
 }
 
@@ -148,7 +160,11 @@ fn a_reader_waiting_for_a_shard_in_flight_gets_it_from_that_download() {
     assert_eq!(reader.join().unwrap(), &*local.at(record).unwrap());
     until_idle(&cache);
     let reads = store.data_reads();
-    assert_eq!(reads.iter().filter(|n| *n == "000003.bin").count(), 1, "{reads:?}");
+    assert_eq!(
+        reads.iter().filter(|n| *n == "000003.bin").count(),
+        1,
+        "{reads:?}"
+    );
     assert_eq!(cache.prefetch_status().waiting, 0);
 }
 
@@ -196,7 +212,11 @@ fn the_first_cold_read_starts_fetching_the_other_shards_in_shard_order() {
     let reads = store.data_reads();
     assert_eq!(reads.len() as u64, local.shards(), "{reads:?}");
     // The reader's shard, then (one at a time) the others from the next one on.
-    let later: Vec<String> = reads.iter().filter(|n| **n != names(&[first])[0]).cloned().collect();
+    let later: Vec<String> = reads
+        .iter()
+        .filter(|n| **n != names(&[first])[0])
+        .cloned()
+        .collect();
     let expected: Vec<u64> = (first + 1..local.shards()).chain(0..first).collect();
     assert_eq!(later, names(&expected));
     assert_eq!(records(&remote), records(&local));
@@ -270,7 +290,11 @@ fn a_bounded_cache_keeps_the_shards_fetched_ahead_and_unread_within_half_its_lim
     // The rest of the epoch reads right, within the limit (plus the shards just
     // fetched by the reader and ahead of it), each shard fetched once.
     for i in 0..local.len() {
-        assert_eq!(&*remote.at(i).unwrap(), &*local.at(i).unwrap(), "record {i}");
+        assert_eq!(
+            &*remote.at(i).unwrap(),
+            &*local.at(i).unwrap(),
+            "record {i}"
+        );
         assert!(cache.cached_bytes() <= limit + 2 * largest);
     }
     until_idle(&cache);
@@ -302,7 +326,10 @@ fn a_dataset_replaced_remotely_during_a_prefetch_is_never_read_mixed() {
     until_idle(&cache);
     let status = cache.prefetch_status();
     assert!(
-        status.error.as_deref().is_some_and(|e| e.contains("written again")),
+        status
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("written again")),
         "{status:?}"
     );
     // The open dataset reads the first dataset's records or fails; never the
@@ -322,50 +349,4 @@ fn a_dataset_replaced_remotely_during_a_prefetch_is_never_read_mixed() {
     // Opened again, it is the other dataset throughout.
     let (reopened, _) = open(&store, dir.path(), |o| o.prefetch = 1);
     assert_eq!(records(&reopened), records(&second));
-}
-
-/// A keyless dataset of `n` records whose bytes depend on `upper` but whose
-/// sizes (and so its manifest and every file's size) do not.
-fn lookalike(dir: &Path, n: usize, upper: bool) -> Dataset {
-    let options = bcd::CreateOptions {
-        keyed: false,
-        compression: Compression::None,
-        max_shard_size: 700,
-    };
-    let mut dataset = Dataset::create(dir, options).unwrap();
-    let values: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let value = format!("value {i:04}");
-            match upper {
-                true => value.to_uppercase().into_bytes(),
-                false => value.into_bytes(),
-            }
-        })
-        .collect();
-    dataset
-        .extend_values(values.iter().map(Vec::as_slice))
-        .unwrap();
-    dataset
-}
-
-/// Removes every object under `p/` of `memory`.
-fn empty_prefix(memory: &InMemory) {
-    use futures::TryStreamExt;
-    use object_store::ObjectStore;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let names: Vec<object_store::path::Path> = runtime
-        .block_on(
-            memory
-                .list(Some(&"p".into()))
-                .map_ok(|m| m.location)
-                .try_collect(),
-        )
-        .unwrap();
-    for name in names {
-        runtime
-            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
-            .unwrap();
-    }
 }

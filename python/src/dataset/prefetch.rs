@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 
 use bcd::Dataset;
 
+use super::reads::resolve_all;
 use super::PyDataset;
 use crate::errors::{remote_to_py, to_py};
 
@@ -28,11 +29,7 @@ impl PyDataset {
                 let wanted = self.collect_indices(py, indices)?;
                 let handle = self.handle(py)?;
                 let dataset = handle.read(py);
-                let resolved = wanted
-                    .iter()
-                    .map(|&index| dataset.resolve_index(index))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(to_py)?;
+                let resolved = resolve_all(&dataset, &wanted)?;
                 dataset.shard_order(resolved).map_err(to_py)?
             }
         };

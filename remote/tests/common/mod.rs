@@ -93,6 +93,59 @@ pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files
 }
 
+/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
+/// (and so its manifest and every file's size) do not.
+pub fn lookalike(dir: &Path, n: usize, upper: bool) -> Dataset {
+    let options = CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 700,
+    };
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    let values: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let value = format!("value {i:04}");
+            match upper {
+                true => value.to_uppercase().into_bytes(),
+                false => value.into_bytes(),
+            }
+        })
+        .collect();
+    dataset
+        .extend_values(values.iter().map(Vec::as_slice))
+        .unwrap();
+    for shard in 0..dataset.shards() {
+        let stats = match upper {
+            true => format!("{{\"SHARD\": {shard}}}"),
+            false => format!("{{\"shard\": {shard}}}"),
+        };
+        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
+    }
+    dataset
+}
+
+/// Removes every object under `p/` of `memory`.
+pub fn empty_prefix(memory: &InMemory) {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let names: Vec<object_store::path::Path> = runtime
+        .block_on(
+            memory
+                .list(Some(&"p".into()))
+                .map_ok(|m| m.location)
+                .try_collect(),
+        )
+        .unwrap();
+    for name in names {
+        runtime
+            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
+            .unwrap();
+    }
+}
+
 /// Something another writer does to the store.
 pub type Hook = Box<dyn FnOnce(&InMemory) + Send>;
 
@@ -201,7 +254,11 @@ impl FaultStore {
     /// The names of the reads of shard data files so far, in order.
     pub fn data_reads(&self) -> Vec<String> {
         let reads = self.reads.lock().unwrap();
-        reads.iter().filter(|n| n.ends_with(".bin")).cloned().collect()
+        reads
+            .iter()
+            .filter(|n| n.ends_with(".bin"))
+            .cloned()
+            .collect()
     }
 
     /// Follows `plan` from now on, with its write count restarted.
