@@ -350,3 +350,110 @@ fn a_dataset_replaced_remotely_during_a_prefetch_is_never_read_mixed() {
     let (reopened, _) = open(&store, dir.path(), |o| o.prefetch = 1);
     assert_eq!(records(&reopened), records(&second));
 }
+
+#[test]
+fn at_most_the_set_number_of_downloads_are_in_flight_in_the_whole_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, store) = pushed(dir.path());
+    let n = local.shards() as usize;
+    // Two handles on one cache directory, as two processes (the slots are file
+    // locks): each prefetches an order of its own, 3 at once in all.
+    let (first, first_cache) = open(&store, dir.path(), |o| o.prefetch = 3);
+    let (second, second_cache) = open(&store, dir.path(), |o| o.prefetch = 3);
+    store.gate();
+    let order: Vec<u64> = (0..n as u64).collect();
+    let reversed: Vec<u64> = order.iter().rev().copied().collect();
+    assert_eq!(first.prefetch_shards(&order, false).unwrap(), n);
+    assert_eq!(second.prefetch_shards(&reversed, false).unwrap(), n);
+    // The reads that reach the store wait there; each one let through frees a
+    // slot for the next shard of either order.
+    store.wait_for_arrivals(3);
+    let in_flight =
+        || first_cache.prefetch_status().in_flight + second_cache.prefetch_status().in_flight;
+    assert!(in_flight() <= 3, "{}", in_flight());
+    for admitted in 1..=n - 3 {
+        store.admit(1);
+        store.wait_for_arrivals(3 + admitted);
+        assert!(in_flight() <= 3, "{}", in_flight());
+    }
+    store.admit(3);
+    until_idle(&first_cache);
+    until_idle(&second_cache);
+    assert_eq!(store.arrived.load(Ordering::SeqCst), n, "each shard once");
+    assert_eq!(store.most_at_gate.load(Ordering::SeqCst), 3);
+    let mut reads = store.data_reads();
+    reads.sort();
+    assert_eq!(reads, names(&order));
+    assert_eq!(first_cache.cached_bytes(), local.stored_bytes());
+    assert_eq!(records(&first), records(&local));
+    assert_eq!(records(&second), records(&local));
+}
+
+#[test]
+fn a_failed_download_stops_the_order_with_its_error_and_the_readers_fetch_their_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, store) = pushed(dir.path());
+    let (remote, cache) = open(&store, dir.path(), |o| o.prefetch = 2);
+    let remote = Arc::new(remote);
+    let order: Vec<u64> = (0..local.shards()).collect();
+    store.fail(Some("000004.bin"));
+    let error = bcd::error_chain(&remote.prefetch_shards(&order, true).unwrap_err());
+    assert!(
+        error.contains("000004.bin") && error.contains("the server is gone"),
+        "{error}"
+    );
+    let status = cache.prefetch_status();
+    assert!(!status.running && status.in_flight == 0, "{status:?}");
+    assert!(
+        status
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("000004.bin")),
+        "{status:?}"
+    );
+    // What is under shard names is whole; nothing partial is left.
+    let data = cache.mirror().join("data");
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(!name.contains(".tmp"), "{name}");
+        if let Some(shard) = name.strip_suffix(".bin") {
+            let expected = std::fs::read(local.shard_data_path(shard.parse().unwrap())).unwrap();
+            assert_eq!(std::fs::read(data.join(&name)).unwrap(), expected, "{name}");
+        }
+    }
+    assert!(cache.cached_bytes() < local.stored_bytes());
+
+    // A reader waiting for a download in flight that fails is not left waiting:
+    // it fetches the shard itself, and gets that error while the store fails.
+    let record = (0..local.len())
+        .find(|&i| local.value_location(i).unwrap().shard == 4)
+        .unwrap();
+    store.hold("000004.bin");
+    remote.prefetch_shards(&[4], false).unwrap();
+    store.wait_until_holding();
+    let reader = {
+        let remote = remote.clone();
+        std::thread::spawn(move || remote.at(record).map(|v| v.into_owned()))
+    };
+    while cache.prefetch_status().waiting != 1 {
+        std::thread::yield_now();
+    }
+    store.release();
+    let error = reader.join().unwrap().unwrap_err().to_string();
+    assert!(error.contains("000004"), "{error}");
+    until_idle(&cache);
+
+    // Once the store answers again, every record reads right and an order
+    // fetches what is missing.
+    store.fail(None);
+    assert_eq!(&*remote.at(record).unwrap(), &*local.at(record).unwrap());
+    assert!(remote.prefetch_shards(&order, true).unwrap() > 0);
+    assert_eq!(cache.cached_bytes(), local.stored_bytes());
+    assert_eq!(records(&remote), records(&local));
+    let reads = store.data_reads();
+    assert_eq!(
+        reads.iter().filter(|n| *n == "000004.bin").count(),
+        4,
+        "{reads:?}"
+    );
+}

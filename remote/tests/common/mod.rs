@@ -198,6 +198,17 @@ pub struct FaultStore {
     pub holding: AtomicBool,
     /// The held read may go on.
     pub released: AtomicBool,
+    /// Reads of data files wait at the store for a permit (see [`FaultStore::gate`]).
+    pub gated: AtomicBool,
+    /// Data reads that may go past the gate.
+    pub permits: AtomicUsize,
+    /// Data reads that came to the gate so far.
+    pub arrived: AtomicUsize,
+    /// Data reads at the gate or being answered now, and the most there at once.
+    pub at_gate: AtomicUsize,
+    pub most_at_gate: AtomicUsize,
+    /// Reads of this file name's bytes fail, as from a server that is gone.
+    pub failing: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for FaultStore {
@@ -229,6 +240,12 @@ impl FaultStore {
             held: Mutex::new(None),
             holding: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            gated: AtomicBool::new(false),
+            permits: AtomicUsize::new(0),
+            arrived: AtomicUsize::new(0),
+            at_gate: AtomicUsize::new(0),
+            most_at_gate: AtomicUsize::new(0),
+            failing: Mutex::new(None),
         })
     }
 
@@ -249,6 +266,51 @@ impl FaultStore {
     /// Lets the held read go on.
     pub fn release(&self) {
         self.released.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on every read of a data file's bytes waits at the store until
+    /// it gets one of the permits that [`FaultStore::admit`] hands out; the
+    /// store counts the reads that arrive and the most that are there at once
+    /// (waiting or being answered).
+    pub fn gate(&self) {
+        self.permits.store(0, Ordering::SeqCst);
+        self.gated.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets `n` more reads through the gate.
+    pub fn admit(&self, n: usize) {
+        self.permits.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Waits (yielding, no timer) until `n` data reads have come to the gate.
+    pub fn wait_for_arrivals(&self, n: usize) {
+        while self.arrived.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Makes reads of file `name`'s bytes fail (`None`: none fail).
+    pub fn fail(&self, name: Option<&str>) {
+        *self.failing.lock().unwrap() = name.map(str::to_owned);
+    }
+
+    /// Passes the gate, if reads are gated: waits for a permit.
+    async fn pass_gate(&self) {
+        let at = self.at_gate.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_gate.fetch_max(at, Ordering::SeqCst);
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let permits = self.permits.load(Ordering::SeqCst);
+            if permits > 0
+                && self
+                    .permits
+                    .compare_exchange(permits, permits - 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// The names of the reads of shard data files so far, in order.
@@ -368,18 +430,32 @@ impl ObjectStore for FaultStore {
                     false => false,
                 }
             };
-            self.reads.lock().unwrap().push(name);
+            self.reads.lock().unwrap().push(name.clone());
             if held {
                 self.holding.store(true, Ordering::SeqCst);
                 Self::wait_for(&self.released).await;
             }
-        }
-        let result = self.inner.get_opts(location, options).await?;
-        if !head {
+            let gated = name.ends_with(".bin") && self.gated.load(Ordering::SeqCst);
+            if gated {
+                self.pass_gate().await;
+            }
+            let failing = self.failing.lock().unwrap().as_deref() == Some(name.as_str());
+            let result = match failing {
+                true => Err(object_store::Error::Generic {
+                    store: "FaultStore",
+                    source: "the server is gone".into(),
+                }),
+                false => self.inner.get_opts(location, options).await,
+            };
+            if gated {
+                self.at_gate.fetch_sub(1, Ordering::SeqCst);
+            }
+            let result = result?;
             self.bytes_read
                 .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+            return Ok(result);
         }
-        Ok(result)
+        self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(
