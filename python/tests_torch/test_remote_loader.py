@@ -3,14 +3,17 @@ tests' counting proxy, as python/tests/test_remote.py runs it): a DataLoader
 with two fork workers reads every sample and its stored label exactly once,
 equal to the local dataset's, and the workers share one shard cache, so each
 shard is downloaded once; the sampler hands each epoch's order to the cache,
-which fetches first the shard the epoch needs first."""
+which fetches the shards in the order the epoch first needs them (before any
+worker reads), and an IterableDataset hands each worker's own order."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import torch.utils.data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -18,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import bcd  # noqa: E402
 import bcd.torch  # noqa: E402
 from helpers import ROOT  # noqa: E402
-from test_remote import BUCKET, Proxy, s3  # noqa: E402,F401  (the server fixture)
+from test_remote import BUCKET, Proxy, _first_touch, s3  # noqa: E402,F401  (the server fixture)
 
 
 def _push(local_path, uri):
@@ -79,3 +82,72 @@ def test_the_sampler_has_the_cache_fetch_first_the_shard_the_epoch_needs_first(s
     downloads = s3.downloads_in_order("torch-order")
     assert downloads[0] == f"{shard:06}.bin", downloads
     assert sorted(downloads) == [f"{s:06}.bin" for s in range(len(local.shard_ranges()))], downloads
+
+
+def _until(condition, what):
+    """Waits until `condition()` holds; the bound only turns a hang into a failure."""
+    deadline = time.monotonic() + 300
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_an_epoch_of_the_sampler_has_the_cache_fetch_its_shards_in_order_before_any_read(s3, tmp_path):
+    local_path = tmp_path / "local"
+    local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
+    local.extend(b"%04d|" % i * (3 + i % 40) for i in range(300))
+    uri = f"s3://{BUCKET}/torch-epoch"
+    _push(local_path, uri)
+    s3.reset()
+
+    # One download at a time, and nothing read: what reaches the store is the
+    # order the sampler handed over, exactly.
+    dataset = bcd.torch.MapDataset(uri, cache_dir=tmp_path / "cache", prefetch=1)
+    sampler = bcd.torch.Sampler(dataset, shuffle=True, seed=5)
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        order = bcd.partition(300, seed=5, epoch=epoch, rank=0, world_size=1)
+        indices = iter(sampler)
+        assert next(indices) == order[0]
+        if epoch == 0:
+            expected = [f"{s:06}.bin" for s in _first_touch(local, order)]
+            assert expected != sorted(expected) and len(expected) == len(local.shard_ranges())
+            _until(lambda: len(s3.downloads_in_order("torch-epoch")) >= len(expected), "the prefetch")
+            assert s3.downloads_in_order("torch-epoch") == expected
+        # Epoch 1: every shard is cached; nothing more is fetched.
+        assert [bytes(dataset.dataset.at(int(i))) for i in order[:20]] == [bytes(local.at(int(i))) for i in order[:20]]
+    assert s3.downloads_in_order("torch-epoch") == expected
+
+
+class _Recording:
+    """A bcd.Dataset that records the orders handed to `prefetch`."""
+
+    def __init__(self, dataset):
+        self._inner = dataset
+        self.orders = []
+
+    def prefetch(self, indices, wait=False):
+        self.orders.append(np.array(indices))
+        return self._inner.prefetch(indices, wait=wait)
+
+    def __len__(self):
+        return len(self._inner)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_an_iterable_dataset_hands_the_cache_the_order_of_its_own_part_of_the_epoch(s3, tmp_path):
+    local_path = tmp_path / "local"
+    local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
+    local.extend(b"%04d|" % i * (3 + i % 40) for i in range(200))
+    uri = f"s3://{BUCKET}/torch-iterable"
+    _push(local_path, uri)
+
+    dataset = bcd.torch.IterableDataset(uri, cache_dir=tmp_path / "cache", seed=2, rank=0, world_size=1)
+    recording = _Recording(dataset._map.dataset)
+    dataset._map._dataset = recording
+    values = [bytes(value) for value in dataset]
+    order = bcd.partition(200, seed=2, epoch=0, rank=0, world_size=1)
+    assert values == [bytes(local.at(int(i))) for i in order]
+    assert len(recording.orders) == 1 and recording.orders[0].tolist() == order.tolist()

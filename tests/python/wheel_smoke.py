@@ -8,7 +8,7 @@ versions), and the wheel carries ``py.typed`` and the type stubs.
 ``wheel_smoke.py run FIXTURES`` (in a fresh virtualenv where only the wheel,
 pyarrow and numpy are installed, from a directory outside the repository):
 what a user of ``pip install bcd_python-...whl`` gets: ``import bcd`` imports
-no torch, datasets the reference wrote read as its expected.json says, and
+no torch, ray, pyspark, pyarrow or numpy, datasets the reference wrote read as its expected.json says, and
 ``bcd.ingest`` of the ImageFolder fixture makes a dataset whose values are the
 files and whose ``label`` field is each file's folder.
 
@@ -73,8 +73,11 @@ def run(fixtures: Path) -> int:
     import bcd
 
     @check
-    def import_bcd_imports_no_torch_and_comes_from_the_wheel():
-        assert "torch" not in sys.modules
+    def import_bcd_imports_no_framework_and_comes_from_the_wheel():
+        # The frameworks a submodule (bcd.torch, bcd.ray, bcd.spark) or a call
+        # needs: none comes in with the package itself.
+        imported = [m for m in ("torch", "ray", "pyspark", "pyarrow", "numpy") if m in sys.modules]
+        assert not imported, imported
         location = Path(bcd.__file__).resolve()
         assert "site-packages" in location.parts, location
         package = Path(bcd.__file__).parent
