@@ -119,35 +119,54 @@ def test_an_epoch_of_the_sampler_has_the_cache_fetch_its_shards_in_order_before_
     assert s3.downloads_in_order("torch-epoch") == expected
 
 
-class _Recording:
-    """A bcd.Dataset that records the orders handed to `prefetch`."""
-
-    def __init__(self, dataset):
-        self._inner = dataset
-        self.orders = []
-
-    def prefetch(self, indices, wait=False):
-        self.orders.append(np.array(indices))
-        return self._inner.prefetch(indices, wait=wait)
-
-    def __len__(self):
-        return len(self._inner)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-
-def test_an_iterable_dataset_hands_the_cache_the_order_of_its_own_part_of_the_epoch(s3, tmp_path):
+def test_an_iterable_dataset_hands_the_cache_the_order_of_its_own_part_of_the_epoch(s3, tmp_path, monkeypatch):
     local_path = tmp_path / "local"
     local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
     local.extend(b"%04d|" % i * (3 + i % 40) for i in range(200))
     uri = f"s3://{BUCKET}/torch-iterable"
     _push(local_path, uri)
+    s3.reset()
 
+    # What the iterable hands over, on its way to the cache (the sampler's
+    # tests above watch the same function reach the store).
+    handed = []
+    original = bcd.torch.iterable.prefetch_order
+
+    def recording(source, order):
+        handed.append((source, np.array(order)))
+        original(source, order)
+
+    monkeypatch.setattr(bcd.torch.iterable, "prefetch_order", recording)
     dataset = bcd.torch.IterableDataset(uri, cache_dir=tmp_path / "cache", seed=2, rank=0, world_size=1)
-    recording = _Recording(dataset._map.dataset)
-    dataset._map._dataset = recording
     values = [bytes(value) for value in dataset]
     order = bcd.partition(200, seed=2, epoch=0, rank=0, world_size=1)
     assert values == [bytes(local.at(int(i))) for i in order]
-    assert len(recording.orders) == 1 and recording.orders[0].tolist() == order.tolist()
+    assert len(handed) == 1 and handed[0][0] is dataset._map and handed[0][1].tolist() == order.tolist()
+    downloads = s3.downloads_in_order("torch-iterable")
+    assert sorted(downloads) == [f"{s:06}.bin" for s in range(len(local.shard_ranges()))], downloads
+
+
+def test_a_sampler_over_a_mix_has_each_source_fetch_its_own_records_shards_in_order(s3, tmp_path):
+    sources, locals_ = [], []
+    for number, count in enumerate((150, 90)):
+        local_path = tmp_path / f"local-{number}"
+        local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
+        local.extend(b"%d|%04d|" % (number, i) * (3 + i % 40) for i in range(count))
+        _push(local_path, f"s3://{BUCKET}/torch-mix-{number}")
+        locals_.append(local)
+    s3.reset()
+    for number in range(2):
+        uri = f"s3://{BUCKET}/torch-mix-{number}"
+        sources.append(bcd.torch.MapDataset(uri, cache_dir=tmp_path / "cache", prefetch=1))
+    mix = bcd.torch.Mix(sources, [0.5, 0.5], seed=3)
+    sampler = bcd.torch.Sampler(mix)
+    # Iterating the sampler reads nothing: what is fetched is what it handed over.
+    order = np.array(list(sampler))
+    for number, local in enumerate(locals_):
+        offset = 150 if number else 0
+        mine = [int(i) - offset for i in order if (int(i) >= 150) == bool(number)]
+        expected = [f"{s:06}.bin" for s in _first_touch(local, mine)]
+        assert len(expected) == len(local.shard_ranges())
+        prefix = f"torch-mix-{number}"
+        _until(lambda: len(s3.downloads_in_order(prefix)) >= len(expected), "the prefetch")
+        assert s3.downloads_in_order(prefix) == expected, number
