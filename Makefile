@@ -2,7 +2,7 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test test-torch check strace python-env demo soak soak-model
+.PHONY: test test-torch check strace python-env wheel demo soak soak-model
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
@@ -43,6 +43,23 @@ check:
 # A virtualenv (.venv) with pinned packages and the two reference releases.
 python-env:
 	bash tests/python/setup-env.sh
+
+# The Python package as one wheel for CPython >= 3.11 (abi3) on Linux, a release
+# build tagged with the oldest manylinux its glibc symbols allow:
+# target/wheels/bcd_python-VERSION-cp311-abi3-manylinux_X_Y_ARCH.whl, to `pip
+# install` anywhere. Needs only cargo and a python3: maturin (the version
+# python/pyproject.toml pins) goes into target/maturin-venv. `make test` builds
+# the same wheel in the dev profile, reusing what its other steps compiled, and
+# checks its tags and contents and runs it in a fresh virtualenv
+# (tests/python/wheel-smoke.sh); `bash tests/python/wheel-smoke.sh WHEEL` does
+# that for this one (after `make python-env`).
+MATURIN_PIN := $(shell sed -n 's/^requires = \["\(maturin==[^"]*\)"\]/\1/p' python/pyproject.toml)
+wheel:
+	@test -x target/maturin-venv/bin/maturin || { python3 -m venv target/maturin-venv && \
+	    target/maturin-venv/bin/python -m pip install --quiet --disable-pip-version-check "$(MATURIN_PIN)"; }
+	rm -f target/wheels/bcd_python-*.whl
+	target/maturin-venv/bin/maturin build --release --manifest-path python/Cargo.toml --out target/wheels
+	@ls target/wheels/bcd_python-*.whl
 
 # The main job on data shipped in fixtures/, as a user runs it: migrate the
 # ImageFolder splits into datasets with their class labels, inspect and verify

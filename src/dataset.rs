@@ -395,7 +395,7 @@ impl Dataset {
         }
     }
 
-    fn check_index(&self, index: usize) -> Result<()> {
+    pub(crate) fn check_index(&self, index: usize) -> Result<()> {
         if index < self.len() {
             Ok(())
         } else {
@@ -545,25 +545,6 @@ impl Dataset {
             offset: location.value_offset,
             len: location.stored.len() as u64,
         })
-    }
-
-    /// Starts reading the stored values at `indices` from disk in the background,
-    /// all at once, and returns without waiting; out-of-range indexes are ignored.
-    ///
-    /// For a batch of reads whose values may not be in the page cache (a sampler's
-    /// next indices): the device gets every request at once instead of one page
-    /// fault at a time, which is what a cold read waits on. Values already cached
-    /// cost one system call each.
-    pub fn prefetch(&self, indices: impl IntoIterator<Item = usize>) {
-        for index in indices {
-            if index < self.len() {
-                if let Ok(location) = self.index.locate(index) {
-                    location
-                        .data
-                        .will_need(location.value_offset as usize, location.stored.len());
-                }
-            }
-        }
     }
 
     /// The bytes of shard `shard`'s data file (the [`ValueLocation::shard`] of a

@@ -38,6 +38,7 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod merge;
+mod read_ahead;
 mod reader;
 mod shard;
 pub(crate) mod shard_writer;

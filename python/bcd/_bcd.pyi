@@ -65,9 +65,11 @@ class Dataset:
     ``$BCD_CACHE_DIR``, else ``~/.cache/bcd``) shared by every process, holding at
     most ``cache_limit`` bytes of shards (an int or a size such as ``"20G"``;
     default no bound). A shard is downloaded whole on its first read, once however
-    many workers read it; least recently used shards are evicted. Such a dataset
-    is read-only. Any other ``scheme://`` is a ``ValueError``. The signature is
-    ``Dataset(path, cache_dir=None, cache_limit=None)``.
+    many workers read it; least recently used shards are evicted. Up to
+    ``prefetch`` shards (default 8; 0: none) are fetched ahead of the readers at
+    once: see :meth:`prefetch`. Such a dataset is read-only. Any other
+    ``scheme://`` is a ``ValueError``. The signature is ``Dataset(path,
+    cache_dir=None, cache_limit=None, prefetch=None)``.
     """
 
     def refresh(self) -> None:
@@ -96,11 +98,19 @@ class Dataset:
         positive or not a size, ``TypeError`` if it is neither an int nor a str.
         """
 
-    def __new__(cls, path: _StrPath) -> "Dataset":
+    def __new__(
+        cls,
+        path: _StrPath,
+        cache_dir: Optional[_StrPath] = None,
+        cache_limit: Union[int, str, None] = None,
+        prefetch: Optional[int] = None,
+    ) -> "Dataset":
         """Opens an existing dataset, checking every committed shard.
 
         Raises ``FileNotFoundError`` if there is no dataset at ``path``, and
-        ``ValueError`` if its manifest or shards are invalid.
+        ``ValueError`` if its manifest or shards are invalid. ``cache_dir``,
+        ``cache_limit`` and ``prefetch`` are for a dataset in object storage
+        only (``ValueError`` for a local path).
         """
 
     @property
@@ -242,6 +252,27 @@ class Dataset:
         hint is not trusted. Compressed values are decompressed in parallel without the
         GIL, on threads started for the batch: safe in processes forked after a
         read, as DataLoader workers are.
+        """
+
+    def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:
+        """Fetches the shards holding the records at ``indices`` (an epoch's
+        order, such as a sampler's NumPy array, read in place) ahead of the
+        reads, in the order the indices first reach them, in the background,
+        and returns at once: how many of those shards were not cached yet.
+
+        For a dataset in object storage; a local one has nothing to fetch (0,
+        and the indices are not looked at). Up to ``prefetch`` shards are in
+        flight at once in the whole cache; a read that needs a shard meanwhile
+        goes first. With a ``cache_limit``, shards fetched ahead and not read
+        yet stay within half of it. A new call replaces the order this process
+        was working on. Without any call, the first read that has to wait for a
+        shard starts fetching the other shards in shard order, unless another
+        process sharing the cache works on an order given to it (as the main
+        process of a DataLoader does for a ``bcd.torch.Sampler``'s epoch).
+
+        ``wait=True`` returns once every shard is in the cache (``ValueError``
+        if they cannot all fit within ``cache_limit``), raising the error that
+        stopped them if one did. ``IndexError`` for an index out of range.
         """
 
     @property

@@ -9,6 +9,7 @@
 
 mod extend;
 mod open;
+mod prefetch;
 mod reads;
 mod views;
 
@@ -101,16 +102,19 @@ impl PyDataset {
     /// `~/.cache/bcd`) shared by every process on the machine, holding at most
     /// `cache_limit` bytes of shards (an int or a size such as "20G"; default no
     /// bound): a shard is downloaded whole on its first read, once however many
-    /// workers read it, and the least recently used ones are evicted.
+    /// workers read it, and the least recently used ones are evicted. Up to
+    /// `prefetch` shards (default 8; 0: none) are fetched ahead of the readers
+    /// at once: see `prefetch`.
     #[new]
-    #[pyo3(signature = (path, cache_dir = None, cache_limit = None))]
+    #[pyo3(signature = (path, cache_dir = None, cache_limit = None, prefetch = None))]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
         cache_dir: Option<&Bound<'_, PyAny>>,
         cache_limit: Option<&Bound<'_, PyAny>>,
+        prefetch: Option<usize>,
     ) -> PyResult<PyDataset> {
-        PyDataset::open(py, path, cache_dir, cache_limit)
+        PyDataset::open(py, path, cache_dir, cache_limit, prefetch)
     }
 
     /// Picks up records committed since this object opened the dataset (or last
@@ -522,6 +526,31 @@ impl PyDataset {
         self.records_stats(py, indices)
     }
 
+    /// Fetches the shards holding the records at `indices` (an epoch's order,
+    /// such as a sampler's NumPy array) ahead of the reads, in the order the
+    /// indices first reach them, in the background, and returns at once: how
+    /// many of those shards were not cached yet. For a dataset in object
+    /// storage; a local one has nothing to fetch (0, and the indices are not
+    /// looked at).
+    ///
+    /// Up to `prefetch` shards (of `bcd.Dataset(uri, prefetch=8)`) are in
+    /// flight at once in the whole cache; a read that needs a shard meanwhile
+    /// goes first. With a `cache_limit`, shards fetched ahead and not read yet
+    /// stay within half of it. A new call replaces the order this process was
+    /// working on. Without any call, the first read that has to wait for a
+    /// shard starts fetching the other shards in shard order (unless another
+    /// process sharing the cache works on an order given to it, as a
+    /// `bcd.torch.Sampler`'s epoch in the main process of a DataLoader).
+    ///
+    /// `wait=True` returns once every shard is in the cache (ValueError if they
+    /// cannot all fit within `cache_limit`), raising the error that stopped
+    /// them if one did. IndexError for an index out of range. An array of
+    /// indices is read in place: it must not change during the call.
+    #[pyo3(signature = (indices, *, wait = false))]
+    fn prefetch(&self, py: Python<'_>, indices: &Bound<'_, PyAny>, wait: bool) -> PyResult<usize> {
+        self.prefetch_indices(py, indices, wait)
+    }
+
     /// Pickles as the path alone (with the cache settings, for a dataset in object
     /// storage): worker processes reopen the dataset.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -535,6 +564,7 @@ impl PyDataset {
                     path.into_any(),
                     remote.options.dir.clone().into_pyobject(py)?.into_any(),
                     remote.options.limit.into_pyobject(py)?.into_any(),
+                    remote.options.prefetch.into_pyobject(py)?.into_any(),
                 ],
             )?,
         };

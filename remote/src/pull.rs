@@ -287,7 +287,10 @@ async fn pull_async(
         .run_all(to_fetch.iter().map(|object| async move {
             let stamp = match stamps.get(&object.name) {
                 Some((stamp, _)) => Expected::Stamp(*stamp),
-                None => Expected::FromRead { times: true },
+                None => Expected::FromRead {
+                    times: true,
+                    e_tag: None,
+                },
             };
             let kind = FileKind::of(&object.name);
             let target = dir.join(&object.name);

@@ -31,10 +31,7 @@ fn shards_are_fetched_once_on_first_read_and_shared() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let data_bytes = local.stored_bytes();
 
     let before = store.bytes_read.load(Ordering::SeqCst);
@@ -84,8 +81,8 @@ fn a_cache_over_its_limit_evicts_and_still_returns_the_right_bytes() {
     )
     .unwrap();
     let options = CacheOptions {
-        dir: dir.path().join("cache"),
         limit: Some(4500),
+        ..CacheOptions::new(dir.path().join("cache"))
     };
     let cache =
         Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
@@ -122,10 +119,7 @@ fn refresh_sees_a_newer_remote_manifest() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache =
         Arc::new(RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap());
     let (mut remote, cache) = open_cache(cache).unwrap();
@@ -156,10 +150,7 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache =
             Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
@@ -203,37 +194,6 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
     }
 }
 
-/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
-/// (and so its manifest and every file's size) do not.
-fn lookalike(dir: &std::path::Path, n: usize, upper: bool) -> Dataset {
-    let options = bcd::CreateOptions {
-        keyed: false,
-        compression: Compression::None,
-        max_shard_size: 700,
-    };
-    let mut dataset = Dataset::create(dir, options).unwrap();
-    let values: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let value = format!("value {i:04}");
-            match upper {
-                true => value.to_uppercase().into_bytes(),
-                false => value.into_bytes(),
-            }
-        })
-        .collect();
-    dataset
-        .extend_values(values.iter().map(Vec::as_slice))
-        .unwrap();
-    for shard in 0..dataset.shards() {
-        let stats = match upper {
-            true => format!("{{\"SHARD\": {shard}}}"),
-            false => format!("{{\"shard\": {shard}}}"),
-        };
-        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
-    }
-    dataset
-}
-
 #[test]
 fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -252,10 +212,7 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache = Arc::new(
             RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
@@ -314,10 +271,7 @@ fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache =
         Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
     let (remote, cache) = open_cache(cache).unwrap();
@@ -360,10 +314,7 @@ fn files_pushed_beside_an_unchanged_manifest_reach_a_current_cache() {
     let memory = Arc::new(InMemory::new());
     let remote = || memory_remote(memory.clone(), "p");
     push(&source, &remote(), &TransferOptions::default()).unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         open_cache(Arc::new(
             RemoteCache::with_remote(remote(), &options).unwrap(),
@@ -404,37 +355,12 @@ fn a_dataset_under_a_prefix_of_any_legal_characters_opens_through_the_cache() {
         ))
         .unwrap();
     }
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache = Arc::new(
         RemoteCache::with_remote(memory_remote(memory.clone(), prefix), &options).unwrap(),
     );
     let (remote, _) = open_cache(cache).unwrap();
     assert_eq!(records(&remote), records(&local));
-}
-
-/// Removes every object under `p/` of `memory`.
-fn empty_prefix(memory: &InMemory) {
-    use futures::TryStreamExt;
-    use object_store::ObjectStore;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let names: Vec<object_store::path::Path> = runtime
-        .block_on(
-            memory
-                .list(Some(&"p".into()))
-                .map_ok(|m| m.location)
-                .try_collect(),
-        )
-        .unwrap();
-    for name in names {
-        runtime
-            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
-            .unwrap();
-    }
 }
 
 #[test]
@@ -445,10 +371,7 @@ fn cached_shards_are_kept_or_dropped_by_their_checksums_never_their_sizes() {
     let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
     let remote = || remote_on(store.clone(), "p");
     push(first.path(), &remote(), &TransferOptions::default()).unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache = Arc::new(RemoteCache::with_remote(remote(), &options).unwrap());
         open_cache(cache).unwrap()

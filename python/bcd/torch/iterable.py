@@ -19,7 +19,7 @@ from .._states import is_state, rank_state
 from ..sampling import EpochSampler
 from .batch import Batch
 from .map_dataset import MapDataset, ReadsDataset
-from .mix import Mix
+from .mix import Mix, prefetch_order
 from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 
 # Records per read when an IterableDataset yields samples one by one.
@@ -130,6 +130,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
         view: Optional[str] = None,
+        prefetch: Optional[int] = None,
     ):
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -138,7 +139,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
         if isinstance(path, Mix):
-            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit, view=view)
+            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit,
+                          view=view, prefetch=prefetch)
             theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
             given = sorted(name for name, value in theirs.items() if value is not None)
             if given:
@@ -158,6 +160,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
                 cache_dir=cache_dir,
                 cache_limit=cache_limit,
                 view=view,
+                prefetch=prefetch,
             )
             self._epochs = self._plain_epochs(shuffle, seed, rank, world_size, drop_last, block_size, num_samples)
         self._init_state()
@@ -285,6 +288,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         order = self._epochs.indices(self._origin)
         mine = order[EpochSampler.worker_positions(len(order), worker, workers, block)]
         mine = mine[self._taken:]
+        # In object storage: this worker's shards, fetched in the order it needs them.
+        prefetch_order(self._map, mine)
         if self.batch_size is not None:
             # self._taken counts whole batches' samples (the last may be short).
             for at in range(0, len(mine), self.batch_size):

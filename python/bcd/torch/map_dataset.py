@@ -58,8 +58,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     since the open at every ``set_epoch`` (and in a worker, when asked for an
     index past the end it knows). ``path`` may be a dataset in object storage
     (``s3://``, ``gs://``, ``az://``), read through the shared local shard
-    cache that ``cache_dir`` and ``cache_limit`` set up as for ``bcd.Dataset``:
-    every worker on the machine shares it.
+    cache that ``cache_dir``, ``cache_limit`` and ``prefetch`` set up as for
+    ``bcd.Dataset``: every worker on the machine shares it, and a
+    :class:`Sampler` of this dataset has it fetch each epoch's shards in the
+    order the epoch needs them.
 
     ``view="NAME"``: only the records of that view (``bcd view create``), in
     dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
@@ -79,10 +81,12 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
         view: Optional[str] = None,
+        prefetch: Optional[int] = None,
     ):
         self.path = os.fspath(path)
         self.view = view
-        self._open = {name: value for name, value in (("cache_dir", cache_dir), ("cache_limit", cache_limit)) if value is not None}
+        opening = (("cache_dir", cache_dir), ("cache_limit", cache_limit), ("prefetch", prefetch))
+        self._open = {name: value for name, value in opening if value is not None}
         self.transform = transform
         self.output = _check_output(output)
         self.refresh_each_epoch = bool(refresh)

@@ -8,8 +8,11 @@ import numpy as np
 import torch
 import torch.utils.data
 
+import bcd
+
 from ..mixture import MixEpochSampler, mix_offsets, split_indices
 from .batch import Batch, _uint8_buffer
+from .map_dataset import ReadsDataset
 
 
 def _read(source, records: list):
@@ -19,6 +22,28 @@ def _read(source, records: list):
     if getitems is not None:
         return getitems(records)
     return [source[i] for i in records]
+
+
+def prefetch_order(source, order) -> None:
+    """Hands an epoch's ``order`` (indices of ``source``: a :class:`MapDataset`,
+    a ``bcd.Dataset`` or a :class:`Mix`, whose sources each get their records
+    of it, in the same order) to the datasets in object storage behind it,
+    whose shard caches then fetch the shards in the order the epoch first needs
+    them (``bcd.Dataset.prefetch``). Anything else has nothing to fetch."""
+    if isinstance(source, Mix):
+        order = np.asarray(order, dtype=np.int64).reshape(-1)
+        sources, records = split_indices(source.lengths, order)
+        for number, inner in enumerate(source.sources):
+            prefetch_order(inner, records[sources == number])
+        return
+    dataset = source
+    if isinstance(source, ReadsDataset):
+        dataset = source.dataset
+        records = source.records  # a view's records: the order is over them
+        if records is not None:
+            order = np.asarray(records)[np.asarray(order, dtype=np.int64).reshape(-1)]
+    if isinstance(dataset, bcd.Dataset):
+        dataset.prefetch(order)
 
 
 class Mix(torch.utils.data.Dataset):

@@ -14,7 +14,7 @@ import bcd
 
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
-from .mix import Mix
+from .mix import Mix, prefetch_order
 
 
 def _categories(source, balance_by):
@@ -78,7 +78,10 @@ class Sampler(torch.utils.data.Sampler):
     the total over all ranks.
 
     Call ``set_epoch(epoch)`` before each epoch: every epoch has its own order,
-    the same in every process and on every machine for the same ``seed``. Each
+    the same in every process and on every machine for the same ``seed``. For a
+    dataset in object storage, each iteration hands its order to
+    ``Dataset.prefetch``: the shard cache fetches the shards in the order the
+    epoch first needs them, ahead of the DataLoader's workers. Each
     rank gets the same number of indices; together they cover every record once
     per epoch (plus the padding, unless ``drop_last``).
 
@@ -149,7 +152,13 @@ class Sampler(torch.utils.data.Sampler):
         return self._epochs.world_size
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._epochs)
+        return self._epochs.iterate(before=self._prefetch)
+
+    def _prefetch(self, order) -> None:
+        """Hands the epoch's order to the dataset (each source of a mix):
+        one in object storage fetches its shards in the order the epoch needs
+        them (``Dataset.prefetch``); a local one has nothing to do."""
+        prefetch_order(self._source, order)
 
     def __len__(self) -> int:
         return len(self._epochs)

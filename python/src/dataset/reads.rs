@@ -54,7 +54,11 @@ impl PyDataset {
     /// no lock held: the iterable and `__index__` are the caller's code, which may
     /// read or extend this dataset, or wait for a thread that does. Only a list's
     /// or tuple's length sizes a first reservation: `__len__` may lie.
-    fn collect_indices(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    pub(super) fn collect_indices(
+        &self,
+        py: Python<'_>,
+        indices: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<i64>> {
         let hint = if let Ok(list) = indices.cast::<PyList>() {
             list.len()
         } else if let Ok(tuple) = indices.cast::<PyTuple>() {
@@ -122,12 +126,7 @@ impl PyDataset {
         let wanted = self.collect_indices(py, indices)?;
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
-        // Negative indices count from the end as it is now.
-        let resolved = wanted
-            .iter()
-            .map(|&index| dataset.resolve_index(index))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(to_py)?;
+        let resolved = resolve_all(&dataset, &wanted)?;
         // Large values may not be in memory: ask for all of them at once, so the
         // disk sees the whole batch rather than one page fault at a time.
         // Each value located once: for the stored size here and, uncompressed, for
@@ -168,11 +167,7 @@ impl PyDataset {
         let (resolved, lens) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
-            let resolved = wanted
-                .iter()
-                .map(|&index| dataset.resolve_index(index))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(to_py)?;
+            let resolved = resolve_all(&dataset, &wanted)?;
             let lens = resolved
                 .iter()
                 .map(|&index| dataset.value_len(index))
@@ -231,6 +226,16 @@ impl PyDataset {
         )?;
         Ok(offsets)
     }
+}
+
+/// The records at `indices` (negative ones counting from the end as it is now),
+/// every one checked to be in range.
+pub(super) fn resolve_all(dataset: &Dataset, indices: &[i64]) -> PyResult<Vec<usize>> {
+    indices
+        .iter()
+        .map(|&index| dataset.resolve_index(index))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(to_py)
 }
 
 /// `memoryview(bytes)`: read-only, as the values of the reference.
