@@ -41,10 +41,10 @@ fn fields_of(i: u64, narrow: &ArrayRef) -> Fields {
         false => FieldValue::Int64(i as i64 * 1000),
     };
     f.push("label", label);
-    if i >= 25 && i % 3 != 0 {
+    if i >= 25 && !i.is_multiple_of(3) {
         f.push("caption", FieldValue::String(format!("record {i}")));
     }
-    let mut children = vec![("flag".into(), FieldValue::Bool(i % 2 == 0))];
+    let mut children = vec![("flag".into(), FieldValue::Bool(i.is_multiple_of(2)))];
     if i >= 50 {
         children.push(("tag".into(), FieldValue::String(format!("t{}", i % 5))));
     }
