@@ -237,6 +237,51 @@ impl DatasetFields {
     }
 }
 
+/// A shard's fields as its batches (as [`DatasetFields::shard_batches`] gives
+/// them), with where each starts: a record's row is found in its batch, without
+/// joining the batches (which would copy the shard's fields).
+pub(crate) struct ShardRows {
+    batches: Vec<RecordBatch>,
+    /// The shard's row just past each batch.
+    ends: Vec<usize>,
+}
+
+impl ShardRows {
+    pub(crate) fn new(batches: Vec<RecordBatch>) -> ShardRows {
+        let ends = batches
+            .iter()
+            .scan(0, |end, b| {
+                *end += b.num_rows();
+                Some(*end)
+            })
+            .collect();
+        ShardRows { batches, ends }
+    }
+
+    /// The batches.
+    pub(crate) fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+
+    /// Which batch holds row `row` of the shard, and the row in it. A row past
+    /// the shard's gives the last batch's length (so Arrow's checks refuse it).
+    pub(crate) fn locate(&self, row: usize) -> (usize, usize) {
+        let batch = self.ends.partition_point(|&end| end <= row);
+        let batch = batch.min(self.batches.len().saturating_sub(1));
+        let start = match batch {
+            0 => 0,
+            n => self.ends[n - 1],
+        };
+        (batch, row - start)
+    }
+
+    /// The batch holding row `row` of the shard, and the row in it.
+    pub(crate) fn row(&self, row: usize) -> (&RecordBatch, usize) {
+        let (batch, at) = self.locate(row);
+        (&self.batches[batch], at)
+    }
+}
+
 /// Shard `shard`'s statistics file, when there is one that matches the shard
 /// (its fingerprint): the one reader of statistics files, for opening a dataset
 /// and for reading back what an extend wrote.

@@ -245,3 +245,48 @@ fn a_merge_rewrites_shards_of_several_batches_a_batch_at_a_time() {
         .sum::<usize>();
     assert_eq!(caption, 90);
 }
+
+#[test]
+fn readers_of_a_record_s_fields_find_it_among_a_shards_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outputs: Vec<(Vec<RecordBatch>, Vec<u8>, Vec<u8>)> = Vec::new();
+    for (name, buffering) in [("small", SMALL), ("whole", WHOLE)] {
+        let path = dir.path().join(name);
+        two_extends(&path, buffering);
+        let dataset = Dataset::open(&path).unwrap();
+        // Records out of order, across shards and batches.
+        let n = dataset.len() as u64;
+        let order: Vec<u64> = (0..n).map(|i| (i * 37) % n).collect();
+
+        let copy = dir.path().join(format!("{name}-copy"));
+        let options = bcd_pipeline::CopyOptions {
+            records: Some(order.clone()),
+            ..Default::default()
+        };
+        bcd_pipeline::copy_into(&dataset, &copy, &options).unwrap();
+
+        let parquet = dir.path().join(format!("{name}.parquet"));
+        let options = bcd_pipeline::ParquetExportOptions {
+            records: Some(order.clone()),
+            ..Default::default()
+        };
+        bcd_pipeline::export_parquet(&dataset, &parquet, &options).unwrap();
+
+        let tar = dir.path().join(format!("{name}.tar"));
+        let target = bcd_converters::tar_export::Target::File(tar.clone());
+        let options = bcd_pipeline::ExportOptions {
+            samples: true,
+            records: Some(order),
+            ..bcd_pipeline::ExportOptions::new(target)
+        };
+        bcd_pipeline::export(&dataset, &options).unwrap();
+
+        let copied = all_fields(&copy);
+        assert_eq!(copied.iter().map(|b| b.num_rows()).sum::<usize>(), n as usize);
+        outputs.push((copied, std::fs::read(parquet).unwrap(), std::fs::read(tar).unwrap()));
+    }
+    let (small, whole) = (&outputs[0], &outputs[1]);
+    assert_eq!(small.0, whole.0, "copies differ");
+    assert!(small.1 == whole.1, "Parquet exports differ");
+    assert!(small.2 == whole.2, "sample exports differ");
+}
