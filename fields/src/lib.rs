@@ -42,6 +42,7 @@ mod metadata;
 mod remap;
 mod schema;
 mod shard_batches;
+mod shard_dictionaries;
 mod stats;
 mod types;
 mod unify;

@@ -17,6 +17,7 @@ use arrow_schema::{DataType, Schema, SchemaRef};
 
 use crate::conform::conform_batch;
 use crate::error::{FieldsError, Result};
+use crate::shard_dictionaries::SharedDictionaries;
 
 /// Rows a writer puts in one record batch of a shard's fields file, at most.
 pub const BATCH_ROWS: usize = 65_536;
@@ -148,32 +149,62 @@ impl ShardBatches {
     /// struct children null), which must be the shard's columns with the types
     /// of all its records (see [`crate::BatchBuilder::shard_fields`]).
     ///
-    /// Batches with a dictionary column are joined into one: the file holds one
-    /// dictionary per column, which batches built apart do not share. That one
-    /// batch is the shard's whole fields, in memory.
+    /// The file holds one dictionary per column, which batches built apart do
+    /// not share: a dictionary column's values are first gathered over every
+    /// batch (the distinct values its keys point to, in order of first use),
+    /// and each batch handed back points into that one dictionary. A dictionary
+    /// nested in another type, or of values other than primitives, booleans,
+    /// strings and binaries, cannot be joined so: then the batches are joined
+    /// into one, which is the shard's whole fields, in memory.
     pub fn into_batches(self, fields: &arrow_schema::Fields) -> Result<ShardBatchIter> {
         let schema = Arc::new(Schema::new(fields.clone()));
         let source = match self.scratch {
             Some(scratch) => Source::Scratch {
                 file: scratch.file,
-                streams: scratch.streams.into_iter(),
+                streams: scratch.streams,
+                next: 0,
                 dir: self.scratch_dir,
             },
-            None => Source::Memory(self.memory.into_iter()),
+            None => Source::Memory {
+                batches: self.memory,
+                next: 0,
+            },
         };
-        let mut iter = ShardBatchIter { schema, source };
+        let mut iter = ShardBatchIter {
+            schema,
+            source,
+            shared: None,
+        };
         if self.dictionaries {
-            let batches = iter.by_ref().collect::<Result<Vec<_>>>()?;
-            let one = arrow_select::concat::concat_batches(&iter.schema, &batches)
-                .map_err(|e| FieldsError::arrow("joining a shard's batches of fields", e))?;
-            iter.source = Source::Memory(vec![one].into_iter());
+            match SharedDictionaries::for_schema(&iter.schema) {
+                Some(shared) if shared.is_empty() => {}
+                Some(mut shared) => {
+                    for batch in iter.by_ref() {
+                        shared.add(&batch?)?;
+                    }
+                    shared.finish()?;
+                    iter.source.rewind();
+                    iter.shared = Some(shared);
+                }
+                None => {
+                    let batches = iter.by_ref().collect::<Result<Vec<_>>>()?;
+                    let one = arrow_select::concat::concat_batches(&iter.schema, &batches)
+                        .map_err(|e| {
+                            FieldsError::arrow("joining a shard's batches of fields", e)
+                        })?;
+                    iter.source = Source::Memory {
+                        batches: vec![one],
+                        next: 0,
+                    };
+                }
+            }
         }
         Ok(iter)
     }
 }
 
 /// Whether `t` is or holds a dictionary.
-fn has_dictionary(t: &DataType) -> bool {
+pub(crate) fn has_dictionary(t: &DataType) -> bool {
     match t {
         DataType::Dictionary(..) => true,
         DataType::List(f)
@@ -246,12 +277,26 @@ fn read_at(mut file: &File, bytes: &mut [u8], offset: u64) -> std::io::Result<()
 }
 
 enum Source {
-    Memory(std::vec::IntoIter<RecordBatch>),
+    Memory {
+        batches: Vec<RecordBatch>,
+        next: usize,
+    },
     Scratch {
         file: File,
-        streams: std::vec::IntoIter<(u64, usize)>,
+        /// Offset and length of each batch's IPC stream.
+        streams: Vec<(u64, usize)>,
+        next: usize,
         dir: PathBuf,
     },
+}
+
+impl Source {
+    /// Back to the first batch.
+    fn rewind(&mut self) {
+        match self {
+            Source::Memory { next, .. } | Source::Scratch { next, .. } => *next = 0,
+        }
+    }
 }
 
 /// A shard's batches, one at a time, as its columns: from
@@ -259,6 +304,8 @@ enum Source {
 pub struct ShardBatchIter {
     schema: SchemaRef,
     source: Source,
+    /// The shard's dictionaries, when its batches' are joined.
+    shared: Option<SharedDictionaries>,
 }
 
 impl ShardBatchIter {
@@ -269,9 +316,19 @@ impl ShardBatchIter {
 
     fn next_raw(&mut self) -> Option<Result<RecordBatch>> {
         match &mut self.source {
-            Source::Memory(batches) => batches.next().map(Ok),
-            Source::Scratch { file, streams, dir } => {
-                let (offset, len) = streams.next()?;
+            Source::Memory { batches, next } => {
+                let batch = batches.get(*next)?.clone();
+                *next += 1;
+                Some(Ok(batch))
+            }
+            Source::Scratch {
+                file,
+                streams,
+                next,
+                dir,
+            } => {
+                let (offset, len) = *streams.get(*next)?;
+                *next += 1;
                 Some(read_stream(file, offset, len, dir))
             }
         }
@@ -299,11 +356,15 @@ impl Iterator for ShardBatchIter {
     fn next(&mut self) -> Option<Result<RecordBatch>> {
         let batch = self.next_raw()?;
         Some(batch.and_then(|batch| {
-            conform_batch(
+            let batch = conform_batch(
                 &batch,
                 &self.schema,
                 "converting a batch of fields to its shard's columns",
-            )
+            )?;
+            match &self.shared {
+                Some(shared) => shared.apply(batch),
+                None => Ok(batch),
+            }
         }))
     }
 }
@@ -383,31 +444,140 @@ mod tests {
         }
     }
 
+    /// The values a dictionary column's rows point to.
+    fn dictionary_rows(column: &ArrayRef) -> Vec<Option<String>> {
+        let d = column.as_dictionary::<Int32Type>();
+        let values = d.values().as_string::<i32>();
+        d.keys()
+            .iter()
+            .map(|k| k.map(|k| values.value(k as usize).to_owned()))
+            .collect()
+    }
+
     #[test]
-    fn batches_with_a_dictionary_become_one() {
+    fn batches_with_dictionaries_built_apart_share_one() {
         let dir = tempfile::tempdir().unwrap();
-        let a: DictionaryArray<Int32Type> = vec!["cat", "dog"].into_iter().collect();
-        let b: DictionaryArray<Int32Type> = vec!["ant", "cat"].into_iter().collect();
+        let a: DictionaryArray<Int32Type> = vec!["cat", "dog", "unused"].into_iter().collect();
+        // Only "cat" and "dog" are pointed to.
+        let a = a.slice(0, 2);
+        let b: DictionaryArray<Int32Type> =
+            vec![Some("ant"), None, Some("cat")].into_iter().collect();
+        let n = Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef;
         for budget in [0, usize::MAX] {
             let mut shard = ShardBatches::with_budget(dir.path(), budget);
-            shard.push(batch(vec![("d", Arc::new(a.clone()))])).unwrap();
+            shard
+                .push(batch(vec![("d", Arc::new(a.clone())), ("n", n.clone())]))
+                .unwrap();
+            // A batch without the column: its rows are null.
+            shard.push(batch(vec![("n", n.clone())])).unwrap();
             shard.push(batch(vec![("d", Arc::new(b.clone()))])).unwrap();
-            let fields = batch(vec![("d", Arc::new(a.clone()))])
-                .schema()
-                .fields()
-                .clone();
+            let fields: arrow_schema::Fields = vec![
+                Field::new("d", a.data_type().clone(), true),
+                Field::new("n", DataType::Int64, true),
+            ]
+            .into();
             let back = all(shard, &fields);
-            assert_eq!(back.len(), 1);
-            let d = back[0].column(0).as_dictionary::<Int32Type>();
-            let values = d.values().as_string::<i32>();
-            let read: Vec<&str> = d
-                .keys()
-                .values()
+            assert_eq!(back.len(), 3);
+            let rows: Vec<Option<String>> = back
                 .iter()
-                .map(|&k| values.value(k as usize))
+                .flat_map(|b| dictionary_rows(b.column(0)))
                 .collect();
-            assert_eq!(read, ["cat", "dog", "ant", "cat"]);
+            let want = [
+                Some("cat"),
+                Some("dog"),
+                None,
+                None,
+                Some("ant"),
+                None,
+                Some("cat"),
+            ];
+            assert_eq!(rows, want.map(|v| v.map(str::to_owned)));
+            // One dictionary, the values pointed to in order of first use.
+            let first = back[0]
+                .column(0)
+                .as_dictionary::<Int32Type>()
+                .values()
+                .clone();
+            assert_eq!(
+                first.as_string::<i32>().iter().collect::<Vec<_>>(),
+                [Some("cat"), Some("dog"), Some("ant")]
+            );
+            for b in &back {
+                let values = b.column(0).as_dictionary::<Int32Type>().values();
+                // The same buffers: the IPC writer sees one dictionary.
+                assert!(values.to_data().ptr_eq(&first.to_data()));
+            }
+            // They write as one file, every batch apart.
+            let mut writer = crate::ShardFileWriter::try_new(Vec::new(), &fields, &FP).unwrap();
+            for b in &back {
+                writer.write(b).unwrap();
+            }
+            let bytes = writer.finish().unwrap();
+            let read = crate::decode_shard(Arc::new(bytes), &FP, "f")
+                .unwrap()
+                .unwrap();
+            assert_eq!(read.len(), 3);
+            let rows: Vec<Option<String>> = read
+                .iter()
+                .flat_map(|b| dictionary_rows(b.column(0)))
+                .collect();
+            assert_eq!(rows, want.map(|v| v.map(str::to_owned)));
         }
+    }
+
+    const FP: crate::Fingerprint = crate::Fingerprint {
+        records: 7,
+        data_len: 1,
+        index_xxh3: 2,
+        edges_xxh3: 3,
+    };
+
+    #[test]
+    fn more_distinct_values_than_the_keys_can_number_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut shard = ShardBatches::with_budget(dir.path(), usize::MAX);
+        for chunk in 0..3 {
+            let d: DictionaryArray<arrow_array::types::Int8Type> = (0..100)
+                .map(|i| format!("v{}", chunk * 100 + i))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str)
+                .collect();
+            shard.push(batch(vec![("d", Arc::new(d))])).unwrap();
+        }
+        let fields: arrow_schema::Fields = vec![Field::new(
+            "d",
+            DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)),
+            true,
+        )]
+        .into();
+        let err = shard.into_batches(&fields).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("field \"d\": a shard's records hold 300 distinct values"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_nested_dictionary_joins_the_batches_into_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let a: DictionaryArray<Int32Type> = vec!["cat", "dog"].into_iter().collect();
+        let b: DictionaryArray<Int32Type> = vec!["ant"].into_iter().collect();
+        let wrap = |d: DictionaryArray<Int32Type>| -> ArrayRef {
+            let field = Arc::new(Field::new("d", d.data_type().clone(), true));
+            Arc::new(arrow_array::StructArray::from(vec![(
+                field,
+                Arc::new(d) as ArrayRef,
+            )]))
+        };
+        let mut shard = ShardBatches::with_budget(dir.path(), 0);
+        shard.push(batch(vec![("s", wrap(a.clone()))])).unwrap();
+        shard.push(batch(vec![("s", wrap(b))])).unwrap();
+        let fields = batch(vec![("s", wrap(a))]).schema().fields().clone();
+        let back = all(shard, &fields);
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].num_rows(), 3);
     }
 
     #[test]

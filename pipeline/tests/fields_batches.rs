@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch};
 use bcd::{CreateOptions, Dataset};
 use bcd_fields::{decode_shard, FieldValue, Fields, Fingerprint, FIELDS_SUFFIX};
 use bcd_pipeline::fields::{stats_report, DatasetFields};
@@ -30,14 +32,40 @@ const WHOLE: FieldsBuffering = FieldsBuffering {
     shard_memory: usize::MAX,
 };
 
+/// Arrow arrays records' fields point into: Int32 labels, and two
+/// dictionaries of species (as two Parquet row groups or Arrow tables have).
+struct Sources {
+    narrow: ArrayRef,
+    species: [ArrayRef; 2],
+}
+
+impl Sources {
+    fn new() -> Sources {
+        let dictionary = |values: &[&str]| -> ArrayRef {
+            let d: DictionaryArray<Int32Type> = values.iter().copied().collect();
+            Arc::new(d)
+        };
+        Sources {
+            narrow: Arc::new(Int32Array::from((0..8).map(|v| v * 7).collect::<Vec<_>>())),
+            species: [
+                dictionary(&["cat", "dog", "owl", "cat"]),
+                dictionary(&["ant", "owl", "eel"]),
+            ],
+        }
+    }
+}
+
 /// Record `i`'s fields: a label (from an Arrow Int32 array in the first 40
 /// records, then Int64: a column wider in later batches), a caption from
 /// record 25 on (a column new in a later batch), a struct whose `tag` child
-/// comes from record 50 on, and a class index renumbered by the metadata.
-fn fields_of(i: u64, narrow: &ArrayRef) -> Fields {
+/// comes from record 50 on, a dictionary-encoded species from two
+/// dictionaries (the first 45 records from one, the rest from the other,
+/// every fifth record without one), and a class index renumbered by the
+/// metadata.
+fn fields_of(i: u64, sources: &Sources) -> Fields {
     let mut f = Fields::new();
     let label = match i < 40 {
-        true => FieldValue::Arrow(narrow.clone(), (i % 8) as usize),
+        true => FieldValue::Arrow(sources.narrow.clone(), (i % 8) as usize),
         false => FieldValue::Int64(i as i64 * 1000),
     };
     f.push("label", label);
@@ -49,6 +77,11 @@ fn fields_of(i: u64, narrow: &ArrayRef) -> Fields {
         children.push(("tag".into(), FieldValue::String(format!("t{}", i % 5))));
     }
     f.push("meta", FieldValue::Struct(children));
+    if !i.is_multiple_of(5) {
+        let (from, rows) = if i < 45 { (0, 4) } else { (1, 3) };
+        let species = FieldValue::Arrow(sources.species[from].clone(), (i % rows) as usize);
+        f.push("species", species);
+    }
     f.push("label_index", FieldValue::Int64((i % 2) as i64));
     f
 }
@@ -62,7 +95,7 @@ fn extend(
     names: &[&str],
     buffering: FieldsBuffering,
 ) {
-    let narrow: ArrayRef = Arc::new(Int32Array::from((0..8).map(|v| v * 7).collect::<Vec<_>>()));
+    let sources = Sources::new();
     let keys: Vec<Vec<u8>> = range
         .clone()
         .map(|i| format!("{prefix}{i:03}").into_bytes())
@@ -71,7 +104,7 @@ fn extend(
         .clone()
         .map(|i| format!("value {i} ").repeat(3).into_bytes())
         .collect();
-    let fields: Vec<Fields> = range.clone().map(|i| fields_of(i, &narrow)).collect();
+    let fields: Vec<Fields> = range.clone().map(|i| fields_of(i, &sources)).collect();
     let origins: Vec<Numbered> = range
         .map(|number| Numbered {
             what: "entry",
@@ -118,6 +151,26 @@ fn all_fields(path: &Path) -> Vec<RecordBatch> {
             arrow_select::concat::concat_batches(&state.schema.arrow_schema(), &batches).unwrap()
         })
         .collect()
+}
+
+/// Every record's species.
+fn species(path: &Path) -> Vec<Option<&'static str>> {
+    let names = ["cat", "dog", "owl", "ant", "eel"];
+    let mut out = Vec::new();
+    for batch in all_fields(path) {
+        let column = batch.column_by_name("species").unwrap();
+        let d = column.as_dictionary::<Int32Type>();
+        let values = d.values().as_string::<i32>();
+        out.extend(d.keys().iter().map(|k| {
+            k.map(|k| {
+                *names
+                    .iter()
+                    .find(|&&n| n == values.value(k as usize))
+                    .unwrap()
+            })
+        }));
+    }
+    out
 }
 
 /// The record batches of each shard's fields file.
@@ -177,6 +230,16 @@ fn an_extend_in_small_batches_writes_what_one_batch_per_shard_writes() {
     assert!(Dataset::open(&small).unwrap().shards() > 3);
     assert_eq!(all_fields(&small), all_fields(&whole));
     assert_eq!(report(&small), report(&whole));
+    // The species as pushed, read back from files of several batches.
+    let expected: Vec<Option<&str>> = (0..60)
+        .chain(0..90)
+        .map(|i: u64| match (i % 5, i < 45) {
+            (0, _) => None,
+            (_, true) => Some(["cat", "dog", "owl", "cat"][(i % 4) as usize]),
+            (_, false) => Some(["ant", "owl", "eel"][(i % 3) as usize]),
+        })
+        .collect();
+    assert_eq!(species(&small), expected);
     // The same files (and no scratch file left), the commit files' bytes equal.
     assert_eq!(names(&small), names(&whole));
     let commit = |p: &PathBuf| {
@@ -282,8 +345,15 @@ fn readers_of_a_record_s_fields_find_it_among_a_shards_batches() {
         bcd_pipeline::export(&dataset, &options).unwrap();
 
         let copied = all_fields(&copy);
-        assert_eq!(copied.iter().map(|b| b.num_rows()).sum::<usize>(), n as usize);
-        outputs.push((copied, std::fs::read(parquet).unwrap(), std::fs::read(tar).unwrap()));
+        assert_eq!(
+            copied.iter().map(|b| b.num_rows()).sum::<usize>(),
+            n as usize
+        );
+        outputs.push((
+            copied,
+            std::fs::read(parquet).unwrap(),
+            std::fs::read(tar).unwrap(),
+        ));
     }
     let (small, whole) = (&outputs[0], &outputs[1]);
     assert_eq!(small.0, whole.0, "copies differ");

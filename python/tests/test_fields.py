@@ -232,3 +232,35 @@ def test_shards_written_in_several_batches_read_back_as_written(tmp_path):
     assert stats["id"]["count"] == n + len(more)
     assert stats["score"]["distinct"] >= 1000
     assert pc.max(fields.column("n")).as_py() == n - 1
+
+
+def test_a_dictionary_column_of_several_dictionaries_is_written_in_several_batches(tmp_path):
+    """Arrow data whose dictionary column has a dictionary per chunk (as
+    Parquet row groups or pandas categoricals give) is written as batches of
+    at most 65,536 rows sharing one dictionary (issue 27), which pyarrow reads
+    back as given."""
+    n = 150_000
+    names = [["cat", "dog", "owl"], ["ant", "owl", "eel", "yak"]]
+    half = n // 2
+    chunks = [
+        pa.DictionaryArray.from_arrays(
+            pa.array([None if i % 7 == 0 else i % len(names[c]) for i in range(half)], pa.int32()),
+            pa.array(names[c]),
+        )
+        for c in (0, 1)
+    ]
+    table = pa.table({"value": pa.array([b"v"] * n), "species": pa.chunked_array(chunks)})
+    expected = table.column("species").to_pylist()
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=False, compression=None)
+    ds.extend_arrow(table, "value")
+    assert ds.shards == 1
+
+    assert ds.fields().column("species").to_pylist() == expected
+    with pa.ipc.open_file(tmp_path / "ds" / "000000.fields.arrow") as reader:
+        assert reader.num_record_batches == 3
+        assert pa.types.is_dictionary(reader.schema.field("species").type)
+        read = reader.read_all()
+    assert read.column("species").to_pylist() == expected
+    # One dictionary for the file, each value in it once.
+    for chunk in read.column("species").chunks:
+        assert sorted(chunk.dictionary.to_pylist()) == ["ant", "cat", "dog", "eel", "owl", "yak"]
