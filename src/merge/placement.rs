@@ -143,13 +143,15 @@ impl Dataset {
                     let to = sidecar_path(&self.dir, planned.to, suffix);
                     created.paths.push(to.clone());
                     let mut out = SidecarOut::new(storage, to.clone());
-                    let replaced = options
+                    let moved = options
                         .sidecars
-                        .moved_into(source, planned.from, suffix, &mut out)
-                        .map_err(|source| Error::Hook {
+                        .moved_into(source, planned.from, suffix, &mut out);
+                    let replaced = moved.map_err(|source| {
+                        out.take_failure().unwrap_or_else(|| Error::Hook {
                             what: format!("rewriting {} for {}", from.display(), to.display()),
                             source,
-                        })?;
+                        })
+                    })?;
                     if !finish_sidecar(out, replaced)? {
                         files.push((from, to));
                     }
@@ -182,27 +184,27 @@ impl Dataset {
                     let path = sidecar_path(&self.dir, planned.to, suffix);
                     created.paths.push(path.clone());
                     let mut out = SidecarOut::new(storage, path.clone());
-                    let rewritten = options
-                        .sidecars
-                        .rewrite_into(
-                            &RewrittenSidecar {
-                                part: source,
-                                from: planned.from,
-                                suffix,
-                                bytes: &bytes,
-                                kept_rows: kept,
-                                fingerprint: &written,
-                            },
-                            &mut out,
-                        )
-                        .map_err(|source| Error::Hook {
+                    let rewritten = options.sidecars.rewrite_into(
+                        &RewrittenSidecar {
+                            part: source,
+                            from: planned.from,
+                            suffix,
+                            bytes: &bytes,
+                            kept_rows: kept,
+                            fingerprint: &written,
+                        },
+                        &mut out,
+                    );
+                    let rewritten = rewritten.map_err(|source| {
+                        out.take_failure().unwrap_or_else(|| Error::Hook {
                             what: format!(
                                 "rewriting {} for {}",
                                 sidecar_path(&part.dataset.dir, planned.from, suffix).display(),
                                 path.display()
                             ),
                             source,
-                        })?;
+                        })
+                    })?;
                     finish_sidecar(out, rewritten)?;
                 }
                 Ok(Some(written))

@@ -28,6 +28,9 @@ pub struct SidecarOut<'s> {
     hasher: Xxh3,
     written: u64,
     finished: bool,
+    /// The first failure of the storage (creating or writing the file): the
+    /// merge's I/O error, whatever the hook made of the copy it was given.
+    failure: Option<(&'static str, std::io::Error)>,
 }
 
 impl<'s> SidecarOut<'s> {
@@ -39,7 +42,26 @@ impl<'s> SidecarOut<'s> {
             hasher: Xxh3::new(),
             written: 0,
             finished: false,
+            failure: None,
         }
+    }
+
+    /// The storage's first failure while the hook wrote, as the merge's I/O
+    /// error (naming the operation and the file), if there was one: a hook
+    /// that fails because the file could not be created or written fails the
+    /// merge with an I/O error, not a hook error.
+    pub(crate) fn take_failure(&mut self) -> Option<Error> {
+        let (op, source) = self.failure.take()?;
+        Some(Error::io(op, &self.path, source))
+    }
+
+    /// Keeps the storage's failure `e` of `op` and gives the hook a copy.
+    fn fail(&mut self, op: &'static str, e: std::io::Error) -> std::io::Error {
+        let copy = std::io::Error::new(e.kind(), e.to_string());
+        if self.failure.is_none() {
+            self.failure = Some((op, e));
+        }
+        copy
     }
 
     /// The sidecar's path (for a hook that reads the finished file back
@@ -62,7 +84,10 @@ impl<'s> SidecarOut<'s> {
             return Err(std::io::Error::other("written to after it was finished"));
         }
         if self.file.is_none() {
-            let file = self.storage.create(&self.path)?;
+            let file = match self.storage.create(&self.path) {
+                Ok(file) => file,
+                Err(e) => return Err(self.fail("create", e)),
+            };
             self.file = Some(BufWriter::with_capacity(BUFFER, file));
         }
         Ok(self.file.as_mut().expect("just created"))
@@ -120,17 +145,21 @@ impl<'s> SidecarOut<'s> {
 
 impl Write for SidecarOut<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file()?.write(buf)?;
+        let n = match self.file()?.write(buf) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fail("write", e)),
+        };
         self.hasher.update(&buf[..n]);
         self.written += n as u64;
         Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.file {
+        let flushed = match &mut self.file {
             Some(file) => file.flush(),
             None => Ok(()),
-        }
+        };
+        flushed.map_err(|e| self.fail("write", e))
     }
 }
 
