@@ -57,7 +57,8 @@ struct ReadmeExample;
 pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
-    batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
+    batch_limits, Extend, ExtendSummary, SidecarWriter, BATCH_BYTES_PER_THREAD,
+    BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};
@@ -67,7 +68,8 @@ pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
 pub use merge::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, PartSource, RewrittenSidecar, SidecarOut,
+    SidecarRewrite,
 };
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;

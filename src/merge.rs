@@ -27,10 +27,12 @@ mod keys;
 mod options;
 mod placement;
 mod rerun;
+mod sidecar_out;
 use keys::known_hashes;
 pub use options::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, PartSource, RewrittenSidecar, SidecarOut,
+    SidecarRewrite,
 };
 use placement::{list_sidecars, Created, Part, Plan};
 use rerun::{Merged, Opened};

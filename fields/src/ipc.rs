@@ -1,15 +1,14 @@
-//! A shard's fields file `NNNNNN.fields.arrow`: an Arrow IPC file, written
-//! whole and read zero-copy from a mapping, every declared length checked
-//! before Arrow sees it.
+//! Reading a shard's fields file `NNNNNN.fields.arrow` (an Arrow IPC file of
+//! one or more record batches) zero-copy from a mapping, every declared length
+//! checked before Arrow sees it. The writer is `ipc_writer.rs`.
 
 use std::collections::HashSet;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::FileDecoder;
-use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow_ipc::{Block, MessageHeader};
 use arrow_schema::{DataType, Field, Schema};
 
@@ -28,54 +27,6 @@ pub const NESTED_ELEMENTS_PER_BYTE: u64 = 16;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
 const CONTINUATION: [u8; 4] = [0xff; 4];
-
-/// Encodes a shard's fields as an Arrow IPC file (FORMAT.md, "Fields"):
-/// uncompressed, one record batch, the fingerprint's JSON under the schema
-/// metadata key [`SHARD_METADATA_KEY`]; the batch's other schema metadata is
-/// dropped.
-///
-/// ```
-/// use std::sync::Arc;
-/// use arrow_array::{Int64Array, RecordBatch};
-/// use bcd_fields::{decode_shard, encode_shard, Fingerprint};
-///
-/// let batch = RecordBatch::try_from_iter([("label", Arc::new(Int64Array::from(vec![1, 2])) as _)]).unwrap();
-/// let fingerprint = Fingerprint { records: 2, data_len: 10, index_xxh3: 1, edges_xxh3: 2 };
-/// let bytes = encode_shard(&batch, &fingerprint).unwrap();
-///
-/// let back = decode_shard(Arc::new(bytes.clone()), &fingerprint, "000000.fields.arrow").unwrap().unwrap();
-/// assert_eq!(back[0].column(0), batch.column(0));
-/// // Another shard's file is stale.
-/// let other = Fingerprint { edges_xxh3: 3, ..fingerprint };
-/// assert!(decode_shard(Arc::new(bytes), &other, "000000.fields.arrow").unwrap().is_none());
-/// ```
-pub fn encode_shard(batch: &RecordBatch, fingerprint: &Fingerprint) -> Result<Vec<u8>> {
-    let fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let schema = Arc::new(
-        Schema::new(fields).with_metadata([(SHARD_METADATA_KEY, fingerprint.to_json_string())]),
-    );
-    let batch = RecordBatch::try_new_with_options(
-        schema.clone(),
-        batch.columns().to_vec(),
-        &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )
-    .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    let mut out = Vec::new();
-    let mut writer =
-        FileWriter::try_new_with_options(&mut out, &schema, IpcWriteOptions::default())
-            .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    writer
-        .write(&batch)
-        .and_then(|()| writer.finish())
-        .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    drop(writer);
-    Ok(out)
-}
 
 /// The bytes a decoded file's buffers point into, kept alive by them.
 struct Owner(Arc<dyn AsRef<[u8]> + Send + Sync>);
@@ -120,6 +71,38 @@ pub fn decode_shard_columns(
     name: &str,
     columns: Option<&[String]>,
 ) -> Result<Option<Vec<RecordBatch>>> {
+    let mut batches = Vec::new();
+    let fresh = decode_with(bytes, expected, name, columns, &mut |batch, _| {
+        batches.push(batch);
+        Ok(())
+    })?;
+    Ok(fresh.then_some(batches))
+}
+
+/// [`decode_shard`], handing each record batch to `visit` as it is decoded
+/// (with the offset in the file where its block ends: the file's bytes before
+/// it are not read again) instead of collecting them, so a reader that looks
+/// at one batch at a time holds one at a time. Returns whether the file is the
+/// shard's (`false`: stale, and nothing was visited). The same checks, in the
+/// same order, as `decode_shard`; an error `visit` returns ends the decoding.
+pub fn decode_shard_each(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    mut visit: impl FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
+    decode_with(bytes, expected, name, None, &mut visit)
+}
+
+/// The file of `bytes` as Arrow buffers over its bytes, decoded (`columns`
+/// alone, when given) batch by batch into `visit`.
+fn decode_with(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+    visit: &mut dyn FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
     let owner = Arc::new(Owner(bytes));
     let slice: &[u8] = owner.0.as_ref().as_ref();
     let len = slice.len();
@@ -130,7 +113,7 @@ pub fn decode_shard_columns(
     // call, as documented above).
     let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, owner.clone()) };
     no_panic(name, "the fields file", || {
-        decode(&buffer, expected, name, columns)
+        decode(&buffer, expected, name, columns, visit)
     })
 }
 
@@ -148,7 +131,8 @@ fn decode(
     expected: &Fingerprint,
     name: &str,
     columns: Option<&[String]>,
-) -> Result<Option<Vec<RecordBatch>>> {
+    visit: &mut dyn FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
     let bytes: &[u8] = file.as_slice();
     let len = bytes.len();
     // "ARROW1", 2 bytes of padding, ..., footer, i32 footer length, "ARROW1".
@@ -188,7 +172,7 @@ fn decode(
         )
     })?;
     if Fingerprint::from_json_str(fingerprint, name)? != *expected {
-        return Ok(None);
+        return Ok(false);
     }
 
     let mut names = HashSet::new();
@@ -262,8 +246,7 @@ fn decode(
     }
 
     let mut rows: u64 = 0;
-    let mut batches = Vec::new();
-    for block in footer.recordBatches().iter().flatten() {
+    for (index, block) in footer.recordBatches().iter().flatten().enumerate() {
         let message_bytes = check.block(block, bytes)?;
         let message = check.message(message_bytes)?;
         let batch = message
@@ -287,10 +270,7 @@ fn decode(
         let buffer = check.slice(file, block);
         let decoded = decoder
             .read_record_batch(block, &buffer)
-            .map_err(arrow_err(
-                name,
-                &format!("reading record batch {}", batches.len()),
-            ))?
+            .map_err(arrow_err(name, &format!("reading record batch {index}")))?
             .ok_or_else(|| invalid(name, "a record batch block holds no message"))?;
         if decoded.num_rows() as u64 != length {
             return Err(invalid(
@@ -299,7 +279,8 @@ fn decode(
             ));
         }
         rows += length;
-        batches.push(decoded);
+        let (_, end) = check.range(block)?;
+        visit(decoded, end as usize)?;
     }
     if rows != expected.records {
         return Err(invalid(
@@ -310,7 +291,7 @@ fn decode(
             ),
         ));
     }
-    Ok(Some(batches))
+    Ok(true)
 }
 
 /// Every dictionary id of the schema with its value type; refuses an id that
@@ -582,8 +563,10 @@ impl Checks<'_> {
 mod tests {
     use super::*;
     use crate::builder::BatchBuilder;
+    use crate::ipc_writer::encode_shard;
     use crate::value::{FieldValue, Fields};
     use arrow_array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
+    use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 
     const FP: Fingerprint = Fingerprint {
         records: 3,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
-    align, decode_shard_columns, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint,
-    Scalar, ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
+    align, decode_shard_columns, decode_shard_each, CommitFile, CountKey, DatasetSchema,
+    FieldsError, Fingerprint, Scalar, ShardStats, BATCH_ROWS, FIELDS_SUFFIX, STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
@@ -171,6 +171,36 @@ impl DatasetFields {
         }
     }
 
+    /// The fields of shard `shard`'s records as the dataset schema's columns,
+    /// as [`DatasetFields::shard_batches`] gives them, but handed to `visit`
+    /// one batch at a time (batches of [`BATCH_ROWS`] nulls where the shard has
+    /// no fields file), each let go of once visited, the mapped file's pages
+    /// too: for a reader that goes through a shard once and holds a batch.
+    pub(crate) fn each_shard_batch(
+        &self,
+        dataset: &Dataset,
+        shard: u64,
+        mut visit: impl FnMut(RecordBatch) -> Result<(), FieldsError>,
+    ) -> Result<(), FieldsIoError> {
+        if let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? {
+            let name = dataset
+                .sidecar_path(shard, FIELDS_SUFFIX)
+                .display()
+                .to_string();
+            let expected = committed_fingerprint(dataset, shard)?;
+            if each_aligned_batch(bytes, &expected, &name, &self.schema, &mut visit)? {
+                return Ok(());
+            }
+        }
+        let mut rows = dataset.shard_records(shard) as usize;
+        while rows > 0 {
+            let n = rows.min(BATCH_ROWS);
+            visit(null_batch(&self.schema, n)?)?;
+            rows -= n;
+        }
+        Ok(())
+    }
+
     /// The schema of `columns` (all when `None`); an unknown name is an error.
     pub fn projection(&self, columns: Option<&[String]>) -> Result<DatasetSchema, FieldsIoError> {
         let Some(columns) = columns else {
@@ -214,6 +244,51 @@ impl DatasetFields {
     }
 }
 
+/// A shard's fields as its batches (as [`DatasetFields::shard_batches`] gives
+/// them), with where each starts: a record's row is found in its batch, without
+/// joining the batches (which would copy the shard's fields).
+pub(crate) struct ShardRows {
+    batches: Vec<RecordBatch>,
+    /// The shard's row just past each batch.
+    ends: Vec<usize>,
+}
+
+impl ShardRows {
+    pub(crate) fn new(batches: Vec<RecordBatch>) -> ShardRows {
+        let ends = batches
+            .iter()
+            .scan(0, |end, b| {
+                *end += b.num_rows();
+                Some(*end)
+            })
+            .collect();
+        ShardRows { batches, ends }
+    }
+
+    /// The batches.
+    pub(crate) fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+
+    /// Which batch holds row `row` of the shard, and the row in it. A row past
+    /// the shard's gives the last batch's length (so Arrow's checks refuse it).
+    pub(crate) fn locate(&self, row: usize) -> (usize, usize) {
+        let batch = self.ends.partition_point(|&end| end <= row);
+        let batch = batch.min(self.batches.len().saturating_sub(1));
+        let start = match batch {
+            0 => 0,
+            n => self.ends[n - 1],
+        };
+        (batch, row - start)
+    }
+
+    /// The batch holding row `row` of the shard, and the row in it.
+    pub(crate) fn row(&self, row: usize) -> (&RecordBatch, usize) {
+        let (batch, at) = self.locate(row);
+        (&self.batches[batch], at)
+    }
+}
+
 /// Shard `shard`'s statistics file, when there is one that matches the shard
 /// (its fingerprint): the one reader of statistics files, for opening a dataset
 /// and for reading back what an extend wrote.
@@ -246,8 +321,9 @@ pub(crate) fn read_stats_file(
 }
 
 /// Shard `shard`'s fields as the columns of `schema`, when it has a fields file
-/// that matches the shard: the one reader of fields files, for opening a
-/// dataset and for reading back what an extend wrote.
+/// that matches the shard: the reader of fields files that opening a dataset
+/// uses (reading back what an extend wrote, `read_back.rs`, decodes and aligns
+/// the same way, a batch at a time).
 /// `expected` gives the shard's fingerprint (only asked for when there is a file).
 /// With `columns`, only those of the file's columns are decoded (the file is
 /// checked whole all the same).
@@ -293,8 +369,32 @@ pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBat
         .map_err(arrow("keeping the fields of the records a merge kept"))
 }
 
+/// Decodes a shard's fields file (`bytes`, named `name`) a batch at a time,
+/// each aligned to `schema` (as [`read_fields_file`] reads it) and handed to
+/// `visit`, the mapped file's pages let go of as it goes. Returns whether the
+/// file is the shard's (its fingerprint is `expected`; if not, nothing was
+/// visited).
+pub(crate) fn each_aligned_batch(
+    bytes: bcd::ShardData,
+    expected: &Fingerprint,
+    name: &str,
+    schema: &DatasetSchema,
+    mut visit: impl FnMut(RecordBatch) -> Result<(), FieldsError>,
+) -> Result<bool, FieldsError> {
+    let mapping = bytes.clone();
+    let mut released = 0;
+    decode_shard_each(Arc::new(bytes), expected, name, |batch, end| {
+        for batch in align(&[batch], schema)? {
+            visit(batch)?;
+        }
+        mapping.release(released, end.saturating_sub(released));
+        released = end;
+        Ok(())
+    })
+}
+
 /// A batch of `rows` rows, every column of `schema` null.
-fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsIoError> {
+fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsError> {
     let arrow_schema = schema.arrow_schema();
     let columns = arrow_schema
         .fields()
@@ -307,7 +407,6 @@ fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, Fields
             context: "building a batch of nulls".into(),
             source: e,
         }
-        .into()
     })
 }
 

@@ -16,6 +16,7 @@ use bcd_fields::{DatasetSchema, Fields};
 use serde_json::{Map, Value};
 
 use crate::fields::{FieldsIoError, FieldsWriter};
+use crate::fields_writer::FieldsBuffering;
 use crate::OnDuplicate;
 
 /// One record to add: its key (ignored by a keyless dataset), its value as
@@ -79,9 +80,19 @@ impl<'d> FieldsExtend<'d> {
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
+        FieldsExtend::begin_with(dataset, on_duplicate, FieldsBuffering::default())
+    }
+
+    /// [`FieldsExtend::begin`], the fields' batches and the memory they take
+    /// bounded by `buffering` (see [`FieldsWriter::begin_with`]).
+    pub fn begin_with(
+        dataset: &'d mut Dataset,
+        on_duplicate: OnDuplicate,
+        buffering: FieldsBuffering,
+    ) -> Result<FieldsExtend<'d>, FieldsIoError> {
         let keyed = dataset.keyed();
         let extend = dataset.begin_extend()?;
-        let writer = FieldsWriter::begin(extend.dataset())?;
+        let writer = FieldsWriter::begin_with(extend.dataset(), buffering)?;
         Ok(FieldsExtend {
             extend,
             writer,

@@ -8,7 +8,8 @@
 //! appends it, in source order, through one [`bcd::Extend`]; one commit at the end.
 //! The bytes written do not depend on the number of jobs. Memory holds at most
 //! three batches (each up to [`bcd::BATCH_BYTES_PER_THREAD`] x jobs, or one record if
-//! larger) plus the key set.
+//! larger) plus the key set, and with fields a bounded part of the open shard's
+//! (see [`FieldsBuffering`]) and the statistics sketches.
 //!
 //! [`open_sources`] turns source names and plain [`SourceOptions`] into one
 //! [`bcd_converters::Source`], with the format detection and option checks every
@@ -54,6 +55,7 @@ pub use export_megatron::{
 };
 pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
 pub use fields_extend::{Extended, FieldsExtend, NewRecord, Numbered};
+pub use fields_writer::FieldsBuffering;
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};

@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use bcd::{CreateOptions, Dataset};
-use bcd_fields::{FieldValue, Fields, FieldsError};
+use bcd_fields::{FieldValue, Fields};
 use bcd_sampling::PlanError;
 
 use crate::export::ExportError;
-use crate::fields::{DatasetFields, FieldsIoError};
+use crate::fields::{DatasetFields, ShardRows};
 use crate::fields_extend::FieldsExtend;
 use crate::OnDuplicate;
 
@@ -270,7 +270,7 @@ fn copy_records(
 #[derive(Default)]
 struct ShardColumns {
     shard: Option<u64>,
-    arrays: Vec<ArrayRef>,
+    rows: Option<ShardRows>,
 }
 
 impl ShardColumns {
@@ -284,18 +284,11 @@ impl ShardColumns {
         let shard = dataset.value_location(index)?.shard;
         if self.shard != Some(shard) {
             let batches = fields.shard_batches(dataset, shard, None)?;
-            let joined =
-                arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
-                    .map_err(|source| {
-                        FieldsIoError::from(FieldsError::Arrow {
-                            context: "joining a shard's fields".into(),
-                            source,
-                        })
-                    })?;
-            self.arrays = joined.columns().to_vec();
+            self.rows = Some(ShardRows::new(batches));
             self.shard = Some(shard);
         }
-        let row = index - dataset.shard_first_record(shard) as usize;
-        Ok((&self.arrays, row))
+        let rows = self.rows.as_ref().expect("set above");
+        let (batch, row) = rows.row(index - dataset.shard_first_record(shard) as usize);
+        Ok((batch.columns(), row))
     }
 }
