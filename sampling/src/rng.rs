@@ -63,6 +63,9 @@ pub enum Purpose {
     WeightKeys = 6,
     /// Which classes get one record more in an equal-per-class allocation.
     AllocationRemainder = 7,
+    /// The crop box and flip of one record's image (its index is the record's):
+    /// `bcd-images`' random crops.
+    ImageCrop = 8,
 }
 
 /// The key of the stream for `(seed, epoch, purpose, index)`.
