@@ -23,6 +23,12 @@ directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
 files into a dataset in one all-or-nothing commit, for example
 ``bcd.ingest(["shards-{000000..000099}.tar"], "train.bcd")``.
 
+``bcd.ImageOptions`` says what to make of image values (a random resized
+crop, a centre crop or a resize to a fixed size, a random flip) and
+``Dataset.get_images_into`` / ``bcd.decode_images`` decode JPEGs and PNGs that
+way into one uint8 buffer on all cores, without the GIL (``bcd.torch``'s
+``image=``).
+
 ``bcd.merge(parts, into)`` appends whole datasets in one commit (``bcd merge``)
 and ``bcd.gc(path)`` removes what no manifest references (``bcd gc``). The
 submodules ``bcd.ray`` and ``bcd.spark`` write and read datasets from Ray Data and
@@ -32,7 +38,17 @@ Datasets written here open in the reference and datasets it writes open here;
 for the same records and settings the shard files are byte-identical.
 """
 
-from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, gc, ingest, merge
+from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, ImageOptions, __version__, decode_images, gc, ingest, merge
 from .sampling import partition
 
-__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition"]
+__all__ = [
+    "DEFAULT_MAX_SHARD_SIZE",
+    "Dataset",
+    "ImageOptions",
+    "__version__",
+    "decode_images",
+    "gc",
+    "ingest",
+    "merge",
+    "partition",
+]

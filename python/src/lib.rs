@@ -13,6 +13,7 @@ mod errors;
 mod field_values;
 mod fields_read;
 mod handle;
+mod images;
 mod ingest;
 mod merge;
 mod options;
@@ -26,6 +27,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<dataset::PyDataset>()?;
+    module.add_class::<images::PyImageOptions>()?;
+    module.add_function(wrap_pyfunction!(images::decode_images, module)?)?;
     module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
     module.add_function(wrap_pyfunction!(merge::merge, module)?)?;
     module.add_function(wrap_pyfunction!(merge::gc, module)?)?;

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import multiprocessing.context
 import os
 import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -16,54 +13,13 @@ import torch.utils.data
 import bcd
 
 from ..sampling import EpochSampler
+from .announcement import Announcement as _Announcement
 from .batch import Batch
 from .map_dataset import MapDataset, ReadsDataset
 from .sampler import _agreed_length, _categories, _defaults
 
 # Records per read when an IterableDataset yields samples one by one.
 _SAMPLE_READ = 64
-
-
-class _Announcement:
-    """The epoch and record count the main process's ``set_epoch`` chose, in
-    shared memory that DataLoader workers, forked or spawned, read at the start
-    of each pass: a persistent worker's copy of the dataset is reached no other
-    way. One writer (the main process); a sequence number, odd while a write is
-    under way, lets a reader take a consistent pair without a lock."""
-
-    def __init__(self) -> None:
-        # sequence, epoch, record count
-        self._slots = multiprocessing.RawArray(ctypes.c_uint64, 3)
-
-    def __getstate__(self) -> dict:
-        # Shared memory travels to a process being started (spawn, forkserver);
-        # pickled otherwise, the copy announces and hears nothing.
-        spawning = multiprocessing.context.get_spawning_popen() is not None
-        return {"_slots": self._slots if spawning else None}
-
-    def publish(self, epoch: int, length: int) -> int:
-        """Announces ``(epoch, length)``; returns the announcement's number."""
-        slots = self._slots
-        if slots is None:
-            return 0
-        slots[0] += 1
-        slots[1], slots[2] = epoch, length
-        slots[0] += 1
-        return slots[0]
-
-    def read(self) -> Optional[tuple]:
-        """``(number, epoch, length)`` of the latest announcement (number 0:
-        none yet), or None for a copy without the shared memory."""
-        slots = self._slots
-        if slots is None:
-            return None
-        while True:
-            number = slots[0]
-            if number % 2:
-                continue
-            epoch, length = slots[1], slots[2]
-            if slots[0] == number:
-                return number, epoch, length
 
 
 class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):

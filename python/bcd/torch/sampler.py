@@ -103,6 +103,15 @@ class Sampler(torch.utils.data.Sampler):
             weights=weights,
             num_samples=num_samples,
         )
+        self._seed = seed
+        self._announce_crops()
+
+    def _announce_crops(self) -> None:
+        """Random crops of a MapDataset with ``image=`` follow this sampler's
+        seed and epoch."""
+        source = self._source
+        if isinstance(source, MapDataset) and source.image is not None:
+            source.use_crops(self._seed, self._epochs.epoch)
 
     @property
     def epoch(self) -> int:
@@ -140,6 +149,7 @@ class Sampler(torch.utils.data.Sampler):
                     weights = np.asarray(weights)[:length]
                 self._epochs.set_length(length, categories, weights)
         self._epochs.set_epoch(epoch)
+        self._announce_crops()
 
     def indices(self):
         """The current epoch's indices from the current position, as a NumPy array."""
@@ -152,3 +162,4 @@ class Sampler(torch.utils.data.Sampler):
     def load_state_dict(self, state: dict) -> None:
         """See the class documentation."""
         self._epochs.load_state_dict(state)
+        self._announce_crops()

@@ -256,6 +256,41 @@ impl PyDataset {
     }
 }
 
+impl PyDataset {
+    /// `get_images_into`.
+    pub(super) fn read_images_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &bcd_images::ImageOptions,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<Vec<(usize, String)>> {
+        let wanted = self.collect_indices(py, indices)?;
+        // The caller's buffer is taken before the lock (its exporter is code).
+        let buffer = crate::images::output(out, wanted.len() * options.image_bytes())?;
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let resolved = wanted
+            .iter()
+            .map(|&index| dataset.resolve_index(index))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(to_py)?;
+        dataset.prefetch(resolved.iter().copied());
+        crate::images::dataset_images_into(
+            py,
+            &dataset,
+            &resolved,
+            buffer,
+            options,
+            seed,
+            epoch,
+            self.threads,
+        )
+    }
+}
+
 /// `memoryview(bytes)`: read-only, as the values of the reference.
 pub(super) fn read_only_view<'py>(bytes: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
     Ok(PyMemoryView::from(bytes)?.into_any())
