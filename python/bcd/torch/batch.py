@@ -215,7 +215,9 @@ def _collate_field(column, collate_fn_map):
         if column.dtype == torch.bool:
             return column.clone()
         column = column.tolist()  # unsigned wider than 8 bits: as Python ints
-    return _torch_collate(list(column), collate_fn_map=collate_fn_map)
+    # A tuple, as torch's transposition of the samples makes it (strings come
+    # back as that tuple).
+    return _torch_collate(tuple(column), collate_fn_map=collate_fn_map)
 
 
 def collate_samples(batch, *, collate_fn_map=None):
@@ -235,7 +237,7 @@ def collate_samples(batch, *, collate_fn_map=None):
     values = _pack(columns[0])
     if values is None:  # values of another kind: torch's own rules, sample by sample
         return _torch_collate([tuple(sample) for sample in samples], collate_fn_map=collate_fn_map)
-    return [values, *(_torch_collate(list(column), collate_fn_map=collate_fn_map) for column in columns[1:])]
+    return [values, *(_torch_collate(column, collate_fn_map=collate_fn_map) for column in columns[1:])]
 
 
 def _pack(values) -> "Batch | None":

@@ -243,9 +243,13 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def __getitems__(self, indices: Sequence[int]):
         if self.image is not None:
             batch = self._read(self.read_images, indices)
-            if self.transform is None:
-                return batch
-            return [self.transform(tuple(s) if self._field_names else s) for s in batch]
+            if self.transform is not None:
+                return [self.transform(tuple(s) if self._field_names else s) for s in batch]
+            if not self._field_names:
+                # Bare tensors: torch's collate stacks them (one copy); with a
+                # field, the ImageBatch's tensor is the batch as it is.
+                return list(batch.images)
+            return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
         values = self._read(self._dataset.get_batch, indices)
