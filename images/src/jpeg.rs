@@ -20,35 +20,12 @@ use mozjpeg_sys as ffi;
 
 use crate::crop_box::CropBox;
 use crate::error::ImageError;
+use crate::region::Region;
 use crate::MAX_PIXELS;
 
 /// The most memory libjpeg may take for one image (its own accounting: the
 /// coefficient buffers of a progressive image are the large part).
 const MAX_MEMORY: c_long = 1 << 30;
-
-/// The decoded part of an image: `height` rows of `width` RGB pixels, whose
-/// top-left pixel is (`left`, `top`) of the image scaled by `1 / denom`.
-pub(crate) struct Region {
-    pub pixels: Vec<u8>,
-    pub width: usize,
-    pub height: usize,
-    pub left: usize,
-    pub top: usize,
-    pub denom: u32,
-}
-
-impl Region {
-    /// `kept` (in the full-size image's pixels) in this region's pixels:
-    /// left, top, width, height.
-    pub fn box_within(&self, kept: &CropBox) -> (f64, f64, f64, f64) {
-        let d = self.denom as f64;
-        let left = (kept.x / d - self.left as f64).max(0.0);
-        let top = (kept.y / d - self.top as f64).max(0.0);
-        let width = (kept.width / d).min(self.width as f64 - left);
-        let height = (kept.height / d).min(self.height as f64 - top);
-        (left, top, width, height)
-    }
-}
 
 /// The payload of the panic `error_exit` unwinds with: libjpeg's message.
 struct Fatal(String);

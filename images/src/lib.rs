@@ -31,6 +31,7 @@ mod error;
 mod jpeg;
 mod options;
 mod png_decode;
+mod region;
 mod resize;
 
 use std::borrow::Cow;
@@ -68,23 +69,10 @@ fn decode_with_scratch(
 ) -> Result<(), ImageError> {
     debug_assert_eq!(out.len(), options.image_bytes());
     let mut choose = |width, height| crop_box(options, width, height, key);
-    let (pixels, size, within, flip) = if jpeg::is_jpeg(value) {
-        let (region, kept) = jpeg::decode(value, options.size, options.dct_scaling, &mut choose)?;
-        let within = region.box_within(&kept);
-        (
-            region.pixels,
-            (region.width, region.height),
-            within,
-            kept.flip,
-        )
+    let (region, kept) = if jpeg::is_jpeg(value) {
+        jpeg::decode(value, options.size, options.dct_scaling, &mut choose)?
     } else if png_decode::is_png(value) {
-        let (pixels, size, kept) = png_decode::decode(value, &mut choose)?;
-        (
-            pixels,
-            size,
-            (kept.x, kept.y, kept.width, kept.height),
-            kept.flip,
-        )
+        png_decode::decode(value, &mut choose)?
     } else {
         let start: String = value.iter().take(8).map(|b| format!("{b:02x}")).collect();
         return Err(ImageError::UnknownFormat(if start.is_empty() {
@@ -93,12 +81,13 @@ fn decode_with_scratch(
             format!("bytes {start}")
         }));
     };
+    let within = region.box_within(&kept);
     resize::resample(
-        &pixels,
-        size,
+        &region.pixels,
+        (region.width, region.height),
         within,
         options.size,
-        flip,
+        kept.flip,
         options.channels_first,
         out,
         scratch,
@@ -114,6 +103,9 @@ pub enum Failure<E> {
     /// The value is not an image this crate decodes.
     Image(ImageError),
 }
+
+/// Each image's outcome, by position, as one thread of [`decode_many`] made them.
+type Outcomes<E> = Vec<(usize, Result<(), Failure<E>>)>;
 
 /// Decodes `count` values into `out` (`count * image_bytes` bytes, image `i`
 /// at `i * image_bytes`), image `i` from `value(i)` with `keys[i]`, on up to
@@ -153,7 +145,7 @@ pub fn decode_many<'v, E: Send>(
         .take(count)
         .map(|slot| Mutex::new(Some(slot)))
         .collect();
-    let done: Vec<Vec<(usize, Result<(), Failure<E>>)>> = thread::scope(|scope| {
+    let done: Vec<Outcomes<E>> = thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {

@@ -6,6 +6,7 @@ use std::io::Cursor;
 
 use crate::crop_box::CropBox;
 use crate::error::ImageError;
+use crate::region::Region;
 use crate::MAX_PIXELS;
 
 /// The PNG signature.
@@ -15,12 +16,11 @@ pub(crate) fn is_png(data: &[u8]) -> bool {
     data.starts_with(SIGNATURE)
 }
 
-/// The whole image as RGB (`width * height * 3` bytes), with the box
-/// `choose(width, height)` returns.
+/// The whole image as RGB, with the box `choose(width, height)` returns.
 pub(crate) fn decode(
     data: &[u8],
     choose: &mut dyn FnMut(u32, u32) -> CropBox,
-) -> Result<(Vec<u8>, (usize, usize), CropBox), ImageError> {
+) -> Result<(Region, CropBox), ImageError> {
     let mut decoder = png::Decoder::new(Cursor::new(data));
     // The decoder's own bound on what it allocates (the frame, at most
     // MAX_PIXELS of 8 bytes, and its chunks).
@@ -65,5 +65,13 @@ pub(crate) fn decode(
         }
     }
     let kept = choose(width, height);
-    Ok((rgb, (w, h), kept))
+    let region = Region {
+        pixels: rgb,
+        width: w,
+        height: h,
+        left: 0,
+        top: 0,
+        denom: 1,
+    };
+    Ok((region, kept))
 }
