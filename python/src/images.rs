@@ -15,7 +15,13 @@ use bcd_images::{decode_many, Crop, CropKey, Failure, ImageOptions};
 
 use crate::errors::message;
 
-/// What to make of each image (see `bcd/_bcd.pyi`): checked once, here.
+/// What to make of each image value: ImageOptions(size, *, crop="random_resized",
+/// scale=None, ratio=None, resize=None, flip=None, channels_first=False,
+/// dct_scaling=True). `crop` is "random_resized" (torchvision's
+/// RandomResizedCrop: scale (0.08, 1.0), ratio (3/4, 4/3)), "center" (Resize(resize)
+/// then CenterCrop(size); resize defaults to size / 0.875) or "resize" (the
+/// whole image); a random horizontal flip by default with random crops. Checked
+/// here: a ValueError or TypeError names the keyword.
 #[pyclass(module = "bcd", name = "ImageOptions", frozen)]
 pub struct PyImageOptions {
     pub options: ImageOptions,
@@ -301,7 +307,12 @@ fn decode_into_buffer<'v, E: Send + std::fmt::Display>(
         .collect())
 }
 
-/// `bcd.decode_images`.
+/// decode_images(values, out, options, *, seed=0, epoch=0, records=None, threads=None):
+/// decodes image values (JPEG or PNG bytes) into `out` (a writable uint8 buffer
+/// of len(values) * options.image_bytes bytes) as `options` says, on `threads`
+/// threads (all cores by default) without the GIL; value i draws its crop from
+/// (seed, epoch, records[i]), records defaulting to 0..len(values). Returns the
+/// failures as (i, message); their slots are left as they were.
 #[pyfunction]
 #[pyo3(signature = (values, out, options, *, seed = 0, epoch = 0, records = None, threads = None))]
 #[allow(clippy::too_many_arguments)]
