@@ -30,8 +30,9 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     ``output``).
 
     ``batch_size``: yield whole batches (use ``DataLoader(batch_size=None)``),
-    each read with one parallel call (a :class:`Batch` with ``output="tensor"``
-    and no ``transform``; keep it with ``collate_fn=bcd.torch.collate``).
+    each read with one parallel call (without a ``transform``, a :class:`Batch`
+    in shared memory, which ``collate_fn=bcd.torch.collate`` keeps whole with
+    ``output="tensor"`` and collates as torch's default collate otherwise).
     Workers take the rank's epoch by batches of ``batch_size`` (1 without it) in
     turn, so a loader that batches the same size yields the epoch in order.
 
