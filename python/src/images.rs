@@ -27,19 +27,26 @@ pub struct PyImageOptions {
     pub options: ImageOptions,
 }
 
-/// The keyword arguments of `ImageOptions`, as given (for pickling).
-fn keywords(
-    options: &ImageOptions,
-) -> (
-    Option<u32>,
-    Option<(f64, f64)>,
-    Option<(f64, f64)>,
-    &'static str,
-) {
-    match options.crop {
-        Crop::RandomResized { scale, ratio } => (None, Some(scale), Some(ratio), "random_resized"),
-        Crop::Center { resize } => (Some(resize), None, None, "center"),
-        Crop::Resize => (None, None, None, "resize"),
+/// The crop keywords of `ImageOptions` an options value was made with (for
+/// pickling).
+struct CropKeywords {
+    crop: &'static str,
+    scale: Option<(f64, f64)>,
+    ratio: Option<(f64, f64)>,
+    resize: Option<u32>,
+}
+
+fn crop_keywords(options: &ImageOptions) -> CropKeywords {
+    let (crop, scale, ratio, resize) = match options.crop {
+        Crop::RandomResized { scale, ratio } => ("random_resized", Some(scale), Some(ratio), None),
+        Crop::Center { resize } => ("center", None, None, Some(resize)),
+        Crop::Resize => ("resize", None, None, None),
+    };
+    CropKeywords {
+        crop,
+        scale,
+        ratio,
+        resize,
     }
 }
 
@@ -155,7 +162,7 @@ impl PyImageOptions {
 
     #[getter]
     fn crop(&self) -> &'static str {
-        keywords(&self.options).3
+        crop_keywords(&self.options).crop
     }
 
     #[getter]
@@ -202,7 +209,12 @@ impl PyImageOptions {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let options = &slf.get().options;
-        let (resize, scale, ratio, crop) = keywords(options);
+        let CropKeywords {
+            crop,
+            scale,
+            ratio,
+            resize,
+        } = crop_keywords(options);
         let kwargs = PyDict::new(py);
         kwargs.set_item("crop", crop)?;
         kwargs.set_item("scale", scale)?;
