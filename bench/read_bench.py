@@ -220,7 +220,7 @@ def image_epoch(reader: str, data: Path, seed: int) -> dict:
     return {"seconds": time.perf_counter() - start, "samples": samples}
 
 
-def decode_floor(data: Path, count: int = 200) -> None:
+def decode_floor(data: Path, count: int = 300) -> None:
     """One process, one thread: what each image costs to decode whole with
     libjpeg-turbo (torchvision's decode_jpeg; Pillow's) and to decode, crop
     and resize the bcd way (bcd.decode_images, one thread), over the same
@@ -233,6 +233,7 @@ def decode_floor(data: Path, count: int = 200) -> None:
 
     import bcd
 
+    torch.set_num_threads(1)
     files = train_bench.image_files(data / "jpeg")[:count]
     values = [p.read_bytes() for p, _ in files]
     crop = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
