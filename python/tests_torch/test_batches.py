@@ -16,7 +16,7 @@ import torch.utils.data
 
 import bcd
 import bcd.torch
-from loaders import index_of, make_dataset
+from loaders import index_of, loader, make_dataset
 
 N = 157
 
@@ -26,12 +26,6 @@ def stored(tmp_path_factory):
     path = tmp_path_factory.mktemp("ds") / "d"
     labels = make_dataset(path, N, compression="lz4")
     return path, labels
-
-
-def loader(dataset, sampler=None, *, workers=0, context="fork", batch_size=16, **options):
-    if workers:
-        options.update(num_workers=workers, multiprocessing_context=context)
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, **options)
 
 
 def reference_batches(dataset, sampler, batch_size=16):

@@ -21,7 +21,7 @@ import torch.utils.data
 
 import bcd
 import bcd.torch
-from loaders import batch_indices, index_of, make_dataset, run_in_new_process
+from loaders import batch_indices, index_of, loader, make_dataset, run_in_new_process
 
 N = 301
 
@@ -31,12 +31,6 @@ def stored(tmp_path_factory):
     path = tmp_path_factory.mktemp("ds") / "d"
     labels = make_dataset(path, N, compression="lz4")
     return path, labels
-
-
-def loader(dataset, sampler=None, *, workers=0, context="fork", batch_size=16, **options):
-    if workers:
-        options.update(num_workers=workers, multiprocessing_context=context)
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, **options)
 
 
 def test_samples_are_the_value_and_the_fields(stored):

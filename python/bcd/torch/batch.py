@@ -31,7 +31,29 @@ class Sample(tuple):
     __slots__ = ()
 
 
-class Batch:
+class _Samples:
+    """What :class:`Batch` and :class:`ImageBatch` share: ``batch[i]`` is
+    ``dataset[i]``'s sample, the value alone or ``(value, *fields)``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample {i} of a batch of {len(self)}")
+        if not self.fields:
+            return self._value(i)
+        return Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
+
+    def __iter__(self) -> Iterator:
+        for i in range(len(self)):
+            yield self[i]
+
+
+class Batch(_Samples):
     """A batch of records as one contiguous uint8 tensor (``values``) and the
     offsets of each value in it (``offsets``, int64, ``len + 1``), with the
     requested fields (``fields``: name -> tensor, or list for values a tensor
@@ -99,21 +121,6 @@ class Batch:
             return bytes(self._view()[start:end])
         return self.value(i)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"sample {i} of a batch of {len(self)}")
-        if not self.fields:
-            return self._value(i)
-        return Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
-
-    def __iter__(self) -> Iterator:
-        for i in range(len(self)):
-            yield self[i]
-
     def _collated(self, collate_fn_map) -> list:
         return [self.without_fields(), *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
 
@@ -139,7 +146,7 @@ class Batch:
         )
 
 
-class ImageBatch:
+class ImageBatch(_Samples):
     """A batch of decoded images (a :class:`MapDataset` with ``image=``): one
     uint8 tensor ``images`` of shape ``(N, *image.shape)``, the requested
     ``fields`` and the record ``indices``, in shared memory when built in a
@@ -163,20 +170,8 @@ class ImageBatch:
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"sample {i} of a batch of {len(self)}")
-        if not self.fields:
-            return self.images[i]
-        return Sample((self.images[i], *(_item(column, i) for column in self.fields.values())))
-
-    def __iter__(self) -> Iterator:
-        for i in range(len(self)):
-            yield self[i]
+    def _value(self, i: int) -> torch.Tensor:
+        return self.images[i]
 
     def _collated(self, collate_fn_map) -> list:
         return [self.images, *(_collate_field(column, collate_fn_map) for column in self.fields.values())]

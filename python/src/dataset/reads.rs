@@ -119,11 +119,7 @@ impl PyDataset {
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
         // Negative indices count from the end as it is now.
-        let resolved = wanted
-            .iter()
-            .map(|&index| dataset.resolve_index(index))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(to_py)?;
+        let resolved = resolve_all(&dataset, &wanted)?;
         // Large values may not be in memory: ask for all of them at once, so the
         // disk sees the whole batch rather than one page fault at a time.
         // Each value located once: for the stored size here and, uncompressed, for
@@ -191,11 +187,7 @@ impl PyDataset {
         let (resolved, lens) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
-            let resolved = wanted
-                .iter()
-                .map(|&index| dataset.resolve_index(index))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(to_py)?;
+            let resolved = resolve_all(&dataset, &wanted)?;
             let lens = resolved
                 .iter()
                 .map(|&index| dataset.value_len(index))
@@ -272,11 +264,7 @@ impl PyDataset {
         let buffer = crate::images::output(out, wanted.len() * options.image_bytes())?;
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
-        let resolved = wanted
-            .iter()
-            .map(|&index| dataset.resolve_index(index))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(to_py)?;
+        let resolved = resolve_all(&dataset, &wanted)?;
         dataset.prefetch(resolved.iter().copied());
         crate::images::dataset_images_into(
             py,
@@ -289,6 +277,16 @@ impl PyDataset {
             self.threads,
         )
     }
+}
+
+/// The indices `wanted` (negative ones counting from the end as the dataset is
+/// now) as positions, each checked to be in range.
+fn resolve_all(dataset: &Dataset, wanted: &[i64]) -> PyResult<Vec<usize>> {
+    wanted
+        .iter()
+        .map(|&index| dataset.resolve_index(index))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(to_py)
 }
 
 /// `memoryview(bytes)`: read-only, as the values of the reference.
