@@ -107,6 +107,22 @@ write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
 for path in sorted((fixtures / "parquet").glob("*.parquet")):
     write("parquet_source", path.name, path.read_bytes())
 
+# mds_source: a flag byte (0 plain, 1 zstd-compressed by the target, 0x80 the
+# bytes are index.json), then the shards of every-encoding and its index.
+for path in sorted((fixtures / "mds" / "every-encoding").glob("shard.*.mds")):
+    write("mds_source", path.name, b"\x00" + path.read_bytes())
+    write("mds_source", path.name + ".zstd", b"\x01" + path.read_bytes())
+for name in ("every-encoding", "zstd", "snappy"):
+    write("mds_source", name + "-index.json", b"\x80" + (fixtures / "mds" / name / "index.json").read_bytes())
+
+# litdata_source: a flag byte (the fixture whose config reads the chunk: 0 dict,
+# 1 zstd-batch, 2 zstd-sample, 3 zstd-chunk, given decompressed; 0x80 the bytes
+# are index.json), then a chunk.
+for flag, name in ((0, "dict"), (1, "zstd-batch"), (2, "zstd-sample")):
+    for path in sorted((fixtures / "litdata" / name).glob("chunk-*.bin")):
+        write("litdata_source", name + "-" + path.name, bytes([flag]) + path.read_bytes())
+    write("litdata_source", name + "-index.json", b"\x80" + (fixtures / "litdata" / name / "index.json").read_bytes())
+
 # hf_disk_source: a data file of a save_to_disk directory.
 for path in sorted((fixtures / "hf_disk" / "photos").glob("*.arrow")):
     write("hf_disk_source", path.name, path.read_bytes())
@@ -180,3 +196,33 @@ png = bytes.fromhex(
 )
 write("image_decode", "png", bytes([0x02, 7, 0]) + png)
 
+# lmdb_source: a mode byte (0 raw, 1 pickle, 2 caffe-datum), then a data file py-lmdb wrote.
+lmdb = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "lmdb"
+for mode, name in [(0, "raw/data.mdb"), (1, "pickle-tuple.lmdb"), (1, "pickle-dict/data.mdb"),
+                   (2, "caffe-datum/data.mdb"), (0, "named/data.mdb")]:
+    write("lmdb_source", name.replace("/", "-"), bytes([mode]) + (lmdb / name).read_bytes())
+
+# pickle: pickles of every protocol, of the layouts the LMDB source decodes.
+import pickle as _pickle
+for protocol in range(0, _pickle.HIGHEST_PROTOCOL + 1):
+    for name, obj in [("tuple", (b"\xff\xd8jpeg", 3)),
+                      ("dict", {"image": b"png", "label": 1, "box": [1, 2.5], "note": None, "ok": True}),
+                      ("shared", [[b"x"] * 2] * 2)]:
+        write("pickle", f"{name}-{protocol}", _pickle.dumps(obj, protocol=protocol))
+
+# view_file: a flag byte (1: the target fixes the checksum), then view files of
+# 100 records: narrow with an expression, and one made from indices.
+def view_file(records, indices, expression, shards=2):
+    wide = records > 1 << 32
+    flags = (1 if wide else 0) | (2 if expression is not None else 0)
+    text = (expression or "").encode()
+    header = b"BCDVIEW1" + struct.pack("<II", 1, flags)
+    header += struct.pack("<QQQQ", records, shards, len(indices), len(text))
+    header += struct.pack("<QQQQ", 60, 4000, 0x1234, 0x5678) + bytes(16)
+    padded = text + bytes(-len(text) % 8)
+    return header + padded + b"".join(struct.pack("<Q" if wide else "<I", i) for i in indices)
+
+
+write("view_file", "cats", b"\x01" + view_file(100, [0, 3, 42, 99], "label = 'cat'"))
+write("view_file", "indices", b"\x01" + view_file(100, list(range(0, 100, 9)), None))
+write("view_file", "wide", b"\x01" + view_file(5 << 32, [1, 1 << 33], "size > 1"))

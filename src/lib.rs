@@ -45,6 +45,8 @@ mod sidecars;
 pub mod storage;
 mod teardown;
 mod verify;
+mod view_file;
+mod views;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]
@@ -68,3 +70,5 @@ pub use merge::{
 };
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;
+pub use view_file::{View, ViewBinding, ViewFileError, ViewIndices, ViewRecords, ViewRecordsError};
+pub use views::max_view_file_len;

@@ -285,7 +285,9 @@ fn remove_part_files(
             || name == MANIFEST_TMP_NAME
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)
-            || name.starts_with(COMMIT_FILE_TMP_PREFIX);
+            || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+            || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
+            || crate::format::parse_view_file_name(name).is_some();
         if ours {
             names.push(name.to_owned());
         }

@@ -25,7 +25,7 @@ impl Dataset {
     /// committed records meanwhile, nothing is removed and the result is
     /// [`Error::NotEmpty`]. Removes the manifest, leftovers of interrupted writes
     /// ([`Dataset::uncommitted_files`]), the persisted index, the commit file of
-    /// the empty state and the lock file.
+    /// the empty state, its views (which select nothing) and the lock file.
     pub fn remove_empty(self, remove_directory: bool) -> Result<()> {
         let dir = self.dir.clone();
         let storage = self.storage.clone();
@@ -53,6 +53,10 @@ impl Dataset {
             remove(&leftover)?;
         }
         remove(&dir.join(INDEX_FILE_NAME))?;
+        // Views of the empty state select nothing.
+        for view in crate::views::view_names_in(&dir)? {
+            remove(&crate::format::view_file_path(&dir, &view))?;
+        }
         remove(&crate::format::commit_file_path(&dir, 0))?;
         remove(&dir.join(LOCK_NAME))?;
         drop(lock);
@@ -78,6 +82,8 @@ fn is_writer_file(name: &str) -> bool {
         || name == INDEX_FILE_NAME
         || name.starts_with(INDEX_FILE_TMP_PREFIX)
         || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+        || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
+        || crate::format::parse_view_file_name(name).is_some()
         || parse_shard_name(name).is_some()
         || parse_sidecar_name(name).is_some()
         || parse_commit_file_name(name).is_some()

@@ -35,6 +35,12 @@ pub enum FormatArg {
     Jsonl,
     /// Megatron indexed datasets: PREFIX (or PREFIX.idx) naming PREFIX.idx + PREFIX.bin.
     Megatron,
+    /// LMDB environments: a directory holding data.mdb, or the data file.
+    Lmdb,
+    /// MosaicML Streaming (MDS) directories: index.json and its shards.
+    Mds,
+    /// LitData `optimize` output directories: index.json and its chunks.
+    Litdata,
 }
 
 impl From<FormatArg> for bcd_pipeline::SourceFormat {
@@ -48,6 +54,9 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
             FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
             FormatArg::Megatron => bcd_pipeline::SourceFormat::Megatron,
+            FormatArg::Lmdb => bcd_pipeline::SourceFormat::Lmdb,
+            FormatArg::Mds => bcd_pipeline::SourceFormat::Mds,
+            FormatArg::Litdata => bcd_pipeline::SourceFormat::Litdata,
         }
     }
 }
@@ -72,12 +81,14 @@ pub struct SourceFlags {
     #[command(flatten)]
     pub jsonl: JsonlArgs,
     #[command(flatten)]
+    pub lmdb: LmdbArgs,
+    #[command(flatten)]
     pub fields: FieldsArgs,
 }
 
 impl SourceArgs for SourceFlags {
     fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
-        let groups: [&dyn SourceArgs; 8] = [
+        let groups: [&dyn SourceArgs; 9] = [
             &self.dir,
             &self.tar,
             &self.parquet,
@@ -85,6 +96,7 @@ impl SourceArgs for SourceFlags {
             &self.csv,
             &self.tfrecord,
             &self.jsonl,
+            &self.lmdb,
             &self.fields,
         ];
         for group in groups {
@@ -174,15 +186,18 @@ pub struct TarArgs {
 /// `bcd ingest` flags: Parquet sources (parquet), and `--key-column` for CSV too.
 #[derive(Debug, clap::Args)]
 pub struct ParquetArgs {
-    /// The column holding the values (required).
+    /// The column holding the values (parquet, hf-disk: required; mds: a column,
+    /// litdata: a leaf, default the only binary one, else the only text one; lmdb
+    /// with --lmdb-value pickle: the pickled dict's entry, default its only bytes
+    /// entry).
     #[arg(
         long,
         value_name = "COL",
         help_heading = "Parquet sources (parquet, hf-disk)"
     )]
     pub value_column: Option<String>,
-    /// The column holding the keys (parquet, hf-disk: keyless without it; csv:
-    /// default the path as written).
+    /// The column holding the keys (parquet, hf-disk, mds, litdata: keyless
+    /// without it; csv: default the path as written).
     #[arg(long, value_name = "COL", help_heading = "Parquet and CSV sources")]
     pub key_column: Option<String>,
     /// Skip (and count) rows whose value or key is null instead of failing.
@@ -266,17 +281,66 @@ pub struct JsonlArgs {
     pub schema: Option<PathBuf>,
 }
 
-/// `bcd ingest` flags: The field options several formats share (parquet, csv, tfrecord).
+/// `--lmdb-value` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LmdbValueArg {
+    /// The bytes as stored.
+    Raw,
+    /// A pickled bytes, (bytes, label) tuple or dict of fields (plain data
+    /// only: a pickle that would run code is refused).
+    Pickle,
+    /// A Caffe Datum (convert_imageset): the image bytes, fields label,
+    /// channels, height, width, encoded.
+    CaffeDatum,
+}
+
+impl From<LmdbValueArg> for bcd_converters::lmdb_source::LmdbValue {
+    fn from(arg: LmdbValueArg) -> Self {
+        use bcd_converters::lmdb_source::LmdbValue;
+        match arg {
+            LmdbValueArg::Raw => LmdbValue::Raw,
+            LmdbValueArg::Pickle => LmdbValue::Pickle,
+            LmdbValueArg::CaffeDatum => LmdbValue::CaffeDatum,
+        }
+    }
+}
+
+/// `bcd ingest` flags: LMDB environments (lmdb).
+#[derive(Debug, clap::Args)]
+pub struct LmdbArgs {
+    /// How each entry's value is read [default: raw].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        help_heading = "LMDB environments (lmdb)"
+    )]
+    pub lmdb_value: Option<LmdbValueArg>,
+    /// The named database to read (default: the unnamed one).
+    #[arg(long, value_name = "NAME", help_heading = "LMDB environments (lmdb)")]
+    pub lmdb_db: Option<String>,
+}
+
+impl SourceArgs for LmdbArgs {
+    fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
+        options.lmdb_value = self.lmdb_value.map(Into::into);
+        options.lmdb_db = self.lmdb_db.clone();
+        Ok(())
+    }
+}
+
+/// `bcd ingest` flags: The field options several formats share (parquet, hf-disk,
+/// csv, tfrecord, mds, litdata).
 #[derive(Debug, clap::Args)]
 pub struct FieldsArgs {
-    /// Which other columns (parquet, csv) or features (tfrecord) become fields:
-    /// all, none, or names separated by commas [default: all; tfrecord: all with
-    /// --feature, else none].
+    /// Which other columns (parquet, hf-disk, csv, mds), leaves (litdata) or
+    /// features (tfrecord) become fields: all, none, or names separated by commas
+    /// [default: all; tfrecord: all with --feature, else none].
     #[arg(
         long,
         value_name = "all|none|NAME,...",
         value_parser = parse_fields,
-        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata)"
     )]
     pub fields: Option<bcd_converters::FieldSelection>,
     /// Declare a CSV field column's type instead of inferring it (repeatable);
@@ -285,7 +349,7 @@ pub struct FieldsArgs {
         long,
         value_name = "NAME=TYPE",
         value_parser = parse_field_type,
-        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata)"
     )]
     pub field_type: Vec<(String, bcd_converters::FieldType)>,
 }

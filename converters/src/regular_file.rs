@@ -11,7 +11,7 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::MAX_VALUE_SIZE;
+use crate::{SourceError, MAX_VALUE_SIZE};
 
 /// Why [`read_regular`] read nothing.
 #[derive(Debug)]
@@ -77,6 +77,29 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadRegularError> {
     Ok((file, opened.len()))
 }
 
+/// The source error of a file [`open_regular`] refused or could not open.
+pub(crate) fn regular_error(path: &Path, error: ReadRegularError) -> SourceError {
+    match error {
+        ReadRegularError::Io(source) => SourceError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        ReadRegularError::NotRegular(kind) => SourceError::NotRegularFile {
+            file: path.display().to_string(),
+            location: "opening it".into(),
+            path: path.to_owned(),
+            kind,
+        },
+        ReadRegularError::TooLarge(size) => SourceError::TooLarge {
+            file: path.display().to_string(),
+            location: "opening it".into(),
+            what: "the file".into(),
+            size,
+            limit: crate::MAX_VALUE_SIZE,
+        },
+    }
+}
+
 /// Reads a whole regular file (see [`open_regular`]) of at most
 /// [`MAX_VALUE_SIZE`] bytes; a larger one is refused before it is read.
 pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>, ReadRegularError> {
@@ -93,6 +116,21 @@ pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>, ReadRegularError> {
         return Err(ReadRegularError::TooLarge(value.len() as u64));
     }
     Ok(value)
+}
+
+/// Fills `buf` from `file` at `offset`, without moving a shared cursor (the
+/// Megatron `.bin`, an LMDB data file's pages).
+#[cfg(unix)]
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Fills `buf` from `file` at `offset`.
+#[cfg(not(unix))]
+pub(crate) fn read_exact_at(mut file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
 }
 
 #[cfg(test)]

@@ -295,3 +295,75 @@ fn the_hf_disk_source_does_not_go_on_to_the_next_data_file() {
     assert!(keys.is_empty(), "{keys:?}");
     assert!(error.contains("data-00000-of-00002.arrow"), "{error}");
 }
+
+#[test]
+fn the_lmdb_source_stops_at_an_entry_it_cannot_decode() {
+    use bcd_converters::lmdb_source::{LmdbOptions, LmdbSource, LmdbValue};
+    // The tuple fixture read as Caffe Datums: its first entry is no Datum; the
+    // other entries and a good environment after it are never read.
+    let options = LmdbOptions {
+        value: LmdbValue::CaffeDatum,
+        ..Default::default()
+    };
+    let mut source = LmdbSource::new(
+        &[
+            fixture("lmdb/pickle-tuple.lmdb"),
+            fixture("lmdb/caffe-datum"),
+        ],
+        options,
+    );
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(
+        error.contains("pickle-tuple.lmdb") && error.contains("key \"0\""),
+        "{error}"
+    );
+}
+
+/// A copy of the fixture directory `name` in a temporary directory.
+fn copy_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    fs::create_dir(&dir).unwrap();
+    for entry in fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    (tmp, dir)
+}
+
+#[test]
+fn the_mds_source_does_not_go_on_to_the_next_shard() {
+    use bcd_converters::mds_source::MdsSource;
+    use bcd_converters::sample_shards::ColumnOptions;
+    // Three shards of two samples; the second is garbage, the third good.
+    let (_tmp, dir) = copy_dir("mds/zstd");
+    fs::write(dir.join("shard.00001.mds.zstd"), b"not zstd").unwrap();
+    let options = ColumnOptions {
+        key_column: Some("id".into()),
+        ..Default::default()
+    };
+    let mut source = MdsSource::new(&[dir], &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["s00", "s01"]);
+    assert!(error.contains("shard.00001.mds.zstd"), "{error}");
+}
+
+#[test]
+fn the_litdata_source_does_not_go_on_to_the_next_chunk() {
+    use bcd_converters::litdata_source::LitdataSource;
+    use bcd_converters::sample_shards::ColumnOptions;
+    // Three chunks of 2, 2 and 1 items; the second is garbage, the third good.
+    let (_tmp, dir) = copy_dir("litdata/zstd-sample");
+    let chunk = dir.join("chunk-0-1.bin");
+    let len = fs::metadata(&chunk).unwrap().len() as usize;
+    fs::write(&chunk, vec![0xee; len]).unwrap();
+    let options = ColumnOptions {
+        key_column: Some("name".into()),
+        ..Default::default()
+    };
+    let mut source = LitdataSource::new(&[dir], &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["n0", "n1"]);
+    assert!(error.contains("chunk-0-1.bin"), "{error}");
+}

@@ -106,6 +106,20 @@ pub fn decode_shard(
     expected: &Fingerprint,
     name: &str,
 ) -> Result<Option<Vec<RecordBatch>>> {
+    decode_shard_columns(bytes, expected, name, None)
+}
+
+/// [`decode_shard`] of the file's columns named in `columns` alone (those it
+/// has, in its order; `None`: all): the file is checked as a whole, but only
+/// those columns' arrays are made and validated, so a reader of one column
+/// (an expression over a label, say) does not pay for the others (a caption's
+/// UTF-8).
+pub fn decode_shard_columns(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+) -> Result<Option<Vec<RecordBatch>>> {
     let owner = Arc::new(Owner(bytes));
     let slice: &[u8] = owner.0.as_ref().as_ref();
     let len = slice.len();
@@ -115,7 +129,9 @@ pub fn decode_shard(
     // (Arrow's buffers are immutable; `as_ref` returns the same bytes on every
     // call, as documented above).
     let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, owner.clone()) };
-    no_panic(name, "the fields file", || decode(&buffer, expected, name))
+    no_panic(name, "the fields file", || {
+        decode(&buffer, expected, name, columns)
+    })
 }
 
 fn invalid(name: &str, what: impl Into<String>) -> FieldsError {
@@ -127,7 +143,12 @@ fn arrow_err(name: &str, what: &str) -> impl FnOnce(arrow_schema::ArrowError) ->
     move |source| FieldsError::InvalidArrow { name, what, source }
 }
 
-fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Vec<RecordBatch>>> {
+fn decode(
+    file: &Buffer,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+) -> Result<Option<Vec<RecordBatch>>> {
     let bytes: &[u8] = file.as_slice();
     let len = bytes.len();
     // "ARROW1", 2 bytes of padding, ..., footer, i32 footer length, "ARROW1".
@@ -196,6 +217,13 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
     check.ranges(all_blocks)?;
     let schema = Arc::new(schema);
     let mut decoder = FileDecoder::new(schema.clone(), footer.version());
+    if let Some(columns) = columns {
+        let projection = (schema.fields().iter().enumerate())
+            .filter(|(_, f)| columns.iter().any(|c| c == f.name()))
+            .map(|(i, _)| i)
+            .collect();
+        decoder = decoder.with_projection(projection);
+    }
 
     let mut seen_dictionaries = HashSet::new();
     for block in footer.dictionaries().iter().flatten() {
@@ -603,6 +631,30 @@ mod tests {
         let s = back[0].column(1).to_data();
         let range = bytes.as_ptr_range();
         assert!(range.contains(&s.buffers()[1].as_ptr()));
+    }
+
+    /// A projection decodes only the columns asked for, as they are; the
+    /// file is still checked whole (a stale file is still stale).
+    #[test]
+    fn a_projection_decodes_only_its_columns() {
+        let batch = sample();
+        let bytes = encode_shard(&batch, &FP).unwrap();
+        let columns = ["st".to_owned(), "n".to_owned(), "absent".to_owned()];
+        let back = decode_shard_columns(Arc::new(bytes.clone()), &FP, "f", Some(&columns))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0].num_columns(), 2);
+        assert_eq!(back[0].column_by_name("n"), Some(batch.column(0)));
+        assert_eq!(back[0].column_by_name("st"), Some(batch.column(3)));
+        let stale = Fingerprint {
+            edges_xxh3: 9,
+            ..FP
+        };
+        assert!(
+            decode_shard_columns(Arc::new(bytes), &stale, "f", Some(&columns))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

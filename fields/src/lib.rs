@@ -16,6 +16,8 @@
 //!   class indices renumbered into the dataset's vocabularies.
 //! - [`row_to_json`] / [`member_bytes`]: a row for people, a value for WebDataset.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
+//! - [`Predicate`]: a SQL boolean expression over fields, compiled to Arrow's
+//!   kernels (views, `--where`).
 //! - [`CategoryCodes`]: a column's values as dense class numbers, for balanced
 //!   orders and subsets.
 
@@ -35,6 +37,7 @@ mod ipc;
 mod json_row;
 mod json_util;
 mod metadata;
+mod predicate;
 mod remap;
 mod schema;
 mod stats;
@@ -54,12 +57,15 @@ pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING
 pub use fingerprint::Fingerprint;
 pub use guard::{contain_panics, containing_panics};
 pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
-pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
+pub use ipc::{
+    decode_shard, decode_shard_columns, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY,
+};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
     CLASS_NAMES_COLUMN, CLASS_NAMES_KEY, HUGGINGFACE_KEY, VALUE_KEY,
 };
+pub use predicate::{Predicate, PredicateError, MAX_PREDICATE_BYTES};
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
-    align, decode_shard, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint, Scalar,
-    ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
+    align, decode_shard_columns, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint,
+    Scalar, ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
@@ -162,7 +162,7 @@ impl DatasetFields {
     ) -> Result<Vec<RecordBatch>, FieldsIoError> {
         let schema = self.projection(columns)?;
         let expected = || committed_fingerprint(dataset, shard);
-        match read_fields_file(dataset, shard, expected, &schema)? {
+        match read_fields_file(dataset, shard, expected, &schema, columns)? {
             Some(batches) => Ok(batches),
             None => Ok(vec![null_batch(
                 &schema,
@@ -190,6 +190,13 @@ impl DatasetFields {
             }
         }
         Ok(DatasetSchema::from_fields(fields)?)
+    }
+
+    /// The dataset schema's column names, in order.
+    fn field_names_in_order(&self) -> Vec<String> {
+        (self.schema.fields().iter())
+            .map(|f| f.name().clone())
+            .collect()
     }
 
     fn field_names(&self) -> String {
@@ -242,11 +249,14 @@ pub(crate) fn read_stats_file(
 /// that matches the shard: the one reader of fields files, for opening a
 /// dataset and for reading back what an extend wrote.
 /// `expected` gives the shard's fingerprint (only asked for when there is a file).
+/// With `columns`, only those of the file's columns are decoded (the file is
+/// checked whole all the same).
 pub(crate) fn read_fields_file(
     dataset: &Dataset,
     shard: u64,
     expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
     schema: &DatasetSchema,
+    columns: Option<&[String]>,
 ) -> Result<Option<Vec<RecordBatch>>, FieldsIoError> {
     let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? else {
         return Ok(None);
@@ -255,10 +265,32 @@ pub(crate) fn read_fields_file(
         .sidecar_path(shard, FIELDS_SUFFIX)
         .display()
         .to_string();
-    match decode_shard(Arc::new(bytes), &expected()?, &name)? {
+    match decode_shard_columns(Arc::new(bytes), &expected()?, &name, columns)? {
         Some(batches) => Ok(Some(align(&batches, schema)?)),
         None => Ok(None),
     }
+}
+
+/// The rows of a shard's `batches` whose `kept` is set, as one batch (a
+/// merge's kept records, a view's records).
+pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
+    let arrow = |context: &str| {
+        let context = context.to_owned();
+        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
+    };
+    let schema = match batches.first() {
+        Some(batch) => batch.schema(),
+        None => {
+            return Ok(RecordBatch::new_empty(Arc::new(
+                arrow_schema::Schema::empty(),
+            )))
+        }
+    };
+    let whole = arrow_select::concat::concat_batches(&schema, batches)
+        .map_err(arrow("joining a shard's fields"))?;
+    let mask = BooleanArray::from(kept.to_vec());
+    arrow_select::filter::filter_record_batch(&whole, &mask)
+        .map_err(arrow("keeping the fields of the records a merge kept"))
 }
 
 /// A batch of `rows` rows, every column of `schema` null.
@@ -318,12 +350,7 @@ pub(crate) fn size_stats(
 /// and with `per_shard` the same figures per shard under `"per_shard"`.
 pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsIoError> {
     let fields = DatasetFields::load(dataset)?;
-    let order: Vec<String> = fields
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let order = fields.field_names_in_order();
     let totals = fields.totals(dataset)?;
     let mut out = report(&totals, &order);
     out["shards"] = dataset.shards().into();
@@ -337,6 +364,39 @@ pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsI
         }
         out["per_shard"] = Value::Array(shards);
     }
+    Ok(out)
+}
+
+/// The statistics report of the records `records` of `dataset` (a view's, in
+/// increasing order), as [`stats_report`] gives a dataset's: computed from
+/// those records' sizes and fields, shard by shard (each shard's fields
+/// read once, only where the view has records).
+pub fn records_stats_report(
+    dataset: &Dataset,
+    records: &bcd::ViewIndices,
+) -> Result<Value, FieldsIoError> {
+    let fields = DatasetFields::load(dataset)?;
+    let order = fields.field_names_in_order();
+    let mut totals = ShardStats::new();
+    let mut next = records.iter().peekable();
+    while let Some(&first) = next.peek() {
+        let shard = dataset.value_location(first as usize)?.shard;
+        let start = dataset.shard_first_record(shard);
+        let mut kept = vec![false; dataset.shard_records(shard) as usize];
+        while let Some(index) = next.next_if(|&i| i < start + kept.len() as u64) {
+            kept[(index - start) as usize] = true;
+        }
+        let mut stats = size_stats(dataset, shard, |row| kept[row])?;
+        let batches = fields.shard_batches(dataset, shard, None)?;
+        let chosen = filter(&batches, &kept)?;
+        if chosen.num_columns() > 0 {
+            stats.add_fields(&chosen)?;
+        }
+        totals.merge(&stats)?;
+    }
+    let mut out = report(&totals, &order);
+    out["shards"] = dataset.shards().into();
+    out["path"] = dataset.path().display().to_string().into();
     Ok(out)
 }
 

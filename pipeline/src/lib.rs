@@ -42,6 +42,7 @@ mod source_options;
 mod sources;
 mod spelling;
 mod subset;
+pub mod views;
 
 pub use categories::{field_categories, CategoriesError};
 pub use destination::Destination;
@@ -66,7 +67,10 @@ pub use source_format::SourceFormat;
 pub use source_options::SourceOptions;
 pub use sources::{open_sources, open_sources_into, OpenedSource};
 pub use spelling::{error_chain, spell_options};
-pub use subset::{copy_into, sample_records, CopyOptions, CopySummary, SampleError, SampleOptions};
+pub use subset::{
+    copy_into, sample_records, sample_records_of, CopyOptions, CopySummary, SampleError,
+    SampleOptions,
+};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

@@ -15,14 +15,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::RecordBatch;
 use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
 use bcd_fields::{
     merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats, FIELDS_SUFFIX,
     STATS_SUFFIX,
 };
 
-use crate::fields::{fingerprint, size_stats, DatasetFields, FieldsIoError};
+use crate::fields::{filter, fingerprint, size_stats, DatasetFields, FieldsIoError};
 use crate::fields_writer::{encode_fields_file, encode_stats_file};
 use crate::read_back::{check_fields_bytes, checked_commit_file};
 
@@ -205,26 +205,6 @@ fn print_key(print: &Fingerprint) -> String {
 }
 
 /// The rows of `batches` (concatenated) where `kept` is true.
-fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
-    let arrow = |context: &str| {
-        let context = context.to_owned();
-        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
-    };
-    let schema = match batches.first() {
-        Some(batch) => batch.schema(),
-        None => {
-            return Ok(RecordBatch::new_empty(Arc::new(
-                arrow_schema::Schema::empty(),
-            )))
-        }
-    };
-    let whole = arrow_select::concat::concat_batches(&schema, batches)
-        .map_err(arrow("joining a shard's fields"))?;
-    let mask = BooleanArray::from(kept.to_vec());
-    arrow_select::filter::filter_record_batch(&whole, &mask)
-        .map_err(arrow("keeping the fields of the records a merge kept"))
-}
-
 impl SidecarRewrite for FieldsMerge {
     fn shard_rewritten(
         &self,

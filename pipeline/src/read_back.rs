@@ -48,7 +48,7 @@ pub(crate) fn check_fields_file(
     rows: usize,
 ) -> Result<(), FieldsIoError> {
     let file = dataset.sidecar_path(shard, FIELDS_SUFFIX);
-    let batches = read_fields_file(dataset, shard, || Ok(*print), schema)
+    let batches = read_fields_file(dataset, shard, || Ok(*print), schema, None)
         .map_err(|e| read_back_error(file.clone(), e))?;
     let Some(batches) = batches else {
         let what = "missing, or not the fields of its shard (its fingerprint differs)";

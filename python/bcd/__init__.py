@@ -14,9 +14,11 @@ optionally keyed and LZ4-compressed: the format of the Python package
     ds.get_batch([3, 1, 4])  # many values, decompressed in parallel
 
 ``bcd.partition`` gives one rank's part of an epoch (shuffled, block-shuffled,
-category-balanced or weighted, exactly split over ranks, resumable) as a NumPy
-array for any training loop; ``bcd.torch`` (imported on its own, it imports
-torch) has PyTorch's datasets and sampler built on it.
+category-balanced or weighted, exactly split over ranks, resumable, also on
+another number of ranks) as a NumPy array for any training loop, and
+``bcd.partition_mix`` the same for a mixture of several sources in fixed
+proportions; ``bcd.torch`` (imported on its own, it imports torch) has
+PyTorch's datasets and sampler built on them.
 
 ``bcd.ingest`` is the ``bcd ingest`` command as a function: it reads
 directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
@@ -29,6 +31,11 @@ crop, a centre crop or a resize to a fixed size, a random flip) and
 way into one uint8 buffer on all cores, without the GIL (``bcd.torch``'s
 ``image=``).
 
+``ds.create_view("cats", where="label = 'cat'")`` keeps a named subset of the
+records beside the shards (``bcd view create``); ``ds.view("cats")`` reads it as
+a :class:`View`, a read-only dataset of those records, and ``ds.select(indices)``
+makes one that is not kept.
+
 ``bcd.merge(parts, into)`` appends whole datasets in one commit (``bcd merge``)
 and ``bcd.gc(path)`` removes what no manifest references (``bcd gc``). The
 submodules ``bcd.ray`` and ``bcd.spark`` write and read datasets from Ray Data and
@@ -39,16 +46,20 @@ for the same records and settings the shard files are byte-identical.
 """
 
 from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, ImageOptions, __version__, decode_images, gc, ingest, merge
+from .mixture import partition_mix
 from .sampling import partition
+from .views import View
 
 __all__ = [
     "DEFAULT_MAX_SHARD_SIZE",
     "Dataset",
     "ImageOptions",
+    "View",
     "__version__",
     "decode_images",
     "gc",
     "ingest",
     "merge",
     "partition",
+    "partition_mix",
 ]

@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Literal, Optional, SupportsIndex, Tuple, Typ
 import numpy
 from typing_extensions import disjoint_base
 
+from .views import View
+
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer
 else:
@@ -265,6 +267,51 @@ class Dataset:
         """The statistics kept at write time, as ``bcd stats --json`` prints
         them (per-shard figures under ``"per_shard"`` with ``shards=True``)."""
 
+    def view(self, name: str) -> "View":
+        """The view ``name`` (``bcd view create``, ``create_view``) as a
+        read-only :class:`bcd.View` of its records. KeyError if there is none,
+        ValueError if it was evaluated over another state of this dataset (fewer
+        records, or other ones) or its file is damaged."""
+
+    def views(self) -> List[_ViewInfo]:
+        """Every view, by name, each read and checked (``problem`` says why
+        one cannot be read)."""
+
+    def create_view(
+        self,
+        name: str,
+        *,
+        where: Optional[str] = None,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        replace: bool = False,
+    ) -> "View":
+        """Creates and returns the view ``name``: the records the SQL expression
+        ``where`` selects now (fields and the pseudo-columns ``index``, ``key``,
+        ``size``), or the records ``indices`` (any one-dimensional integer
+        array; order and repeats do not matter). FileExistsError if a view of
+        that name exists (unless ``replace``), ValueError for an expression
+        naming a missing field or comparing incompatible types, IndexError for
+        an index past the end."""
+
+    def select(
+        self,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        *,
+        where: Optional[str] = None,
+    ) -> "View":
+        """The records ``indices`` (or the expression ``where``) selects, as a
+        :class:`bcd.View` that is not persisted."""
+
+    def refresh_view(self, name: str) -> "View":
+        """Extends the view ``name`` over the records appended since it was
+        evaluated (only those are evaluated) and returns it."""
+
+    def drop_view(self, name: str) -> None:
+        """Removes the view ``name``; the records are not touched."""
+
+    def _position(self, key: Buffer) -> Optional[int]: ...
+    def _records_stats(self, indices: numpy.ndarray) -> str: ...
+
     def get_batch_into(
         self, indices: Iterable[SupportsIndex], allocate: Callable[[int], Buffer]
     ) -> "numpy.ndarray":
@@ -313,6 +360,13 @@ class Dataset:
 
     def __repr__(self) -> str: ...
 
+class _ViewInfo(TypedDict):
+    name: str
+    records: Optional[int]
+    expression: Optional[str]
+    evaluated_over: Optional[int]
+    problem: Optional[str]
+
 class _IngestSummary(TypedDict):
     """What ``ingest`` did: the fields of ``bcd ingest --json``."""
 
@@ -332,7 +386,11 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]] = None,
+    format: Optional[
+        Literal[
+            "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb", "mds", "litdata"
+        ]
+    ] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -346,6 +404,8 @@ def ingest(
     key_column: Optional[str] = None,
     skip_nulls: bool = False,
     split: Optional[str] = None,
+    lmdb_value: Optional[Literal["raw", "pickle", "caffe-datum"]] = None,
+    lmdb_db: Optional[str] = None,
     path_column: Optional[str] = None,
     root: Optional[_StrPath] = None,
     delimiter: Optional[str] = None,
@@ -375,10 +435,22 @@ def ingest(
     directories (``hf-disk``: needs ``value_column``, and ``split`` for a
     ``DatasetDict``), CSV files listing paths (``csv``),
     TFRecord files (``tfrecord``), JSON Lines files (``jsonl``: one record per
-    object, the value its ``value_field``, ``"text"`` by default) or Megatron
+    object, the value its ``value_field``, ``"text"`` by default), Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
     ``PREFIX.bin``, one record per sequence with the fields ``document`` and
-    ``length``). The format is
+    ``length``), LMDB environments (``lmdb``: a directory holding
+    ``data.mdb``, or the data file; every entry of the unnamed database, or of
+    ``lmdb_db``, in key order, its value as stored or decoded by
+    ``lmdb_value="pickle"`` (a ``bytes``, a ``(bytes, label)`` tuple or a dict
+    whose ``value_column`` entry is the value; plain data only) or
+    ``"caffe-datum"``), MosaicML Streaming directories (``mds``: ``index.json`` and its
+    shards, plain or compressed; one record per sample) or LitData ``optimize``
+    directories (``litdata``: ``index.json`` and its chunks; one record per
+    item, leaves named by their pytree path such as ``"meta.label"``). For
+    ``mds`` and ``litdata`` the value is the column (leaf) ``value_column``, by
+    default the only binary one, the key ``key_column`` (keyless without it),
+    the others typed fields; pickled columns are refused unless ``fields``
+    leaves them out, and shard hashes the MDS index gives are checked. The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 
@@ -394,9 +466,10 @@ def ingest(
     option does not accept is a ``ValueError`` naming it, as in
     ``level: "13": expected 1..12, fast or reference``.
 
-    Fields: Parquet, CSV and TFRecord sources store their other columns
-    (features) as structured fields beside each record. ``fields`` chooses them:
-    ``"all"`` (the default; for TFRecord only with ``feature``, since the whole
+    Fields: Parquet, hf-disk, CSV, TFRecord, MDS and LitData sources store
+    their other columns (features, leaves) as structured fields beside each
+    record. ``fields`` chooses them: ``"all"`` (the default; for TFRecord only
+    with ``feature``, since the whole
     record already holds them), ``"none"``, ``"label,caption"`` or a list of
     names. CSV column types are inferred from the first 1000 rows (int64, else
     float64, else bool, else string; empty cells are null) unless
@@ -479,6 +552,7 @@ def _partition(
     categories: Optional[Buffer],
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
+    resumed_from: Optional[List[List[int]]],
     start: int,
     dtype: Literal["int64", "uint64", "uint32"],
 ) -> numpy.ndarray:
@@ -495,9 +569,47 @@ def _rank_len(
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
     rank: Optional[int],
+    resumed_from: Optional[List[List[int]]],
 ) -> int:
     """``bcd.sampling.rank_len``, checking every setting ``bcd.partition``
     checks (and ``rank``, if given); use ``rank_len``."""
+
+def _partition_mix(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    shuffle: bool,
+    block_size: Optional[int],
+    drop_last: bool,
+    resumed_from: Optional[List[List[int]]],
+    start: int,
+    dtype: Literal["int64", "uint64", "uint32"],
+    pairs: bool,
+) -> Any:
+    """``bcd.partition_mix`` with its arguments normalised (``float64``
+    weights); use ``bcd.partition_mix``."""
+
+def _mix_rank_len(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    world_size: int,
+    drop_last: bool,
+    shuffle: bool,
+    block_size: Optional[int],
+    resumed_from: Optional[List[List[int]]],
+    rank: Optional[int],
+) -> int:
+    """The samples each rank of a mixture's epoch gets, checking every setting
+    ``bcd.partition_mix`` checks (and ``rank``, if given)."""
+
+def _mix_source_seed(seed: int, source: int) -> int:
+    """The seed of the image crops of a mixture's source ``source``:
+    ``stream_key(seed, 0, MixSource, source)``."""
 
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects

@@ -10,6 +10,7 @@
 mod extend;
 mod open;
 mod reads;
+mod views;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -455,6 +456,90 @@ impl PyDataset {
         epoch: u64,
     ) -> PyResult<Vec<(usize, String)>> {
         self.read_images_into(py, indices, out, &options.get().options, seed, epoch)
+    }
+
+    /// The view `name` (`bcd view create`, `create_view`): a read-only
+    /// ``bcd.View`` of its records. Raises KeyError if there is none,
+    /// ValueError if it was evaluated over another state of this dataset (fewer
+    /// records, or other ones) or its file is damaged.
+    fn view<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf.get().open_view(slf.py(), name)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Every view of the dataset, by name: a list of dicts with ``name``,
+    /// ``records``, ``expression`` (None for one made from indices),
+    /// ``evaluated_over`` (records of the dataset it was evaluated over) and
+    /// ``problem`` (why it cannot be read, else None).
+    fn views<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let text = self.list_views(py)?;
+        py.import("json")?.call_method1("loads", (text,))
+    }
+
+    /// Creates the view `name` and returns it: the records the SQL expression
+    /// `where` selects now (``"label = 'cat' AND width >= 256"``; fields, and
+    /// the pseudo-columns ``index``, ``key``, ``size``), or the records
+    /// `indices` (any one-dimensional integer array, e.g. computed with polars
+    /// or DuckDB over ``fields()``; order and repeats do not matter). Raises
+    /// FileExistsError if there is a view of that name (unless `replace`),
+    /// ValueError for an expression naming a missing field or comparing
+    /// incompatible types, IndexError for an index past the end.
+    #[pyo3(signature = (name, *, r#where = None, indices = None, replace = false))]
+    fn create_view<'py>(
+        slf: &Bound<'py, Self>,
+        name: &str,
+        r#where: Option<&str>,
+        indices: Option<&Bound<'py, PyAny>>,
+        replace: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf
+            .get()
+            .new_view(slf.py(), Some(name), r#where, indices, replace)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// The records `indices` selects, or the SQL expression `where`, as a
+    /// ``bcd.View`` that is not persisted.
+    #[pyo3(signature = (indices = None, *, r#where = None))]
+    fn select<'py>(
+        slf: &Bound<'py, Self>,
+        indices: Option<&Bound<'py, PyAny>>,
+        r#where: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf
+            .get()
+            .new_view(slf.py(), None, r#where, indices, false)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Extends the view `name` over the records appended since it was
+    /// evaluated (only those are evaluated) and returns it.
+    fn refresh_view<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf.get().refresh_one_view(slf.py(), name)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Removes the view `name` (the records are not touched).
+    fn drop_view(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.drop_one_view(py, name)
+    }
+
+    /// The index of the record holding `key`, or None (None too for a keyless
+    /// dataset or a key that is not a buffer).
+    fn _position(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        if !self.keyed || !buffers::is_buffer(key) {
+            return Ok(None);
+        }
+        let key = buffers::copy_bytes(key, Role::Key)?;
+        let handle = self.handle(py)?;
+        let found = handle.read(py).position(&key).map_err(to_py)?;
+        Ok(found)
+    }
+
+    /// The statistics report of the records at `indices` (increasing): what
+    /// ``View.stats()`` returns, as JSON text.
+    fn _records_stats(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<String> {
+        self.records_stats(py, indices)
     }
 
     /// Pickles as the path alone (with the cache settings, for a dataset in object

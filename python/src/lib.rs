@@ -16,6 +16,7 @@ mod handle;
 mod images;
 mod ingest;
 mod merge;
+mod mixture;
 mod options;
 mod sampling;
 mod shard_views;
@@ -36,6 +37,9 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
     module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_partition_mix, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_mix_rank_len, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_mix_source_seed, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_category_codes, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_field_categories, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -38,12 +38,15 @@ struct SourceKeywords<'py> {
     value_ext: Option<Bound<'py, PyAny>>,
     json_fields: bool,
     skip_bad_samples: bool,
-    // parquet and hf-disk (key_column: and csv)
+    // parquet, hf-disk, mds and litdata (key_column: and csv)
     value_column: Option<String>,
     key_column: Option<String>,
     skip_nulls: bool,
     // hf-disk
     split: Option<String>,
+    // lmdb (value_column too, with lmdb_value="pickle")
+    lmdb_value: Option<String>,
+    lmdb_db: Option<String>,
     // csv
     path_column: Option<String>,
     root: Option<Bound<'py, PyAny>>,
@@ -56,7 +59,7 @@ struct SourceKeywords<'py> {
     value_base64: bool,
     key_field: Option<String>,
     schema: Option<Bound<'py, PyAny>>,
-    // fields (parquet, hf-disk, csv, tfrecord)
+    // fields (parquet, hf-disk, csv, tfrecord, mds, litdata)
     fields: Option<Bound<'py, PyAny>>,
     field_type: Option<Bound<'py, PyAny>>,
 }
@@ -102,6 +105,8 @@ pub(crate) fn source_options(
             "key_column" => given.key_column = text(value)?,
             "skip_nulls" => given.skip_nulls = flag(value)?,
             "split" => given.split = text(value)?,
+            "lmdb_value" => given.lmdb_value = text(value)?,
+            "lmdb_db" => given.lmdb_db = text(value)?,
             "path_column" => given.path_column = text(value)?,
             "root" => given.root = value,
             "delimiter" => given.delimiter = text(value)?,
@@ -138,6 +143,8 @@ impl SourceKeywords<'_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value,
+            lmdb_db,
             path_column,
             root,
             delimiter,
@@ -171,6 +178,13 @@ impl SourceKeywords<'_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value: lmdb_value
+                .map(|text| {
+                    text.parse()
+                        .map_err(|error| PyValueError::new_err(format!("lmdb_value: {error}")))
+                })
+                .transpose()?,
+            lmdb_db,
             path_column,
             root,
             delimiter: delimiter

@@ -197,3 +197,26 @@ def test_fields_of_a_remote_dataset_read_as_the_local_ones(s3, cli, tmp_path):
     assert remote.fields().to_pylist() == local.fields().to_pylist()
     assert remote.sample(7) == local.sample(7)
     assert remote.stats()["fields"] == local.stats()["fields"]
+
+
+def test_views_of_a_remote_dataset_read_from_the_cache(s3, cli, tmp_path):
+    source = tmp_path / "views-source"
+    local = bcd.Dataset.create(source, keyed=True, max_shard_size=2048)
+    local.extend({"key": b"k%03d" % i, "value": b"v" * (i % 50), "label": i % 3} for i in range(120))
+    made = local.create_view("twos", where="label = 2")
+    subprocess.run([str(cli), "push", str(source), f"s3://{BUCKET}/views"], check=True, capture_output=True)
+    remote = bcd.Dataset(f"s3://{BUCKET}/views", cache_dir=tmp_path / "cache")
+    view = remote.view("twos")
+    assert view.indices.tolist() == made.indices.tolist()
+    assert [bytes(v) for v in view.get_batch(range(len(view)))] == [bytes(local.at(int(i))) for i in made.indices]
+    assert [v["name"] for v in remote.views()] == ["twos"]
+    # Views are made on a local dataset and pushed.
+    with pytest.raises(ValueError, match="object storage"):
+        remote.create_view("ones", where="label = 1")
+    # A push never deletes a remote view (one dropped locally stays there); a
+    # new one reaches the cache at its next sync.
+    local.drop_view("twos")
+    local.create_view("ones", where="label = 1")
+    subprocess.run([str(cli), "push", str(source), f"s3://{BUCKET}/views"], check=True, capture_output=True)
+    again = bcd.Dataset(f"s3://{BUCKET}/views", cache_dir=tmp_path / "cache")
+    assert [v["name"] for v in again.views()] == ["ones", "twos"]

@@ -253,12 +253,22 @@ impl RemoteCache {
             }
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
-        // The files beside the shards (fields, statistics) and the commit files
-        // of the state (FORMAT.md section 9): small, fetched whole, so that the
-        // mirror reads fields as a local dataset does.
+        // The files beside the shards (fields, statistics), the commit files
+        // of the state (FORMAT.md section 9) and the views: small, fetched
+        // whole, so that the mirror reads fields and views as a local dataset
+        // does. A view the remote no longer has goes.
+        for name in mirrored_views(&self.mirror)? {
+            if !objects.contains_key(&name) {
+                remove_if_present(&self.mirror.join(&name))?;
+                versions.remove(&name);
+            }
+        }
         for (name, object) in &objects {
             let kind = FileKind::of(name);
-            let wanted = matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_));
+            let wanted = matches!(
+                kind,
+                FileKind::Sidecar(_) | FileKind::Commit(_) | FileKind::View
+            );
             if !wanted || !kind.committed(shards) {
                 continue;
             }
@@ -549,6 +559,21 @@ fn sanitize(text: &str) -> String {
         )
         .take(64)
         .collect()
+}
+
+/// The names of the view files (`view.NAME`) in the mirror.
+fn mirrored_views(mirror: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let entries = std::fs::read_dir(mirror).map_err(|e| RemoteError::io(mirror, "list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| RemoteError::io(mirror, "list", e))?;
+        if let Some(name) = entry.file_name().to_str() {
+            if bcd::format::parse_view_file_name(name).is_some() {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

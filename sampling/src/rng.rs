@@ -63,9 +63,12 @@ pub enum Purpose {
     WeightKeys = 6,
     /// Which classes get one record more in an equal-per-class allocation.
     AllocationRemainder = 7,
+    /// The seed of a mixture's source (the index is the source): the seed of
+    /// its passes, each pass's number the epoch.
+    MixSource = 8,
     /// The crop box and flip of one record's image (its index is the record's):
     /// `bcd-images`' random crops.
-    ImageCrop = 8,
+    ImageCrop = 9,
 }
 
 /// The key of the stream for `(seed, epoch, purpose, index)`.

@@ -31,7 +31,8 @@
 //! * [`child_process`]: a writer process is SIGKILLed;
 //! * [`second_writer`]: a second writer meets the lock;
 //! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`;
-//! * [`merge`]: the same three kinds of failure for `Dataset::merge`.
+//! * [`merge`]: the same three kinds of failure for `Dataset::merge`;
+//! * [`views`]: a view's write, failing at every operation and cut by a crash.
 
 mod fixture;
 
@@ -42,6 +43,7 @@ mod merge;
 mod merge_rerun;
 mod power_loss;
 mod second_writer;
+mod views;
 
 use std::collections::BTreeMap;
 use std::fs;

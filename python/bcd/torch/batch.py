@@ -10,11 +10,18 @@ one column (a :class:`Batch` without fields) and each field collated as torch
 would have collated it. So a plain ``DataLoader(dataset, batch_size=...)``
 moves each batch as a few tensors, never as pickled values, and a
 ``collate_fn`` of the user's own still gets samples as ``dataset[i]`` gives them.
+
+A :class:`Mix` answers with one batch of all its sources' samples, which also
+carries each sample's source (``sources``): its samples are
+:class:`MixSample` pairs ``(source, sample)``, as ``mix[i]`` gives them, a
+type registered too: :func:`collate_mixed` returns ``[sources, samples]``, the
+sources an int64 tensor and the samples collated as above, which is what
+torch's default collate makes of the pairs, again from the batch's tensors.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import torch
@@ -31,9 +38,18 @@ class Sample(tuple):
     __slots__ = ()
 
 
+class MixSample(tuple):
+    """One sample of a :class:`Mix`'s batch: ``(source, sample)``, a tuple like
+    ``mix[i]``; its type tells torch's default collate that the batch it came
+    from can be collated without touching each sample."""
+
+    __slots__ = ()
+
+
 class _Samples:
     """What :class:`Batch` and :class:`ImageBatch` share: ``batch[i]`` is
-    ``dataset[i]``'s sample, the value alone or ``(value, *fields)``."""
+    ``dataset[i]``'s sample, the value alone or ``(value, *fields)``, and for
+    a :class:`Mix`'s batch ``(source, that sample)``."""
 
     __slots__ = ()
 
@@ -45,8 +61,12 @@ class _Samples:
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} of a batch of {len(self)}")
         if not self.fields:
-            return self._value(i)
-        return Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
+            sample = self._value(i)
+        else:
+            sample = Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
+        if self.sources is None:
+            return sample
+        return MixSample((int(self.sources[i]), sample))
 
     def __iter__(self) -> Iterator:
         for i in range(len(self)):
@@ -67,9 +87,15 @@ class Batch(_Samples):
     (``PIL.Image.open(io.BytesIO(batch.value_bytes(i)))``). Built in a
     DataLoader worker, the tensors live in shared memory, so the batch reaches
     the main process without its values being pickled.
+
+    A batch of a :class:`Mix` also says where each sample came from:
+    ``sources`` (int64, the source of each sample; ``indices`` are then the
+    records within their sources), and ``batch[i]`` is ``(source, sample)`` (a
+    :class:`MixSample`), as the mix's ``mix[index]`` is. Without a mix,
+    ``sources`` is None.
     """
 
-    __slots__ = ("values", "offsets", "fields", "indices", "output", "_memory", "_bounds")
+    __slots__ = ("values", "offsets", "fields", "indices", "output", "sources", "_memory", "_bounds")
 
     def __init__(
         self,
@@ -78,19 +104,21 @@ class Batch(_Samples):
         fields: dict,
         indices: torch.Tensor,
         output: str = "tensor",
+        sources: Optional[torch.Tensor] = None,
     ):
         self.values = values
         self.offsets = offsets
         self.fields = fields
         self.indices = indices
         self.output = output
+        self.sources = sources
         self._memory = None
         self._bounds = None
 
     def __reduce__(self):
         # The tensors only: a DataLoader worker's queue sends them as handles to
         # shared memory; the caches are made again where they are needed.
-        return (Batch, (self.values, self.offsets, self.fields, self.indices, self.output))
+        return (Batch, (self.values, self.offsets, self.fields, self.indices, self.output, self.sources))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -129,20 +157,25 @@ class Batch(_Samples):
         default collate gives as the batch's first column)."""
         return Batch(self.values, self.offsets, {}, self.indices, self.output)
 
+    def _unmixed(self) -> "Batch":
+        return Batch(self.values, self.offsets, self.fields, self.indices, self.output)
+
     def pin_memory(self) -> "Batch":
         """Called by a DataLoader with ``pin_memory=True``."""
         return Batch(
             self.values.pin_memory(),
             self.offsets.pin_memory(),
-            {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in self.fields.items()},
+            _pinned(self.fields),
             self.indices.pin_memory(),
             self.output,
+            None if self.sources is None else self.sources.pin_memory(),
         )
 
     def __repr__(self) -> str:
+        mixed = "" if self.sources is None else ", from a mix"
         return (
             f"bcd.torch.Batch({len(self)} records, {int(self.offsets[-1])} bytes, "
-            f"fields {list(self.fields)}, output={self.output!r})"
+            f"fields {list(self.fields)}, output={self.output!r}{mixed})"
         )
 
 
@@ -154,18 +187,30 @@ class ImageBatch(_Samples):
     tensor, or ``(image, *fields)``; torch's default collate makes
     ``[images, *fields]`` of it without copying the images. ``skipped``: the
     records whose images did not decode, left out (``bad_images="skip"``).
+
+    A batch of a :class:`Mix` carries ``sources`` as a :class:`Batch` does
+    (``indices`` and ``skipped`` are then records within their sources), and
+    ``batch[i]`` is ``(source, sample)``.
     """
 
-    __slots__ = ("images", "fields", "indices", "skipped")
+    __slots__ = ("images", "fields", "indices", "skipped", "sources")
 
-    def __init__(self, images: torch.Tensor, fields: dict, indices: torch.Tensor, skipped: torch.Tensor):
+    def __init__(
+        self,
+        images: torch.Tensor,
+        fields: dict,
+        indices: torch.Tensor,
+        skipped: torch.Tensor,
+        sources: Optional[torch.Tensor] = None,
+    ):
         self.images = images
         self.fields = fields
         self.indices = indices
         self.skipped = skipped
+        self.sources = sources
 
     def __reduce__(self):
-        return (ImageBatch, (self.images, self.fields, self.indices, self.skipped))
+        return (ImageBatch, (self.images, self.fields, self.indices, self.skipped, self.sources))
 
     def __len__(self) -> int:
         return len(self.images)
@@ -176,17 +221,29 @@ class ImageBatch(_Samples):
     def _collated(self, collate_fn_map) -> list:
         return [self.images, *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
 
+    def _unmixed(self) -> "ImageBatch":
+        return ImageBatch(self.images, self.fields, self.indices, self.skipped)
+
     def pin_memory(self) -> "ImageBatch":
         """Called by a DataLoader with ``pin_memory=True``."""
         return ImageBatch(
             self.images.pin_memory(),
-            {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in self.fields.items()},
+            _pinned(self.fields),
             self.indices.pin_memory(),
             self.skipped,
+            None if self.sources is None else self.sources.pin_memory(),
         )
 
     def __repr__(self) -> str:
-        return f"bcd.torch.ImageBatch({tuple(self.images.shape)} images, fields {list(self.fields)}, {len(self.skipped)} skipped)"
+        mixed = "" if self.sources is None else ", from a mix"
+        return (
+            f"bcd.torch.ImageBatch({tuple(self.images.shape)} images, fields {list(self.fields)}, "
+            f"{len(self.skipped)} skipped{mixed})"
+        )
+
+
+def _pinned(fields: dict) -> dict:
+    return {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in fields.items()}
 
 
 def _item(column, i: int):
@@ -255,14 +312,37 @@ def _pack(values) -> "Batch | None":
     return Batch(tensor, torch.from_numpy(offsets), {}, indices, output)
 
 
+def collate_mixed(batch, *, collate_fn_map=None):
+    """torch's default collate for a batch of :class:`MixSample`: ``[sources,
+    samples]``, the sources an int64 tensor and the samples collated as
+    ``default_collate`` collates them (for samples of a :class:`MapDataset`,
+    see :func:`collate_samples`), which is what ``default_collate`` makes of
+    ``(source, sample)`` pairs. A mix's :class:`Batch` or :class:`ImageBatch`
+    is collated from its tensors without touching its samples; pairs gathered
+    any other way are transposed as torch transposes them."""
+    if isinstance(batch, _Samples) and batch.sources is not None:
+        samples = batch._unmixed()
+        if not samples.fields and isinstance(samples, ImageBatch):
+            collated = samples.images  # what stacking its image tensors would give
+        else:
+            collated = _torch_collate(samples, collate_fn_map=collate_fn_map)
+        return [batch.sources, collated]
+    pairs = [tuple(pair) for pair in batch]
+    if any(len(pair) != 2 for pair in pairs):
+        raise RuntimeError("each element in list of batch should be of equal size")
+    return [_torch_collate(list(column), collate_fn_map=collate_fn_map) for column in zip(*pairs)]
+
+
 default_collate_fn_map[Sample] = collate_samples
+default_collate_fn_map[MixSample] = collate_mixed
 
 
 def collate(batch):
     """A ``collate_fn`` that keeps a :class:`Batch` of ``output="tensor"`` and an
-    :class:`ImageBatch` as they are and collates anything else with torch's
-    ``default_collate`` (which collates a :class:`Batch` of bytes from its
-    tensors, see :func:`collate_samples`)."""
+    :class:`ImageBatch` as they are (a :class:`Mix`'s too, with their
+    ``sources``) and collates anything else with torch's ``default_collate``
+    (which collates a :class:`Batch` of bytes from its tensors, see
+    :func:`collate_samples` and :func:`collate_mixed`)."""
     if (isinstance(batch, Batch) and batch.output == "tensor") or isinstance(batch, ImageBatch):
         return batch
     return torch.utils.data.default_collate(batch)

@@ -20,11 +20,17 @@ _BAD_IMAGES = ("raise", "skip")
 
 class ReadsDataset:
     """What the torch datasets of this package share: ``dataset`` is the
-    ``bcd.Dataset`` they read (a sampler takes a stored field from it)."""
+    ``bcd.Dataset`` they read (a sampler takes a stored field from it), and
+    ``records`` the dataset indices of their records in order (None: all of
+    them), so a stored field gives one value per sample."""
 
     @property
     def dataset(self) -> "bcd.Dataset":
         raise NotImplementedError
+
+    @property
+    def records(self):
+        return None
 
 
 def _check_output(output: str) -> str:
@@ -77,6 +83,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     (``s3://``, ``gs://``, ``az://``), read through the shared local shard
     cache that ``cache_dir`` and ``cache_limit`` set up as for ``bcd.Dataset``:
     every worker on the machine shares it.
+
+    ``view="NAME"``: only the records of that view (``bcd view create``), in
+    dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
+    view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
+    records' (given values: one per view record). With ``refresh=True`` the
+    view is read again at every ``set_epoch`` (after a ``bcd view refresh``).
+    With ``image=`` too, the random crops are keyed by the dataset record, not
+    the position in the view: ``(seed, epoch, dataset index)``, so a record is
+    cropped the same with or without the view.
     """
 
     def __init__(
@@ -91,8 +106,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
     ):
         self.path = os.fspath(path)
+        self.view = view
         if image is not None and not isinstance(image, bcd.ImageOptions):
             raise TypeError(f"image={image!r}: expected bcd.torch.Image(size, ...) (a bcd.ImageOptions)")
         if bad_images not in _BAD_IMAGES:
@@ -119,22 +136,28 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         else:
             self._field_names = list(fields)
             self._given = {}
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
         self._columns: Optional[dict] = None
         for name, values in self._given.items():
-            if len(values) < len(self._dataset):
-                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._dataset)} records")
+            if len(values) < len(self._source):
+                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._source)} records")
+
+    def _open_source(self) -> None:
+        """Opens the dataset, and the view when there is one: what reads go to."""
+        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._view = None if self.view is None else self._dataset.view(self.view)
+        self._source = self._dataset if self._view is None else self._view
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_dataset"] = None
+        state["_dataset"] = state["_view"] = state["_source"] = None
         state["_columns"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
 
     @property
     def dataset(self) -> "bcd.Dataset":
@@ -142,16 +165,28 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return self._dataset
 
     @property
+    def records(self):
+        """The dataset indices of the samples (a view's records), or None for
+        all of the dataset's."""
+        return None if self._view is None else self._view.indices
+
+    @property
     def field_names(self) -> list:
         """The fields each sample carries after its value."""
         return list(self._field_names)
 
     def __len__(self) -> int:
-        return len(self._dataset)
+        return len(self._source)
 
     def refresh(self) -> int:
-        """Picks up records committed since the open; returns how many."""
+        """Picks up records committed since the open (with a view: the view as
+        it is now, after a ``bcd view refresh``); returns how many samples were
+        added."""
+        before = len(self._source)
         added = self._dataset.refresh()
+        if self._view is not None:
+            self._view = self._source = self._dataset.view(self.view)
+            added = len(self._view) - before
         if added:
             self._columns = None
         return added
@@ -195,7 +230,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         columns = {name: self._given[name] for name in self._field_names if name in self._given}
         stored = [name for name in self._field_names if name not in self._given]
         if stored:
-            table = stored_fields(self._dataset, stored)
+            table = stored_fields(self._source, stored)
             for name in stored:
                 column = table.column(name)
                 try:
@@ -233,7 +268,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             batch = self._read(self.read_images, [index], "raise")
             sample = batch[0] if not self._field_names else tuple(batch[0])
         else:
-            view = self._read(self._dataset.at, index)
+            view = self._read(self._source.at, index)
             if not self._field_names:
                 sample = self._value(view)
             else:
@@ -252,7 +287,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._dataset.get_batch, indices)
+        values = self._read(self._source.get_batch, indices)
         if self._field_names:
             samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
         else:
@@ -264,7 +299,9 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;
         in a DataLoader worker, in shared memory)."""
-        shared = torch.utils.data.get_worker_info() is not None
+        return self._read_batch(indices, torch.utils.data.get_worker_info() is not None)
+
+    def _read_batch(self, indices: Sequence[int], shared: bool) -> Batch:
         holder: list = []
 
         def allocate(size: int):
@@ -273,7 +310,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return tensor.numpy()
 
         index_array = np.asarray(indices, dtype=np.int64)
-        offsets = self._dataset.get_batch_into(index_array, allocate)
+        offsets = self._source.get_batch_into(index_array, allocate)
         values = holder[0]
         fields = self._batch_fields(index_array)
         return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array), self.output)
@@ -283,17 +320,26 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         an :class:`ImageBatch` (one parallel decode; in a DataLoader worker, in
         shared memory). An image that does not decode raises ``ValueError``
         naming the record, or with ``bad_images="skip"`` is left out and
-        counted in :attr:`skipped`."""
+        counted in :attr:`skipped`. With ``view=``, ``indices`` are the view's
+        positions (the batch's ``indices`` too) and each crop is that of the
+        dataset record the position holds: the same crop as the record read
+        without the view."""
+        batch, _ = self._read_images(indices, bad_images, torch.utils.data.get_worker_info() is not None)
+        return batch
+
+    def _read_images(self, indices: Sequence[int], bad_images: Optional[str], shared: bool) -> tuple:
+        """The :class:`ImageBatch` of ``indices``, and which of them it kept (a
+        boolean array, or None when it kept all)."""
         options = self.image
         if options is None:
             raise TypeError("read_images needs a MapDataset made with image=bcd.torch.Image(...)")
-        info = torch.utils.data.get_worker_info()
         index_array = np.asarray(indices, dtype=np.int64)
         count = len(index_array)
-        images = _uint8_buffer(count * options.image_bytes, info is not None).view(count, *options.shape)
+        images = _uint8_buffer(count * options.image_bytes, shared).view(count, *options.shape)
         seed, epoch = self._crop_key()
-        failures = self._dataset.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
+        failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
         skipped = torch.empty(0, dtype=torch.int64)
+        keep = None
         if failures:
             if (bad_images or self.bad_images) == "raise":
                 more = f" (and {len(failures) - 1} more images of this batch)" if len(failures) > 1 else ""
@@ -303,8 +349,20 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             skipped = torch.from_numpy(index_array[~keep])
             index_array = index_array[keep]
             images = images[torch.from_numpy(keep)]
+            info = torch.utils.data.get_worker_info()
             self._skipped.add(len(failures), None if info is None else info.id)
-        return ImageBatch(images, self._batch_fields(index_array), torch.from_numpy(index_array), skipped)
+        return ImageBatch(images, self._batch_fields(index_array), torch.from_numpy(index_array), skipped), keep
+
+    def _whole_batch(self, indices: Sequence[int]) -> Optional[tuple]:
+        """What a :class:`Mix` joins: the records at ``indices`` as one
+        :class:`Batch` or :class:`ImageBatch` outside shared memory (the mix
+        copies them into its own batch) with the indices kept (None: all), or
+        None when a ``transform`` makes the samples."""
+        if self.transform is not None:
+            return None
+        if self.image is not None:
+            return self._read(self._read_images, indices, None, False)
+        return self._read(self._read_batch, indices, False), None
 
     def _batch_fields(self, index_array: np.ndarray) -> dict:
         fields = {}
@@ -317,8 +375,9 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return fields
 
     def __repr__(self) -> str:
+        view = "" if self.view is None else f", view={self.view!r}"
         image = "" if self.image is None else f", image={self.image!r}"
-        return f"bcd.torch.MapDataset({self.path!r}, fields={self._field_names}, output={self.output!r}{image})"
+        return f"bcd.torch.MapDataset({self.path!r}{view}, fields={self._field_names}, output={self.output!r}{image})"
 
 
 def stored_fields(dataset: "bcd.Dataset", names: Sequence[str]):

@@ -10,14 +10,18 @@ import torch
 import torch.utils.data
 
 
+import bcd
+
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
+from .mix import Mix
 
 
 def _categories(source, balance_by):
     """The categories ``balance_by`` names: a stored field of ``source``'s
-    dataset (its codes as ``bcd export --balance-by`` computes them), a
-    MapDataset's given field, or the values themselves."""
+    dataset (its codes as ``bcd export --balance-by`` computes them, those of
+    the source's records when it reads a view), a MapDataset's given field, or
+    the values themselves."""
     if balance_by is None:
         return None
     if isinstance(balance_by, str):
@@ -26,6 +30,10 @@ def _categories(source, balance_by):
         dataset = source.dataset if isinstance(source, ReadsDataset) else source
         if not hasattr(dataset, "path"):
             raise TypeError(f"balance_by={balance_by!r} names a field, which needs a dataset, not a length")
+        if isinstance(source, ReadsDataset) and source.records is not None:
+            return field_codes(dataset, balance_by)[source.records]
+        if isinstance(dataset, bcd.View):
+            return field_codes(dataset.dataset, balance_by)[dataset.indices]
         return field_codes(dataset, balance_by)
     return category_codes(balance_by)
 
@@ -45,6 +53,17 @@ def _agreed_length(length: int) -> int:
 
 def _defaults(rank, world_size):
     return default_rank_and_world_size(rank, world_size)
+
+
+def _mix_epochs(mix: Mix, rank, world_size, drop_last, **theirs) -> EpochSampler:
+    """The epochs of ``mix``, refusing the settings that are the mix's own."""
+    given = sorted(name for name, value in theirs.items() if value is not None)
+    if given:
+        raise TypeError(
+            f"{', '.join(f'{name}=' for name in given)} of a mixture's epochs are the mix's own: "
+            "pass them to bcd.torch.Mix (weights are the sources' weights)"
+        )
+    return mix.epochs(rank=rank, world_size=world_size, drop_last=drop_last)
 
 
 class Sampler(torch.utils.data.Sampler):
@@ -68,14 +87,21 @@ class Sampler(torch.utils.data.Sampler):
     interrupted one. torchdata's ``StatefulDataLoader`` saves the state as of the
     batches it handed out; with torch's ``DataLoader``, which prefetches, pass
     what the loop took: ``sampler.state_dict(consumed=batches_done * batch_size)``.
+    ``load_state_dict`` of the list of every rank's state (or of every rank's
+    StatefulDataLoader state) resumes the epoch on any number of ranks: the new
+    ranks together yield exactly what the old ones had not consumed.
+
+    Over a :class:`Mix`, the sampler draws the mix's epochs (its weights,
+    ``num_samples``, ``seed``, ``shuffle`` and ``block_size``, which are then not
+    the sampler's to set): each source its share, interleaved.
     """
 
     def __init__(
         self,
         dataset_or_len: Union[int, Any],
         *,
-        shuffle: bool = True,
-        seed: int = 0,
+        shuffle: Optional[bool] = None,
+        seed: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         drop_last: bool = False,
@@ -91,10 +117,17 @@ class Sampler(torch.utils.data.Sampler):
         self._balance_by = balance_by
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
+        if isinstance(dataset_or_len, Mix):
+            self._epochs = _mix_epochs(
+                dataset_or_len, rank, world_size, drop_last, shuffle=shuffle, seed=seed, block_size=block_size,
+                balance_by=balance_by, weights=weights, num_samples=num_samples,
+            )
+            self._announce_crops()
+            return
         self._epochs = EpochSampler(
             length,
-            shuffle=shuffle,
-            seed=seed,
+            shuffle=True if shuffle is None else shuffle,
+            seed=0 if seed is None else seed,
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
@@ -103,15 +136,16 @@ class Sampler(torch.utils.data.Sampler):
             weights=weights,
             num_samples=num_samples,
         )
-        self._seed = seed
         self._announce_crops()
 
     def _announce_crops(self) -> None:
         """Random crops of a MapDataset with ``image=`` follow this sampler's
-        seed and epoch."""
+        seed and epoch (a Mix's sources, the mix's seed and this epoch)."""
         source = self._source
         if isinstance(source, MapDataset) and source.image is not None:
-            source.use_crops(self._seed, self._epochs.epoch)
+            source.use_crops(self._epochs.seed, self._epochs.epoch)
+        elif isinstance(source, Mix):
+            source.use_crops(self._epochs.epoch)
 
     @property
     def epoch(self) -> int:
@@ -159,7 +193,7 @@ class Sampler(torch.utils.data.Sampler):
         """See the class documentation."""
         return self._epochs.state_dict(consumed)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state) -> None:
         """See the class documentation."""
         self._epochs.load_state_dict(state)
         self._announce_crops()
