@@ -56,7 +56,9 @@ pub(crate) struct Framed {
     next: u64,
 }
 
-/// A chunk being read.
+/// A chunk being read (one at a time: the size of the largest variant is no
+/// concern).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Chunk {
     Classic {
         reader: ShardReader,

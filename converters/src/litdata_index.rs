@@ -183,7 +183,7 @@ impl LeafFormat {
             LeafFormat::Numpy => headed_array(bytes, false)?,
             LeafFormat::Tensor => headed_array(bytes, true)?,
             LeafFormat::Flat(dtype) => {
-                if bytes.len() % dtype.size != 0 {
+                if !bytes.len().is_multiple_of(dtype.size) {
                     return Err(format!(
                         "{} bytes are not whole {} elements",
                         bytes.len(),

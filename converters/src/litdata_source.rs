@@ -121,6 +121,7 @@ impl LitdataSource {
     /// A source over the LitData directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here; the chunks are opened
     /// when reached.
+    #[allow(clippy::new_ret_no_self)] // the type names the format; the source is a SampleSource
     pub fn new(
         dirs: &[PathBuf],
         options: &ColumnOptions,

@@ -88,6 +88,8 @@ impl Cell<'_> {
     }
 }
 
+// One builder per column of a batch: the size of the largest is no concern.
+#[allow(clippy::large_enum_variant)]
 enum Builder {
     Binary(BinaryBuilder),
     Utf8(StringBuilder),

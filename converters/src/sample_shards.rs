@@ -144,7 +144,9 @@ type Stored = Hashing<File>;
 /// Read-ahead of a stored file.
 const READ_BUFFER: usize = 256 << 10;
 
-/// The decompressed bytes of a shard file.
+/// The decompressed bytes of a shard file (one per open shard: the size of
+/// the largest decoder is no concern).
+#[allow(clippy::large_enum_variant)]
 enum Decoder {
     Plain(BufReader<Stored>),
     Zstd(zstd::stream::read::Decoder<'static, BufReader<Stored>>),

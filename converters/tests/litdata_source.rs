@@ -233,9 +233,15 @@ fn damage(dir: &Path, file: &str, edit: impl FnOnce(&mut Vec<u8>)) {
     fs::write(&path, bytes).unwrap();
 }
 
+/// A damage: the fixture, the file, what is done to it, and words of the error.
+type Damage = (&'static str, &'static str, fn(&mut Vec<u8>), &'static str);
+
+/// A change to an index.json, and the key its error names.
+type ConfigEdit = (fn(&mut Value), &'static str);
+
 #[test]
 fn damaged_chunks_are_refused_naming_the_file() {
-    let cases: [(&str, &str, fn(&mut Vec<u8>), &str); 7] = [
+    let cases: [Damage; 7] = [
         // Truncated: the chunk is shorter than the index says.
         (
             "zstd-sample",
@@ -308,7 +314,7 @@ fn damaged_chunks_are_refused_naming_the_file() {
 
 #[test]
 fn configs_asking_for_what_bcd_does_not_do_are_refused_naming_the_key() {
-    let cases: [(fn(&mut Value), &str); 6] = [
+    let cases: [ConfigEdit; 6] = [
         (
             |i| i["config"]["item_loader"] = "TokensLoader".into(),
             "item_loader",

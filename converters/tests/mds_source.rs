@@ -399,9 +399,12 @@ fn sizes_no_file_holds_are_refused_before_anything_that_large_is_allocated() {
     );
 }
 
+/// A fixture, a change to its index.json, and words of the error.
+type IndexEdit = (&'static str, fn(&mut Value), &'static str);
+
 #[test]
 fn indexes_asking_for_what_bcd_does_not_do_are_refused_naming_the_shard() {
-    let cases: [(&str, fn(&mut Value), &str); 6] = [
+    let cases: [IndexEdit; 6] = [
         (
             "gz",
             |i| i["shards"][1]["compression"] = "lz4".into(),
