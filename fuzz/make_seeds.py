@@ -187,7 +187,10 @@ write("tar_source", "sparse", b"\x00" + sparse)
 
 # image_decode: flag byte, side, record, then the fixtures' JPEGs (written by
 # Pillow) and a PNG, each under a few crops.
-for number, jpeg in enumerate(sorted((fixtures / "imagefolder").rglob("*.jpg"))[:4]):
+imagefolder = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "imagefolder"
+jpegs = sorted(imagefolder.rglob("*.jpg"))[:4]
+assert jpegs, f"no JPEGs under {imagefolder}"
+for number, jpeg in enumerate(jpegs):
     for flags in (0x00, 0x15, 0x1E, 0x03):
         write("image_decode", f"jpeg{number}-{flags:02x}", bytes([flags, 31, number]) + jpeg.read_bytes())
 png = bytes.fromhex(
