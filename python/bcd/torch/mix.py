@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -210,23 +209,22 @@ def _joined(reads: list) -> Batch:
     """One Batch of the sources' Batches, in the order of the indices asked for:
     ``reads`` holds each source, the positions its samples take, and its Batch.
     The values are copied once, into the new batch (in shared memory inside a
-    DataLoader worker), by torch without a Python loop over the samples."""
+    DataLoader worker): one slice copy per value. (``torch.cat`` of the values'
+    views, which needs no Python loop, copies uint8 parts about 100 times
+    slower in torch 2.6: 500 ms against 1.2 ms for 64 values of 100 KB.)"""
     places, count = _places(reads)
     sizes = np.zeros(count, dtype=np.int64)
-    views: list = []  # a view of each value, source after source
     for place, (_, _, batch) in zip(places, reads):
-        offsets = batch.offsets.numpy()
-        theirs = offsets[1:] - offsets[:-1]
-        sizes[place] = theirs
-        views.extend(torch.split(batch.values[: int(offsets[-1])], theirs.tolist()))
+        theirs = batch.offsets.numpy()
+        sizes[place] = theirs[1:] - theirs[:-1]
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     values = _uint8_buffer(int(offsets[-1]), torch.utils.data.get_worker_info() is not None)
-    if count and offsets[-1]:
-        # The views in the order of the batch (itemgetter and cat loop in C).
-        back = np.argsort(np.concatenate(places)).tolist()
-        parts = operator.itemgetter(*back)(views) if count > 1 else (views[back[0]],)
-        torch.cat(parts, out=values)
+    out = values.numpy()
+    for place, (_, _, batch) in zip(places, reads):
+        source, starts = batch.values.numpy(), batch.offsets.numpy().tolist()
+        for at, start, end in zip(place.tolist(), starts, starts[1:]):
+            out[offsets[at] : offsets[at + 1]] = source[start:end]
     fields, records, sources = _joined_columns(reads, places, count)
     return Batch(values, torch.from_numpy(offsets), fields, records, reads[0][2].output, sources)
 
@@ -239,9 +237,10 @@ def _joined_images(reads: list) -> ImageBatch:
     shape = tuple(reads[0][2].images.shape[1:])
     size = int(np.prod(shape))
     images = _uint8_buffer(count * size, torch.utils.data.get_worker_info() is not None).view(count, *shape)
+    out = images.numpy()
     for place, (_, _, batch) in zip(places, reads):
         if len(place):
-            images[torch.from_numpy(place)] = batch.images
+            out[place] = batch.images.numpy()  # NumPy's: torch's index_put is ~6x slower on uint8
     fields, records, sources = _joined_columns(reads, places, count)
     skipped = torch.cat([batch.skipped for _, _, batch in reads])
     return ImageBatch(images, fields, records, skipped, sources)
