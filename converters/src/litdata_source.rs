@@ -62,7 +62,7 @@ struct Pending {
     wrap: Wrap,
 }
 
-/// Reads LitData directories: [`LitdataSource::new`] makes the
+/// Reads LitData directories: [`LitdataSource::open`] makes the
 /// [`SampleSource`] of their items.
 pub struct LitdataSource;
 
@@ -121,8 +121,7 @@ impl LitdataSource {
     /// A source over the LitData directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here; the chunks are opened
     /// when reached.
-    #[allow(clippy::new_ret_no_self)] // the type names the format; the source is a SampleSource
-    pub fn new(
+    pub fn open(
         dirs: &[PathBuf],
         options: &ColumnOptions,
     ) -> Result<Fused<SampleSource>, SourceError> {

@@ -76,7 +76,7 @@ struct Pending {
     entry: ShardEntry,
 }
 
-/// Reads MDS directories: [`MdsSource::new`] makes the [`SampleSource`] of
+/// Reads MDS directories: [`MdsSource::open`] makes the [`SampleSource`] of
 /// their samples.
 pub struct MdsSource;
 
@@ -84,8 +84,7 @@ impl MdsSource {
     /// A source over the MDS directories `dirs`, read in order as one
     /// dataset. Every index is read and checked here, and every shard's columns
     /// against the first's; the shards are opened when reached.
-    #[allow(clippy::new_ret_no_self)] // the type names the format; the source is a SampleSource
-    pub fn new(
+    pub fn open(
         dirs: &[PathBuf],
         options: &ColumnOptions,
     ) -> Result<Fused<SampleSource>, SourceError> {

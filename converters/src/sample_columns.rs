@@ -88,8 +88,6 @@ impl Cell<'_> {
     }
 }
 
-// One builder per column of a batch: the size of the largest is no concern.
-#[allow(clippy::large_enum_variant)]
 enum Builder {
     Binary(BinaryBuilder),
     Utf8(StringBuilder),
@@ -105,11 +103,16 @@ enum Builder {
     Float16(Float16Builder),
     Float32(Float32Builder),
     Float64(Float64Builder),
-    Array {
-        data: Option<BinaryBuilder>,
-        dtype: StringBuilder,
-        shape: ListBuilder<Int64Builder>,
-    },
+    /// Boxed: three builders, the others hold one.
+    Array(Box<ArrayBuilders>),
+}
+
+/// An `ndarray` column's builders: its elements (unless the value), dtype and
+/// shape.
+struct ArrayBuilders {
+    data: Option<BinaryBuilder>,
+    dtype: StringBuilder,
+    shape: ListBuilder<Int64Builder>,
 }
 
 /// One column's cells of the batch being read.
@@ -137,11 +140,11 @@ impl ColumnBuilder {
             Kind::Float16 => Builder::Float16(Float16Builder::new()),
             Kind::Float32 => Builder::Float32(Float32Builder::new()),
             Kind::Float64 => Builder::Float64(Float64Builder::new()),
-            Kind::Array => Builder::Array {
+            Kind::Array => Builder::Array(Box::new(ArrayBuilders {
                 data: with_data.then(BinaryBuilder::new),
                 dtype: StringBuilder::new(),
                 shape: ListBuilder::new(Int64Builder::new()),
-            },
+            })),
         };
         ColumnBuilder {
             name: Arc::from(name),
@@ -184,7 +187,7 @@ impl ColumnBuilder {
             (Builder::Float32(b), Cell::Float(v)) => b.append_value(*v as f32),
             (Builder::Float64(b), Cell::Float(v)) => b.append_value(*v),
             (
-                Builder::Array { data, dtype, shape },
+                Builder::Array(array),
                 Cell::Array {
                     dtype: name,
                     shape: dims,
@@ -194,6 +197,7 @@ impl ColumnBuilder {
                 let dims = (dims.iter())
                     .map(|&d| i64::try_from(d).map_err(|_| format!("dimension {d} is too large")))
                     .collect::<Result<Vec<_>, _>>()?;
+                let ArrayBuilders { data, dtype, shape } = &mut **array;
                 if let Some(data) = data {
                     data.append_value(bytes);
                 }
@@ -224,7 +228,8 @@ impl ColumnBuilder {
             Builder::Float16(b) => one(Arc::new(b.finish())),
             Builder::Float32(b) => one(Arc::new(b.finish())),
             Builder::Float64(b) => one(Arc::new(b.finish())),
-            Builder::Array { data, dtype, shape } => {
+            Builder::Array(array) => {
+                let ArrayBuilders { data, dtype, shape } = &mut **array;
                 let mut columns = Vec::new();
                 if let Some(data) = data {
                     columns.push((self.name.clone(), Arc::new(data.finish()) as ArrayRef));

@@ -20,8 +20,8 @@ pub(crate) type Opener = Box<dyn FnOnce() -> Result<Box<dyn Shard>, SourceError>
 
 /// Streams the samples of a directory's shards (of several directories read
 /// as one), in order, as records. Made by
-/// [`MdsSource::new`](crate::mds_source::MdsSource::new) and
-/// [`LitdataSource::new`](crate::litdata_source::LitdataSource::new).
+/// [`MdsSource::open`](crate::mds_source::MdsSource::open) and
+/// [`LitdataSource::open`](crate::litdata_source::LitdataSource::open).
 pub struct SampleSource {
     plan: Plan,
     layout: Box<dyn Layout + Send>,

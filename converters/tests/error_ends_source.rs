@@ -343,7 +343,7 @@ fn the_mds_source_does_not_go_on_to_the_next_shard() {
         key_column: Some("id".into()),
         ..Default::default()
     };
-    let mut source = MdsSource::new(&[dir], &options).unwrap();
+    let mut source = MdsSource::open(&[dir], &options).unwrap();
     let (keys, error) = read_to_error(&mut source);
     assert_eq!(keys, ["s00", "s01"]);
     assert!(error.contains("shard.00001.mds.zstd"), "{error}");
@@ -362,7 +362,7 @@ fn the_litdata_source_does_not_go_on_to_the_next_chunk() {
         key_column: Some("name".into()),
         ..Default::default()
     };
-    let mut source = LitdataSource::new(&[dir], &options).unwrap();
+    let mut source = LitdataSource::open(&[dir], &options).unwrap();
     let (keys, error) = read_to_error(&mut source);
     assert_eq!(keys, ["n0", "n1"]);
     assert!(error.contains("chunk-0-1.bin"), "{error}");

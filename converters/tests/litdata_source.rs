@@ -35,7 +35,7 @@ fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> Co
 }
 
 fn read(dir: &Path, options: &ColumnOptions) -> Result<Vec<Record>, SourceError> {
-    LitdataSource::new(&[dir.to_owned()], options)?.collect()
+    LitdataSource::open(&[dir.to_owned()], options)?.collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -153,7 +153,7 @@ fn every_zstd_layout_reads_the_same_items() {
     let expected = expected();
     for name in ["zstd-chunk", "zstd-batch", "zstd-sample"] {
         let items = expected[name]["items"].as_array().unwrap();
-        let mut source = LitdataSource::new(
+        let mut source = LitdataSource::open(
             &[fixture(name)],
             &options(None, Some("name"), FieldSelection::All),
         )
@@ -218,7 +218,7 @@ fn edit_index(dir: &Path, edit: impl FnOnce(&mut Value)) {
 }
 
 fn error_of(dir: &Path) -> String {
-    let result = LitdataSource::new(
+    let result = LitdataSource::open(
         &[dir.to_owned()],
         &options(None, Some("name"), FieldSelection::All),
     )
@@ -233,15 +233,12 @@ fn damage(dir: &Path, file: &str, edit: impl FnOnce(&mut Vec<u8>)) {
     fs::write(&path, bytes).unwrap();
 }
 
-/// A damage: the fixture, the file, what is done to it, and words of the error.
-type Damage = (&'static str, &'static str, fn(&mut Vec<u8>), &'static str);
-
-/// A change to an index.json, and the key its error names.
-type ConfigEdit = (fn(&mut Value), &'static str);
+/// A damage: a name, the chunk it is done to, what is done, what the error says.
+type ChunkDamage = (&'static str, &'static str, fn(&mut Vec<u8>), &'static str);
 
 #[test]
 fn damaged_chunks_are_refused_naming_the_file() {
-    let cases: [Damage; 7] = [
+    let cases: [ChunkDamage; 7] = [
         // Truncated: the chunk is shorter than the index says.
         (
             "zstd-sample",
@@ -312,9 +309,12 @@ fn damaged_chunks_are_refused_naming_the_file() {
     }
 }
 
+/// A change to an index, and what the error says.
+type IndexChange = (fn(&mut Value), &'static str);
+
 #[test]
 fn configs_asking_for_what_bcd_does_not_do_are_refused_naming_the_key() {
-    let cases: [ConfigEdit; 6] = [
+    let cases: [IndexChange; 6] = [
         (
             |i| i["config"]["item_loader"] = "TokensLoader".into(),
             "item_loader",

@@ -35,7 +35,7 @@ fn options(value: Option<&str>, key: Option<&str>, fields: FieldSelection) -> Co
 }
 
 fn read(dir: &Path, options: &ColumnOptions) -> Result<Vec<Record>, SourceError> {
-    MdsSource::new(&[dir.to_owned()], options)?.collect()
+    MdsSource::open(&[dir.to_owned()], options)?.collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -198,7 +198,7 @@ fn compressed_and_hashed_shards_read_the_same_and_the_image_is_the_default_value
     let expected = expected();
     for name in ["zstd", "gz", "bz2", "br", "snappy"] {
         let want = &expected[name]["samples"];
-        let mut source = MdsSource::new(
+        let mut source = MdsSource::open(
             &[fixture(name)],
             &options(None, Some("id"), FieldSelection::All),
         )
@@ -292,7 +292,7 @@ fn edit_index(dir: &Path, edit: impl FnOnce(&mut Value)) {
 
 /// Reads `dir` as the compressed fixtures are read; the error's message.
 fn error_of(dir: &Path) -> String {
-    let result = MdsSource::new(
+    let result = MdsSource::open(
         &[dir.to_owned()],
         &options(None, Some("id"), FieldSelection::All),
     )
@@ -348,7 +348,7 @@ fn damaged_shards_are_refused_naming_the_file() {
 }
 
 fn error_of_every(dir: &Path) -> String {
-    let result = MdsSource::new(
+    let result = MdsSource::open(
         &[dir.to_owned()],
         &options(Some("blob"), Some("id"), FieldSelection::All),
     )
@@ -399,12 +399,12 @@ fn sizes_no_file_holds_are_refused_before_anything_that_large_is_allocated() {
     );
 }
 
-/// A fixture, a change to its index.json, and words of the error.
-type IndexEdit = (&'static str, fn(&mut Value), &'static str);
+/// A fixture, a change to its index, and what the error says.
+type IndexChange = (&'static str, fn(&mut Value), &'static str);
 
 #[test]
 fn indexes_asking_for_what_bcd_does_not_do_are_refused_naming_the_shard() {
-    let cases: [IndexEdit; 6] = [
+    let cases: [IndexChange; 6] = [
         (
             "gz",
             |i| i["shards"][1]["compression"] = "lz4".into(),

@@ -31,7 +31,7 @@ fn read(dir: &Path, names: &[&Path]) {
         value_column: Some("image".into()),
         ..Default::default()
     };
-    let source = match LitdataSource::new(&[dir.to_owned()], &options) {
+    let source = match LitdataSource::open(&[dir.to_owned()], &options) {
         Ok(source) => source,
         Err(error) => {
             let message = error.to_string();

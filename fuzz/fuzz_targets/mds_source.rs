@@ -47,7 +47,7 @@ fn read(dir: &Path, names: &[PathBuf]) {
         key_column: Some("id".into()),
         ..Default::default()
     };
-    let source = match MdsSource::new(&[dir.to_owned()], &options) {
+    let source = match MdsSource::open(&[dir.to_owned()], &options) {
         Ok(source) => source,
         Err(error) => {
             let message = error.to_string();

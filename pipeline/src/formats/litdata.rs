@@ -46,7 +46,7 @@ impl Format for Litdata {
         _target: Option<&Path>,
     ) -> Result<Box<dyn Source>, SourceSetupError> {
         let dirs: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
-        Ok(Box::new(LitdataSource::new(
+        Ok(Box::new(LitdataSource::open(
             &dirs,
             &sample_options(options),
         )?))

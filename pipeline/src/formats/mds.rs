@@ -56,6 +56,6 @@ impl Format for Mds {
         _target: Option<&Path>,
     ) -> Result<Box<dyn Source>, SourceSetupError> {
         let dirs: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
-        Ok(Box::new(MdsSource::new(&dirs, &sample_options(options))?))
+        Ok(Box::new(MdsSource::open(&dirs, &sample_options(options))?))
     }
 }
