@@ -2,13 +2,13 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test test-torch check strace python-env wheel demo soak soak-model
+.PHONY: test test-torch check strace nasm python-env wheel demo soak soak-model
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
 # build error then costs no test results, and the venv is ready for the Rust
 # interop tests without it.
-test: check strace
+test: nasm check strace
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	bash tests/run-all.sh
 
@@ -17,7 +17,7 @@ test: check strace
 # StatefulDataLoader). Installs the pinned torch of
 # tests/python/requirements-torch.txt into .venv first (about 4 GB with its CUDA
 # libraries, once); `make test` never needs torch.
-test-torch:
+test-torch: nasm
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements-torch.txt
 	BCD_PYTHON_PACKAGE=only bash tests/python/setup-env.sh
@@ -33,6 +33,19 @@ strace:
 	            { apt-get update -qq && apt-get install -y -qq strace; }; \
 	    else \
 	        echo "strace is missing: install it, or set BCD_TEST_NO_STRACE=1 to skip the fault-injection tests" >&2; \
+	    fi; }
+
+# The image decoder (images/: libjpeg-turbo's, through mozjpeg-sys) is built
+# with its SIMD code, which needs the nasm assembler: installed with apt-get when
+# missing and running as root (as CI does). Without it the build still works but
+# decodes JPEGs several times slower (mozjpeg-sys says so in a cargo warning).
+nasm:
+	@command -v nasm >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        apt-get install -y -qq nasm >/dev/null 2>&1 || \
+	            { apt-get update -qq && apt-get install -y -qq nasm; }; \
+	    else \
+	        echo "nasm is missing: install it, or JPEG decoding (bcd.ImageOptions) runs without SIMD" >&2; \
 	    fi; }
 
 # Formatting and lints only.

@@ -185,6 +185,20 @@ sparse = (gnu_header(b"sparse", ord("S"), 512, extended=True) + bytes(extension)
           + gnu_header(b"after", ord("0"), 5) + b"after".ljust(512, b"\0") + bytes(1024))
 write("tar_source", "sparse", b"\x00" + sparse)
 
+# image_decode: flag byte, side, record, then the fixtures' JPEGs (written by
+# Pillow) and a PNG, each under a few crops.
+imagefolder = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "imagefolder"
+jpegs = sorted(imagefolder.rglob("*.jpg"))[:4]
+assert jpegs, f"no JPEGs under {imagefolder}"
+for number, jpeg in enumerate(jpegs):
+    for flags in (0x00, 0x15, 0x1E, 0x03):
+        write("image_decode", f"jpeg{number}-{flags:02x}", bytes([flags, 31, number]) + jpeg.read_bytes())
+png = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000020000000108020000007b40e8dd0000000f49444154789c63f8cfc0c0"
+    "c0f01f00070001ff7e08b1d00000000049454e44ae426082"
+)
+write("image_decode", "png", bytes([0x02, 7, 0]) + png)
+
 # lmdb_source: a mode byte (0 raw, 1 pickle, 2 caffe-datum), then a data file py-lmdb wrote.
 lmdb = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "lmdb"
 for mode, name in [(0, "raw/data.mdb"), (1, "pickle-tuple.lmdb"), (1, "pickle-dict/data.mdb"),

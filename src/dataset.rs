@@ -438,14 +438,20 @@ impl Dataset {
 
     /// The value at position `index`: borrowed from the mapping when uncompressed,
     /// decompressed into a new buffer otherwise.
+    ///
+    /// An LZ4 value stored as a literal-only block (the adaptive mode's form for
+    /// incompressible values) is its own bytes in the mapping, and borrowed too.
     pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
         match self.compression() {
             Compression::None => Ok(Cow::Borrowed(location.stored)),
-            Compression::Lz4 => lz4_block::decompress(location.stored)
-                .map(Cow::Owned)
-                .map_err(|e| Self::corrupt(index, &location, e)),
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => Ok(Cow::Borrowed(&location.stored[range])),
+                None => lz4_block::decompress(location.stored)
+                    .map(Cow::Owned)
+                    .map_err(|e| Self::corrupt(index, &location, e)),
+            },
         }
     }
 
@@ -458,6 +464,9 @@ impl Dataset {
         match self.compression() {
             Compression::None => Ok(location.stored),
             Compression::Lz4 => {
+                if let Some(range) = lz4_block::literal_range(location.stored) {
+                    return Ok(&location.stored[range]);
+                }
                 let n = lz4_block::decompress_into(location.stored, buffer)
                     .map_err(|e| Self::corrupt(index, &location, e))?;
                 Ok(&buffer[..n])
@@ -499,8 +508,14 @@ impl Dataset {
                 out.copy_from_slice(location.stored);
                 Ok(())
             }
-            Compression::Lz4 => lz4_block::decompress_to_slice(location.stored, out)
-                .map_err(|e| Self::corrupt(index, &location, e)),
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => {
+                    out.copy_from_slice(&location.stored[range]);
+                    Ok(())
+                }
+                None => lz4_block::decompress_to_slice(location.stored, out)
+                    .map_err(|e| Self::corrupt(index, &location, e)),
+            },
         }
     }
 
@@ -547,6 +562,27 @@ impl Dataset {
         })
     }
 
+    /// Where the value at `index` itself lies, when the shard holds it verbatim:
+    /// always for uncompressed datasets, and for LZ4 values stored as literal-only
+    /// blocks (see [`lz4_block::literal_range`]); `None` when it must be
+    /// decompressed. Lets a caller hand out a view of the bytes instead of a copy
+    /// (the Python package's zero-copy values).
+    pub fn verbatim_location(&self, index: usize) -> Result<Option<ValueLocation>> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let range = match self.compression() {
+            Compression::None => 0..location.stored.len(),
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => range,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(ValueLocation {
+            shard: location.shard_id,
+            offset: location.value_offset + range.start as u64,
+            len: range.len() as u64,
+        }))
+    }
     /// The bytes of shard `shard`'s data file (the [`ValueLocation::shard`] of a
     /// value), held for as long as the caller keeps them, after this handle is
     /// dropped too: for zero-copy views whose lifetime the borrow checker cannot
@@ -632,5 +668,43 @@ mod tests {
             dataset.prefetch([1, 0, 7, usize::MAX]);
             assert_eq!(&*dataset.at(0).unwrap(), &value[..]);
         }
+    }
+
+    #[test]
+    fn literal_only_values_are_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut dataset = Dataset::create(dir.path().join("d"), CreateOptions::default()).unwrap();
+        dataset.set_lz4_mode(Lz4Mode::Adaptive(9));
+        // Noise is stored as a literal-only block, text is compressed.
+        let mut state = 0x9E3779B97F4A7C15u64;
+        let noise: Vec<u8> = (0..40_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let text = b"lorem ipsum dolor sit amet ".repeat(2000);
+        dataset.extend_values([&noise[..], &text[..], b""]).unwrap();
+        let dataset = Dataset::open(dir.path().join("d")).unwrap();
+
+        assert!(matches!(dataset.at(0).unwrap(), Cow::Borrowed(v) if v == &noise[..]));
+        let location = dataset.verbatim_location(0).unwrap().unwrap();
+        let stored = dataset.value_location(0).unwrap();
+        assert_eq!(location.len, noise.len() as u64);
+        assert!(location.offset > stored.offset);
+        assert_eq!(location.offset + location.len, stored.offset + stored.len);
+        let shard = fs::read(dataset.shard_data_path(location.shard)).unwrap();
+        let start = location.offset as usize;
+        assert_eq!(&shard[start..start + noise.len()], &noise[..]);
+        let mut buffer = Vec::new();
+        assert_eq!(dataset.at_with_buffer(0, &mut buffer).unwrap(), &noise[..]);
+        assert!(buffer.is_empty(), "no copy into the buffer");
+
+        assert_eq!(dataset.verbatim_location(1).unwrap(), None);
+        assert!(matches!(dataset.at(1).unwrap(), Cow::Owned(v) if v == text));
+        assert_eq!(dataset.verbatim_location(2).unwrap().unwrap().len, 0);
+        assert!(dataset.verbatim_location(3).is_err());
     }
 }

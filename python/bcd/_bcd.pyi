@@ -359,6 +359,25 @@ class Dataset:
         process as one tensor in shared memory instead of pickled values.
         """
 
+    def get_images_into(
+        self,
+        indices: Iterable[SupportsIndex],
+        out: Buffer,
+        options: "ImageOptions",
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+    ) -> list[tuple[int, str]]:
+        """Decodes the images (JPEG or PNG values) at ``indices`` into ``out``
+        as ``options`` says, one after another (``len(indices) *
+        options.image_bytes`` bytes: ``out`` is typically a uint8 array or
+        tensor of shape ``(len(indices), *options.shape)``), on all cores
+        without the GIL. Record ``i``'s random crop and flip come from ``(seed,
+        epoch, i)`` alone. Returns the images that failed as ``(position in
+        indices, message naming the record)``, their slots left as they were.
+        Indices are checked as by ``get_batch``. Nothing else may use ``out``
+        during the call."""
+
     def refresh(self) -> int:
         """Picks up records committed since the open (or the last refresh) by
         this or another process (a nightly ``bcd ingest``, the reference's
@@ -619,6 +638,10 @@ def _mix_rank_len(
     """The samples each rank of a mixture's epoch gets, checking every setting
     ``bcd.partition_mix`` checks (and ``rank``, if given)."""
 
+def _mix_source_seed(seed: int, source: int) -> int:
+    """The seed of the image crops of a mixture's source ``source``:
+    ``stream_key(seed, 0, MixSource, source)``."""
+
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects
     with ``__arrow_c_array__``); use ``bcd.sampling.category_codes``."""
@@ -626,3 +649,77 @@ def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
 def _field_categories(dataset: Dataset, field: str) -> numpy.ndarray:
     """The ``uint32`` category codes of a stored field, as ``bcd export
     --balance-by`` computes them; use ``bcd.sampling.field_codes``."""
+
+
+class ImageOptions:
+    """What to make of each image value, checked when made (``ValueError`` or
+    ``TypeError`` naming the keyword):
+
+    - ``size``: the output's side, or ``(height, width)``.
+    - ``crop``: ``"random_resized"`` (torchvision's ``RandomResizedCrop``:
+      ``scale``, default ``(0.08, 1.0)``, the box's share of the area drawn
+      uniformly; ``ratio``, default ``(3/4, 4/3)``, its aspect drawn
+      log-uniformly; ten tries, then the central box), ``"center"``
+      (``Resize(resize)`` then ``CenterCrop(size)``, as one resampling;
+      ``resize`` defaults to the longer output side / 0.875, 256 for 224), or
+      ``"resize"`` (the whole image to ``size``).
+    - ``flip``: mirror left to right with probability 1/2 (default: with a
+      random crop only).
+    - ``channels_first``: images as ``3 x H x W`` instead of ``H x W x 3``.
+    - ``dct_scaling``: decode JPEGs at 1/2, 1/4 or 1/8 scale where the box
+      stays at least the output size (default ``True``); off, every JPEG is
+      decoded at full size first.
+
+    The box is resampled with Pillow's antialiased bilinear filter. JPEGs are
+    decoded by libjpeg-turbo (the columns and rows the box needs), PNGs by the
+    ``png`` crate; greyscale becomes RGB and alpha is dropped, as Pillow's
+    ``convert("RGB")``; CMYK JPEGs are refused.
+    """
+
+    def __init__(
+        self,
+        size: int | tuple[int, int],
+        *,
+        crop: str = "random_resized",
+        scale: tuple[float, float] | None = None,
+        ratio: tuple[float, float] | None = None,
+        resize: int | None = None,
+        flip: bool | None = None,
+        channels_first: bool = False,
+        dct_scaling: bool = True,
+    ) -> None: ...
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """One image's shape: ``(height, width, 3)`` or ``(3, height, width)``."""
+    @property
+    def image_bytes(self) -> int:
+        """Bytes of one image."""
+    @property
+    def size(self) -> tuple[int, int]: ...
+    @property
+    def crop(self) -> str: ...
+    @property
+    def flip(self) -> bool: ...
+    @property
+    def channels_first(self) -> bool: ...
+    def crop_box(
+        self, width: int, height: int, *, seed: int = 0, epoch: int = 0, record: int = 0
+    ) -> tuple[float, float, float, float, bool]:
+        """The box kept from a ``width`` x ``height`` image for ``record`` of
+        ``epoch`` under ``seed``: ``(left, top, width, height, flipped)`` in the
+        image's pixels (fractional for ``crop="center"``)."""
+
+def decode_images(
+    values: Sequence[Buffer],
+    out: Buffer,
+    options: ImageOptions,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    records: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> list[tuple[int, str]]:
+    """Decodes image values (JPEG or PNG bytes) into ``out`` as
+    ``Dataset.get_images_into`` does, value ``i`` drawing its crop from
+    ``(seed, epoch, records[i])`` (``records`` defaults to ``0..len(values)``);
+    returns the failures as ``(i, message)``."""

@@ -5,10 +5,10 @@
 one that is not persisted. A view reads like a dataset of its records, in
 dataset order: ``len``, ``at(i)`` (the view's ``i``-th record), ``key_at``,
 ``view[key]`` (a key of one of its records), ``key in view``, ``get_batch``,
-``get_batch_into``, ``sample``, ``fields()`` and ``stats()``. Its records are a
-NumPy array (``indices``) over the mapped view file: 4 bytes per record, no
-copy. It pickles as the dataset and the view's name (or its indices), so
-DataLoader workers reopen it.
+``get_batch_into``, ``get_images_into``, ``sample``, ``fields()`` and
+``stats()``. Its records are a NumPy array (``indices``) over the mapped view
+file: 4 bytes per record, no copy. It pickles as the dataset and the view's
+name (or its indices), so DataLoader workers reopen it.
 
 NumPy is imported when a view is made, not when ``bcd`` is.
 """
@@ -160,6 +160,13 @@ class View:
     def get_batch_into(self, indices, allocate: Callable[[int], Any]):
         """As ``Dataset.get_batch_into``, for the view's records at ``indices``."""
         return self._dataset.get_batch_into(self._records(indices), allocate)
+
+    def get_images_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
+        """As ``Dataset.get_images_into``, for the view's records at
+        ``indices``: each random crop is drawn for the dataset record (the key
+        is ``(seed, epoch, dataset index)``), so a record gets the same crop
+        through any view; failures are reported by position in ``indices``."""
+        return self._dataset.get_images_into(self._records(indices), out, options, seed=seed, epoch=epoch)
 
     def fields(self, columns: Optional[Sequence[str]] = None):
         """The fields of the view's records, in order, as a ``pyarrow.Table``."""

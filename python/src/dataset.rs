@@ -442,6 +442,26 @@ impl PyDataset {
         self.read_batch_into(py, indices, allocate)
     }
 
+    /// Decodes the images (JPEG or PNG values) at `indices` into `out` as
+    /// `options` (a `bcd.ImageOptions`) says, one after another
+    /// (`len(indices) * options.image_bytes` bytes), on all cores without the
+    /// GIL; record `i`'s random crop and flip come from `(seed, epoch, i)`.
+    /// Returns the images that failed as `(position in indices, message naming
+    /// the record)`; their slots are left as they were. Indices are checked as
+    /// by `get_batch`. Nothing else may use `out` during the call.
+    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0))]
+    fn get_images_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &Bound<'py, crate::images::PyImageOptions>,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<Vec<(usize, String)>> {
+        self.read_images_into(py, indices, out, &options.get().options, seed, epoch)
+    }
+
     /// The view `name` (`bcd view create`, `create_view`): a read-only
     /// ``bcd.View`` of its records. Raises KeyError if there is none,
     /// ValueError if it was evaluated over another state of this dataset (fewer

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import multiprocessing.context
 import os
 import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -17,55 +14,14 @@ import bcd
 
 from .._states import is_state, rank_state
 from ..sampling import EpochSampler
-from .batch import Batch
+from .announcement import Announcement as _Announcement
+from .batch import Batch, ImageBatch
 from .map_dataset import MapDataset, ReadsDataset
 from .mix import Mix, prefetch_order
 from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 
 # Records per read when an IterableDataset yields samples one by one.
 _SAMPLE_READ = 64
-
-
-class _Announcement:
-    """The epoch and record count the main process's ``set_epoch`` chose, in
-    shared memory that DataLoader workers, forked or spawned, read at the start
-    of each pass: a persistent worker's copy of the dataset is reached no other
-    way. One writer (the main process); a sequence number, odd while a write is
-    under way, lets a reader take a consistent pair without a lock."""
-
-    def __init__(self) -> None:
-        # sequence, epoch, record count
-        self._slots = multiprocessing.RawArray(ctypes.c_uint64, 3)
-
-    def __getstate__(self) -> dict:
-        # Shared memory travels to a process being started (spawn, forkserver);
-        # pickled otherwise, the copy announces and hears nothing.
-        spawning = multiprocessing.context.get_spawning_popen() is not None
-        return {"_slots": self._slots if spawning else None}
-
-    def publish(self, epoch: int, length: int) -> int:
-        """Announces ``(epoch, length)``; returns the announcement's number."""
-        slots = self._slots
-        if slots is None:
-            return 0
-        slots[0] += 1
-        slots[1], slots[2] = epoch, length
-        slots[0] += 1
-        return slots[0]
-
-    def read(self) -> Optional[tuple]:
-        """``(number, epoch, length)`` of the latest announcement (number 0:
-        none yet), or None for a copy without the shared memory."""
-        slots = self._slots
-        if slots is None:
-            return None
-        while True:
-            number = slots[0]
-            if number % 2:
-                continue
-            epoch, length = slots[1], slots[2]
-            if slots[0] == number:
-                return number, epoch, length
 
 
 class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
@@ -76,8 +32,9 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     ``output``).
 
     ``batch_size``: yield whole batches (use ``DataLoader(batch_size=None)``),
-    each read with one parallel call (a :class:`Batch` with ``output="tensor"``
-    and no ``transform``; keep it with ``collate_fn=bcd.torch.collate``).
+    each read with one parallel call (without a ``transform``, a :class:`Batch`
+    in shared memory, which ``collate_fn=bcd.torch.collate`` keeps whole with
+    ``output="tensor"`` and collates as torch's default collate otherwise).
     Workers take the rank's epoch by batches of ``batch_size`` (1 without it) in
     turn, so a loader that batches the same size yields the epoch in order.
 
@@ -219,6 +176,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             self._use_length(_agreed_length(len(self._map)))
         if torch.utils.data.get_worker_info() is None:
             self._heard = self._announcement.publish(epoch, self._epochs.length)
+            if isinstance(self._map, Mix):
+                self._map.use_crops(epoch)
         if self._pending and epoch == self._epochs.epoch:
             return
         self._pending = False
@@ -301,7 +260,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         for at in range(0, len(mine), _SAMPLE_READ):
             chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
             samples = self._map.__getitems__(chunk)
-            if isinstance(samples, Batch):
+            if isinstance(samples, (Batch, ImageBatch)):
                 samples = list(samples)
             for sample in samples:
                 self._taken += 1

@@ -125,6 +125,7 @@ class Sampler(torch.utils.data.Sampler):
                 dataset_or_len, rank, world_size, drop_last, shuffle=shuffle, seed=seed, block_size=block_size,
                 balance_by=balance_by, weights=weights, num_samples=num_samples,
             )
+            self._announce_crops()
             return
         self._epochs = EpochSampler(
             length,
@@ -138,6 +139,16 @@ class Sampler(torch.utils.data.Sampler):
             weights=weights,
             num_samples=num_samples,
         )
+        self._announce_crops()
+
+    def _announce_crops(self) -> None:
+        """Random crops of a MapDataset with ``image=`` follow this sampler's
+        seed and epoch (a Mix's sources, the mix's seed and this epoch)."""
+        source = self._source
+        if isinstance(source, MapDataset) and source.image is not None:
+            source.use_crops(self._epochs.seed, self._epochs.epoch)
+        elif isinstance(source, Mix):
+            source.use_crops(self._epochs.epoch)
 
     @property
     def epoch(self) -> int:
@@ -181,6 +192,7 @@ class Sampler(torch.utils.data.Sampler):
                     weights = np.asarray(weights)[:length]
                 self._epochs.set_length(length, categories, weights)
         self._epochs.set_epoch(epoch)
+        self._announce_crops()
 
     def indices(self):
         """The current epoch's indices from the current position, as a NumPy array."""
@@ -193,3 +205,4 @@ class Sampler(torch.utils.data.Sampler):
     def load_state_dict(self, state) -> None:
         """See the class documentation."""
         self._epochs.load_state_dict(state)
+        self._announce_crops()
