@@ -145,6 +145,7 @@ fn synced_marker(manifest: &RemoteManifest) -> Vec<u8> {
         "e_tag": manifest.version.e_tag,
         "version": manifest.version.version,
         "last_modified": manifest.last_modified.to_rfc3339(),
+        "commit": manifest.commit,
     }))
     .expect("serializable")
 }
