@@ -158,6 +158,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", help="work directory (default: a temp dir)")
     parser.add_argument("--make-only", action="store_true", help="write the corpora into --dir and stop")
+    parser.add_argument("--keep", action="store_true", help="keep each corpus after its measurement (the disk needs room for all four)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -213,6 +214,10 @@ def main():
             seconds = statistics.median(times[method])
             rows.append((name, checked, stored, method, seconds, min(times[method]), max(times[method]), seconds / base))
         (work / "warm").unlink()
+        for leftover in (work / "ds", work / "floor.out", work / "scratch"):
+            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
+        if not args.keep:
+            shutil.rmtree(directory)
     print(f"\n{count} samples of {MIN_SIZE >> 10}-{MAX_SIZE >> 10} KiB random bytes; median of {args.repeats}; "
           "ratio = seconds / the I/O floor's\n")
     print("| corpus | records | shard MB | method | s (min-max) | MB/s | ratio |")
@@ -220,6 +225,8 @@ def main():
     for name, checked, stored, method, seconds, lo, hi, ratio in rows:
         print(f"| {name} | {checked} | {stored / 1e6:.0f} | {method} | {seconds:.2f} ({lo:.2f}-{hi:.2f}) "
               f"| {stored / 1e6 / seconds:.0f} | {ratio:.2f}x |")
+    if not args.dir:
+        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

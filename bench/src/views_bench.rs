@@ -15,7 +15,10 @@
 //!
 //! - `select`: the records an expression selects, evaluated over every shard
 //!   on one thread (the fields files mapped, the commit file read): `n < 10000`
-//!   (1%), `x < 0.01` (1%), `caption LIKE '%dog%'` (1/16); records per second;
+//!   (1%), `x < 0.01` (1%), `caption LIKE '%dog%'` (1/16); records per second
+//!   of wall time, and per CPU-second of the selecting thread (its on-CPU time
+//!   from `/proc/thread-self/schedstat`, which time spent waiting for a core on
+//!   a loaded machine does not inflate);
 //! - `open`: `Dataset::view` of a view of 10% of the records (its checksum,
 //!   order and bound checks, and the last shard's fingerprint), and of one of
 //!   10^7 records when the dataset has at least 10^8.
@@ -121,6 +124,18 @@ fn build(path: &Path, records: u64) {
     );
 }
 
+/// The calling thread's time on a CPU so far, in seconds (Linux's
+/// `/proc/thread-self/schedstat`, first field: nanoseconds).
+fn thread_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    let nanos: u64 = stat
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .expect("schedstat's first field");
+    nanos as f64 / 1e9
+}
+
 fn median(mut times: Vec<f64>) -> f64 {
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
@@ -136,26 +151,32 @@ fn main() {
     }
     let dataset = Dataset::open(&path).expect("open");
     let records = dataset.len() as f64;
-    println!("| step | records | selected | median s | records/s |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| step | records | selected | median wall s | records/s (wall) | median CPU s | records/s per CPU-second |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for expression in ["n < 10000", "x < 0.01", "caption LIKE '%dog%'"] {
         // Warm: the fields files in the page cache.
         let selected = bcd_pipeline::views::select(&dataset, expression)
             .expect("select")
             .len();
-        let times = (0..args.repeats)
+        let (walls, cpus): (Vec<f64>, Vec<f64>) = (0..args.repeats)
             .map(|_| {
                 let started = Instant::now();
+                let cpu = thread_cpu_seconds();
                 let view = bcd_pipeline::views::select(&dataset, expression).expect("select");
+                let cpu = thread_cpu_seconds() - cpu;
+                let wall = started.elapsed().as_secs_f64();
                 assert_eq!(view.len(), selected);
-                started.elapsed().as_secs_f64()
+                (wall, cpu)
             })
-            .collect();
-        let t = median(times);
+            .unzip();
+        let (wall, cpu) = (median(walls), median(cpus));
         println!(
-            "| select `{expression}` | {} | {selected} | {t:.3} | {:.0}M |",
+            "| select `{expression}` | {} | {selected} | {wall:.3} | {:.0}M | {cpu:.3} | {:.0}M |",
             dataset.len(),
-            records / t / 1e6
+            records / wall / 1e6,
+            records / cpu / 1e6
         );
     }
     let mut views = vec![("tenth", "n < 100000")];
