@@ -1,6 +1,7 @@
 //! Extending a dataset: an all-or-nothing transaction that writes new shards and
 //! commits them with one manifest rename.
 
+use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 
 use hashbrown::HashTable;
@@ -351,8 +352,8 @@ impl<'d> Extend<'d> {
             .zip(skip)
             .filter(|(_, &s)| !s)
             .map(|(h, _)| *h);
-        for (((key, _), stored), hash) in kept().zip(&stored).zip(kept_hashes) {
-            self.write_hashed(key.as_ref(), stored, Some(hash))?;
+        for (((key, _), [head, tail]), hash) in kept().zip(&stored).zip(kept_hashes) {
+            self.write_hashed(key.as_ref(), [head.as_ref(), tail.as_ref()], Some(hash))?;
         }
         Ok(())
     }
@@ -365,23 +366,38 @@ impl<'d> Extend<'d> {
             self.check_value(value)?;
         }
         let stored = self.encode_many(&values)?;
-        for stored in &stored {
-            self.write(&[], stored)?;
+        for [head, tail] in &stored {
+            self.write_hashed(&[], [head.as_ref(), tail.as_ref()], None)?;
         }
         Ok(())
     }
 
-    /// Stored forms of `values`, compressed in parallel when the dataset compresses.
-    fn encode_many<'v>(&self, values: &[&'v [u8]]) -> Result<Vec<std::borrow::Cow<'v, [u8]>>> {
+    /// Stored forms of `values`, compressed in parallel when the dataset
+    /// compresses: each as the two parts written one after the other (see
+    /// [`lz4_block::Encoded::parts`]; an uncompressed value, or the value of a
+    /// literal-only block, is not copied).
+    fn encode_many<'v>(&self, values: &[&'v [u8]]) -> Result<Vec<[Cow<'v, [u8]>; 2]>> {
         match self.dataset.compression() {
             Compression::None => Ok(values
                 .iter()
-                .map(|v| std::borrow::Cow::Borrowed(*v))
+                .map(|v| [Cow::Borrowed(*v), Cow::Borrowed(&[][..])])
                 .collect()),
             Compression::Lz4 => {
-                lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
-                    .map(|all| all.into_iter().map(std::borrow::Cow::Owned).collect())
-                    .map_err(|(_, e)| Error::InvalidOption(e.0))
+                let encoded =
+                    lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
+                        .map_err(|(_, e)| Error::InvalidOption(e.0))?;
+                Ok(encoded
+                    .into_iter()
+                    .zip(values)
+                    .map(|(encoded, value)| match encoded {
+                        lz4_block::Encoded::Stored(stored) => {
+                            [Cow::Owned(stored), Cow::Borrowed(&[][..])]
+                        }
+                        lz4_block::Encoded::LiteralHeader(header) => {
+                            [Cow::Owned(header), Cow::Borrowed(*value)]
+                        }
+                    })
+                    .collect())
             }
         }
     }
@@ -458,13 +474,15 @@ impl<'d> Extend<'d> {
     }
 
     fn write(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.write_hashed(key, stored, None)
+        self.write_hashed(key, [stored, &[]], None)
     }
 
-    /// Writes one record; `hash` is the key's index hash when already computed.
-    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hash: Option<u64>) -> Result<()> {
-        ShardWriter::check_sizes(key, stored)?;
-        if let Err(e) = self.writer.append(key, stored) {
+    /// Writes one record whose stored value is `stored`'s two parts, one after
+    /// the other; `hash` is the key's index hash when already computed.
+    fn write_hashed(&mut self, key: &[u8], stored: [&[u8]; 2], hash: Option<u64>) -> Result<()> {
+        // Refused before writing anything, so the extend stays usable.
+        ShardWriter::check_lens(key.len(), stored[0].len() + stored[1].len())?;
+        if let Err(e) = self.writer.append_parts(key, stored) {
             self.poison();
             return Err(e);
         }
