@@ -121,7 +121,7 @@ mod tests {
     fn random_tokens(n: usize, seed: u64) -> Vec<u8> {
         noise(2 * n, seed)
             .chunks_exact(2)
-            .flat_map(|pair| ((u16::from_le_bytes([pair[0], pair[1]]) % 50257).to_le_bytes()))
+            .flat_map(|pair| (u16::from_le_bytes([pair[0], pair[1]]) % 50257).to_le_bytes())
             .collect()
     }
 

@@ -156,13 +156,15 @@ fn the_reference_reads_a_shard_of_literal_and_compressed_values_mixed() {
     let mut rng = Rng::new(7);
     let mut records = Vec::new();
     for i in 0..60 {
+        let (small, large) = (rng.below(40), rng.below(2) * 60_000);
+        let len = rng.below(4000);
         let value = match i % 6 {
-            0 => random_tokens(&mut rng, 64 + rng.below(4000)),
-            1 => rng.text(100 + rng.below(20_000)),
-            2 => rng.bytes(rng.below(40) + rng.below(2) * 60_000),
-            3 => random_tokens(&mut rng, 30).repeat(1 + rng.below(60)),
+            0 => random_tokens(&mut rng, 64 + len),
+            1 => rng.text(100 + 5 * len),
+            2 => rng.bytes(small + large),
+            3 => random_tokens(&mut rng, 30).repeat(1 + len % 60),
             4 => Vec::new(),
-            _ => rng.bytes(1 + rng.below(200_000)),
+            _ => rng.bytes(1 + 50 * len),
         };
         records.push((format!("{i:03}").into_bytes(), value));
     }
