@@ -499,7 +499,7 @@ fn an_ingest_of_random_tokens_stores_them_literally_and_reads_them_in_place() {
         let random: Vec<u16> = (0..len).map(|_| rng.below(50257) as u16).collect();
         if i % 4 == 3 {
             // A phrase repeated: what LZ4 does compress.
-            sequences.push(random[..32].repeat(len / 32));
+            sequences.push(random[..32].repeat(32 + len / 32));
         } else {
             sequences.push(random);
         }
