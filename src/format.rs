@@ -15,6 +15,11 @@ pub const LOCK_NAME: &str = ".bcd.lock";
 pub const INDEX_FILE_NAME: &str = ".bcd-index";
 /// Prefix of the temporary names an index file is written under before its rename.
 pub const INDEX_FILE_TMP_PREFIX: &str = ".bcd-index.tmp-";
+/// Directory inside a dataset where a writer spills the fingerprints of the keys
+/// (and contents) it has written when they pass its memory budget: temporary
+/// files, removed when the writer finishes, and by the next writer or `gc` when
+/// it died first (FORMAT.md section 7). The reference ignores it.
+pub const SPILL_DIR: &str = ".bcd-spill";
 /// Datasets with at least this many records get a persisted index when opened or
 /// extended (smaller ones index faster than they would map and check the file).
 pub const DEFAULT_INDEX_FILE_MIN_RECORDS: u64 = 100_000;

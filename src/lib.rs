@@ -33,6 +33,7 @@ pub mod format;
 mod gc;
 mod import;
 mod index_file;
+mod key_set;
 mod key_table;
 pub mod lz4_block;
 mod manifest;
