@@ -12,7 +12,7 @@ use crate::format::DEFAULT_MAX_SHARD_SIZE;
 use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
 use crate::mapping::ShardData;
-use crate::reader::{Index, Location};
+use crate::reader::{FilePolicy, Index, Location, NewKeys};
 use crate::shard::DataFiles;
 use crate::storage::{FileSystem, Storage};
 
@@ -64,6 +64,8 @@ pub struct Dataset {
     pub(crate) data_files: Option<Arc<dyn DataFiles>>,
     pub(crate) lz4_mode: Lz4Mode,
     pub(crate) threads: usize,
+    /// Memory for an extend's or merge's duplicate checks; `None`: the default.
+    memory_limit: Option<u64>,
     options: OpenOptions,
 }
 
@@ -252,6 +254,7 @@ impl Dataset {
             data_files,
             lz4_mode: Lz4Mode::default(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_limit: None,
             options,
         };
         dataset.maybe_persist_index();
@@ -262,28 +265,17 @@ impl Dataset {
     /// dataset is large enough. Best effort: a read-only directory, a full disk or
     /// a race with another writer of the file leave the in-memory index in use.
     fn maybe_persist_index(&mut self) {
-        let OpenOptions {
-            index_file_min_records,
-            index_file_min_bytes,
-            index_file_min_tail,
-        } = self.options;
-        let over = |records: u64, bytes: u64| {
-            index_file_min_records.is_some_and(|n| records >= n)
-                || index_file_min_bytes.is_some_and(|n| bytes >= n)
-        };
-        let tail_records = self.index.tail_len() as u64;
-        if tail_records == 0 || !over(self.len() as u64, self.stored_bytes()) {
-            return;
-        }
-        // A file that covers most of the dataset is rewritten (in full) only once
-        // the records after it are worth it; until then opens index those from
-        // their shards.
-        let tail_bytes = self.index.tail_stored_bytes();
-        let rewrite = !self.index.uses_file()
-            || tail_records >= index_file_min_tail
-            || index_file_min_bytes.is_some_and(|n| tail_bytes >= n);
-        if rewrite {
+        if self.index.wants_file(self.file_policy()) {
             let _ = self.index.persist(self.storage.as_ref(), &self.dir);
+        }
+    }
+
+    /// When the persisted index is (re)written, from the open options.
+    fn file_policy(&self) -> FilePolicy {
+        FilePolicy {
+            min_records: self.options.index_file_min_records,
+            min_bytes: self.options.index_file_min_bytes,
+            min_tail: self.options.index_file_min_tail,
         }
     }
 
@@ -306,6 +298,25 @@ impl Dataset {
         self.threads = threads.max(1);
     }
 
+    /// Sets how much memory the duplicate checks of later extends and merges may
+    /// hold (the fingerprints of the keys, and with
+    /// [`Dedup::Content`](crate::Dedup::Content) of the values, they have
+    /// written): past it they spill sorted runs to the dataset's `.bcd-spill/`
+    /// directory and keep a summary of them, so a check needs about this much
+    /// memory whatever the number of records. `None` restores the default, a
+    /// quarter of the machine's memory ([`default_memory_limit`]); values below
+    /// 64 KiB count as 64 KiB.
+    pub fn set_memory_limit(&mut self, bytes: Option<u64>) {
+        self.memory_limit = bytes;
+    }
+
+    /// The memory limit of the duplicate checks (see [`Dataset::set_memory_limit`]).
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit
+            .unwrap_or_else(default_memory_limit)
+            .max(crate::key_set::MIN_MEMORY_LIMIT)
+    }
+
     /// Picks up shards committed since this handle was opened (by another handle or
     /// process). On error the handle is unchanged.
     pub fn refresh(&mut self) -> Result<()> {
@@ -314,14 +325,15 @@ impl Dataset {
     }
 
     pub(crate) fn apply_manifest(&mut self, manifest: Manifest) -> Result<()> {
-        self.apply_manifest_with(manifest, None)
+        self.apply_manifest_with(manifest, NewKeys::Read)
     }
 
-    /// [`Dataset::apply_manifest`] for shards whose key hashes are already known.
+    /// [`Dataset::apply_manifest`] for shards whose keys a writer already
+    /// checked: their hashes are not read back (see [`Index::add_shards`]).
     pub(crate) fn apply_manifest_with(
         &mut self,
         manifest: Manifest,
-        known: Option<&[u64]>,
+        keys: NewKeys<'_>,
     ) -> Result<()> {
         let changed = |reason: String| Error::ChangedOnDisk {
             path: self.dir.join(crate::format::MANIFEST_NAME),
@@ -339,9 +351,15 @@ impl Dataset {
                 self.index.shard_count()
             )));
         }
-        self.index.add_shards(&self.dir, manifest.shards, known)?;
+        let file = (self.storage.as_ref(), self.file_policy());
+        self.index
+            .add_shards(&self.dir, manifest.shards, keys, Some(file))?;
         self.manifest = manifest;
-        self.maybe_persist_index();
+        // Shards whose keys came sorted had the index file written with them if
+        // the policy wanted it (once: a failure is not retried).
+        if matches!(keys, NewKeys::Read) {
+            self.maybe_persist_index();
+        }
         Ok(())
     }
 
@@ -593,6 +611,32 @@ impl Dataset {
             reason: error.0,
         }
     }
+}
+
+/// The default memory limit of the duplicate checks: a quarter of the
+/// machine's physical memory (4 GiB where it cannot be read).
+pub fn default_memory_limit() -> u64 {
+    physical_memory().map_or(4 << 30, |bytes| bytes / 4)
+}
+
+#[cfg(unix)]
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf only reads its integer argument.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(page_size)) {
+        (Ok(pages), Ok(size)) if pages > 0 && size > 0 => pages.checked_mul(size),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+fn physical_memory() -> Option<u64> {
+    None
 }
 
 #[cfg(test)]

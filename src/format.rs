@@ -262,6 +262,17 @@ pub fn parse_merge_record_name(name: &str) -> Option<u64> {
     stem.parse().ok()
 }
 
+/// Suffix of a shard's content hashes (`000003.xxh128`): the XXH3-128 of each
+/// record's value, uncompressed, [`CONTENT_HASH_SIZE`] bytes per record in
+/// record order (FORMAT.md section 7). The reference ignores it.
+pub const CONTENT_HASH_SUFFIX: &str = "xxh128";
+/// Bytes of one content hash: the 128-bit digest in its canonical byte order
+/// (big-endian, as `xxhash.xxh3_128(value).digest()` gives it).
+pub const CONTENT_HASH_SIZE: usize = 16;
+/// Prefix of the temporary name content hashes built for a committed shard
+/// (`bcd dedup-index`) are written under before their rename.
+pub const CONTENT_HASH_TMP_PREFIX: &str = ".bcd-content.tmp-";
+
 /// Bytes at each end of a shard's data file that its fingerprint hashes
 /// (FORMAT.md section 9).
 pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod commit;
+mod content;
 mod dataset;
 mod error;
 mod extend;
@@ -52,10 +53,12 @@ mod verify;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
+pub use content::{force_content_collisions, FORCE_COLLISIONS_ENV};
+pub use dataset::{default_memory_limit, CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
-    batch_limits, Extend, ExtendSummary, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
+    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, Skipped, ValueDuplicate,
+    BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};

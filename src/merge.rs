@@ -27,7 +27,7 @@ mod keys;
 mod options;
 mod placement;
 mod rerun;
-use keys::known_hashes;
+use keys::{gained_keys, Renumbering};
 pub use options::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
     MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
@@ -111,16 +111,14 @@ impl Dataset {
             version: ManifestVersion::V0_3,
             ..self.manifest
         };
-        let known = self
-            .keyed()
-            .then(|| known_hashes(&parts, &plan, &check.hashes));
+        let renumbering = Renumbering::new(self.len() as u64, &parts, &plan);
         let dir = self.dir.clone();
         match write_manifest(storage.as_ref(), &dir, &manifest) {
             Ok(()) => {}
             Err(ManifestWriteError::NotCommitted(e)) => return Err(e),
             Err(ManifestWriteError::NotDurable(e)) => {
                 created.keep();
-                let _ = self.apply_manifest_with(manifest, known.as_deref());
+                let _ = self.load_merged(manifest, &parts, &renumbering);
                 return Err(e);
             }
         }
@@ -133,7 +131,7 @@ impl Dataset {
             .count() as u64;
 
         // Committed: what follows must not read as a failed merge.
-        let loaded = self.apply_manifest_with(manifest, known.as_deref());
+        let loaded = self.load_merged(manifest, &parts, &renumbering);
         if !options.copy {
             remove_parts(
                 storage.as_ref(),
@@ -147,6 +145,21 @@ impl Dataset {
             source: Box::new(e),
         })?;
         Ok(summary)
+    }
+
+    /// Moves the handle to the merged state: the new shards indexed from the
+    /// parts' key tables (no key read back), straight into a new persisted
+    /// index when the dataset wants one.
+    fn load_merged(
+        &mut self,
+        manifest: Manifest,
+        parts: &[Part],
+        renumbering: &Renumbering,
+    ) -> Result<()> {
+        let sorted = |out: &mut dyn FnMut((u64, u64)) -> std::io::Result<()>| {
+            gained_keys(parts, renumbering, out)
+        };
+        self.apply_manifest_with(manifest, crate::reader::NewKeys::Sorted(&sorted))
     }
 
     /// Opens and locks every part, checking that it can be merged; a part

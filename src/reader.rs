@@ -14,9 +14,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
-use crate::format::{idx_records, read_idx, record_sizes, shard_paths};
-use crate::index_file::{self, IndexFile, ShardStamp};
-use crate::key_table::{merge_sorted, KeyTable};
+use crate::format::{
+    idx_records, index_fields, read_idx, record_sizes, shard_paths, INDEX_FIELD_SIZE,
+};
+use crate::index_file::{self, Each, IndexFile, ShardStamp};
+use crate::key_table::KeyTable;
 use crate::mapping::{open_regular, Mapping, ShardData};
 use crate::shard::{open_error, stat_shard, Shard};
 use crate::storage::Storage;
@@ -175,13 +177,13 @@ impl Index {
             let mut index = Index::new(keyed);
             index.layout.data_files = data_files.clone();
             if index.adopt(dir, file).is_ok() {
-                index.add_shards(dir, count, None)?;
+                index.add_shards(dir, count, NewKeys::Read, None)?;
                 return Ok(index);
             }
         }
         let mut index = Index::new(keyed);
         index.layout.data_files = data_files;
-        index.add_shards(dir, count, None)?;
+        index.add_shards(dir, count, NewKeys::Read, None)?;
         Ok(index)
     }
 
@@ -322,18 +324,22 @@ impl Index {
     /// Indexes shards `self.shard_count()..count` of `dir`. On error the
     /// index is left exactly as it was.
     ///
-    /// `known` may give the [`Index::hash_key`] hashes of every key in those shards,
-    /// in record order, from a writer that already checked them for duplicates:
-    /// then no key is read back from the new shards (which would page in the
-    /// values around them).
+    /// `keys` says where the new keys' hashes come from: read back from the new
+    /// shards (which pages in the values around them), or given by a writer that
+    /// already checked them for duplicates. With [`NewKeys::Sorted`] and a
+    /// `file` policy that wants the persisted index written now, the new index
+    /// file is written straight from the sorted stream, the old file and the new
+    /// shards' sizes, holding nothing per record; otherwise (or should writing it
+    /// fail) the new records are indexed in memory.
     pub(crate) fn add_shards(
         &mut self,
         dir: &Path,
         count: u64,
-        known: Option<&[u64]>,
+        keys: NewKeys<'_>,
+        file: Option<(&dyn Storage, FilePolicy)>,
     ) -> Result<()> {
         let before = (self.layout.shards.len(), self.layout.len);
-        let result = self.try_add_shards(dir, count, known);
+        let result = self.try_add_shards(dir, count, keys, file);
         if result.is_err() {
             let layout = &mut self.layout;
             layout.shards.truncate(before.0);
@@ -346,32 +352,102 @@ impl Index {
         result
     }
 
-    fn try_add_shards(&mut self, dir: &Path, count: u64, known: Option<&[u64]>) -> Result<()> {
-        // (hash, record) of the new keys: read from the shards, or known.
+    fn try_add_shards(
+        &mut self,
+        dir: &Path,
+        count: u64,
+        keys: NewKeys<'_>,
+        file: Option<(&dyn Storage, FilePolicy)>,
+    ) -> Result<()> {
+        if let NewKeys::Sorted(sorted) = keys {
+            return self.add_shards_sorted(dir, count, sorted, file);
+        }
+        // (hash, record) of the new keys, read from the shards.
         let mut read = Vec::new();
-        let mut given = Vec::new();
-        let added = self.add_shard_files(dir, count, known, &mut read, &mut given);
+        let added = self.add_shard_files(dir, count, Some(&mut read), true);
         // The keys read are all in shards before any that failed, so a duplicate
         // among them is the first problem in shard order.
         read.sort_unstable();
         self.check_new_keys(&read)?;
         added?;
-        given.sort_unstable();
-        let mut new = Vec::with_capacity(read.len() + given.len());
-        merge_sorted(read.into_iter(), given, &mut new);
+        self.tail_keys.add_sorted(read);
+        Ok(())
+    }
+
+    /// [`Index::add_shards`] of shards whose keys come sorted.
+    fn add_shards_sorted(
+        &mut self,
+        dir: &Path,
+        count: u64,
+        sorted: Each<'_, (u64, u64)>,
+        file: Option<(&dyn Storage, FilePolicy)>,
+    ) -> Result<()> {
+        let first_new = self.layout.shards.len();
+        // Checked, but no starts kept: the file, if written, has them.
+        self.add_shard_files(dir, count, None, false)?;
+        if let Some((storage, _)) = file.filter(|(_, policy)| self.wants_file(*policy)) {
+            if self
+                .persist_with(storage, dir, Some((first_new, sorted)))
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        self.fill_tail_starts(first_new)?;
+        let mut new = Vec::new();
+        sorted(&mut |entry| {
+            new.push(entry);
+            Ok(())
+        })
+        .map_err(|e| Error::io("index the new records", dir, e))?;
         self.tail_keys.add_sorted(new);
         Ok(())
     }
 
+    /// The starts of the records of shards `from..`, which were added without.
+    fn fill_tail_starts(&mut self, from: usize) -> Result<()> {
+        let layout = &mut self.layout;
+        for shard in &layout.shards[from..] {
+            let sizes = shard.sizes()?;
+            let mut start = 0u64;
+            for local in 0..idx_records(sizes.len() as u64, layout.keyed, &shard.path)? {
+                layout.tail_starts.push(start);
+                let (key, value) = record_sizes(sizes, layout.keyed, local as usize);
+                start += key + value;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `policy` wants the persisted index (re)written now: records it
+    /// does not cover, in a dataset large enough, and many enough to be worth
+    /// rewriting a file that covers the rest.
+    pub(crate) fn wants_file(&self, policy: FilePolicy) -> bool {
+        let over = |records: u64, bytes: u64| {
+            policy.min_records.is_some_and(|n| records >= n)
+                || policy.min_bytes.is_some_and(|n| bytes >= n)
+        };
+        let tail_records = self.tail_len() as u64;
+        let stored: u64 = self.layout.shards.iter().map(Shard::data_len).sum();
+        if tail_records == 0 || !over(self.len() as u64, stored) {
+            return false;
+        }
+        let tail_bytes = self.tail_stored_bytes();
+        !self.uses_file()
+            || tail_records >= policy.min_tail
+            || policy.min_bytes.is_some_and(|n| tail_bytes >= n)
+    }
+
+    /// Adds shards `self.shard_count()..count`, checking each `.idx` against
+    /// its data file; keeps their record starts when `keep_starts`, and reads
+    /// their keys' `(hash, record)` into `read` when given.
     fn add_shard_files(
         &mut self,
         dir: &Path,
         count: u64,
-        known: Option<&[u64]>,
-        read: &mut Vec<(u64, u64)>,
-        given: &mut Vec<(u64, u64)>,
+        mut read: Option<&mut Vec<(u64, u64)>>,
+        keep_starts: bool,
     ) -> Result<()> {
-        let base = self.len();
         let keyed = self.layout.keyed;
         for id in self.shard_count()..count {
             let (data_path, index_path) = shard_paths(dir, id);
@@ -384,23 +460,29 @@ impl Index {
             let stamp = self.stamp(id, &data_path, &sizes_meta, count)?;
             let first = self.len() as u64;
             let tail_starts = &mut self.layout.tail_starts;
-            tail_starts.reserve(records as usize);
+            if keep_starts {
+                tail_starts.reserve(records as usize);
+            }
             let records = read_idx(
                 &sizes,
                 keyed,
                 stamp.data_len,
                 &data_path,
                 &index_path,
-                |start| tail_starts.push(start),
+                |start| {
+                    if keep_starts {
+                        tail_starts.push(start)
+                    }
+                },
             )? as usize;
+            // Read once to check; the pages go back (a later read maps them again).
+            sizes.release(0, sizes.len());
             let shard = self.shard(id, data_path, first, stamp, Some(sizes));
             self.layout.shards.push(shard);
             self.layout.len += records;
             if keyed {
-                let range = first as usize - base..self.len() - base;
-                match known.and_then(|hashes| hashes.get(range)) {
-                    Some(hashes) => given.extend(hashes.iter().zip(first..).map(|(&h, i)| (h, i))),
-                    None => self.read_keys(first as usize, read)?,
+                if let Some(read) = read.as_deref_mut() {
+                    self.read_keys(first as usize, read)?;
                 }
             }
         }
@@ -515,25 +597,63 @@ impl Index {
     /// Writes an index file covering every loaded shard and switches to it,
     /// dropping the in-memory tail. Nothing changes on error.
     pub(crate) fn persist(&mut self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+        self.persist_with(storage, dir, None)
+    }
+
+    /// [`Index::persist`]; `added` gives the shards from which on were added
+    /// without starts or keys, and their keys' `(hash, record)` sorted.
+    fn persist_with(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        added: Option<(usize, Each<'_, (u64, u64)>)>,
+    ) -> io::Result<()> {
         let layout = &self.layout;
-        let mut entries = Vec::new();
-        if layout.keyed {
-            let tail = self.tail_keys.entries().to_vec();
-            entries.reserve_exact(layout.len);
-            match &layout.file {
-                Some(file) => merge_sorted(file.entries(), tail, &mut entries),
-                None => entries = tail,
-            }
-        }
+        let (first_new, sorted) = match added {
+            Some((first, sorted)) => (first, Some(sorted)),
+            None => (layout.shards.len(), None),
+        };
         let stamps: Vec<ShardStamp> = layout.shards.iter().map(|s| s.stamp).collect();
         let mut firsts: Vec<u64> = layout.shards.iter().map(|s| s.first).collect();
         firsts.push(layout.len as u64);
         let file_records = layout.file_records();
-        let starts = || {
-            (0..layout.len).map(move |i| match &layout.file {
-                Some(file) if i < file_records => file.start(i),
-                _ => layout.tail_starts[i - file_records],
-            })
+        let starts = |out: &mut dyn FnMut(u64) -> io::Result<()>| -> io::Result<()> {
+            if let Some(file) = &layout.file {
+                (0..file_records).try_for_each(|i| out(file.start(i)))?;
+            }
+            layout.tail_starts.iter().try_for_each(|&s| out(s))?;
+            for shard in &layout.shards[first_new..] {
+                let sizes = shard.sizes().map_err(io::Error::other)?;
+                let records = sizes.len() / (INDEX_FIELD_SIZE * index_fields(layout.keyed));
+                let mut start = 0u64;
+                for local in 0..records {
+                    out(start)?;
+                    let (key, value) = record_sizes(sizes, layout.keyed, local);
+                    start += key + value;
+                }
+                sizes.release(0, sizes.len());
+            }
+            Ok(())
+        };
+        let tail = &self.tail_keys;
+        let entries = |out: &mut dyn FnMut((u64, u64)) -> io::Result<()>| -> io::Result<()> {
+            if !layout.keyed {
+                return Ok(());
+            }
+            let mut old = MergeSorted {
+                a: layout.file.iter().flat_map(|f| f.entries()).peekable(),
+                b: tail.entries().iter().copied().peekable(),
+            }
+            .peekable();
+            if let Some(sorted) = sorted {
+                sorted(&mut |entry| {
+                    while let Some(earlier) = old.next_if(|&o| o < entry) {
+                        out(earlier)?;
+                    }
+                    out(entry)
+                })?;
+            }
+            old.try_for_each(out)
         };
         IndexFile::write(
             storage,
@@ -541,10 +661,9 @@ impl Index {
             layout.keyed,
             &stamps,
             &firsts,
-            starts,
+            &starts,
             &entries,
         )?;
-        drop(entries);
 
         // Another process may have replaced it meanwhile: switch only to a file
         // describing exactly these shards.
@@ -565,6 +684,24 @@ impl Index {
         self.tail_keys = KeyTable::default();
         Ok(())
     }
+}
+
+/// Where the key hashes of shards being added come from ([`Index::add_shards`]).
+#[derive(Clone, Copy)]
+pub(crate) enum NewKeys<'a> {
+    /// Read back from the shards, and checked for duplicates.
+    Read,
+    /// Every new record's `(hash, dataset record number)`, sorted, from a writer
+    /// that checked them.
+    Sorted(Each<'a, (u64, u64)>),
+}
+
+/// When the persisted index is written: [`crate::OpenOptions`]' thresholds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FilePolicy {
+    pub(crate) min_records: Option<u64>,
+    pub(crate) min_bytes: Option<u64>,
+    pub(crate) min_tail: u64,
 }
 
 /// Two sorted iterators merged into one.
