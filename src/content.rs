@@ -15,6 +15,11 @@ use crate::format::{parse_sidecar_name, CONTENT_HASH_SIZE, CONTENT_HASH_SUFFIX};
 use crate::key_set::{KeySet, SpillDir};
 use crate::{Dataset, ShardData};
 
+mod build;
+mod verify;
+
+pub use build::ContentIndexSummary;
+
 /// A content hash, in the sidecar's byte order.
 pub(crate) type ContentHash = [u8; CONTENT_HASH_SIZE];
 

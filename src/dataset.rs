@@ -66,6 +66,8 @@ pub struct Dataset {
     pub(crate) threads: usize,
     /// Memory for an extend's or merge's duplicate checks; `None`: the default.
     memory_limit: Option<u64>,
+    /// Whether reads check values against their content hashes.
+    pub(crate) verify_content_on_read: bool,
     options: OpenOptions,
 }
 
@@ -165,6 +167,12 @@ impl Dataset {
                 .remove(leftover)
                 .map_err(|e| Error::io("remove leftover", leftover, e))?;
         }
+        let spill = dir.join(crate::format::SPILL_DIR);
+        if spill.is_dir() {
+            storage
+                .remove_dir(&spill)
+                .map_err(|e| Error::io("remove leftover", &spill, e))?;
+        }
         let manifest = Manifest {
             keyed: options.keyed,
             compression: options.compression,
@@ -255,6 +263,7 @@ impl Dataset {
             lz4_mode: Lz4Mode::default(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_limit: None,
+            verify_content_on_read: false,
             options,
         };
         dataset.maybe_persist_index();
@@ -459,18 +468,31 @@ impl Dataset {
     pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
-        match self.compression() {
-            Compression::None => Ok(Cow::Borrowed(location.stored)),
+        let value = match self.compression() {
+            Compression::None => Cow::Borrowed(location.stored),
             Compression::Lz4 => lz4_block::decompress(location.stored)
                 .map(Cow::Owned)
-                .map_err(|e| Self::corrupt(index, &location, e)),
-        }
+                .map_err(|e| Self::corrupt(index, &location, e))?,
+        };
+        self.check_content(index, &value)?;
+        Ok(value)
     }
 
     /// The value at `index`, decompressing into `buffer` when compressed (the buffer
     /// only ever grows, so a reused one stops allocating) and borrowing from the
     /// mapping when not.
     pub fn at_with_buffer<'a>(&'a self, index: usize, buffer: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let value = self.read_value(index, buffer)?;
+        self.check_content(index, value)?;
+        Ok(value)
+    }
+
+    /// [`Dataset::at_with_buffer`] without the content check.
+    pub(crate) fn read_value<'a>(
+        &'a self,
+        index: usize,
+        buffer: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8]> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
         match self.compression() {
@@ -513,13 +535,11 @@ impl Dataset {
             )));
         }
         match self.compression() {
-            Compression::None => {
-                out.copy_from_slice(location.stored);
-                Ok(())
-            }
+            Compression::None => out.copy_from_slice(location.stored),
             Compression::Lz4 => lz4_block::decompress_to_slice(location.stored, out)
-                .map_err(|e| Self::corrupt(index, &location, e)),
+                .map_err(|e| Self::corrupt(index, &location, e))?,
         }
+        self.check_content(index, out)
     }
 
     /// The value of `key` via [`Dataset::at_with_buffer`].

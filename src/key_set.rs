@@ -150,11 +150,13 @@ impl KeySet {
     }
 
     /// Entries held.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
     /// Runs spilled to disk and not merged away.
+    #[cfg(test)]
     pub(crate) fn runs(&self) -> usize {
         self.runs.len()
     }

@@ -53,7 +53,7 @@ mod verify;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use content::{force_content_collisions, FORCE_COLLISIONS_ENV};
+pub use content::{force_content_collisions, ContentIndexSummary, FORCE_COLLISIONS_ENV};
 pub use dataset::{default_memory_limit, CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
@@ -68,7 +68,7 @@ pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
 pub use merge::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, PartSource, SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, SidecarRewrite,
 };
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;

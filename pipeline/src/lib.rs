@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod categories;
+mod dedup_report;
 mod destination;
 mod export;
 mod export_megatron;
@@ -44,6 +45,7 @@ mod spelling;
 mod subset;
 
 pub use categories::{field_categories, CategoriesError};
+pub use dedup_report::{add_record_name, ContentDuplicate, DedupReport, ReportError};
 pub use destination::Destination;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
