@@ -60,6 +60,9 @@ pub enum Dedup {
 pub struct ExtendOptions {
     /// Which records are duplicates. Default: [`Dedup::Keys`].
     pub dedup: Dedup,
+    /// Memory the duplicate checks may hold before they spill to disk. Default
+    /// (`None`): the dataset's ([`Dataset::set_memory_limit`]).
+    pub memory_limit: Option<u64>,
 }
 
 /// A record a batch push left out because its value equals an earlier record's
@@ -157,7 +160,10 @@ impl Dataset {
             writer.keep_content_hashes();
         }
         let spill = SpillDir::new(&self.dir, self.storage.clone());
-        let budget = self.memory_limit();
+        let budget = options.memory_limit.map_or_else(
+            || self.memory_limit(),
+            |limit| limit.max(crate::key_set::MIN_MEMORY_LIMIT),
+        );
         let sets = usize::from(self.keyed()) + usize::from(dedup_values);
         let share = budget / sets.max(1) as u64;
         let keys = self

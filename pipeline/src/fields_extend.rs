@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 use std::fmt::Display;
 
-use bcd::{Compression, Dataset, Dedup, DisplayKey, Extend, ExtendOptions, LeftOut, Skipped};
+#[cfg(doc)]
+use bcd::Dedup;
+use bcd::{Compression, Dataset, DisplayKey, Extend, ExtendOptions, LeftOut, Skipped};
 use bcd_fields::{DatasetSchema, Fields};
 use serde_json::{Map, Value};
 
@@ -83,19 +85,20 @@ impl<'d> FieldsExtend<'d> {
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
-        Self::begin_with(dataset, on_duplicate, Dedup::Keys)
+        Self::begin_with(dataset, on_duplicate, ExtendOptions::default())
     }
 
-    /// [`FieldsExtend::begin`] leaving out the records `dedup` calls duplicates
-    /// ([`Dedup::Content`]: also repeated values, which are always skipped and
-    /// reported, whatever `on_duplicate` says of keys).
+    /// [`FieldsExtend::begin`] with the store's `options`: which records are
+    /// duplicates ([`Dedup::Content`]: also repeated values, which are always
+    /// skipped and reported, whatever `on_duplicate` says of keys) and the
+    /// memory of the checks.
     pub fn begin_with(
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
-        dedup: Dedup,
+        options: ExtendOptions,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
         let keyed = dataset.keyed();
-        let extend = dataset.begin_extend_with(ExtendOptions { dedup })?;
+        let extend = dataset.begin_extend_with(options)?;
         let writer = FieldsWriter::begin(extend.dataset())?;
         Ok(FieldsExtend {
             extend,

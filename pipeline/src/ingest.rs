@@ -423,7 +423,6 @@ fn run(
     let jobs = options.jobs.max(1);
     dataset.set_threads(jobs);
     dataset.set_lz4_mode(options.lz4_mode);
-    dataset.set_memory_limit(options.memory_limit);
     let (max_records, max_bytes) = bcd::batch_limits(jobs);
     let mut report = DedupReport::new(
         options.dedup_report.as_deref(),
@@ -432,7 +431,11 @@ fn run(
 
     // Records go in whole (value, key, fields, statistics) through the one
     // extend with fields, which applies the duplicate policy.
-    let mut extend = FieldsExtend::begin_with(dataset, options.on_duplicate, options.dedup)?;
+    let checks = bcd::ExtendOptions {
+        dedup: options.dedup,
+        memory_limit: options.memory_limit,
+    };
+    let mut extend = FieldsExtend::begin_with(dataset, options.on_duplicate, checks)?;
     // The class names are known when the source is opened: the records' indices
     // are renumbered to the dataset's names as they are written.
     extend.add_metadata(source.metadata())?;

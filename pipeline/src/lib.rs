@@ -59,7 +59,7 @@ pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate,
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
 pub use options::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,
+    fields_from_names, parse_dedup, parse_delimiter, parse_field_type, parse_fields, parse_labels,
     parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts, InvalidValue,
 };
 pub use schema_file::{parse_schema, read_schema, SchemaFileError};

@@ -22,7 +22,9 @@ use bcd_pipeline::{
 
 use crate::args::location;
 use crate::errors::{message, os_error, to_py};
-use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
+use crate::options::{
+    dedup_arg, dedup_report_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg,
+};
 use crate::source_keywords::{strings, SourceKeywords};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
@@ -105,6 +107,7 @@ fn ingest_error(error: IngestError) -> PyErr {
         IngestError::Store(error) => to_py(error),
         IngestError::Remote(error) => crate::errors::remote_to_py(error),
         IngestError::Interrupted => PyKeyboardInterrupt::new_err(message),
+        IngestError::Report(error) => os_error(&error.source, message),
         IngestError::Internal(_) => PyRuntimeError::new_err(message),
         // Duplicates, and options that contradict the dataset or the source.
         _ => PyValueError::new_err(message),
@@ -131,8 +134,8 @@ fn ingest_error(error: IngestError) -> PyErr {
     root = None, delimiter = None, feature = None, key_feature = None, fields = None,
     field_type = None, labels = None, samples = false, value_ext = None, json_fields = false,
     skip_bad_samples = false, value_field = None, value_base64 = false, key_field = None,
-    schema = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None)")]
+    schema = None, dedup = None, dedup_report = None, memory_limit = None,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None, dedup=None, dedup_report=None, memory_limit=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -168,6 +171,9 @@ pub fn ingest<'py>(
     value_base64: bool,
     key_field: Option<String>,
     schema: Option<&Bound<'py, PyAny>>,
+    dedup: Option<&str>,
+    dedup_report: Option<&Bound<'py, PyAny>>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
     let into = location(py, into)?;
@@ -235,6 +241,11 @@ pub fn ingest<'py>(
             None => IngestOptions::default().jobs,
         },
         lz4_mode: lz4_mode_arg(level, IngestOptions::default().lz4_mode)?,
+        dedup: dedup_arg(dedup)?,
+        dedup_report: dedup_report_arg(py, dedup, dedup_report)?,
+        // The summary dict lists them, as `bcd ingest --json` does.
+        list_content_duplicates: true,
+        memory_limit: memory_limit_arg(memory_limit)?,
         interrupt: Some(Arc::clone(&interrupt)),
     };
 

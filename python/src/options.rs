@@ -7,6 +7,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyString};
 
+use std::path::PathBuf;
+
 use bcd::Lz4Mode;
 use bcd_pipeline::{parse_lz4_mode, parse_size, InvalidValue};
 
@@ -83,4 +85,37 @@ pub fn shard_size_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {
         return Err(PyValueError::new_err("max_shard_size must be positive"));
     }
     Ok(size)
+}
+
+/// `dedup=`: `None` or `"keys"` (keys only), `"content"` (repeated values too).
+pub(crate) fn dedup_arg(dedup: Option<&str>) -> PyResult<bcd::Dedup> {
+    match dedup {
+        None => Ok(bcd::Dedup::Keys),
+        Some(text) => bcd_pipeline::parse_dedup(text).map_err(|error| invalid("dedup", error)),
+    }
+}
+
+/// `dedup_report=`: a path, given only with `dedup="content"`.
+pub(crate) fn dedup_report_arg(
+    py: Python<'_>,
+    dedup: Option<&str>,
+    report: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<PathBuf>> {
+    let Some(report) = report.filter(|r| !r.is_none()) else {
+        return Ok(None);
+    };
+    if dedup != Some("content") {
+        return Err(PyValueError::new_err(
+            "dedup_report applies only with dedup=\"content\"",
+        ));
+    }
+    Ok(Some(PathBuf::from(crate::args::fspath(py, report)?)))
+}
+
+/// `memory_limit=`: bytes as an int or a size string (`"4G"`), or `None`.
+pub(crate) fn memory_limit_arg(limit: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    limit
+        .filter(|l| !l.is_none())
+        .map(|l| size_arg(l, "memory_limit"))
+        .transpose()
 }

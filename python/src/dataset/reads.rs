@@ -94,6 +94,7 @@ impl PyDataset {
         match dataset.compression() {
             Compression::None => {
                 let location = dataset.value_location(index).map_err(to_py)?;
+                check_stored(dataset, &[index])?;
                 handle.views.slice(py, dataset, location)
             }
             Compression::Lz4 => {
@@ -144,7 +145,10 @@ impl PyDataset {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
-            Compression::None => PyList::new(py, handle.views.slices(py, &dataset, &locations)?),
+            Compression::None => {
+                check_stored(&dataset, &resolved)?;
+                PyList::new(py, handle.views.slices(py, &dataset, &locations)?)
+            }
             Compression::Lz4 => {
                 let values =
                     batch_read::decompress_many(py, &dataset, &resolved, stored, self.threads)?;
@@ -234,6 +238,20 @@ impl PyDataset {
 }
 
 /// `memoryview(bytes)`: read-only, as the values of the reference.
+/// With `verify=True`, checks the (uncompressed) values at `indices` against
+/// their content hashes before views of them are handed out; the compressed
+/// paths decode through `Dataset::read_into`, which checks.
+fn check_stored(dataset: &Dataset, indices: &[usize]) -> PyResult<()> {
+    if !dataset.verifies_content() {
+        return Ok(());
+    }
+    for &index in indices {
+        let stored = dataset.stored_at(index).map_err(to_py)?;
+        dataset.check_content(index, stored).map_err(to_py)?;
+    }
+    Ok(())
+}
+
 pub(super) fn read_only_view<'py>(bytes: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
     Ok(PyMemoryView::from(bytes)?.into_any())
 }
