@@ -82,8 +82,10 @@ impl SpillDir {
 
 impl Drop for SpillDir {
     fn drop(&mut self) {
-        if *self.created.get_mut().unwrap_or_else(|e| e.into_inner()) {
-            // Best effort: the next writer or gc removes what is left.
+        // Best effort, and only once empty (a run whose removal failed stays):
+        // the next writer or gc removes what is left.
+        let created = *self.created.get_mut().unwrap_or_else(|e| e.into_inner());
+        if created && spill_leftovers(&self.path).is_ok_and(|files| files.is_empty()) {
             let _ = self.storage.remove_dir(&self.path);
         }
     }
@@ -222,13 +224,12 @@ impl KeySet {
         }
         let entries = self.table.len();
         let others: usize = self.runs.iter().map(Run::filter_bytes).sum();
-        let mut writer = self.create_run(entries, others)?;
-        for (hash, record) in self.table.sorted() {
-            writer
-                .push(hash, record)
-                .map_err(|e| Error::io("write spilled keys", &writer_path(&writer), e))?;
-        }
-        let run = finish(writer)?;
+        let table = &self.table;
+        let run = self.write_run(entries, others, |writer| {
+            table
+                .sorted()
+                .try_for_each(|(hash, record)| writer.push(hash, record).map_err(Into::into))
+        })?;
         self.table.clear();
         self.runs.push(run);
         if self.runs.len() > MAX_RUNS {
@@ -240,10 +241,10 @@ impl KeySet {
     /// Merges every run into one.
     fn merge_runs(&mut self) -> Result<()> {
         let entries: u64 = self.runs.iter().map(Run::len).sum();
-        let mut writer = self.create_run(entries, 0)?;
-        {
+        let runs = &self.runs;
+        let merged = self.write_run(entries, 0, |writer| {
             let mut cursors = Vec::new();
-            for run in &self.runs {
+            for run in runs {
                 let mut cursor = run
                     .cursor()
                     .map_err(|e| Error::io("open spilled keys", run.path(), e))?;
@@ -251,16 +252,36 @@ impl KeySet {
                 cursors.push((head, cursor));
             }
             while let Some(next) = pop_smallest(&mut cursors)? {
-                writer
-                    .push(next.0, next.1)
-                    .map_err(|e| Error::io("write spilled keys", &writer_path(&writer), e))?;
+                writer.push(next.0, next.1)?;
             }
-        }
-        let merged = finish(writer)?;
+            Ok(())
+        })?;
         for run in std::mem::replace(&mut self.runs, vec![merged]) {
             self.remove_run(run);
         }
         Ok(())
+    }
+
+    /// A new run of `entries` entries that `fill` writes (see
+    /// [`KeySet::create_run`]); its file is removed if anything fails.
+    fn write_run(
+        &self,
+        entries: u64,
+        others: usize,
+        fill: impl FnOnce(&mut RunWriter) -> Result<()>,
+    ) -> Result<Run> {
+        let mut writer = self.create_run(entries, others)?;
+        let path = writer.path().to_owned();
+        let written = fill(&mut writer).and_then(|()| {
+            writer
+                .finish()
+                .map_err(|e| Error::io("write spilled keys", &path, e))
+        });
+        if written.is_err() {
+            // Best effort: a leftover is removed by the next writer or gc.
+            let _ = self.spill.storage.remove(&path);
+        }
+        written
     }
 
     /// A new run file for `entries` entries, its filter as large as a quarter of
@@ -287,17 +308,6 @@ impl Drop for KeySet {
             self.remove_run(run);
         }
     }
-}
-
-fn writer_path(writer: &RunWriter) -> PathBuf {
-    writer.path().to_owned()
-}
-
-fn finish(writer: RunWriter) -> Result<Run> {
-    let path = writer.path().to_owned();
-    writer
-        .finish()
-        .map_err(|e| Error::io("write spilled keys", &path, e))
 }
 
 fn spill_read(error: std::io::Error) -> Error {

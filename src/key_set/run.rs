@@ -51,7 +51,12 @@ impl RunWriter {
     }
 
     /// Appends an entry; entries come sorted by `(hash, record)`.
-    pub(super) fn push(&mut self, hash: u64, record: u64) -> io::Result<()> {
+    pub(super) fn push(&mut self, hash: u64, record: u64) -> crate::Result<()> {
+        self.push_entry(hash, record)
+            .map_err(|e| crate::Error::io("write spilled keys", &self.path, e))
+    }
+
+    fn push_entry(&mut self, hash: u64, record: u64) -> io::Result<()> {
         debug_assert!(self.last.is_none_or(|last| last < (hash, record)));
         self.last = Some((hash, record));
         if self.len.is_multiple_of(BLOCK as u64) {

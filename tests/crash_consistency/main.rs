@@ -31,7 +31,8 @@
 //! * [`child_process`]: a writer process is SIGKILLed;
 //! * [`second_writer`]: a second writer meets the lock;
 //! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`;
-//! * [`merge`]: the same three kinds of failure for `Dataset::merge`.
+//! * [`merge`]: the same three kinds of failure for `Dataset::merge`;
+//! * [`spill`]: an extend whose key check spills to `.bcd-spill/`.
 
 mod fixture;
 
@@ -42,6 +43,7 @@ mod merge;
 mod merge_rerun;
 mod power_loss;
 mod second_writer;
+mod spill;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -195,6 +197,13 @@ pub(crate) fn scratch_dir() -> TempDir {
         }
     }
     tempfile::tempdir().unwrap()
+}
+
+/// Copies the files of `from` (not its directories) into `to`.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    for (name, bytes) in snapshot(from) {
+        fs::write(to.join(name), bytes).unwrap();
+    }
 }
 
 /// A new temporary directory holding `files`.
