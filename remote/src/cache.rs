@@ -258,7 +258,10 @@ impl RemoteCache {
         // mirror reads fields as a local dataset does.
         for (name, object) in &objects {
             let kind = FileKind::of(name);
-            let wanted = matches!(kind, FileKind::Sidecar(_) | FileKind::Commit(_));
+            let wanted = matches!(
+                kind,
+                FileKind::Sidecar(_) | FileKind::ContentHashes(_) | FileKind::Commit(_)
+            );
             if !wanted || !kind.committed(shards) {
                 continue;
             }

@@ -11,7 +11,7 @@
 
 use bcd::format::{
     parse_commit_file_name, parse_merge_record_name, parse_shard_name, parse_sidecar_name,
-    DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME,
+    CONTENT_HASH_SUFFIX, DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME,
 };
 
 /// What a file name in a dataset's directory (or under its prefix) is.
@@ -24,6 +24,11 @@ pub enum FileKind {
     /// `NNNNNN.<suffix>` other than `.bin`/`.idx`: a file beside shard `n`
     /// (the suffix as `bcd::format::is_sidecar_suffix` allows).
     Sidecar(u64),
+    /// `NNNNNN.xxh128`: the content hash of each record of shard `n`, a
+    /// sidecar written once (with its shard, or later by `bcd dedup-index`),
+    /// which travels like the others; the remote cache mirrors it too, so that
+    /// reads checking values (`verify=True`) work on a cached dataset.
+    ContentHashes(u64),
     /// `commit.M.json`: written by the commit that made the shard count `M`.
     Commit(u64),
     /// `merged.M.json`: the record of a local merge that made the shard count
@@ -49,8 +54,11 @@ impl FileKind {
             FileKind::MergeRecord(m)
         } else if let Some(n) = parse_shard_name(name) {
             FileKind::Shard(n)
-        } else if let Some((n, _)) = parse_sidecar_name(name) {
-            FileKind::Sidecar(n)
+        } else if let Some((n, suffix)) = parse_sidecar_name(name) {
+            match suffix == CONTENT_HASH_SUFFIX {
+                true => FileKind::ContentHashes(n),
+                false => FileKind::Sidecar(n),
+            }
         } else {
             FileKind::Other
         }
@@ -61,7 +69,7 @@ impl FileKind {
     pub fn committed(self, shards: u64) -> bool {
         match self {
             FileKind::Manifest | FileKind::IndexFile => true,
-            FileKind::Shard(n) | FileKind::Sidecar(n) => n < shards,
+            FileKind::Shard(n) | FileKind::Sidecar(n) | FileKind::ContentHashes(n) => n < shards,
             FileKind::Commit(m) => m <= shards,
             FileKind::MergeRecord(_) | FileKind::Other => false,
         }
@@ -72,7 +80,10 @@ impl FileKind {
     pub fn immutable(self) -> bool {
         matches!(
             self,
-            FileKind::Shard(_) | FileKind::Sidecar(_) | FileKind::Commit(_)
+            FileKind::Shard(_)
+                | FileKind::Sidecar(_)
+                | FileKind::ContentHashes(_)
+                | FileKind::Commit(_)
         )
     }
 
@@ -81,7 +92,7 @@ impl FileKind {
     /// interrupted write, or a write in progress).
     pub fn pending(self, shards: u64) -> bool {
         match self {
-            FileKind::Shard(n) | FileKind::Sidecar(n) => n >= shards,
+            FileKind::Shard(n) | FileKind::Sidecar(n) | FileKind::ContentHashes(n) => n >= shards,
             FileKind::Commit(m) => m > shards,
             _ => false,
         }
@@ -129,6 +140,10 @@ mod tests {
         assert_eq!(FileKind::of("1000000.idx"), FileKind::Shard(1_000_000));
         assert_eq!(FileKind::of("000003.fields.arrow"), FileKind::Sidecar(3));
         assert_eq!(FileKind::of("000003.stats.json"), FileKind::Sidecar(3));
+        assert_eq!(FileKind::of("000003.xxh128"), FileKind::ContentHashes(3));
+        assert!(FileKind::of("000003.xxh128").committed(4));
+        assert!(FileKind::of("000003.xxh128").immutable());
+        assert!(FileKind::of("000004.xxh128").pending(4));
         assert_eq!(FileKind::of("commit.000004.json"), FileKind::Commit(4));
         assert_eq!(FileKind::of(".bcd-index"), FileKind::IndexFile);
         assert_eq!(FileKind::of("merged.000004.json"), FileKind::MergeRecord(4));
@@ -139,6 +154,8 @@ mod tests {
             ".bcd.lock",
             ".manifest.json.tmp",
             ".bcd-index.tmp-1-2",
+            ".bcd-content.tmp-000003",
+            ".bcd-spill",
             "00003.bin",
             "000003",
             "000003.",
