@@ -181,6 +181,26 @@ def settings_for(
     )
 
 
+def _add_task_duplicates(summary: Dict[str, Any], tasks: List[Any]) -> None:
+    """Adds to the merge's ``summary`` the repeated values each task left out
+    of its own part: counted in ``skipped_values`` and listed first in
+    ``content_duplicates``, ``origin`` naming the task. Such a duplicate's
+    ``duplicate_of`` names the kept record by its ``key`` (keyless: its
+    ``task_index``, its place among the records the task kept); one found
+    across tasks (by the merge) has its ``index`` in the dataset too."""
+    found = []
+    for task, description in tasks:
+        for part in description.get("parts", [description]):
+            for duplicate in part.get("content_duplicates", []):
+                entry = dict(duplicate)
+                entry["origin"] = f"task {task}: {duplicate['origin']}"
+                of = duplicate["duplicate_of"]
+                entry["duplicate_of"] = {"key": of["key"]} if "key" in of else {"task_index": of["index"]}
+                found.append(entry)
+    summary["skipped_values"] = summary.get("skipped_values", 0) + len(found)
+    summary["content_duplicates"] = found + summary.get("content_duplicates", [])
+
+
 class Job:
     """The driver's side of one job: its staging directory and lock."""
 
@@ -228,6 +248,8 @@ class Job:
             self.abort()
             raise
         self._finish()
+        if self.settings.dedup == "content":
+            _add_task_duplicates(summary, [(task, by_task[task]) for task in sorted(by_task)])
         return summary
 
     def abort(self) -> None:
