@@ -94,6 +94,10 @@ impl Dataset {
             already_merged: merged_before.iter().map(|m| m.dir().to_owned()).collect(),
             ..MergeSummary::default()
         };
+        if let Some(values) = &values {
+            let renumbering = Renumbering::new(self.len() as u64, &parts, &plan);
+            summary.value_duplicates = self.value_duplicates(&parts, values, &renumbering)?;
+        }
         let mut fingerprints = Vec::with_capacity(plan.len());
         for planned in &plan {
             let part = &parts[planned.part];
@@ -134,9 +138,6 @@ impl Dataset {
             ..self.manifest
         };
         let renumbering = Renumbering::new(self.len() as u64, &parts, &plan);
-        if let Some(values) = &values {
-            summary.value_duplicates = self.value_duplicates(&parts, values, &renumbering)?;
-        }
         let dir = self.dir.clone();
         match write_manifest(storage.as_ref(), &dir, &manifest) {
             Ok(()) => {}

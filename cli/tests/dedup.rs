@@ -113,7 +113,10 @@ fn ingest_dedup_content_leaves_out_repeated_values_within_a_run_and_across_appen
         assert_eq!(&*dataset.at(of).unwrap(), &values[key][..], "{duplicate}");
         assert_eq!(
             dataset.key_at(of).unwrap(),
-            duplicate["duplicate_of"]["key"].as_str().unwrap().as_bytes()
+            duplicate["duplicate_of"]["key"]
+                .as_str()
+                .unwrap()
+                .as_bytes()
         );
         assert!(duplicate["origin"].as_str().unwrap().ends_with(key));
     }
@@ -146,7 +149,10 @@ fn ingest_dedup_content_leaves_out_repeated_values_within_a_run_and_across_appen
         .collect();
     expected.extend(first_of_each_value(&new, &mut seen));
     assert_eq!(summary["skipped"], 1);
-    assert!(summary["skipped_values"].as_u64().unwrap() >= 17, "{summary}");
+    assert!(
+        summary["skipped_values"].as_u64().unwrap() >= 17,
+        "{summary}"
+    );
     let dataset = Dataset::open(&ds).unwrap();
     assert_eq!(read_all(&dataset), expected);
     assert!(String::from_utf8(ok(&["verify", s(&ds), "--content"]))
@@ -166,11 +172,23 @@ fn a_forced_hash_collision_keeps_both_records() {
         fs::write(tree.join(name), value).unwrap();
     }
     let ds = tmp.path().join("ds");
-    let args = ["ingest", s(&tree), "--into", s(&ds), "--dedup", "content", "--json"];
+    let args = [
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&ds),
+        "--dedup",
+        "content",
+        "--json",
+    ];
     let mut command = Command::new(env!("CARGO_BIN_EXE_bcd"));
     command.args(args).env(bcd::FORCE_COLLISIONS_ENV, "1");
     let output = command.output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary = json_of(&output.stdout);
     // Every hash collides: only the bytes tell "same" from the others.
     assert_eq!(summary["records"], 3);
@@ -180,7 +198,10 @@ fn a_forced_hash_collision_keeps_both_records() {
         .into_iter()
         .map(|(_, v)| v)
         .collect();
-    assert_eq!(values, [b"same".to_vec(), b"other".to_vec(), b"third".to_vec()]);
+    assert_eq!(
+        values,
+        [b"same".to_vec(), b"other".to_vec(), b"third".to_vec()]
+    );
 }
 
 #[test]
@@ -190,7 +211,8 @@ fn merge_dedup_content_leaves_out_values_of_the_target_and_earlier_parts() {
     let trees: Vec<Vec<(String, Vec<u8>)>> = (0..3)
         .map(|p| {
             let tree = root.join(format!("tree{p}"));
-            repeating_tree(&tree, 25, 30, 7)
+            // Parts 0 and 1 share their values; part 2 has values of its own.
+            repeating_tree(&tree, 25, 30, 7 + p / 2)
                 .into_iter()
                 .map(|(k, v)| {
                     // Distinct keys per part; values shared across parts.
@@ -202,12 +224,24 @@ fn merge_dedup_content_leaves_out_values_of_the_target_and_earlier_parts() {
         })
         .collect();
     let target = root.join("target");
-    ok(&["ingest", s(&root.join("tree0")), "--into", s(&target), "--dedup", "content"]);
+    ok(&[
+        "ingest",
+        s(&root.join("tree0")),
+        "--into",
+        s(&target),
+        "--dedup",
+        "content",
+    ]);
     let mut parts = Vec::new();
     for p in 1..3 {
         let part = root.join(format!("part{p}"));
         // The parts without content hashes: the merge computes them.
-        ok(&["ingest", s(&root.join(format!("tree{p}"))), "--into", s(&part)]);
+        ok(&[
+            "ingest",
+            s(&root.join(format!("tree{p}"))),
+            "--into",
+            s(&part),
+        ]);
         parts.push(part);
     }
     let report = root.join("merge-dups.jsonl");
@@ -234,13 +268,17 @@ fn merge_dedup_content_leaves_out_values_of_the_target_and_earlier_parts() {
         expected.extend(first_of_each_value(tree, &mut seen));
     }
     assert_eq!(summary["records"], expected.len() - before);
+    assert!(expected.len() > before, "part 2 adds records");
     assert_eq!(summary["skipped_values"], 50 - (expected.len() - before));
     assert_eq!(
         fs::read_to_string(&report).unwrap().lines().count(),
         summary["skipped_values"].as_u64().unwrap() as usize
     );
     for duplicate in summary["content_duplicates"].as_array().unwrap() {
-        assert!(duplicate["origin"].as_str().unwrap().contains("part"), "{duplicate}");
+        assert!(
+            duplicate["origin"].as_str().unwrap().contains("part"),
+            "{duplicate}"
+        );
     }
     let dataset = Dataset::open(&target).unwrap();
     assert_eq!(read_all(&dataset), expected);
@@ -252,7 +290,12 @@ fn dedup_index_gives_a_reference_dataset_content_hashes_the_reference_still_read
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("ds");
     let records: Vec<Value> = (0..40)
-        .map(|i| json!([hex(format!("k{i}").as_bytes()), hex(&vec![i as u8 % 7; 100 + i])]))
+        .map(|i| {
+            json!([
+                hex(format!("k{i}").as_bytes()),
+                hex(&vec![i as u8 % 7; 100 + i])
+            ])
+        })
         .collect();
     reference_batch(
         "0.3.0",
@@ -267,7 +310,10 @@ fn dedup_index_gives_a_reference_dataset_content_hashes_the_reference_still_read
     fs::write(tree.join("new"), vec![3u8; 103]).unwrap();
     fs::write(tree.join("fresh"), b"fresh").unwrap();
     let refused = fails(&["ingest", s(&tree), "--into", s(&ds), "--dedup", "content"]);
-    assert!(refused.contains("no content hashes") && refused.contains("dedup-index"), "{refused}");
+    assert!(
+        refused.contains("no content hashes") && refused.contains("dedup-index"),
+        "{refused}"
+    );
     let summary = json_of(&ok(&["dedup-index", s(&ds), "--json"]));
     let dataset = Dataset::open(&ds).unwrap();
     assert_eq!(summary["shards_built"], dataset.shards());
@@ -293,10 +339,25 @@ print(b''.join(xxhash.xxh3_128(bytes.fromhex(v)).digest() for v in json.loads(sy
     assert_eq!(written.len(), 16 * 40);
     // Now dedup checks against every record: `new` repeats record 3's value.
     let summary = json_of(&ok(&[
-        "ingest", s(&tree), "--into", s(&ds), "--dedup", "content", "--json",
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&ds),
+        "--dedup",
+        "content",
+        "--json",
     ]));
-    assert_eq!((summary["records"].as_u64(), summary["skipped_values"].as_u64()), (Some(1), Some(1)));
-    assert_eq!(summary["content_duplicates"][0]["duplicate_of"]["key"], "k3");
+    assert_eq!(
+        (
+            summary["records"].as_u64(),
+            summary["skipped_values"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        summary["content_duplicates"][0]["duplicate_of"]["key"],
+        "k3"
+    );
     // The reference reads and extends the dataset with its sidecars.
     let more: Vec<Value> = vec![json!([hex(b"ref-new"), hex(b"from the reference")])];
     let results = reference_batch(
@@ -327,11 +388,21 @@ fn verify_content_names_the_shard_and_record_of_a_flipped_byte() {
     repeating_tree(&tree, 30, 30, 9);
     let ds = tmp.path().join("ds");
     ok(&[
-        "ingest", s(&tree), "--into", s(&ds), "--dedup", "content", "--compression", "none",
-        "--max-shard-size", "20K",
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&ds),
+        "--dedup",
+        "content",
+        "--compression",
+        "none",
+        "--max-shard-size",
+        "20K",
     ]);
     let dataset = Dataset::open(&ds).unwrap();
-    let target = 17;
+    // Six distinct values: six records.
+    assert_eq!(dataset.len(), 6);
+    let target = 3;
     let location = dataset.value_location(target).unwrap();
     let shard_path = dataset.shard_data_path(location.shard);
     let local = target as u64 - dataset.shard_first_record(location.shard);
@@ -353,7 +424,14 @@ fn verify_content_names_the_shard_and_record_of_a_flipped_byte() {
     assert!(run.stderr.contains(&expected), "{}", run.stderr);
     // Usage: --content checks local datasets, and --dedup-report needs --dedup.
     usage_error(&["verify", "s3://bucket/ds", "--content"]);
-    usage_error(&["ingest", s(&tree), "--into", s(&ds), "--dedup-report", "x.jsonl"]);
+    usage_error(&[
+        "ingest",
+        s(&tree),
+        "--into",
+        s(&ds),
+        "--dedup-report",
+        "x.jsonl",
+    ]);
 }
 
 #[test]
@@ -363,13 +441,23 @@ fn an_ingest_spilling_its_keys_under_a_small_memory_limit_finds_every_duplicate(
     let source = tmp.path().join("records.jsonl");
     let mut lines = String::new();
     for i in 0..30_000 {
-        lines.push_str(&format!("{{\"id\": \"key-{i:06}\", \"text\": \"v{}\"}}\n", i % 1000));
+        lines.push_str(&format!(
+            "{{\"id\": \"key-{i:06}\", \"text\": \"v{}\"}}\n",
+            i % 1000
+        ));
     }
     lines.push_str("{\"id\": \"key-000000\", \"text\": \"again\"}\n");
     fs::write(&source, lines).unwrap();
     let ds = tmp.path().join("ds");
     let args = [
-        "ingest", s(&source), "--into", s(&ds), "--key-field", "id", "--memory-limit", "64K",
+        "ingest",
+        s(&source),
+        "--into",
+        s(&ds),
+        "--key-field",
+        "id",
+        "--memory-limit",
+        "64K",
     ];
     let refused = fails(&args);
     assert!(refused.contains("key-000000"), "{refused}");
@@ -377,7 +465,10 @@ fn an_ingest_spilling_its_keys_under_a_small_memory_limit_finds_every_duplicate(
     let mut skip = args.to_vec();
     skip.extend(["--on-duplicate", "skip", "--json"]);
     let summary = json_of(&ok(&skip));
-    assert_eq!((summary["records"].as_u64(), summary["skipped"].as_u64()), (Some(30_000), Some(1)));
+    assert_eq!(
+        (summary["records"].as_u64(), summary["skipped"].as_u64()),
+        (Some(30_000), Some(1))
+    );
     assert!(!ds.join(".bcd-spill").exists());
     // Again, with content dedup too: every key and all but 1000 values repeat.
     let mut again = skip.clone();
