@@ -101,6 +101,34 @@ pub(crate) fn hash_at(hashes: &[u8], local: u64) -> ContentHash {
     hash
 }
 
+/// Shard `shard`'s content hashes: its sidecar's, or computed from its values
+/// when it has none.
+pub(crate) fn shard_content_hashes(dataset: &Dataset, shard: u64) -> Result<Vec<u8>> {
+    if dataset.map_sidecar(shard, CONTENT_HASH_SUFFIX)?.is_some() {
+        return Ok(dataset.content_hashes_of(shard)?.to_vec());
+    }
+    let first = dataset.shard_first_record(shard);
+    let records = dataset.shard_records(shard);
+    let mut hashes = Vec::with_capacity(records as usize * CONTENT_HASH_SIZE);
+    let mut buffer = Vec::new();
+    for record in first..first + records {
+        hashes.extend_from_slice(&content_hash(
+            dataset.read_value(record as usize, &mut buffer)?,
+        ));
+    }
+    Ok(hashes)
+}
+
+/// The hashes of the records `kept` keeps, in order.
+pub(crate) fn kept_hashes(hashes: &[u8], kept: &[bool]) -> Vec<u8> {
+    hashes
+        .chunks_exact(CONTENT_HASH_SIZE)
+        .zip(kept)
+        .filter(|(_, &k)| k)
+        .flat_map(|(hash, _)| hash.iter().copied())
+        .collect()
+}
+
 impl Dataset {
     /// Whether any committed shard has content hashes beside it: then every
     /// extend writes them for its shards too, so that they keep covering every

@@ -23,6 +23,26 @@ impl Dataset {
     /// when the dataset is sound). The rest of the structure was already checked by
     /// `open`.
     pub fn verify(&self) -> Vec<Error> {
+        let mut problems = self.verify_structure();
+        if !problems.is_empty() {
+            return problems;
+        }
+        if self.compression() == Compression::Lz4 {
+            let mut buffer = Vec::new();
+            for index in 0..self.len() {
+                if let Err(e) = self.at_with_buffer(index, &mut buffer) {
+                    problems.push(e);
+                }
+            }
+        }
+        problems
+    }
+}
+
+impl Dataset {
+    /// What [`Dataset::verify`] checks before it decodes: every shard's data
+    /// file can be read, and the persisted index matches the shards.
+    pub(crate) fn verify_structure(&self) -> Vec<Error> {
         let mut problems = Vec::new();
         // Opening only checked the data files' sizes: check they can be read.
         for shard in self.index.shards() {
@@ -36,15 +56,6 @@ impl Dataset {
         if let Err(e) = self.index.verify_file(&self.dir) {
             // Every read goes through the file: decoding would only repeat this.
             problems.push(e);
-            return problems;
-        }
-        if self.compression() == Compression::Lz4 {
-            let mut buffer = Vec::new();
-            for index in 0..self.len() {
-                if let Err(e) = self.at_with_buffer(index, &mut buffer) {
-                    problems.push(e);
-                }
-            }
         }
         problems
     }

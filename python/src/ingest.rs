@@ -22,9 +22,8 @@ use bcd_pipeline::{
 
 use crate::args::location;
 use crate::errors::{message, os_error, to_py};
-use crate::options::{
-    dedup_arg, dedup_report_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg,
-};
+use crate::args::dedup_report_arg;
+use crate::options::{dedup_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg};
 use crate::source_keywords::{strings, SourceKeywords};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.

@@ -62,7 +62,7 @@ pub fn merge<'py>(
             .parse::<OnDuplicate>()
             .map_err(|error| invalid("on_duplicate", error))?,
         dedup: crate::options::dedup_arg(dedup)?,
-        dedup_report: crate::options::dedup_report_arg(py, dedup, dedup_report)?,
+        dedup_report: crate::args::dedup_report_arg(py, dedup, dedup_report)?,
         memory_limit: crate::options::memory_limit_arg(memory_limit)?,
     };
     let report = py

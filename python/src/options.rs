@@ -7,8 +7,6 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyString};
 
-use std::path::PathBuf;
-
 use bcd::Lz4Mode;
 use bcd_pipeline::{parse_lz4_mode, parse_size, InvalidValue};
 
@@ -93,23 +91,6 @@ pub(crate) fn dedup_arg(dedup: Option<&str>) -> PyResult<bcd::Dedup> {
         None => Ok(bcd::Dedup::Keys),
         Some(text) => bcd_pipeline::parse_dedup(text).map_err(|error| invalid("dedup", error)),
     }
-}
-
-/// `dedup_report=`: a path, given only with `dedup="content"`.
-pub(crate) fn dedup_report_arg(
-    py: Python<'_>,
-    dedup: Option<&str>,
-    report: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<PathBuf>> {
-    let Some(report) = report.filter(|r| !r.is_none()) else {
-        return Ok(None);
-    };
-    if dedup != Some("content") {
-        return Err(PyValueError::new_err(
-            "dedup_report applies only with dedup=\"content\"",
-        ));
-    }
-    Ok(Some(PathBuf::from(crate::args::fspath(py, report)?)))
 }
 
 /// `memory_limit=`: bytes as an int or a size string (`"4G"`), or `None`.

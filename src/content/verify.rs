@@ -8,15 +8,19 @@ use crate::format::CONTENT_HASH_SUFFIX;
 use crate::Dataset;
 
 impl Dataset {
-    /// Checks every value against the content hash written with it (decoding
-    /// each, on all cores: [`Dataset::set_threads`]) and returns what is wrong,
-    /// in record order: a value whose bytes differ from what was written
+    /// Checks what [`Dataset::verify`] checks, and every value against the
+    /// content hash written with it (decoding each, on all cores:
+    /// [`Dataset::set_threads`]), and returns what is wrong, in record order: a
+    /// value whose bytes differ from what was written
     /// ([`Error::ContentMismatch`], naming the shard file and the record), one
     /// that does not decode, a shard without content hashes
     /// ([`Error::NoContentHashes`]) or with a damaged file. Empty when every
     /// value is as written.
     pub fn verify_content(&self) -> Vec<Error> {
-        let mut problems = Vec::new();
+        let mut problems = self.verify_structure();
+        if !problems.is_empty() {
+            return problems;
+        }
         for shard in 0..self.shards() {
             let hashes = match self.content_hashes_of(shard) {
                 Ok(hashes) => hashes,

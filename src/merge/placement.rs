@@ -120,7 +120,7 @@ impl Dataset {
         let suffixes = &part.sidecars[planned.from as usize];
         let storage = self.storage.as_ref();
         if keep_hashes {
-            if let Some(bytes) = super::values::computed_content_hashes(part, planned)? {
+            if let Some(bytes) = computed_content_hashes(part, planned)? {
                 let path = sidecar_path(&self.dir, planned.to, CONTENT_HASH_SUFFIX);
                 created.paths.push(path.clone());
                 crate::extend::write_read_back(storage, &path, &bytes)?;
@@ -182,7 +182,7 @@ impl Dataset {
                     let path = sidecar_path(&self.dir, planned.to, suffix);
                     if suffix == CONTENT_HASH_SUFFIX {
                         let hashes = source.content_hashes_of(planned.from)?;
-                        let kept_hashes = super::values::kept_hashes(&hashes, kept);
+                        let kept_hashes = crate::content::kept_hashes(&hashes, kept);
                         created.paths.push(path.clone());
                         crate::extend::write_read_back(storage, &path, &kept_hashes)?;
                         continue;
@@ -296,6 +296,23 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// The content hashes of the target shard `planned` makes, when its part shard
+/// has none (else they come with its sidecars): its kept records'.
+fn computed_content_hashes(part: &Part, planned: &Planned) -> Result<Option<Vec<u8>>> {
+    let dataset = &part.dataset;
+    if dataset
+        .map_sidecar(planned.from, CONTENT_HASH_SUFFIX)?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let all = crate::content::shard_content_hashes(dataset, planned.from)?;
+    Ok(Some(match &planned.plan {
+        Plan::Move => all,
+        Plan::Rewrite(kept) => crate::content::kept_hashes(&all, kept),
+    }))
 }
 
 /// The sidecars of each committed shard of `dataset`, by suffix.

@@ -2,14 +2,13 @@
 //! part record the key check kept is looked up, by its content hash, among the
 //! target's records and the kept records before it (earlier parts, then earlier
 //! in its own part); a hash that matches is confirmed by the full hash, then the
-//! bytes. And the content hashes of part shards that have none, for a target
-//! that keeps them.
+//! bytes.
 
-use super::placement::{Part, Plan, Planned};
-use crate::content::{content_hash, fingerprint, hash_at, ContentHash};
+use super::placement::Part;
+use crate::content::{content_hash, fingerprint, hash_at, shard_content_hashes, ContentHash};
 use crate::dataset::Dataset;
 use crate::error::Result;
-use crate::format::{CONTENT_HASH_SIZE, CONTENT_HASH_SUFFIX};
+use crate::format::CONTENT_HASH_SUFFIX;
 use crate::key_set::SpillDir;
 use crate::manifest::Compression;
 
@@ -56,7 +55,7 @@ impl Dataset {
             let dataset = &part.dataset;
             let mut key_dropped = key_dropped[p].iter().peekable();
             for shard in 0..dataset.shards() {
-                let hashes = part_content_hashes(dataset, shard)?;
+                let hashes = shard_content_hashes(dataset, shard)?;
                 let first = dataset.shard_first_record(shard);
                 for local in 0..dataset.shard_records(shard) {
                     let record = first + local;
@@ -121,49 +120,4 @@ impl Dataset {
         }
         Ok(self.compression() == Compression::Lz4 && first.at(a)? == second.at(b)?)
     }
-}
-
-/// Shard `shard`'s content hashes: its sidecar, or computed from its values
-/// when it has none.
-pub(super) fn part_content_hashes(dataset: &Dataset, shard: u64) -> Result<Vec<u8>> {
-    if dataset.map_sidecar(shard, CONTENT_HASH_SUFFIX)?.is_some() {
-        return Ok(dataset.content_hashes_of(shard)?.to_vec());
-    }
-    let first = dataset.shard_first_record(shard);
-    let records = dataset.shard_records(shard);
-    let mut hashes = Vec::with_capacity(records as usize * CONTENT_HASH_SIZE);
-    let mut buffer = Vec::new();
-    for record in first..first + records {
-        hashes.extend_from_slice(&content_hash(
-            dataset.at_with_buffer(record as usize, &mut buffer)?,
-        ));
-    }
-    Ok(hashes)
-}
-
-/// The content hashes of the target shard `planned` makes, when its part shard
-/// has none (else they come with its sidecars): its kept records'.
-pub(super) fn computed_content_hashes(part: &Part, planned: &Planned) -> Result<Option<Vec<u8>>> {
-    let dataset = &part.dataset;
-    if dataset
-        .map_sidecar(planned.from, CONTENT_HASH_SUFFIX)?
-        .is_some()
-    {
-        return Ok(None);
-    }
-    let all = part_content_hashes(dataset, planned.from)?;
-    Ok(Some(match &planned.plan {
-        Plan::Move => all,
-        Plan::Rewrite(kept) => kept_hashes(&all, kept),
-    }))
-}
-
-/// The hashes of the records `kept` keeps, in order.
-pub(super) fn kept_hashes(hashes: &[u8], kept: &[bool]) -> Vec<u8> {
-    hashes
-        .chunks_exact(CONTENT_HASH_SIZE)
-        .zip(kept)
-        .filter(|(_, &k)| k)
-        .flat_map(|(hash, _)| hash.iter().copied())
-        .collect()
 }
