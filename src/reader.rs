@@ -10,23 +10,17 @@
 //! on open: opening checks their sizes, and a shard nobody reads costs neither a
 //! mapping nor a descriptor.
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
-use crate::format::{
-    idx_records, index_fields, read_idx, record_sizes, shard_paths, INDEX_FIELD_SIZE,
-};
+use crate::format::{idx_records, read_idx, record_sizes, shard_paths};
 use crate::index_file::{self, Each, IndexFile, ShardStamp};
-
-mod persist;
-
-use persist::MergeSorted;
-pub(crate) use persist::{FilePolicy, NewKeys};
 use crate::key_table::KeyTable;
 use crate::mapping::{open_regular, Mapping, ShardData};
 use crate::shard::{open_error, stat_shard, Shard};
 use crate::storage::Storage;
+
+mod persist;
 
 /// Where records are, without the key table (split out so the table can be
 /// updated while keys are read through the layout).
@@ -534,6 +528,47 @@ impl Index {
             key: DisplayKey(layout.key(record as usize).unwrap_or_default().to_vec()),
         })
     }
+}
+
+/// Where the key hashes of shards being added come from ([`Index::add_shards`]).
+#[derive(Clone, Copy)]
+pub(crate) enum NewKeys<'a> {
+    /// Read back from the shards, and checked for duplicates.
+    Read,
+    /// Every new record's `(hash, dataset record number)`, sorted, from a writer
+    /// that checked them.
+    Sorted(Each<'a, (u64, u64)>),
+}
+
+/// When the persisted index is written: [`crate::OpenOptions`]' thresholds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FilePolicy {
+    pub(crate) min_records: Option<u64>,
+    pub(crate) min_bytes: Option<u64>,
+    pub(crate) min_tail: u64,
+}
+
+/// Two sorted iterators merged into one.
+struct MergeSorted<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A, B> Iterator for MergeSorted<A, B>
+where
+    A: Iterator<Item = (u64, u64)>,
+    B: Iterator<Item = (u64, u64)>,
+{
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) if b < a => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+}
 
 fn find(layout: &Layout, tail_keys: &KeyTable, hash: u64, key: &[u8]) -> Option<usize> {
     if let Some(file) = &layout.file {

@@ -20,9 +20,8 @@ use bcd_pipeline::{
     SourceSetupError,
 };
 
-use crate::args::location;
+use crate::args::{dedup_report_arg, location};
 use crate::errors::{message, os_error, to_py};
-use crate::args::dedup_report_arg;
 use crate::options::{dedup_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg};
 use crate::source_keywords::{strings, SourceKeywords};
 

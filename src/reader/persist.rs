@@ -6,16 +6,17 @@
 use std::io;
 use std::path::Path;
 
-use super::{Index, KeyTable};
+use super::{FilePolicy, Index};
 use crate::error::{Error, Result};
 use crate::format::{idx_records, index_fields, record_sizes, INDEX_FIELD_SIZE};
 use crate::index_file::{Each, IndexFile, ShardStamp};
+use crate::key_table::KeyTable;
 use crate::shard::Shard;
 use crate::storage::Storage;
 
 impl Index {
     /// [`Index::add_shards`] of shards whose keys come sorted.
-    fn add_shards_sorted(
+    pub(super) fn add_shards_sorted(
         &mut self,
         dir: &Path,
         count: u64,
@@ -119,16 +120,11 @@ impl Index {
             }
             Ok(())
         };
-        let tail = &self.tail_keys;
         let entries = |out: &mut dyn FnMut((u64, u64)) -> io::Result<()>| -> io::Result<()> {
             if !layout.keyed {
                 return Ok(());
             }
-            let mut old = MergeSorted {
-                a: layout.file.iter().flat_map(|f| f.entries()).peekable(),
-                b: tail.entries().iter().copied().peekable(),
-            }
-            .peekable();
+            let mut old = self.key_entries().peekable();
             if let Some(sorted) = sorted {
                 sorted(&mut |entry| {
                     while let Some(earlier) = old.next_if(|&o| o < entry) {
@@ -169,44 +165,3 @@ impl Index {
         Ok(())
     }
 }
-
-/// Where the key hashes of shards being added come from ([`Index::add_shards`]).
-#[derive(Clone, Copy)]
-pub(crate) enum NewKeys<'a> {
-    /// Read back from the shards, and checked for duplicates.
-    Read,
-    /// Every new record's `(hash, dataset record number)`, sorted, from a writer
-    /// that checked them.
-    Sorted(Each<'a, (u64, u64)>),
-}
-
-/// When the persisted index is written: [`crate::OpenOptions`]' thresholds.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FilePolicy {
-    pub(crate) min_records: Option<u64>,
-    pub(crate) min_bytes: Option<u64>,
-    pub(crate) min_tail: u64,
-}
-
-/// Two sorted iterators merged into one.
-pub(super) struct MergeSorted<A: Iterator, B: Iterator> {
-    pub(super) a: std::iter::Peekable<A>,
-    pub(super) b: std::iter::Peekable<B>,
-}
-
-impl<A, B> Iterator for MergeSorted<A, B>
-where
-    A: Iterator<Item = (u64, u64)>,
-    B: Iterator<Item = (u64, u64)>,
-{
-    type Item = (u64, u64);
-
-    fn next(&mut self) -> Option<(u64, u64)> {
-        match (self.a.peek(), self.b.peek()) {
-            (Some(a), Some(b)) if b < a => self.b.next(),
-            (Some(_), _) => self.a.next(),
-            (None, _) => self.b.next(),
-        }
-    }
-}
-
