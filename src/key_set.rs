@@ -228,7 +228,7 @@ impl KeySet {
         let run = self.write_run(entries, others, |writer| {
             table
                 .sorted()
-                .try_for_each(|(hash, record)| writer.push(hash, record).map_err(Into::into))
+                .try_for_each(|(hash, record)| writer.push(hash, record))
         })?;
         self.table.clear();
         self.runs.push(run);

@@ -178,16 +178,23 @@ impl Dataset {
 /// Where each part record goes in the target: its new dataset index, or none
 /// (dropped).
 pub(super) struct Renumbering {
-    /// Per part, per shard: the dataset index its first kept record gets, and for
-    /// a rewritten shard the rank of each record among the kept ones (`None`
-    /// where dropped); `None` for a shard left out.
-    shards: Vec<Vec<Option<(u64, Option<Vec<Option<u32>>>)>>>,
+    /// Per part, per shard: where its records go; `None` for a shard left out.
+    shards: Vec<Vec<Option<ShardNumbers>>>,
+}
+
+/// Where the records of one placed part shard go.
+struct ShardNumbers {
+    /// The dataset index its first kept record gets.
+    first: u64,
+    /// For a rewritten shard, the rank of each record among the kept ones
+    /// (`None` where dropped).
+    ranks: Option<Vec<Option<u32>>>,
 }
 
 impl Renumbering {
     /// The renumbering of `plan`, the target having `target_len` records.
     pub(super) fn new(target_len: u64, parts: &[Part], plan: &[Planned]) -> Renumbering {
-        let mut shards: Vec<Vec<Option<(u64, Option<Vec<Option<u32>>>)>>> = parts
+        let mut shards: Vec<Vec<Option<ShardNumbers>>> = parts
             .iter()
             .map(|p| (0..p.dataset.shards()).map(|_| None).collect())
             .collect();
@@ -209,7 +216,7 @@ impl Renumbering {
                     )
                 }
             };
-            shards[planned.part][planned.from as usize] = Some((next, ranks));
+            shards[planned.part][planned.from as usize] = Some(ShardNumbers { first: next, ranks });
             next += planned.records;
         }
         Renumbering { shards }
@@ -220,7 +227,7 @@ impl Renumbering {
         let dataset = &parts[part].dataset;
         let shard = shard_of(dataset, record);
         let local = record - dataset.shard_first_record(shard);
-        let (first, ranks) = self.shards[part].get(shard as usize)?.as_ref()?;
+        let ShardNumbers { first, ranks } = self.shards[part].get(shard as usize)?.as_ref()?;
         match ranks {
             None => Some(first + local),
             Some(ranks) => Some(first + u64::from((*ranks.get(local as usize)?)?)),
