@@ -17,19 +17,22 @@ use std::time::Instant;
 
 use bcd::{Compression, CreateOptions, Dataset};
 
-/// The key of record `i`: 12 hex digits of a bijective mix of `i`, so keys are
-/// distinct and arrive in no order.
+/// The key of record `i`: 12 hex digits of a bijective mix of `i` on 48 bits
+/// (xor-shifts and multiplications by odd numbers modulo 2^48, each invertible),
+/// so keys are distinct below 2^48 records and arrive in no order.
 fn key(i: u64) -> [u8; 12] {
-    let mut x = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 31;
+    const MASK: u64 = (1 << 48) - 1;
+    let mut x = i & MASK;
+    x ^= x >> 24;
+    x = x.wrapping_mul(0x9E37_79B9_7F4B) & MASK;
+    x ^= x >> 23;
+    x = x.wrapping_mul(0xBF58_476D_1CE5) & MASK;
+    x ^= x >> 24;
     let mut out = [0u8; 12];
     let digits = b"0123456789abcdef";
     for (at, byte) in out.iter_mut().enumerate() {
         *byte = digits[((x >> (4 * at)) & 15) as usize];
     }
-    // 48 bits of a bijection: distinct below 2^48 records.
     out
 }
 
@@ -51,6 +54,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let path = PathBuf::from(&args[2]);
     let n: u64 = args[3].parse()?;
+    if n > 1 << 48 {
+        return Err("at most 2^48 records: the keys are 48 bits".into());
+    }
     let limit: Option<u64> = args.get(4).map(|l| l.parse()).transpose()?;
     let mut dataset = Dataset::create(
         &path,
