@@ -23,7 +23,7 @@ use bcd_pipeline::{
 use crate::args::{dedup_report_arg, location};
 use crate::errors::{message, os_error, to_py};
 use crate::options::{dedup_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg};
-use crate::source_keywords::{strings, SourceKeywords};
+use crate::source_keywords::{source_options, strings};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -127,13 +127,9 @@ fn ingest_error(error: IngestError) -> PyErr {
 #[pyo3(signature = (
     sources, into, *, format = None, keyless = false,
     compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
-    jobs = None, level = None, include = None, exclude = None, follow_links = false,
-    value_column = None, key_column = None, skip_nulls = false, split = None, path_column = None,
-    root = None, delimiter = None, feature = None, key_feature = None, fields = None,
-    field_type = None, labels = None, samples = false, value_ext = None, json_fields = false,
-    skip_bad_samples = false, value_field = None, value_base64 = false, key_field = None,
-    schema = None, dedup = None, dedup_report = None, memory_limit = None,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, include=None, exclude=None, follow_links=False, value_column=None, key_column=None, skip_nulls=False, split=None, path_column=None, root=None, delimiter=None, feature=None, key_feature=None, fields=None, field_type=None, labels=None, samples=False, value_ext=None, json_fields=False, skip_bad_samples=False, value_field=None, value_base64=False, key_field=None, schema=None, dedup=None, dedup_report=None, memory_limit=None)")]
+    jobs = None, level = None, dedup = None, dedup_report = None, memory_limit = None,
+    **source_keywords,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, dedup=None, dedup_report=None, memory_limit=None, **source_keywords)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -146,75 +142,17 @@ pub fn ingest<'py>(
     on_duplicate: &str,
     jobs: Option<usize>,
     level: Option<&Bound<'py, PyAny>>,
-    include: Option<&Bound<'py, PyAny>>,
-    exclude: Option<&Bound<'py, PyAny>>,
-    follow_links: bool,
-    value_column: Option<String>,
-    key_column: Option<String>,
-    skip_nulls: bool,
-    split: Option<String>,
-    path_column: Option<String>,
-    root: Option<&Bound<'py, PyAny>>,
-    delimiter: Option<&str>,
-    feature: Option<String>,
-    key_feature: Option<String>,
-    fields: Option<&Bound<'py, PyAny>>,
-    field_type: Option<&Bound<'py, PyAny>>,
-    labels: Option<&str>,
-    samples: bool,
-    value_ext: Option<&Bound<'py, PyAny>>,
-    json_fields: bool,
-    skip_bad_samples: bool,
-    value_field: Option<String>,
-    value_base64: bool,
-    key_field: Option<String>,
-    schema: Option<&Bound<'py, PyAny>>,
     dedup: Option<&str>,
     dedup_report: Option<&Bound<'py, PyAny>>,
     memory_limit: Option<&Bound<'py, PyAny>>,
+    source_keywords: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
     let into = location(py, into)?;
-    let root = match root.filter(|r| !r.is_none()) {
-        Some(root) => match location(py, root)? {
-            bcd_remote::Location::Local(path) => Some(path),
-            bcd_remote::Location::Remote(uri) => {
-                return Err(PyValueError::new_err(format!(
-                    "root: {uri}: CSV roots must be local directories"
-                )))
-            }
-        },
-        None => None,
-    };
     let format = format
         .map(|name| name.parse::<SourceFormat>().map_err(setup_error))
         .transpose()?;
-    let source_options = SourceKeywords {
-        include,
-        exclude,
-        follow_links,
-        labels,
-        samples,
-        value_ext,
-        json_fields,
-        skip_bad_samples,
-        value_column,
-        key_column,
-        skip_nulls,
-        split,
-        path_column,
-        root,
-        delimiter,
-        feature,
-        key_feature,
-        value_field,
-        value_base64,
-        key_field,
-        schema,
-        fields,
-        field_type,
-    }
-    .options(format)?;
+    let source_options = source_options(format, source_keywords)?;
     // One flag per call, so that concurrent ingests cannot stop each other.
     let interrupt = Arc::new(AtomicBool::new(false));
     let options = IngestOptions {

@@ -17,50 +17,114 @@ use bcd_pipeline::{
     SourceFormat, SourceOptions,
 };
 
-use crate::args::fields_arg;
+use crate::args::{fields_arg, location};
 use crate::errors::message;
 use crate::options::invalid;
 
-/// The source keywords of one `bcd.ingest` call, as given, grouped by the format
-/// that takes them.
-pub(crate) struct SourceKeywords<'a, 'py> {
+/// The source keywords of one `bcd.ingest` call, as given (`**source_keywords`),
+/// grouped by the format that takes them: the one table of them. A keyword not
+/// given stays `None` (or false), so that giving one to another format is
+/// refused even with its default value; an unknown keyword is a `TypeError`, as
+/// Python's own for a function that does not take it.
+#[derive(Default)]
+struct SourceKeywords<'py> {
     // dir
-    pub include: Option<&'a Bound<'py, PyAny>>,
-    pub exclude: Option<&'a Bound<'py, PyAny>>,
-    pub follow_links: bool,
-    pub labels: Option<&'a str>,
+    include: Option<Bound<'py, PyAny>>,
+    exclude: Option<Bound<'py, PyAny>>,
+    follow_links: bool,
+    labels: Option<String>,
     // tar
-    pub samples: bool,
-    pub value_ext: Option<&'a Bound<'py, PyAny>>,
-    pub json_fields: bool,
-    pub skip_bad_samples: bool,
+    samples: bool,
+    value_ext: Option<Bound<'py, PyAny>>,
+    json_fields: bool,
+    skip_bad_samples: bool,
     // parquet and hf-disk (key_column: and csv)
-    pub value_column: Option<String>,
-    pub key_column: Option<String>,
-    pub skip_nulls: bool,
+    value_column: Option<String>,
+    key_column: Option<String>,
+    skip_nulls: bool,
     // hf-disk
-    pub split: Option<String>,
-    // csv; `root` already made a local path by the caller
-    pub path_column: Option<String>,
-    pub root: Option<PathBuf>,
-    pub delimiter: Option<&'a str>,
+    split: Option<String>,
+    // csv
+    path_column: Option<String>,
+    root: Option<Bound<'py, PyAny>>,
+    delimiter: Option<String>,
     // tfrecord
-    pub feature: Option<String>,
-    pub key_feature: Option<String>,
+    feature: Option<String>,
+    key_feature: Option<String>,
     // jsonl
-    pub value_field: Option<String>,
-    pub value_base64: bool,
-    pub key_field: Option<String>,
-    pub schema: Option<&'a Bound<'py, PyAny>>,
+    value_field: Option<String>,
+    value_base64: bool,
+    key_field: Option<String>,
+    schema: Option<Bound<'py, PyAny>>,
     // fields (parquet, hf-disk, csv, tfrecord)
-    pub fields: Option<&'a Bound<'py, PyAny>>,
-    pub field_type: Option<&'a Bound<'py, PyAny>>,
+    fields: Option<Bound<'py, PyAny>>,
+    field_type: Option<Bound<'py, PyAny>>,
 }
 
-impl SourceKeywords<'_, '_> {
-    /// The options they give, with `format`; a value a keyword does not take is a
-    /// `ValueError` (or `TypeError`) naming it.
-    pub(crate) fn options(self, format: Option<SourceFormat>) -> PyResult<SourceOptions> {
+/// The [`SourceOptions`] that `keywords` (the `**source_keywords` of
+/// `bcd.ingest`) give, with `format`; a value a keyword does not take is a
+/// `ValueError` (or `TypeError`) naming it.
+pub(crate) fn source_options(
+    format: Option<SourceFormat>,
+    keywords: Option<&Bound<'_, PyDict>>,
+) -> PyResult<SourceOptions> {
+    let mut given = SourceKeywords::default();
+    for (name, value) in keywords.into_iter().flat_map(|dict| dict.iter()) {
+        let name: String = name.extract()?;
+        // `None` is the default of every keyword: given as None, it is not given.
+        let value = Some(value).filter(|value| !value.is_none());
+        let text = |value: Option<Bound<'_, PyAny>>| -> PyResult<Option<String>> {
+            value
+                .map(|value| {
+                    value
+                        .extract::<String>()
+                        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str")))
+                })
+                .transpose()
+        };
+        let flag = |value: Option<Bound<'_, PyAny>>| -> PyResult<bool> {
+            value.map_or(Ok(false), |value| {
+                value
+                    .extract::<bool>()
+                    .map_err(|_| PyTypeError::new_err(format!("{name} must be a bool")))
+            })
+        };
+        match name.as_str() {
+            "include" => given.include = value,
+            "exclude" => given.exclude = value,
+            "follow_links" => given.follow_links = flag(value)?,
+            "labels" => given.labels = text(value)?,
+            "samples" => given.samples = flag(value)?,
+            "value_ext" => given.value_ext = value,
+            "json_fields" => given.json_fields = flag(value)?,
+            "skip_bad_samples" => given.skip_bad_samples = flag(value)?,
+            "value_column" => given.value_column = text(value)?,
+            "key_column" => given.key_column = text(value)?,
+            "skip_nulls" => given.skip_nulls = flag(value)?,
+            "split" => given.split = text(value)?,
+            "path_column" => given.path_column = text(value)?,
+            "root" => given.root = value,
+            "delimiter" => given.delimiter = text(value)?,
+            "feature" => given.feature = text(value)?,
+            "key_feature" => given.key_feature = text(value)?,
+            "value_field" => given.value_field = text(value)?,
+            "value_base64" => given.value_base64 = flag(value)?,
+            "key_field" => given.key_field = text(value)?,
+            "schema" => given.schema = value,
+            "fields" => given.fields = value,
+            "field_type" => given.field_type = value,
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "ingest() got an unexpected keyword argument '{name}'"
+                )))
+            }
+        }
+    }
+    given.options(format)
+}
+
+impl SourceKeywords<'_> {
+    fn options(self, format: Option<SourceFormat>) -> PyResult<SourceOptions> {
         let SourceKeywords {
             include,
             exclude,
@@ -86,11 +150,22 @@ impl SourceKeywords<'_, '_> {
             fields,
             field_type,
         } = self;
+        let root = match root {
+            Some(root) => match location(root.py(), &root)? {
+                bcd_remote::Location::Local(path) => Some(path),
+                bcd_remote::Location::Remote(uri) => {
+                    return Err(PyValueError::new_err(format!(
+                        "root: {uri}: CSV roots must be local directories"
+                    )))
+                }
+            },
+            None => None,
+        };
         // In the order the keywords were always checked in.
         Ok(SourceOptions {
             format,
-            include: strings(include, "include")?,
-            exclude: strings(exclude, "exclude")?,
+            include: strings(include.as_ref(), "include")?,
+            exclude: strings(exclude.as_ref(), "exclude")?,
             follow_links,
             value_column,
             key_column,
@@ -99,23 +174,23 @@ impl SourceKeywords<'_, '_> {
             path_column,
             root,
             delimiter: delimiter
-                .map(|text| parse_delimiter(text).map_err(|error| invalid("delimiter", error)))
+                .map(|text| parse_delimiter(&text).map_err(|error| invalid("delimiter", error)))
                 .transpose()?,
             feature,
             key_feature,
-            fields: fields_arg(fields)?,
-            field_type: field_type_arg(field_type)?,
+            fields: fields_arg(fields.as_ref())?,
+            field_type: field_type_arg(field_type.as_ref())?,
             labels: labels
-                .map(|text| parse_labels(text).map_err(|error| invalid("labels", error)))
+                .map(|text| parse_labels(&text).map_err(|error| invalid("labels", error)))
                 .transpose()?,
             samples,
-            value_ext: value_ext_arg(value_ext)?,
+            value_ext: value_ext_arg(value_ext.as_ref())?,
             json_fields,
             skip_bad_samples,
             value_field,
             value_base64,
             key_field,
-            schema: schema_arg(schema)?,
+            schema: schema_arg(schema.as_ref())?,
         })
     }
 }

@@ -246,8 +246,21 @@ def test_options_that_contradict_the_dataset_are_value_errors(tmp_path):
         with pytest.raises(ValueError, match=message):
             bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", **options)
     assert snapshot(tmp_path / "d") == before
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_option'"):
         bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", no_such_option=1)
+    with pytest.raises(TypeError, match="follow_links must be a bool"):
+        bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", follow_links="yes")
+    assert snapshot(tmp_path / "d") == before
+
+
+def test_a_source_keyword_given_as_none_is_not_given(tmp_path):
+    # None is every source keyword's default: passing it to a format that does
+    # not take the option is the same as leaving it out.
+    summary = bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "d", value_column=None, split=None)
+    assert summary["records"] > 0
+    with pytest.raises(ValueError, match="value_column= applies to"):
+        bcd.ingest([FIXTURES / "tar" / "gnu.tar"], tmp_path / "e", value_column="v")
+    assert not (tmp_path / "e").exists()
 
 
 def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
