@@ -13,7 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
-use crate::format::{idx_records, read_idx, record_sizes, shard_paths};
+use crate::format::{
+    idx_records, index_fields, read_idx, record_sizes, shard_paths, INDEX_FIELD_SIZE,
+};
 use crate::index_file::{self, Each, IndexFile, ShardStamp};
 use crate::key_table::KeyTable;
 use crate::mapping::{open_regular, Mapping, ShardData};
@@ -21,6 +23,11 @@ use crate::shard::{open_error, stat_shard, Shard};
 use crate::storage::Storage;
 
 mod persist;
+
+/// Bytes of a mapped file read through in order after which its pages are given
+/// back ([`Mapping::release`]): reading a large file costs no more memory than
+/// this.
+const RELEASE_EVERY: u64 = 32 << 20;
 
 /// Where records are, without the key table (split out so the table can be
 /// updated while keys are read through the layout).
@@ -398,6 +405,10 @@ impl Index {
             if keep_starts {
                 tail_starts.reserve(records as usize);
             }
+            // Read once to check; the pages go back as it goes (a later read maps
+            // them again), so a large shard's `.idx` is never all resident.
+            let entry = (INDEX_FIELD_SIZE * index_fields(keyed)) as u64;
+            let (mut checked, mut released) = (0u64, 0u64);
             let records = read_idx(
                 &sizes,
                 keyed,
@@ -408,9 +419,13 @@ impl Index {
                     if keep_starts {
                         tail_starts.push(start)
                     }
+                    if checked >= released + RELEASE_EVERY {
+                        sizes.release(released as usize, (checked - released) as usize);
+                        released = checked;
+                    }
+                    checked += entry;
                 },
             )? as usize;
-            // Read once to check; the pages go back (a later read maps them again).
             sizes.release(0, sizes.len());
             let shard = self.shard(id, data_path, first, stamp, Some(sizes));
             self.layout.shards.push(shard);
@@ -466,7 +481,6 @@ impl Index {
         // Reading the keys maps pages (and the kernel maps neighbours with them);
         // give them back every RELEASE_EVERY bytes so opening a large keyed dataset
         // does not make its whole size resident.
-        const RELEASE_EVERY: u64 = 32 << 20;
         let mut released = 0u64;
         let file_records = layout.file_records();
         for i in from..layout.len {

@@ -6,7 +6,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{FilePolicy, Index};
+use super::{FilePolicy, Index, RELEASE_EVERY};
 use crate::error::{Error, Result};
 use crate::format::{idx_records, index_fields, record_sizes, INDEX_FIELD_SIZE};
 use crate::index_file::{Each, IndexFile, ShardStamp};
@@ -109,9 +109,17 @@ impl Index {
             layout.tail_starts.iter().try_for_each(|&s| out(s))?;
             for shard in &layout.shards[first_new..] {
                 let sizes = shard.sizes().map_err(io::Error::other)?;
-                let records = sizes.len() / (INDEX_FIELD_SIZE * index_fields(layout.keyed));
+                let entry = INDEX_FIELD_SIZE * index_fields(layout.keyed);
+                let records = sizes.len() / entry;
                 let mut start = 0u64;
+                // A shard's `.idx` is read through once: its pages go back as
+                // it goes, so that they never all count against the writer.
+                let mut released = 0usize;
                 for local in 0..records {
+                    if local * entry >= released + RELEASE_EVERY as usize {
+                        sizes.release(released, local * entry - released);
+                        released = local * entry;
+                    }
                     out(start)?;
                     let (key, value) = record_sizes(sizes, layout.keyed, local);
                     start += key + value;
