@@ -2,8 +2,15 @@
 
     make python-env && .venv/bin/python -m pip install -r bench/requirements.txt
     cargo build --release -p bcd-cli -p bcd-bench
-    .venv/bin/python bench/keys_bench.py keys --records 10000000,100000000 --baseline BASELINE_BIN
-    .venv/bin/python bench/keys_bench.py keys --records 300000000 --memory-limit 4G
+    # The baseline: keys-bench built from another commit (main before the
+    # compact key set), which lacks Dataset::set_memory_limit:
+    mkdir /tmp/base && git archive BASE | tar -x -C /tmp/base
+    sed '/MEMORY_LIMIT_LINE/d' bench/src/keys_bench.rs > /tmp/base/bench/src/keys_bench.rs
+    # (add the keys-bench [[bin]] of bench/Cargo.toml to /tmp/base/bench/Cargo.toml)
+    (cd /tmp/base && cargo build --release -p bcd-bench --bin keys-bench)
+    .venv/bin/python bench/keys_bench.py keys --records 20000000 --baseline /tmp/base/target/release/keys-bench
+    .venv/bin/python bench/keys_bench.py keys --records 100000000 --repeats 1
+    .venv/bin/python bench/keys_bench.py keys --records 300000000 --memory-limit 4G --repeats 1
     .venv/bin/python bench/keys_bench.py dedup --mb 1000 --repeats 5
     .venv/bin/python bench/keys_bench.py verify --mb 1000 --repeats 5
 
@@ -11,19 +18,22 @@
 keyed extend of N records made in the process, 12-byte keys in no order, 8-byte
 values stored uncompressed, through the batched path `bcd ingest` takes; the
 commit writes the persisted index). Reports wall seconds and records/s (the
-extend and its commit), peak RSS (GNU time) and its bytes per record, and the
+extend and its commit), CPU seconds (user + system, every thread: steadier
+than wall time on a shared machine), peak RSS (GNU time) and its bytes per record, and the
 most bytes the spill directory held. `--baseline BIN` runs the same program
-built from another commit (today's main: the driver of BENCHMARKS.md builds it
-there) on the sizes up to `--baseline-max`, alternating with this one.
+built from another commit (built as above) on the sizes up to
+`--baseline-max`, alternating with this one.
 
 `dedup`: `bcd ingest TREE` of a JPEG tree (bench/ingest_bench.py's corpus,
 each image distinct) with and without `--dedup content`, alternating, medians:
 the cost of hashing every value and checking it against the others'.
 
-`verify`: `bcd verify DS --content` of that tree's dataset (built with
-`--dedup content`) from a warm page cache: GB/s of values checked; and the
-same dataset read through the Python package (`get_batch` of every record in
-shuffled batches) with and without `verify=True`.
+`verify`: `bcd verify DS --content` and `bcd verify DS` of that tree's
+dataset (built with `--dedup content`) from a warm page cache, alternating:
+GB/s of values checked, and the content hashes' bytes per record. With
+`--python`, also the dataset read through the Python package (a release build
+in the environment: `get_batch` of every record in shuffled batches) with and
+without `verify=True`.
 """
 
 import argparse
@@ -92,8 +102,11 @@ def keys(args):
                     }
                 )
                 log(json.dumps(rows[-1]))
-    print("| program | records | runs | seconds, median | records/s, median | peak RSS MB (max) | RSS bytes/record | spill MB (max) | dataset MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| program | records | runs | seconds, median | records/s, median | CPU s, median "
+        "| peak RSS MB (max) | RSS bytes/record | spill MB (max) | dataset MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     groups = {}
     for row in rows:
         groups.setdefault((row["program"], row["records"]), []).append(row)
@@ -101,6 +114,7 @@ def keys(args):
         print(
             f"| {name} | {n:,} | {len(runs)} | {statistics.median(r['seconds'] for r in runs):.1f} "
             f"| {statistics.median(r['records_per_s'] for r in runs) / 1e6:.2f} M "
+            f"| {statistics.median(r['cpu_s'] for r in runs):.1f} "
             f"| {max(r['rss_mb'] for r in runs):.0f} | {max(r['rss_bytes_per_record'] for r in runs):.1f} "
             f"| {max(r['spill_mb'] for r in runs):.0f} | {runs[0]['dataset_mb']:.0f} |"
         )
@@ -151,33 +165,43 @@ def verify(args):
     if not (ds / "manifest.json").exists():
         shutil.rmtree(ds, ignore_errors=True)
         subprocess.run([BCD, "ingest", tree, "--into", ds, "--quiet", "--dedup", "content"], check=True)
-    value_bytes = json.loads(subprocess.run([BCD, "info", ds, "--json"], capture_output=True, check=True).stdout)
-    import bcd
-
-    dataset = bcd.Dataset(ds)
-    total = sum(len(v) for v in dataset.get_batch(list(range(len(dataset)))))
+    # Every value is one file of the tree, byte for byte.
+    total = dir_bytes(tree)
+    records = sum(1 for p in tree.rglob("*") if p.is_file())
+    stored = sum(p.stat().st_size for p in ds.glob("*.bin"))
+    hashes = sum(p.stat().st_size for p in ds.glob("*.xxh128"))
     subprocess.run([BCD, "verify", ds, "--content"], capture_output=True, check=True)  # warm the cache
-    walls = []
-    for _ in range(args.repeats):
-        run = run_process([BCD, "verify", ds, "--content"])
-        walls.append(run["s"])
-    plain = []
-    for _ in range(args.repeats):
-        plain.append(run_process([BCD, "verify", ds])["s"])
-    print(f"records {len(dataset)}, values {total / 1e6:.0f} MB, stored {value_bytes.get('bytes', 0) / 1e6:.0f} MB")
+    runs = {"bcd verify --content": [], "bcd verify": []}
+    for repeat in range(args.repeats):
+        for name in list(runs) if repeat % 2 == 0 else list(runs)[::-1]:
+            extra = ["--content"] if name.endswith("--content") else []
+            run = run_process([BCD, "verify", ds, *extra])
+            runs[name].append(run["s"])
+    print(
+        f"records {records:,}, values {total / 1e6:.0f} MB, stored {stored / 1e6:.0f} MB, "
+        f"content hashes {hashes:,} bytes ({hashes / records:.1f} per record)"
+    )
     print("| command | runs | wall s, median (min-max) | GB/s of values |")
     print("|---|---|---|---|")
-    for name, w in [("bcd verify --content", walls), ("bcd verify", plain)]:
+    for name, w in runs.items():
         m = statistics.median(w)
         print(f"| {name} | {len(w)} | {m:.3f} ({min(w):.3f}-{max(w):.3f}) | {total / 1e9 / m:.2f} |")
+    if args.python:
+        python_reads(ds, total, args.repeats)
 
-    # Reads through Python, with and without verify=True.
-    order = list(range(len(dataset)))
+
+def python_reads(ds, total, repeats):
+    """The dataset read through the Python package (a release build in the
+    environment), `get_batch` of every record in shuffled batches of 64, with
+    and without `verify=True`."""
+    import bcd
+
+    order = list(range(len(bcd.Dataset(ds))))
     random.Random(0).shuffle(order)
     batches = [order[i : i + 64] for i in range(0, len(order), 64)]
     results = {False: [], True: []}
-    for repeat in range(args.repeats):
-        for checked in ([False, True] if repeat % 2 == 0 else [True, False]):
+    for repeat in range(repeats):
+        for checked in [False, True] if repeat % 2 == 0 else [True, False]:
             reader = bcd.Dataset(ds, verify=checked)
             start = time.perf_counter()
             for batch in batches:
@@ -200,6 +224,7 @@ def main():
     parser.add_argument("--baseline-max", type=int, default=20_000_000, help="keys: largest count the baseline runs")
     parser.add_argument("--mb", type=int, default=1000, help="dedup, verify: MB of JPEG files")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--python", action="store_true", help="verify: also time reads through the Python package (release build)")
     parser.add_argument("--workdir", default=None, help="where datasets and corpora go (default: a temp dir)")
     args = parser.parse_args()
     temporary = None
