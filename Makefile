@@ -68,7 +68,8 @@ demo:
 # test` runs (which fixes the seed in .cargo/config.toml, so a commit passes or
 # fails the same way every time). The seed is printed first; a failure is also
 # kept by proptest in the test's .proptest-regressions file, to be committed.
-# SOAK_CASES: cases per sampler property; SOAK_STORE_CASES: per property of the
+# SOAK_CASES: cases per sampler property (epochs, mixtures, elastic resumes);
+# SOAK_STORE_CASES: per property of the
 # store and the fields codec (each case builds and damages datasets on disk).
 SOAK_CASES ?= 100000
 SOAK_STORE_CASES ?= 5000
@@ -76,7 +77,7 @@ soak:
 	@seed=$${SOAK_SEED:-$$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}; \
 	echo "soak seed: $$seed (SOAK_SEED=$$seed make soak repeats it)"; \
 	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_CASES) \
-	    cargo test --release -p bcd-sampling --test epochs && \
+	    cargo test --release -p bcd-sampling --test epochs --test mixtures && \
 	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_STORE_CASES) \
 	    cargo test --release -p bcd-fields --test properties && \
 	PROPTEST_RNG_SEED=$$seed PROPTEST_CASES=$(SOAK_STORE_CASES) \

@@ -371,6 +371,26 @@ elif {what!r} == "sampler-8-ranks":
 elif {what!r} == "resume-at-end":
     sampler = bcd.sampling.EpochSampler({records}, seed=1, rank=0, world_size=1)
     order = sampler.indices(start={records} - 1000)
+elif {what!r} == "elastic-8-to-3":
+    # 8 ranks stopped at 0, 1/8, ..., 7/8 of their parts, resumed on 3.
+    part = -(-{records} // 8)
+    order = bcd.partition({records}, seed=1, epoch=0, rank=0, world_size=3, dtype="uint32",
+                          resumed_from=[[part * r // 8 for r in range(8)]])
+elif {what!r}.startswith("mix"):
+    # 10 sources of records/10 each, weights 1..10.
+    import bcd.mixture
+    lengths = [{records} // 10] * 10
+    weights = [float(k + 1) for k in range(10)]
+    if {what!r} == "mix-sampler":
+        order = bcd.mixture.MixEpochSampler(lengths, weights, seed=1, rank=0, world_size=1).indices()
+    elif {what!r} == "mix-sampler-8-ranks":
+        order = bcd.mixture.MixEpochSampler(lengths, weights, seed=1, rank=3, world_size=8).indices()
+    elif {what!r} == "mix-partition-int64":
+        sources, order = bcd.partition_mix(lengths, weights, seed=1, epoch=0, rank=0, world_size=1)
+    elif {what!r} == "mix-elastic-8-to-3":
+        part = -(-{records} // 8)
+        order = bcd.partition_mix(lengths, weights, seed=1, epoch=0, rank=0, world_size=3, dtype="uint32",
+                                  pairs=False, resumed_from=[[part * r // 8 for r in range(8)]])
 seconds = time.perf_counter() - start
 print(json.dumps({{"seconds": seconds, "length": len(order), "dtype": str(order.dtype)}}))
 """
@@ -388,6 +408,11 @@ def main():
     parser.add_argument("--readers", default="bcd,bcd-bytes,litdata,mosaic,lmdb,list")
     parser.add_argument("--only", choices=["epoch", "sampler", "protocol"], default=None)
     parser.add_argument("--sampler-records", type=int, default=100_000_000)
+    parser.add_argument(
+        "--sampler-cases",
+        default="sampler,sampler-8-ranks,partition-int64,resume-at-end,elastic-8-to-3,"
+        "mix-sampler,mix-sampler-8-ranks,mix-partition-int64,mix-elastic-8-to-3",
+    )
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     results = {"epoch": [], "sampler": [], "protocol": []}
@@ -422,7 +447,7 @@ def main():
     if args.only in (None, "sampler"):
         print("\n| what | records | seconds | peak RSS MB | entries |")
         print("|---|---|---|---|---|")
-        for what in ("sampler", "sampler-8-ranks", "partition-int64", "resume-at-end"):
+        for what in args.sampler_cases.split(","):
             runs = [sampler_run(args.sampler_records, what) for _ in range(3)]
             results["sampler"].append({"what": what, "runs": runs})
             seconds = statistics.median(r["seconds"] for r in runs)

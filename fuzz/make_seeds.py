@@ -168,3 +168,17 @@ extension[0:24] = b"00000000000\0" + b"00000001000\0"
 sparse = (gnu_header(b"sparse", ord("S"), 512, extended=True) + bytes(extension) + bytes(512)
           + gnu_header(b"after", ord("0"), 5) + b"after".ljust(512, b"\0") + bytes(1024))
 write("tar_source", "sparse", b"\x00" + sparse)
+
+# lmdb_source: a mode byte (0 raw, 1 pickle, 2 caffe-datum), then a data file py-lmdb wrote.
+lmdb = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "lmdb"
+for mode, name in [(0, "raw/data.mdb"), (1, "pickle-tuple.lmdb"), (1, "pickle-dict/data.mdb"),
+                   (2, "caffe-datum/data.mdb"), (0, "named/data.mdb")]:
+    write("lmdb_source", name.replace("/", "-"), bytes([mode]) + (lmdb / name).read_bytes())
+
+# pickle: pickles of every protocol, of the layouts the LMDB source decodes.
+import pickle as _pickle
+for protocol in range(0, _pickle.HIGHEST_PROTOCOL + 1):
+    for name, obj in [("tuple", (b"\xff\xd8jpeg", 3)),
+                      ("dict", {"image": b"png", "label": 1, "box": [1, 2.5], "note": None, "ok": True}),
+                      ("shared", [[b"x"] * 2] * 2)]:
+        write("pickle", f"{name}-{protocol}", _pickle.dumps(obj, protocol=protocol))

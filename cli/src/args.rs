@@ -321,6 +321,8 @@ Sources (the format is detected from each name unless --format is given):
   megatron  PREFIX (or PREFIX.idx) naming a Megatron indexed dataset PREFIX.idx +
             PREFIX.bin: one keyless record per sequence, its tokens as the value,
             fields document and length; the dtype kept as dataset metadata
+  lmdb      a directory holding data.mdb (or the data file): every entry in key
+            order, keyed by its key; --lmdb-value pickle|caffe-datum decodes values
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'
@@ -334,6 +336,7 @@ Examples:
   bcd ingest hf.parquet --into ds --value-column image --fields label,caption
   bcd ingest list.csv --into ds --field-type label=int64
   bcd ingest corpus_text_document --into ds
+  bcd ingest train.lmdb --into ds --lmdb-value pickle
   bcd ingest crawl-*.tar --into ds --on-duplicate skip --dedup content --dedup-report dups.jsonl
 
 Fields: parquet, csv and tfrecord sources store their other columns (features)
@@ -347,12 +350,14 @@ Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
     /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
-    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, or - (a tar on stdin).
+    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, LMDB environments, or -
+    /// (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
     pub sources: Vec<OsString>,
     /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
     /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl, PREFIX naming
-    /// PREFIX.idx + PREFIX.bin megatron).
+    /// PREFIX.idx + PREFIX.bin megatron, a directory holding data.mdb or an LMDB
+    /// data file lmdb).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// The dataset: created when missing or empty, appended to otherwise; a

@@ -35,6 +35,8 @@ pub enum FormatArg {
     Jsonl,
     /// Megatron indexed datasets: PREFIX (or PREFIX.idx) naming PREFIX.idx + PREFIX.bin.
     Megatron,
+    /// LMDB environments: a directory holding data.mdb, or the data file.
+    Lmdb,
 }
 
 impl From<FormatArg> for bcd_pipeline::SourceFormat {
@@ -48,6 +50,7 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Tfrecord => bcd_pipeline::SourceFormat::Tfrecord,
             FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
             FormatArg::Megatron => bcd_pipeline::SourceFormat::Megatron,
+            FormatArg::Lmdb => bcd_pipeline::SourceFormat::Lmdb,
         }
     }
 }
@@ -72,12 +75,14 @@ pub struct SourceFlags {
     #[command(flatten)]
     pub jsonl: JsonlArgs,
     #[command(flatten)]
+    pub lmdb: LmdbArgs,
+    #[command(flatten)]
     pub fields: FieldsArgs,
 }
 
 impl SourceArgs for SourceFlags {
     fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
-        let groups: [&dyn SourceArgs; 8] = [
+        let groups: [&dyn SourceArgs; 9] = [
             &self.dir,
             &self.tar,
             &self.parquet,
@@ -85,6 +90,7 @@ impl SourceArgs for SourceFlags {
             &self.csv,
             &self.tfrecord,
             &self.jsonl,
+            &self.lmdb,
             &self.fields,
         ];
         for group in groups {
@@ -174,7 +180,8 @@ pub struct TarArgs {
 /// `bcd ingest` flags: Parquet sources (parquet), and `--key-column` for CSV too.
 #[derive(Debug, clap::Args)]
 pub struct ParquetArgs {
-    /// The column holding the values (required).
+    /// The column holding the values (required); lmdb with --lmdb-value pickle:
+    /// the pickled dict's entry [default: its only bytes entry].
     #[arg(
         long,
         value_name = "COL",
@@ -264,6 +271,54 @@ pub struct JsonlArgs {
     /// 1000 lines].
     #[arg(long, value_name = "FILE", help_heading = "JSON Lines sources (jsonl)")]
     pub schema: Option<PathBuf>,
+}
+
+/// `--lmdb-value` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LmdbValueArg {
+    /// The bytes as stored.
+    Raw,
+    /// A pickled bytes, (bytes, label) tuple or dict of fields (plain data
+    /// only: a pickle that would run code is refused).
+    Pickle,
+    /// A Caffe Datum (convert_imageset): the image bytes, fields label,
+    /// channels, height, width, encoded.
+    CaffeDatum,
+}
+
+impl From<LmdbValueArg> for bcd_converters::lmdb_source::LmdbValue {
+    fn from(arg: LmdbValueArg) -> Self {
+        use bcd_converters::lmdb_source::LmdbValue;
+        match arg {
+            LmdbValueArg::Raw => LmdbValue::Raw,
+            LmdbValueArg::Pickle => LmdbValue::Pickle,
+            LmdbValueArg::CaffeDatum => LmdbValue::CaffeDatum,
+        }
+    }
+}
+
+/// `bcd ingest` flags: LMDB environments (lmdb).
+#[derive(Debug, clap::Args)]
+pub struct LmdbArgs {
+    /// How each entry's value is read [default: raw].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        help_heading = "LMDB environments (lmdb)"
+    )]
+    pub lmdb_value: Option<LmdbValueArg>,
+    /// The named database to read (default: the unnamed one).
+    #[arg(long, value_name = "NAME", help_heading = "LMDB environments (lmdb)")]
+    pub lmdb_db: Option<String>,
+}
+
+impl SourceArgs for LmdbArgs {
+    fn apply(&self, options: &mut SourceOptions) -> Result<(), UsageError> {
+        options.lmdb_value = self.lmdb_value.map(Into::into);
+        options.lmdb_db = self.lmdb_db.clone();
+        Ok(())
+    }
 }
 
 /// `bcd ingest` flags: The field options several formats share (parquet, csv, tfrecord).

@@ -167,7 +167,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--value-column", "text"],
-            "--value-column applies to parquet and hf-disk sources only, not jsonl",
+            "--value-column applies to parquet, hf-disk and lmdb sources only, not jsonl",
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--key-field", "text"],
@@ -327,6 +327,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
         "Fields (parquet, hf-disk, csv, tfrecord):",
         "Tar sources (tar):",
         "JSON Lines sources (jsonl):",
+        "LMDB environments (lmdb):",
         "Exit status:",
     ] {
         assert!(help.contains(heading), "no {heading:?} in:\n{help}");
@@ -339,6 +340,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
         "tfrecord ",
         "jsonl ",
         "megatron ",
+        "lmdb ",
     ] {
         assert!(
             help.lines().any(|l| l.starts_with(&format!("  {format}"))),
@@ -381,6 +383,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
             "Hugging Face save_to_disk directories (hf-disk):",
             &["--split"],
         ),
+        ("LMDB environments (lmdb):", &["--lmdb-value", "--lmdb-db"]),
         (
             "CSV sources (csv):",
             &["--path-column", "--root", "--delimiter"],

@@ -21,6 +21,7 @@
 
 pub mod arrow_batches;
 pub mod brace;
+pub mod caffe_datum;
 pub mod compression;
 mod csv_fields;
 pub mod csv_source;
@@ -33,6 +34,10 @@ mod fused;
 pub mod hf_disk_source;
 pub mod jsonl_fields;
 pub mod jsonl_source;
+mod lmdb_env;
+pub mod lmdb_meta;
+pub mod lmdb_source;
+pub mod lmdb_tree;
 pub mod megatron_index;
 pub mod megatron_source;
 mod member_names;
@@ -42,6 +47,7 @@ pub mod parquet_export;
 mod parquet_fields;
 mod parquet_pages;
 pub mod parquet_source;
+pub mod pickle;
 pub mod random_access;
 pub mod regular_file;
 pub mod samples;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use bcd_fields::{FieldValue, Fields};
 
 use crate::megatron_index::{check_header, IndexError, MegatronIndex, HEADER_LEN};
-use crate::regular_file::{open_regular, ReadRegularError};
+use crate::regular_file::{open_regular, read_exact_at, ReadRegularError};
 use crate::{Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
 /// The metadata key under which a Megatron source describes its dataset.
@@ -260,18 +260,6 @@ impl Open {
             fields,
         })
     }
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(not(unix))]
-fn read_exact_at(mut file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    file.seek(SeekFrom::Start(offset))?;
-    file.read_exact(buf)
 }
 
 impl Iterator for MegatronSource {

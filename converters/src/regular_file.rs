@@ -95,6 +95,21 @@ pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>, ReadRegularError> {
     Ok(value)
 }
 
+/// Fills `buf` from `file` at `offset`, without moving a shared cursor (the
+/// Megatron `.bin`, an LMDB data file's pages).
+#[cfg(unix)]
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Fills `buf` from `file` at `offset`.
+#[cfg(not(unix))]
+pub(crate) fn read_exact_at(mut file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

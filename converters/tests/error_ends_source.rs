@@ -295,3 +295,27 @@ fn the_hf_disk_source_does_not_go_on_to_the_next_data_file() {
     assert!(keys.is_empty(), "{keys:?}");
     assert!(error.contains("data-00000-of-00002.arrow"), "{error}");
 }
+
+#[test]
+fn the_lmdb_source_stops_at_an_entry_it_cannot_decode() {
+    use bcd_converters::lmdb_source::{LmdbOptions, LmdbSource, LmdbValue};
+    // The tuple fixture read as Caffe Datums: its first entry is no Datum; the
+    // other entries and a good environment after it are never read.
+    let options = LmdbOptions {
+        value: LmdbValue::CaffeDatum,
+        ..Default::default()
+    };
+    let mut source = LmdbSource::new(
+        &[
+            fixture("lmdb/pickle-tuple.lmdb"),
+            fixture("lmdb/caffe-datum"),
+        ],
+        options,
+    );
+    let (keys, error) = read_to_error(&mut source);
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(
+        error.contains("pickle-tuple.lmdb") && error.contains("key \"0\""),
+        "{error}"
+    );
+}

@@ -111,6 +111,9 @@ pub enum SourceSetupError {
         /// The sources' format.
         format: SourceFormat,
     },
+    /// A value column for LMDB values not read as pickles.
+    #[error("`value_column` applies to lmdb sources read with `lmdb_value` pickle only (it names a pickled dict's entry)")]
+    ValueColumnNeedsPickle,
     /// An option of WebDataset samples without `samples`.
     #[error("{} applies to tar sources read with `samples` only", flag(option))]
     NeedsSamples {

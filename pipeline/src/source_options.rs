@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use arrow_schema::SchemaRef;
 use bcd_converters::dir_source::LabelMode;
+use bcd_converters::lmdb_source::LmdbValue;
 use bcd_converters::{FieldSelection, FieldType};
 
 use crate::source_format::SourceFormat;
@@ -33,6 +34,8 @@ pub struct SourceOptions {
     /// dir: follow symbolic links (default: skip and count them).
     pub follow_links: bool,
     /// parquet, hf-disk: the column holding the values. Required for both.
+    /// lmdb with `lmdb_value` pickle: the dict entry holding the value
+    /// (default: a dict's only bytes entry).
     pub value_column: Option<String>,
     /// parquet, hf-disk, csv: the column holding the keys (Parquet and hf-disk
     /// default: keyless; CSV default: the path as written).
@@ -42,6 +45,10 @@ pub struct SourceOptions {
     pub skip_nulls: bool,
     /// hf-disk: the split of a `DatasetDict` to read (required for one).
     pub split: Option<String>,
+    /// lmdb: how each entry's value is read. Default: as stored.
+    pub lmdb_value: Option<LmdbValue>,
+    /// lmdb: the named database to read. Default: the unnamed one.
+    pub lmdb_db: Option<String>,
     /// csv: the column holding file paths. Default: `path`.
     pub path_column: Option<String>,
     /// csv: resolve relative paths against this directory. Default: each CSV

@@ -38,6 +38,7 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "weights",
     "num_samples",
     "dtype",
+    "resumed_from",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
@@ -118,6 +119,8 @@ mod tests {
             "key_field",
             "schema",
             "split",
+            "lmdb_value",
+            "lmdb_db",
             "fields",
             "field_type",
             "keyless",
@@ -136,6 +139,7 @@ mod tests {
             "weights",
             "num_samples",
             "dtype",
+            "resumed_from",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);

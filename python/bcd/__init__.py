@@ -14,9 +14,11 @@ optionally keyed and LZ4-compressed: the format of the Python package
     ds.get_batch([3, 1, 4])  # many values, decompressed in parallel
 
 ``bcd.partition`` gives one rank's part of an epoch (shuffled, block-shuffled,
-category-balanced or weighted, exactly split over ranks, resumable) as a NumPy
-array for any training loop; ``bcd.torch`` (imported on its own, it imports
-torch) has PyTorch's datasets and sampler built on it.
+category-balanced or weighted, exactly split over ranks, resumable, also on
+another number of ranks) as a NumPy array for any training loop, and
+``bcd.partition_mix`` the same for a mixture of several sources in fixed
+proportions; ``bcd.torch`` (imported on its own, it imports torch) has
+PyTorch's datasets and sampler built on them.
 
 ``bcd.ingest`` is the ``bcd ingest`` command as a function: it reads
 directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
@@ -33,6 +35,7 @@ for the same records and settings the shard files are byte-identical.
 """
 
 from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, gc, ingest, merge
+from .mixture import partition_mix
 from .sampling import partition
 
-__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition"]
+__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition", "partition_mix"]

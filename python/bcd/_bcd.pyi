@@ -349,7 +349,9 @@ def ingest(
     sources: Union[_StrPath, Iterable[_StrPath]],
     into: _StrPath,
     *,
-    format: Optional[Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]] = None,
+    format: Optional[
+        Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
+    ] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
     max_shard_size: Union[int, str, None] = None,
@@ -363,6 +365,8 @@ def ingest(
     key_column: Optional[str] = None,
     skip_nulls: bool = False,
     split: Optional[str] = None,
+    lmdb_value: Optional[Literal["raw", "pickle", "caffe-datum"]] = None,
+    lmdb_db: Optional[str] = None,
     path_column: Optional[str] = None,
     root: Optional[_StrPath] = None,
     delimiter: Optional[str] = None,
@@ -398,7 +402,12 @@ def ingest(
     object, the value its ``value_field``, ``"text"`` by default) or Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
     ``PREFIX.bin``, one record per sequence with the fields ``document`` and
-    ``length``). The format is
+    ``length``) or LMDB environments (``lmdb``: a directory holding
+    ``data.mdb``, or the data file; every entry of the unnamed database, or of
+    ``lmdb_db``, in key order, its value as stored or decoded by
+    ``lmdb_value="pickle"`` (a ``bytes``, a ``(bytes, label)`` tuple or a dict
+    whose ``value_column`` entry is the value; plain data only) or
+    ``"caffe-datum"``). The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 
@@ -516,6 +525,7 @@ def _partition(
     categories: Optional[Buffer],
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
+    resumed_from: Optional[List[List[int]]],
     start: int,
     dtype: Literal["int64", "uint64", "uint32"],
 ) -> numpy.ndarray:
@@ -532,9 +542,43 @@ def _rank_len(
     weights: Union[Buffer, Literal["inverse_frequency"], None],
     num_samples: Optional[int],
     rank: Optional[int],
+    resumed_from: Optional[List[List[int]]],
 ) -> int:
     """``bcd.sampling.rank_len``, checking every setting ``bcd.partition``
     checks (and ``rank``, if given); use ``rank_len``."""
+
+def _partition_mix(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    shuffle: bool,
+    block_size: Optional[int],
+    drop_last: bool,
+    resumed_from: Optional[List[List[int]]],
+    start: int,
+    dtype: Literal["int64", "uint64", "uint32"],
+    pairs: bool,
+) -> Any:
+    """``bcd.partition_mix`` with its arguments normalised (``float64``
+    weights); use ``bcd.partition_mix``."""
+
+def _mix_rank_len(
+    lengths: List[int],
+    weights: Buffer,
+    num_samples: Optional[int],
+    world_size: int,
+    drop_last: bool,
+    shuffle: bool,
+    block_size: Optional[int],
+    resumed_from: Optional[List[List[int]]],
+    rank: Optional[int],
+) -> int:
+    """The samples each rank of a mixture's epoch gets, checking every setting
+    ``bcd.partition_mix`` checks (and ``rank``, if given)."""
 
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects

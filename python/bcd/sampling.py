@@ -31,6 +31,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 # From the extension module itself, not through the package (``bcd/__init__``
 # imports this module while it is being initialised).
 from ._bcd import _category_codes, _field_categories, _partition, _rank_len
+from ._states import STATE_FORMAT, checked_resumed_from, resume_point
 
 __all__ = [
     "EpochSampler",
@@ -44,8 +45,6 @@ __all__ = [
 
 # Entries turned into Python ints at a time when iterating.
 _CHUNK = 1 << 14
-
-STATE_FORMAT = "bcd.epoch/1"
 
 
 def _np():
@@ -147,7 +146,7 @@ def rank_len(
         # Positive for every record: the count is that of unweighted sampling
         # (the categories it needs are checked where they are given).
         weights = None
-    return _rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None)
+    return _rank_len(n, world_size, bool(drop_last), True, None, None, weights, num_samples, None, None)
 
 
 def partition(
@@ -164,6 +163,7 @@ def partition(
     weights: Union[None, str, Sequence[float]] = None,
     num_samples: Optional[int] = None,
     start: int = 0,
+    resumed_from: Optional[Sequence[Sequence[int]]] = None,
     dtype: str = "int64",
 ):
     """Rank ``rank``'s part of epoch ``epoch`` of ``n`` records: a NumPy array of
@@ -191,6 +191,15 @@ def partition(
       order.
     - ``start``: resume from that position of the rank's part (the result is
       ``partition(..., start=0)[start:]``, computed without the records before).
+    - ``resumed_from``: the epoch was begun on other ranks (an elastic resume).
+      A list of the earlier runs of this epoch, the first run's first, each the
+      position every rank of that run had reached (``[[c_0, ..., c_{W-1}]]``
+      after one run of ``W`` ranks); ``rank`` and ``world_size`` are the current
+      run's. The current run's ranks together take exactly the entries the
+      earlier ranks had not consumed, each once (plus the usual padding of fewer
+      than ``world_size``, or less with ``drop_last``), laid out as an epoch is:
+      ``categories`` stay balanced on every prefix. The same ranks all at one
+      position continue their own parts.
 
     The arrays passed in must not change during the call (it runs without the
     GIL). Raises ValueError naming the setting that cannot work.
@@ -208,7 +217,7 @@ def partition(
     codes = None if categories is None else category_codes(categories)
     return _partition(
         n, seed, epoch, rank, world_size, bool(shuffle), block_size, bool(drop_last),
-        codes, _weights(weights, n), num_samples, start, dtype,
+        codes, _weights(weights, n), num_samples, checked_resumed_from(resumed_from), start, dtype,
     )
 
 
@@ -238,8 +247,9 @@ class EpochSampler:
     on, advancing it; :meth:`set_epoch` starts another epoch. ``state_dict()``
     holds the settings, the epoch and the position; ``load_state_dict`` makes the
     next iteration continue from there, yielding exactly what the interrupted one
-    would have yielded. Settings are as :func:`partition`'s (``categories``
-    instead of a field name).
+    would have yielded, or, given the states of every rank of a run, the rest of
+    the run's epoch on this sampler's ranks (an elastic resume). Settings are as
+    :func:`partition`'s (``categories`` instead of a field name).
     """
 
     def __init__(
@@ -256,6 +266,15 @@ class EpochSampler:
         weights: Union[None, str, Sequence[float]] = None,
         num_samples: Optional[int] = None,
     ):
+        self._common(seed, rank, world_size, shuffle, drop_last, block_size, num_samples)
+        # The records, categories and weights the sampler had before a state
+        # saved with fewer records was loaded: the resumed epoch covers the saved
+        # records, every later one all of them again.
+        self._grown: Optional[tuple] = None
+        self._set_data(_check_int("length", length), categories, weights)
+
+    def _common(self, seed, rank, world_size, shuffle, drop_last, block_size, num_samples) -> None:
+        """The settings every sampler of epochs has, and where it stands."""
         rank, world_size = default_rank_and_world_size(rank, world_size)
         self.seed = _check_int("seed", seed)
         self.world_size = _check_int("world_size", world_size)
@@ -270,11 +289,10 @@ class EpochSampler:
         # Where the current (or next) iteration starts.
         self._start = 0
         self._resume: Optional[int] = None
-        # The records, categories and weights the sampler had before a state
-        # saved with fewer records was loaded: the resumed epoch covers the saved
-        # records, every later one all of them again.
-        self._grown: Optional[tuple] = None
-        self._set_data(_check_int("length", length), categories, weights)
+        # The earlier runs of the current epoch, when a state saved on other
+        # ranks was loaded (partition's resumed_from): this epoch is the rest of
+        # theirs; every later one is laid out on this sampler's ranks.
+        self._resumed_from: list = []
 
     def _set_data(self, length: int, categories, weights) -> None:
         self.length = length
@@ -282,9 +300,32 @@ class EpochSampler:
         self.weights = _weights(weights, length)
         # Every setting checked as partition checks it, so what cannot work is
         # refused here rather than at the first iteration.
-        self._len = _rank_len(
-            length, self.world_size, self.drop_last, self.shuffle, self.block_size,
-            self.categories, self.weights, self.num_samples, self.rank,
+        self._len = self._count()
+
+    def _count(self) -> int:
+        """The entries of this rank in the current epoch (checking every setting)."""
+        return _rank_len(
+            self.length, self.world_size, self.drop_last, self.shuffle, self.block_size,
+            self.categories, self.weights, self.num_samples, self.rank, self._resumed_from or None,
+        )
+
+    def _order(self, start: int):
+        """The current epoch's indices from ``start`` on."""
+        return partition(
+            self.length,
+            seed=self.seed,
+            epoch=self.epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+            shuffle=self.shuffle,
+            drop_last=self.drop_last,
+            block_size=self.block_size,
+            categories=self.categories,
+            weights=self.weights,
+            num_samples=self.num_samples,
+            resumed_from=self._resumed_from or None,
+            start=start,
+            dtype="uint32" if self.length <= 1 << 32 else "int64",
         )
 
     def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:
@@ -313,8 +354,11 @@ class EpochSampler:
         self.position = 0
 
     def _end_resumed_epoch(self) -> None:
-        """After the epoch a state saved before an append resumed, the records
-        appended since are sampled again."""
+        """After the epoch a loaded state resumed: an epoch begun on other ranks
+        ends, and the records appended since a state was saved are sampled again."""
+        if self._resumed_from:
+            self._resumed_from = []
+            self._len = self._count()
         if self._grown is not None:
             grown, self._grown = self._grown, None
             self._set_data(*grown)
@@ -323,21 +367,7 @@ class EpochSampler:
         """The current epoch's indices from ``start`` (default: the current
         position) on, as a NumPy array (``uint32`` below 2**32 records)."""
         start = self.position if start is None else _check_int("start", start)
-        return partition(
-            self.length,
-            seed=self.seed,
-            epoch=self.epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-            shuffle=self.shuffle,
-            drop_last=self.drop_last,
-            block_size=self.block_size,
-            categories=self.categories,
-            weights=self.weights,
-            num_samples=self.num_samples,
-            start=start,
-            dtype="uint32" if self.length <= 1 << 32 else "int64",
-        )
+        return self._order(start)
 
     def begin(self) -> int:
         """Starts an iteration: from a loaded state's position, else from the
@@ -375,7 +405,8 @@ class EpochSampler:
         }
 
     def state_dict(self, consumed: Optional[int] = None) -> dict:
-        """The settings, the epoch and the position. ``consumed``: the entries the
+        """The settings, the epoch and the position (and, in an epoch resumed on
+        other ranks, the earlier runs' positions). ``consumed``: the entries the
         training loop has taken since this iteration began, when that is fewer than
         were yielded (a plain DataLoader runs ahead of the loop by its prefetched
         batches: pass ``batches_done * batch_size``). torchdata's
@@ -387,20 +418,47 @@ class EpochSampler:
             if self._start + consumed > len(self):
                 raise ValueError(f"consumed={consumed} is past the end of the epoch ({len(self) - self._start} entries from {self._start})")
             position = self._start + consumed
-        return {"format": STATE_FORMAT, "epoch": self.epoch, "position": position, **self._settings()}
+        return {
+            "format": STATE_FORMAT,
+            "epoch": self.epoch,
+            "position": position,
+            "resumed_from": [list(run) for run in self._resumed_from],
+            **self._settings(),
+        }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state) -> None:
         """Continues from ``state``: the next iteration (``set_epoch`` with the
-        same epoch keeps it) yields the rest of that epoch. Raises ValueError if
+        same epoch keeps it) yields the rest of that epoch.
+
+        ``state`` is this rank's state (``state_dict()`` of a run on as many
+        ranks), or a list of the states of every rank of a run on any number of
+        ranks (an elastic resume): this rank then yields its share of what all
+        those ranks had not consumed. A state may be given inside what holds it
+        (a torchdata StatefulDataLoader's ``state_dict()``). Raises ValueError if
         the state was saved with other settings."""
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a state of bcd's samplers (format {STATE_FORMAT!r})")
+        reference, runs, position, elastic = resume_point(state, self.world_size, self.rank)
         mine = self._settings()
+        ignore = ("seed", "length") + (("rank", "world_size") if elastic else ())
         differ = [
-            f"{name}: saved {state.get(name)!r}, here {value!r}"
+            f"{name}: saved {reference.get(name)!r}, here {value!r}"
             for name, value in mine.items()
-            if state.get(name) != value and name not in ("seed", "length")
+            if reference.get(name) != value and name not in ignore
         ]
+        self._resumed_from = []
+        self._load_length(reference, differ)
+        self._resumed_from = runs
+        self._len = self._count()
+        position = _check_int("position", position)
+        if position > len(self):
+            raise ValueError(f"position {position} is past the end of the epoch ({len(self)} entries)")
+        self.seed = _check_int("seed", reference["seed"])
+        self.epoch = _check_int("epoch", reference["epoch"])
+        self._resume = position
+        self.position = position
+
+    def _load_length(self, state: dict, differ: list) -> None:
+        """Takes the record count of a state being loaded (refusing it, with
+        ``differ``, if the state was saved with other settings)."""
         saved_length = _check_int("length", state.get("length"))
         if saved_length > self.length:
             differ.append(f"length: saved {saved_length}, here only {self.length} records")
@@ -414,13 +472,6 @@ class EpochSampler:
             if self._grown is None:
                 self._grown = (self.length, self.categories, self.weights)
             self._set_data(saved_length, categories, weights)
-        position = _check_int("position", state["position"])
-        if position > len(self):
-            raise ValueError(f"position {position} is past the end of the epoch ({len(self)} entries)")
-        self.seed = _check_int("seed", state["seed"])
-        self.epoch = _check_int("epoch", state["epoch"])
-        self._resume = position
-        self.position = position
 
     # The split of a rank's epoch over DataLoader workers (bcd.torch.IterableDataset).
 

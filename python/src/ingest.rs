@@ -114,7 +114,7 @@ fn ingest_error(error: IngestError) -> PyErr {
 
 /// Reads directory trees, tar / WebDataset archives, Parquet, Hugging Face
 /// `save_to_disk` directories, CSV-of-paths,
-/// TFRecord or JSON Lines files into the dataset at `into` in one all-or-nothing commit, as
+/// TFRecord or JSON Lines files, Megatron indexed datasets or LMDB environments into the dataset at `into` in one all-or-nothing commit, as
 /// `bcd ingest` does; the options are its flags in snake_case (`fields` a str
 /// as `--fields` takes it or a list of names, `field_type` a dict of name to
 /// type). Returns the summary of `bcd ingest --json` as a dict.

@@ -15,6 +15,7 @@ mod fields_read;
 mod handle;
 mod ingest;
 mod merge;
+mod mixture;
 mod options;
 mod sampling;
 mod shard_views;
@@ -33,6 +34,8 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
     module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_partition_mix, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_mix_rank_len, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_category_codes, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_field_categories, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -18,7 +18,7 @@ use pyo3::types::{PyCapsule, PyTuple};
 
 use bcd_fields::CategoryCodes;
 use bcd_pipeline::{spell_options, CategoriesError};
-use bcd_sampling::{Order, Plan, PlanError, Weights};
+use bcd_sampling::{part_len, Order, Plan, PlanError, Weights};
 
 use crate::dataset::PyDataset;
 use crate::errors::{fields_to_py, message};
@@ -30,19 +30,19 @@ fn keywords(message: &str) -> String {
 }
 
 /// A sampling error as a `ValueError`.
-fn plan_error(error: PlanError) -> PyErr {
+pub(crate) fn plan_error(error: PlanError) -> PyErr {
     PyValueError::new_err(keywords(&error.to_string()))
 }
 
 /// A read-only, C-contiguous buffer of `T` (checked), as a slice that lives as
 /// long as the buffer.
-struct Input<T: pyo3::buffer::Element> {
+pub(crate) struct Input<T: pyo3::buffer::Element> {
     buffer: PyBuffer<T>,
     data: NonNull<[T]>,
 }
 
 impl<T: pyo3::buffer::Element> Input<T> {
-    fn get(obj: &Bound<'_, PyAny>, what: &str, dtype: &str) -> PyResult<Input<T>> {
+    pub(crate) fn get(obj: &Bound<'_, PyAny>, what: &str, dtype: &str) -> PyResult<Input<T>> {
         let buffer = PyBuffer::<T>::get(obj).map_err(|_| {
             PyTypeError::new_err(format!(
                 "{what} must be a contiguous {dtype} buffer (bcd.partition converts array-likes)"
@@ -55,7 +55,7 @@ impl<T: pyo3::buffer::Element> Input<T> {
     }
 
     /// The buffer's items.
-    fn slice(&self) -> &[T] {
+    pub(crate) fn slice(&self) -> &[T] {
         let _held = &self.buffer;
         // SAFETY: the buffer's exporter keeps the memory alive and in place while
         // `self.buffer` is held (a NumPy array cannot be resized while exported).
@@ -89,7 +89,7 @@ fn weights_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<WeightsArg>> {
 }
 
 /// The order `shuffle` and `block_size` ask for.
-fn order_arg(shuffle: bool, block_size: Option<u64>) -> PyResult<Order> {
+pub(crate) fn order_arg(shuffle: bool, block_size: Option<u64>) -> PyResult<Order> {
     match (shuffle, block_size) {
         (false, None) => Ok(Order::Sequential),
         (true, None) => Ok(Order::Shuffled),
@@ -120,6 +120,7 @@ fn plan<'a>(
     categories: Option<&'a Input<u32>>,
     weights: Option<&'a WeightsArg>,
     num_samples: Option<u64>,
+    resumed_from: &'a [Vec<u64>],
 ) -> Plan<'a> {
     Plan {
         len: n,
@@ -134,6 +135,7 @@ fn plan<'a>(
             WeightsArg::InverseFrequency => Weights::InverseFrequency,
         }),
         num_samples,
+        resumed_from,
     }
 }
 
@@ -141,7 +143,7 @@ fn plan<'a>(
 /// every setting given as `bcd.partition` does (with `rank`, that it is one of
 /// the ranks), so `EpochSampler` refuses what cannot work when it is made.
 #[pyfunction]
-#[pyo3(signature = (n, world_size, drop_last, shuffle, block_size, categories, weights, num_samples, rank))]
+#[pyo3(signature = (n, world_size, drop_last, shuffle, block_size, categories, weights, num_samples, rank, resumed_from))]
 #[allow(clippy::too_many_arguments)]
 pub fn _rank_len(
     py: Python<'_>,
@@ -154,7 +156,9 @@ pub fn _rank_len(
     weights: Option<&Bound<'_, PyAny>>,
     num_samples: Option<u64>,
     rank: Option<u64>,
+    resumed_from: Option<Vec<Vec<u64>>>,
 ) -> PyResult<u64> {
+    let resumed_from = resumed_from.unwrap_or_default();
     let order = order_arg(shuffle, block_size)?;
     let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
@@ -168,6 +172,7 @@ pub fn _rank_len(
         categories.as_ref(),
         weights.as_ref(),
         num_samples,
+        &resumed_from,
     );
     let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
     if let Some(rank) = rank {
@@ -179,7 +184,7 @@ pub fn _rank_len(
 /// One rank's part of an epoch from position `start` on, as a new NumPy array of
 /// `dtype` ("int64", "uint32" or "uint64"): see `bcd.partition`.
 #[pyfunction]
-#[pyo3(signature = (n, seed, epoch, rank, world_size, shuffle, block_size, drop_last, categories, weights, num_samples, start, dtype))]
+#[pyo3(signature = (n, seed, epoch, rank, world_size, shuffle, block_size, drop_last, categories, weights, num_samples, resumed_from, start, dtype))]
 #[allow(clippy::too_many_arguments)]
 pub fn _partition<'py>(
     py: Python<'py>,
@@ -194,9 +199,11 @@ pub fn _partition<'py>(
     categories: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>,
     num_samples: Option<u64>,
+    resumed_from: Option<Vec<Vec<u64>>>,
     start: u64,
     dtype: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let resumed_from = resumed_from.unwrap_or_default();
     let order = order_arg(shuffle, block_size)?;
     let categories = categories_arg(categories)?;
     let weights = weights_arg(weights)?;
@@ -210,38 +217,52 @@ pub fn _partition<'py>(
         categories.as_ref(),
         weights.as_ref(),
         num_samples,
+        &resumed_from,
     );
     let per_rank = py.detach(|| plan.per_rank()).map_err(plan_error)?;
-    plan.check_rank(rank).map_err(plan_error)?;
-    if start > per_rank {
-        return Err(plan_error(PlanError::Start { start, per_rank }));
+    let len = part_len(per_rank, world_size, rank, start).map_err(plan_error)?;
+    match index_dtype(dtype)? {
+        IndexType::I64 => new_filled::<i64>(py, len, dtype, |out| plan.rank_into(rank, start, out)),
+        IndexType::U64 => new_filled::<u64>(py, len, dtype, |out| plan.rank_into(rank, start, out)),
+        IndexType::U32 => new_filled::<u32>(py, len, dtype, |out| plan.rank_into(rank, start, out)),
     }
-    if !matches!(dtype, "int64" | "uint64" | "uint32") {
-        return Err(PyValueError::new_err(format!(
-            "dtype={dtype:?}: expected \"int64\", \"uint64\" or \"uint32\""
-        )));
-    }
-    let numpy = py.import("numpy")?;
-    let array = numpy.call_method1("empty", (per_rank - start, dtype))?;
-    match dtype {
-        "int64" => fill::<i64>(py, &plan, rank, start, &array),
-        "uint64" => fill::<u64>(py, &plan, rank, start, &array),
-        _ => fill::<u32>(py, &plan, rank, start, &array),
-    }?;
-    Ok(array)
 }
 
-/// Writes the rank's part into `array`, a new NumPy array of `I` that no other
-/// code has seen yet.
-fn fill<I: bcd_sampling::Index + pyo3::buffer::Element>(
-    py: Python<'_>,
-    plan: &Plan<'_>,
-    rank: u64,
-    start: u64,
-    array: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    let buffer = PyBuffer::<I>::get(array)?;
-    let Some(mut data) = buffer.as_slice_ptr().filter(|_| !buffer.readonly()) else {
+/// The index types an order is written as.
+pub(crate) enum IndexType {
+    I64,
+    U64,
+    U32,
+}
+
+/// The `dtype` argument of an order.
+pub(crate) fn index_dtype(dtype: &str) -> PyResult<IndexType> {
+    match dtype {
+        "int64" => Ok(IndexType::I64),
+        "uint64" => Ok(IndexType::U64),
+        "uint32" => Ok(IndexType::U32),
+        _ => Err(PyValueError::new_err(format!(
+            "dtype={dtype:?}: expected \"int64\", \"uint64\" or \"uint32\""
+        ))),
+    }
+}
+
+/// The items of a writable, C-contiguous buffer.
+pub(crate) fn writable<T: pyo3::buffer::Element>(buffer: &PyBuffer<T>) -> Option<NonNull<[T]>> {
+    buffer.as_slice_ptr().filter(|_| !buffer.readonly())
+}
+
+/// A new NumPy array of `len` items of `T` (NumPy's `dtype`), written by
+/// `fill` without the GIL.
+pub(crate) fn new_filled<'py, T: pyo3::buffer::Element + Send>(
+    py: Python<'py>,
+    len: u64,
+    dtype: &str,
+    fill: impl FnOnce(&mut [T]) -> Result<(), PlanError> + Send,
+) -> PyResult<Bound<'py, PyAny>> {
+    let array = py.import("numpy")?.call_method1("empty", (len, dtype))?;
+    let buffer = PyBuffer::<T>::get(&array)?;
+    let Some(mut data) = writable(&buffer) else {
         return Err(PyTypeError::new_err(
             "internal: the new array is not writable",
         ));
@@ -250,8 +271,9 @@ fn fill<I: bcd_sampling::Index + pyo3::buffer::Element>(
     // any Python code, so nothing else reads or writes it; `buffer` keeps it alive
     // and in place until the end of this function.
     let out = unsafe { data.as_mut() };
-    py.detach(|| plan.rank_into(rank, start, out))
-        .map_err(plan_error)
+    py.detach(|| fill(out)).map_err(plan_error)?;
+    drop(buffer);
+    Ok(array)
 }
 
 const SCHEMA: &CStr = c"arrow_schema";

@@ -44,6 +44,9 @@ struct SourceKeywords<'py> {
     skip_nulls: bool,
     // hf-disk
     split: Option<String>,
+    // lmdb (value_column too, with lmdb_value="pickle")
+    lmdb_value: Option<String>,
+    lmdb_db: Option<String>,
     // csv
     path_column: Option<String>,
     root: Option<Bound<'py, PyAny>>,
@@ -102,6 +105,8 @@ pub(crate) fn source_options(
             "key_column" => given.key_column = text(value)?,
             "skip_nulls" => given.skip_nulls = flag(value)?,
             "split" => given.split = text(value)?,
+            "lmdb_value" => given.lmdb_value = text(value)?,
+            "lmdb_db" => given.lmdb_db = text(value)?,
             "path_column" => given.path_column = text(value)?,
             "root" => given.root = value,
             "delimiter" => given.delimiter = text(value)?,
@@ -138,6 +143,8 @@ impl SourceKeywords<'_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value,
+            lmdb_db,
             path_column,
             root,
             delimiter,
@@ -171,6 +178,13 @@ impl SourceKeywords<'_> {
             key_column,
             skip_nulls,
             split,
+            lmdb_value: lmdb_value
+                .map(|text| {
+                    text.parse()
+                        .map_err(|error| PyValueError::new_err(format!("lmdb_value: {error}")))
+                })
+                .transpose()?,
+            lmdb_db,
             path_column,
             root,
             delimiter: delimiter

@@ -191,3 +191,99 @@ def partition(n, *, seed, epoch, rank, world_size, shuffle_=True, drop_last=Fals
         out.append(by_class[c][taken[c]])
         taken[c] += 1
     return out
+
+
+MIX_SOURCE = 8
+
+
+def _dealing_counts(shares: list, world_size: int, total: int, per_rank: int):
+    """For each class, the grouped-list positions' dealing: the class groups in
+    increasing (s*_c, c) and entry i to rank i mod W. Returns, per class, the
+    list of ranks its entries go to, in order."""
+    tail = [per_rank - (n // world_size) * total // n if n else 0 for n in shares]
+    order = sorted(range(len(shares)), key=lambda c: (tail[c], c))
+    start, at = {}, 0
+    for c in order:
+        start[c] = at
+        at += shares[c]
+    return [[(start[c] + i) % world_size for i in range(shares[c])] for c in range(len(shares))]
+
+
+def mixture(lengths, weights, *, seed, epoch, rank, world_size, num_samples=None, shuffle_=True,
+            block_size=None, drop_last=False):
+    """The documented mixture (sampling/src/mixture.rs), every sample an index of
+    the sources' common index space."""
+    samples = sum(lengths) if num_samples is None else num_samples
+    m = samples // world_size if drop_last else -(-samples // world_size)
+    total = m * world_size
+    s = 0.0
+    for w in weights:
+        s += w
+    running, cumulative = 0.0, []
+    for k, w in enumerate(weights):
+        running += w
+        cumulative.append(total if k == len(weights) - 1 else min(total, math.floor(total * (running / s))))
+    shares = [cumulative[k] - (cumulative[k - 1] if k else 0) for k in range(len(weights))]
+    offsets = [sum(lengths[:k]) for k in range(len(lengths))]
+    draws = []
+    for k, n in enumerate(lengths):
+        key = stream_key(seed, epoch, MIX_SOURCE, k)
+        out, p = [], 0
+        while len(out) < shares[k]:
+            if block_size is not None:
+                one = block_shuffle(n, block_size, key, p)
+            elif shuffle_:
+                one = shuffle(n, key, p)
+            else:
+                one = list(range(n))
+            out.extend(i + offsets[k] for i in one)
+            p += 1
+        draws.append(out[:shares[k]])
+    ranks = _dealing_counts(shares, world_size, total, m)
+    counts = [ranks[c].count(rank) for c in range(len(shares))]
+    before = [sum(1 for r in ranks[c] if r < rank) for c in range(len(shares))]
+    taken = list(before)
+    out = []
+    for c in interleave(counts, shares, total):
+        out.append(draws[c][taken[c]])
+        taken[c] += 1
+    return out
+
+
+def resumed(parts_of, runs, world_size, rank, drop_last=False, class_of=None):
+    """The current run's part of rank ``rank`` after the runs ``runs`` (each a
+    list of one position per rank): ``parts_of(world)`` gives the first run's
+    parts on ``world`` ranks; ``class_of`` the class of an entry when the rest is
+    dealt by class (sampling/src/elastic.rs)."""
+    parts = parts_of(len(runs[0]))
+    for i, positions in enumerate(runs):
+        world = len(runs[i + 1]) if i + 1 < len(runs) else world_size
+        if len(positions) == world and len(set(positions)) == 1:
+            parts = [part[positions[0]:] for part in parts]
+            continue
+        rest = [e for part, c in zip(parts, positions) for e in part[c:]]
+        m = len(rest) // world if drop_last else -(-len(rest) // world)
+        total = m * world
+        epoch_list = [rest[p % len(rest)] for p in range(total)]
+        if class_of is None:
+            parts = [epoch_list[r * m:(r + 1) * m] for r in range(world)]
+            continue
+        classes = sorted({class_of(e) for e in rest})
+        number = {c: j for j, c in enumerate(classes)}
+        shares = [sum(1 for e in epoch_list if number[class_of(e)] == j) for j in range(len(classes))]
+        tail = [m - (n // world) * total // n if n else 0 for n in shares]
+        grouped = sorted(range(total), key=lambda p: (tail[number[class_of(epoch_list[p])]],
+                                                      number[class_of(epoch_list[p])], p))
+        new_parts = []
+        for r in range(world):
+            mine = [epoch_list[p] for j, p in enumerate(grouped) if j % world == r]
+            by_class = [[e for e in mine if number[class_of(e)] == j] for j in range(len(classes))]
+            sequence = interleave([len(b) for b in by_class], shares, total)
+            taken = [0] * len(classes)
+            part = []
+            for j in sequence:
+                part.append(by_class[j][taken[j]])
+                taken[j] += 1
+            new_parts.append(part)
+        parts = new_parts
+    return parts[rank]

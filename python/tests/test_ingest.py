@@ -100,6 +100,60 @@ def test_a_megatron_dataset_becomes_one_record_per_sequence(tmp_path, name):
     assert dataset.metadata["megatron"]["dtype"] == want["dtype"]
 
 
+def lmdb_entries(path, db=None) -> list:
+    """Every entry of an LMDB environment as py-lmdb reads it, in key order."""
+    import lmdb
+
+    env = lmdb.open(str(path), subdir=path.is_dir(), readonly=True, lock=False, max_dbs=4)
+    with env.begin(db=env.open_db(db.encode()) if db else None) as txn:
+        entries = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+    env.close()
+    return entries
+
+
+def test_an_lmdb_environment_becomes_its_entries_in_key_order(tmp_path):
+    bcd.ingest([FIXTURES / "lmdb" / "raw"], tmp_path / "raw")
+    assert read_all(bcd.Dataset(tmp_path / "raw")) == lmdb_entries(FIXTURES / "lmdb" / "raw")
+    # A named database with lmdb_db=.
+    env = FIXTURES / "lmdb" / "named"
+    bcd.ingest([env], tmp_path / "val", lmdb_db="val")
+    assert read_all(bcd.Dataset(tmp_path / "val")) == lmdb_entries(env, "val")
+
+
+def test_lmdb_pickles_and_caffe_datums_become_values_and_fields(tmp_path):
+    import pickle
+
+    env = FIXTURES / "lmdb" / "pickle-dict"
+    bcd.ingest([env], tmp_path / "dict", lmdb_value="pickle", value_column="image")
+    dataset = bcd.Dataset(tmp_path / "dict")
+    samples = [(k, pickle.loads(v)) for k, v in lmdb_entries(env)]
+    assert read_all(dataset) == [(k, s["image"]) for k, s in samples]
+    fields = dataset.fields().to_pydict()
+    assert fields["label"] == [s["label"] for _, s in samples]
+    assert fields["note"] == [s["note"] for _, s in samples]
+    env = FIXTURES / "lmdb" / "pickle-tuple.lmdb"
+    summary = bcd.ingest([env], tmp_path / "tuple", format="lmdb", lmdb_value="pickle")
+    assert summary["skipped_members"] == {"folder2lmdb index key": 2}
+    labels = [pickle.loads(v)[1] for k, v in lmdb_entries(env) if not k.startswith(b"__")]
+    assert bcd.Dataset(tmp_path / "tuple").fields().to_pydict()["label"] == labels
+    want = {e["key"]: e for e in expected("lmdb")["caffe-datum"]}
+    bcd.ingest([FIXTURES / "lmdb" / "caffe-datum"], tmp_path / "caffe", lmdb_value="caffe-datum")
+    fields = bcd.Dataset(tmp_path / "caffe").fields().to_pylist()
+    assert [{k: f[k] for k in ("label", "channels", "height", "width", "encoded")} for f in fields] == [
+        e["fields"] for e in want.values()
+    ]
+
+
+def test_lmdb_keywords_are_checked(tmp_path):
+    with pytest.raises(ValueError, match=r'lmdb_value: "json": expected raw, pickle or caffe-datum'):
+        bcd.ingest([FIXTURES / "lmdb" / "raw"], tmp_path / "d", lmdb_value="json")
+    with pytest.raises(ValueError, match="value_column= applies to lmdb sources read with lmdb_value= pickle only"):
+        bcd.ingest([FIXTURES / "lmdb" / "raw"], tmp_path / "d", value_column="image")
+    with pytest.raises(Exception, match=r"holds named databases .* lmdb_db= NAME"):
+        bcd.ingest([FIXTURES / "lmdb" / "named"], tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+
+
 def test_brace_patterns_read_several_shards_in_order(tmp_path):
     tar = expected("tar")
     files = [
@@ -182,12 +236,12 @@ def test_a_missing_source_is_file_not_found(tmp_path):
     "sources, options, message",
     [
         (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
-        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet and hf-disk sources only, not tar"),
+        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet, hf-disk and lmdb sources only, not tar"),
         (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
         (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet, hf-disk and csv sources only, not tar"),
         (["imagefolder/labels.txt"], {},
          r'labels\.txt: cannot tell its format from the name or the first bytes; '
-         r'pass format="dir"\|"tar"\|"parquet"\|"hf-disk"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"'),
+         r'pass format="dir"\|"tar"\|"parquet"\|"hf-disk"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"\|"lmdb"'),
         (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
         (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
         (["csv/list.csv"], {"delimiter": ";;"}, 'delimiter: ";;": the delimiter must be one ASCII character'),

@@ -54,6 +54,30 @@ def iterable_rest(path, state_path, world_size, rank, workers, batch_size, seed,
     return [i for batch in loader for i in batch_indices(batch)]
 
 
+def mix_rest(root, state_path, sizes, weights, seed, rank, world_size, epoch, workers, stateful):
+    """The rest of a mix's epoch, as (source, record) pairs."""
+    from pathlib import Path
+
+    with open(state_path, "rb") as file:
+        state = pickle.load(file)
+    sources = [bcd.torch.MapDataset(Path(root) / f"s{k}", output="tensor") for k in range(len(sizes))]
+    mix = bcd.torch.Mix(sources, weights, seed=seed)
+    sampler = bcd.torch.Sampler(mix, rank=rank, world_size=world_size)
+    options = dict(batch_size=6, sampler=sampler, num_workers=workers, collate_fn=bcd.torch.collate)
+    if workers:
+        options["multiprocessing_context"] = "spawn"
+    if stateful:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        loader = StatefulDataLoader(mix, **options)
+        loader.load_state_dict(state)
+    else:
+        loader = torch.utils.data.DataLoader(mix, **options)
+        sampler.load_state_dict(state)
+    sampler.set_epoch(epoch)
+    return [(int(s), int(r)) for batch in loader for s, r in zip(batch.sources.tolist(), batch.indices.tolist())]
+
+
 def partition(**settings):
     return bcd.partition(**settings).tolist()
 

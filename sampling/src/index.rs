@@ -1,6 +1,6 @@
 //! The integer types an order can be written as.
 
-use crate::{Plan, PlanError};
+use crate::{Mixture, Plan, PlanError};
 
 /// A record index as stored in an output array: `u32` halves the memory of an
 /// order of fewer than 2^32 records, `u64` and `i64` take any (the callers check
@@ -17,6 +17,14 @@ pub trait Index: Copy + Default + Send + Sync + 'static {
     #[doc(hidden)]
     fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [Self])
         -> Result<(), PlanError>;
+    /// [`Mixture::rank_into`] for this type, compiled in this crate.
+    #[doc(hidden)]
+    fn fill_mixture(
+        mixture: &Mixture<'_>,
+        rank: u64,
+        start: u64,
+        out: &mut [Self],
+    ) -> Result<(), PlanError>;
 }
 
 impl Index for u32 {
@@ -33,6 +41,14 @@ impl Index for u32 {
     fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [u32]) -> Result<(), PlanError> {
         plan.fill_rank(rank, start, out)
     }
+    fn fill_mixture(
+        mixture: &Mixture<'_>,
+        rank: u64,
+        start: u64,
+        out: &mut [u32],
+    ) -> Result<(), PlanError> {
+        mixture.fill_rank(rank, start, out)
+    }
 }
 
 impl Index for u64 {
@@ -47,6 +63,14 @@ impl Index for u64 {
     const MAX_INDEX: u64 = u64::MAX;
     fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [u64]) -> Result<(), PlanError> {
         plan.fill_rank(rank, start, out)
+    }
+    fn fill_mixture(
+        mixture: &Mixture<'_>,
+        rank: u64,
+        start: u64,
+        out: &mut [u64],
+    ) -> Result<(), PlanError> {
+        mixture.fill_rank(rank, start, out)
     }
 }
 
@@ -63,5 +87,13 @@ impl Index for i64 {
     const MAX_INDEX: u64 = i64::MAX as u64;
     fn fill_rank(plan: &Plan<'_>, rank: u64, start: u64, out: &mut [i64]) -> Result<(), PlanError> {
         plan.fill_rank(rank, start, out)
+    }
+    fn fill_mixture(
+        mixture: &Mixture<'_>,
+        rank: u64,
+        start: u64,
+        out: &mut [i64],
+    ) -> Result<(), PlanError> {
+        mixture.fill_rank(rank, start, out)
     }
 }

@@ -71,8 +71,11 @@
 //!    is left empty either.
 //!
 //! All of it is integer arithmetic: `r_j = ⌊(j−1)T / N_c⌋ + 1`,
-//! `d_j = ⌈j T / N_c⌉` and `s*_c = m − ⌊⌊N_c / W⌋ T / N_c⌋`, in 128 bits. Time
-//! `O(m log K)` for `K` classes.
+//! `d_j = ⌈j T / N_c⌉` and `s*_c = m − ⌊⌊N_c / W⌋ T / N_c⌋` (`s*_c` in 128
+//! bits; `r_j` and `d_j` kept as quotient and remainder, advanced by `T / N_c`
+//! and `T mod N_c` at each record, so no division per record). Time `O(m log
+//! K)` for `K` classes; for up to 64 classes the records wait in a calendar
+//! of bitmasks instead of heaps (see `Queue`), constant time per record.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -158,26 +161,270 @@ impl Dealing {
 /// an iterator of `m` class numbers.
 #[derive(Clone, Debug)]
 pub struct Interleave {
-    total: u64,
-    /// `N_c`.
-    shares: Vec<u64>,
     /// `k_c`.
     counts: Vec<u64>,
-    /// Records of each class placed so far.
-    placed: Vec<u64>,
+    /// Each class's progress.
+    classes: Vec<Progress>,
     /// The next slot (1-based).
     slot: u64,
     slots: u64,
-    /// (release, class) of each class's next record, not yet released.
-    pending: BinaryHeap<Reverse<(u64, u32)>>,
-    /// (deadline, class) of each class's next record, released.
+    /// Each class's next record, by release and deadline.
+    queue: Queue,
+}
+
+/// Where one class stands: `⌊j T / N_c⌋` and `j T mod N_c` for `j` = its
+/// records placed and for the next one, kept by adding `T / N_c` and `T mod
+/// N_c` at each record, so that a release or deadline costs no division.
+#[derive(Clone, Copy, Debug, Default)]
+struct Progress {
+    /// Records left to place.
+    left: u64,
+    quotient: u64,
+    remainder: u64,
+    next_quotient: u64,
+    next_remainder: u64,
+    /// `T / N_c`, `T mod N_c` and `N_c`.
+    whole: u64,
+    part: u64,
+    share: u64,
+}
+
+impl Progress {
+    /// Computes `⌊(j+1) T / N_c⌋` and `(j+1) T mod N_c` from the placed count's:
+    /// the next record's release is `⌊j T / N_c⌋ + 1`, its deadline
+    /// `⌈(j+1) T / N_c⌉`.
+    #[inline]
+    fn next_record(&mut self) -> (u64, u64) {
+        // remainder + part < 2 N_c, which may pass 2^64.
+        let (sum, carry) = self.remainder.overflowing_add(self.part);
+        let wrap = carry | (sum >= self.share);
+        self.next_quotient = self.quotient + self.whole + u64::from(wrap);
+        self.next_remainder = sum.wrapping_sub(if wrap { self.share } else { 0 });
+        (
+            self.quotient + 1,
+            self.next_quotient + u64::from(self.next_remainder != 0),
+        )
+    }
+}
+
+/// Classes whose windows are at most this many slots long are kept in the
+/// calendar (see [`Queue`]); wider ones, which place at most one record in
+/// `2^16` slots, in heaps.
+const CALENDAR_SLOTS: u64 = 1 << 16;
+
+/// The classes' next records, each with its release and deadline; [`Queue::take`]
+/// removes the released one of earliest deadline (ties: the lower class), as a
+/// priority queue would, in constant time per record for up to 64 classes.
+///
+/// A record of class `c` is released at most `⌈T/N_c⌉ + 1` slots after the
+/// slot that placed the class's previous one, and is due at most that many
+/// slots after its release (its window). With windows below `H` slots, a
+/// *calendar* of `H` slots holds them: a bitmask of the classes released at
+/// each slot, and one of the classes due at each slot, indexed by slot mod `H`.
+/// Every released record is due at or after the current slot (the proof), so
+/// the first slot from the current one on whose bitmask is not empty holds the
+/// earliest deadline, and its lowest bit the lowest class.
+#[derive(Clone, Debug)]
+enum Queue {
+    /// Up to 64 classes: the calendar for narrow windows, heaps for wide ones.
+    Calendar(Box<Calendar>),
+    /// Many classes: heaps only.
+    Heaps(Heaps),
+}
+
+/// (release, class, deadline) not yet released, and (deadline, class) released.
+#[derive(Clone, Debug, Default)]
+struct Heaps {
+    pending: BinaryHeap<Reverse<(u64, u32, u64)>>,
     ready: BinaryHeap<Reverse<(u64, u32)>>,
+}
+
+impl Heaps {
+    fn release(&mut self, slot: u64) {
+        while let Some(&Reverse((release, class, deadline))) = self.pending.peek() {
+            if release > slot {
+                break;
+            }
+            self.pending.pop();
+            self.ready.push(Reverse((deadline, class)));
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Calendar {
+    /// `H − 1` (`H` a power of two, at least 64).
+    mask: u64,
+    /// Classes whose next record is released at each slot (mod `H`).
+    releases: Vec<u64>,
+    /// Classes whose released record is due at each slot (mod `H`).
+    due: Vec<u64>,
+    /// Bit `i` of word `i / 64`: `due[i]` is not empty.
+    summary: Vec<u64>,
+    /// Per class: the release (`u64::MAX` once released or with none queued)
+    /// and deadline of its queued record, and whether its windows are narrow
+    /// enough for the calendar.
+    release: Vec<u64>,
+    deadline: Vec<u64>,
+    narrow: u64,
+    /// The classes of wide windows.
+    wide: Heaps,
+}
+
+impl Calendar {
+    /// The slot of `due` at or after `from` (mod `H`) with a class due: the
+    /// earliest deadline.
+    fn first_due(&self, from: u64) -> Option<usize> {
+        let words = self.summary.len();
+        let start = (from & self.mask) as usize;
+        let (word, bit) = (start / 64, start % 64);
+        let first = self.summary[word] & (u64::MAX << bit);
+        if first != 0 {
+            return Some(word * 64 + first.trailing_zeros() as usize);
+        }
+        for step in 1..=words {
+            let w = (word + step) % words;
+            let mut bits = self.summary[w];
+            if step == words {
+                // Back at the first word: only the slots before `from`.
+                bits &= !(u64::MAX << bit);
+            }
+            if bits != 0 {
+                return Some(w * 64 + bits.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
+
+    fn unmark_due(&mut self, at: usize, class: usize) {
+        self.due[at] &= !(1 << class);
+        if self.due[at] == 0 {
+            self.summary[at / 64] &= !(1 << (at % 64));
+        }
+    }
+
+    fn take(&mut self, slot: u64) -> Option<u32> {
+        let at = (slot & self.mask) as usize;
+        let mut released = std::mem::take(&mut self.releases[at]);
+        while released != 0 {
+            let class = released.trailing_zeros() as usize;
+            released &= released - 1;
+            self.release[class] = u64::MAX;
+            let due = (self.deadline[class] & self.mask) as usize;
+            self.due[due] |= 1 << class;
+            self.summary[due / 64] |= 1 << (due % 64);
+        }
+        self.wide.release(slot);
+        let narrow = self.first_due(slot).map(|at| {
+            let class = self.due[at].trailing_zeros();
+            (self.deadline[class as usize], class, at)
+        });
+        let wide = self.wide.ready.peek().map(|&Reverse(entry)| entry);
+        if let Some((deadline, class, at)) = narrow {
+            if wide.is_none_or(|w| (deadline, class) < w) {
+                self.unmark_due(at, class as usize);
+                return Some(class);
+            }
+        }
+        if wide.is_some() {
+            return self.wide.ready.pop().map(|Reverse((_, class))| class);
+        }
+        // Nothing released (which the proof rules out): the earliest pending
+        // record, ties to the lower class.
+        let narrow = (0..self.release.len())
+            .filter(|&c| self.release[c] != u64::MAX)
+            .map(|c| (self.release[c], c as u32))
+            .min();
+        let wide = self.wide.pending.peek().map(|&Reverse((r, c, _))| (r, c));
+        if let Some((release, class)) = narrow {
+            if wide.is_none_or(|w| (release, class) < w) {
+                let at = (release.max(slot + 1) & self.mask) as usize;
+                self.releases[at] &= !(1 << class);
+                self.release[class as usize] = u64::MAX;
+                return Some(class);
+            }
+        }
+        self.wide.pending.pop().map(|Reverse((_, class, _))| class)
+    }
+}
+
+impl Queue {
+    /// The queue for the classes of `shares` (`N_c`, summing to `total`).
+    fn new(shares: &[u64], total: u64) -> Queue {
+        if shares.len() > 64 {
+            return Queue::Heaps(Heaps::default());
+        }
+        // The longest window: ⌈T / N_c⌉ + 1 slots, and one more for the release
+        // after the slot that placed the previous record.
+        let span = |n: u64| total.div_ceil(n).saturating_add(2);
+        let mut narrow = 0u64;
+        let mut longest = 64;
+        for (c, &n) in shares.iter().enumerate() {
+            if n > 0 && span(n) <= CALENDAR_SLOTS {
+                narrow |= 1 << c;
+                longest = longest.max(span(n));
+            }
+        }
+        let slots = longest.next_power_of_two();
+        Queue::Calendar(Box::new(Calendar {
+            mask: slots - 1,
+            releases: vec![0; slots as usize],
+            due: vec![0; slots as usize],
+            summary: vec![0; (slots / 64) as usize],
+            release: vec![u64::MAX; shares.len()],
+            deadline: vec![0; shares.len()],
+            narrow,
+            wide: Heaps::default(),
+        }))
+    }
+
+    /// Class `class`'s next record, released at `release`, due at `deadline`,
+    /// queued before slot `earliest` is taken.
+    #[inline]
+    fn insert(&mut self, class: u32, release: u64, deadline: u64, earliest: u64) {
+        match self {
+            Queue::Calendar(calendar) if calendar.narrow & (1 << class) != 0 => {
+                let c = class as usize;
+                calendar.release[c] = release;
+                calendar.deadline[c] = deadline;
+                let at = (release.max(earliest) & calendar.mask) as usize;
+                calendar.releases[at] |= 1 << class;
+            }
+            Queue::Calendar(calendar) => calendar
+                .wide
+                .pending
+                .push(Reverse((release, class, deadline))),
+            Queue::Heaps(heaps) => heaps.pending.push(Reverse((release, class, deadline))),
+        }
+    }
+
+    /// Removes the record to place at `slot`: of those released by then, the one
+    /// of earliest deadline (ties: the lower class); if none is released (which
+    /// the proof rules out), the one of earliest release (ties: the lower class).
+    #[inline]
+    fn take(&mut self, slot: u64) -> Option<u32> {
+        match self {
+            Queue::Calendar(calendar) => calendar.take(slot),
+            Queue::Heaps(heaps) => {
+                heaps.release(slot);
+                match heaps.ready.pop() {
+                    Some(Reverse((_, class))) => Some(class),
+                    None => heaps.pending.pop().map(|Reverse((_, class, _))| class),
+                }
+            }
+        }
+    }
 }
 
 impl Interleave {
     /// The interleave of rank `rank` under `dealing`. Errors if `rank` is not
     /// below the dealing's number of ranks.
     pub fn new(dealing: &Dealing, rank: u64) -> Result<Interleave, PlanError> {
+        let total = dealing.shares.iter().sum();
+        Interleave::with_queue(dealing, rank, Queue::new(&dealing.shares, total))
+    }
+
+    fn with_queue(dealing: &Dealing, rank: u64, queue: Queue) -> Result<Interleave, PlanError> {
         if rank >= dealing.world_size {
             return Err(PlanError::Rank {
                 rank,
@@ -190,21 +437,27 @@ impl Interleave {
         let total: u64 = dealing.shares.iter().sum();
         let slots: u64 = counts.iter().sum();
         debug_assert_eq!(slots * dealing.world_size, total);
+        let classes = counts
+            .iter()
+            .zip(&dealing.shares)
+            .map(|(&left, &n)| Progress {
+                left,
+                whole: total.checked_div(n).unwrap_or(0),
+                part: total.checked_rem(n).unwrap_or(0),
+                share: n,
+                ..Progress::default()
+            })
+            .collect();
         let mut interleave = Interleave {
-            total,
-            shares: dealing.shares.clone(),
             counts,
-            placed: vec![0; dealing.shares.len()],
+            classes,
             slot: 1,
             slots,
-            pending: BinaryHeap::new(),
-            ready: BinaryHeap::new(),
+            queue,
         };
-        for class in 0..interleave.counts.len() {
-            if interleave.counts[class] > 0 {
-                interleave
-                    .pending
-                    .push(Reverse((interleave.release(class, 1), class as u32)));
+        for class in 0..interleave.classes.len() {
+            if interleave.classes[class].left > 0 {
+                interleave.queue_next(class);
             }
         }
         Ok(interleave)
@@ -215,18 +468,13 @@ impl Interleave {
         &self.counts
     }
 
-    /// `r_j` of class `class`.
-    fn release(&self, class: usize, j: u64) -> u64 {
-        let n = u128::from(self.shares[class]);
-        ((u128::from(j - 1) * u128::from(self.total)) / n) as u64 + 1
-    }
-
-    /// `d_j` of class `class`.
-    fn deadline(&self, class: usize, j: u64) -> u64 {
-        let n = u128::from(self.shares[class]);
-        (u128::from(j) * u128::from(self.total))
-            .div_ceil(n)
-            .min(u128::from(u64::MAX)) as u64
+    /// Queues class `class`'s next record `j`: released at `r_j = ⌊(j−1) T /
+    /// N_c⌋ + 1`, due at `d_j = ⌈j T / N_c⌉`, before slot `self.slot` is taken.
+    #[inline]
+    fn queue_next(&mut self, class: usize) {
+        let (release, deadline) = self.classes[class].next_record();
+        self.queue
+            .insert(class as u32, release, deadline, self.slot);
     }
 }
 
@@ -237,32 +485,19 @@ impl Iterator for Interleave {
         if self.slot > self.slots {
             return None;
         }
-        while let Some(&Reverse((release, class))) = self.pending.peek() {
-            if release > self.slot {
-                break;
-            }
-            self.pending.pop();
-            let j = self.placed[class as usize] + 1;
-            self.ready
-                .push(Reverse((self.deadline(class as usize, j), class)));
-        }
         // The proof says a released record is always there (the dealing meets the
         // tail condition); if it were not, the earliest pending one keeps the
         // output a valid order (and the property tests would fail on the bound).
-        let class = match self.ready.pop() {
-            Some(Reverse((_, class))) => class,
-            None => {
-                let Reverse((_, class)) = self.pending.pop()?;
-                class
-            }
-        };
-        let c = class as usize;
-        self.placed[c] += 1;
-        if self.placed[c] < self.counts[c] {
-            let release = self.release(c, self.placed[c] + 1);
-            self.pending.push(Reverse((release, class)));
-        }
+        let class = self.queue.take(self.slot)?;
+        let progress = &mut self.classes[class as usize];
+        progress.left -= 1;
+        progress.quotient = progress.next_quotient;
+        progress.remainder = progress.next_remainder;
+        let more = progress.left > 0;
         self.slot += 1;
+        if more {
+            self.queue_next(class as usize);
+        }
         Some(class)
     }
 
@@ -343,6 +578,50 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_calendar_places_what_the_heaps_place() {
+        // The calendar (up to 64 classes) against the heaps on the same
+        // dealings: skewed shares, classes wide enough for the calendar's heaps
+        // (one record in more than 2^16 slots), zero shares, several ranks.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..3000 {
+            let classes = 1 + (next() % 12) as usize;
+            let world = 1 + next() % 5;
+            let mut shares: Vec<u64> = (0..classes)
+                .map(|_| match next() % 6 {
+                    0 => 0,
+                    1 => 1,
+                    2 => next() % 5,
+                    _ => next() % (1 + next() % 3000),
+                })
+                .collect();
+            if case % 50 == 0 {
+                // A class of 2^17 entries per rare one.
+                shares[0] = world * (1 << 17);
+            }
+            let total: u64 = shares.iter().sum();
+            shares[0] += (world - total % world) % world;
+            let dealing = Dealing::new(&shares, world).unwrap();
+            for rank in 0..world {
+                let calendar: Vec<u32> = Interleave::new(&dealing, rank).unwrap().collect();
+                let heaps: Vec<u32> =
+                    Interleave::with_queue(&dealing, rank, Queue::Heaps(Heaps::default()))
+                        .unwrap()
+                        .collect();
+                assert!(
+                    calendar == heaps,
+                    "case {case}: {shares:?} over {world}, rank {rank}"
+                );
             }
         }
     }

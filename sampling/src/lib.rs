@@ -19,6 +19,10 @@
 //!   of its share of the whole epoch.
 //! - [`Plan`]: one epoch over `W` ranks (exactly once per epoch, equal counts,
 //!   padding or `drop_last`), from any position.
+//! - [`Mixture`]: one epoch drawn from several sources in fixed proportions,
+//!   each source its share, interleaved as the category-aware order is.
+//! - [`elastic`]: an epoch begun on `W` ranks and resumed on `W'`: the new
+//!   ranks take exactly what the old ones had not consumed.
 //! - [`equal_allocation`], [`balanced_subset`], [`uniform_subset`]: subsets for
 //!   evaluation sets, equal per class where the classes allow.
 //!
@@ -39,8 +43,11 @@
 
 mod allocate;
 mod blocks;
+mod dealt;
+pub mod elastic;
 mod index;
 mod interleave;
+mod mixture;
 mod plan;
 pub mod rng;
 mod shuffle;
@@ -52,6 +59,7 @@ pub use allocate::{balanced_subset, equal_allocation, uniform_subset};
 pub use blocks::BlockShuffle;
 pub use index::Index;
 pub use interleave::{Dealing, Interleave};
+pub use mixture::Mixture;
 pub use plan::{Order, Plan, Weights};
 pub use shuffle::{Shuffle, BUCKET_SHIFT, CHUNK};
 pub use weighted::weighted_order;
@@ -132,6 +140,49 @@ pub enum PlanError {
     /// not a multiple of the world size: a bug in the caller of
     /// [`Dealing::new`]).
     InterleaveCounts,
+    /// A mixture's `weights` and sources differ in number.
+    SourcesLength {
+        /// Weights given.
+        weights: u64,
+        /// Sources.
+        sources: u64,
+    },
+    /// A mixture source's weight that is negative, NaN or infinite.
+    SourceWeight {
+        /// The source.
+        source: u64,
+        /// Its weight.
+        weight: f64,
+    },
+    /// A mixture whose weights are all 0 (or that has no source).
+    NoSourceWeight,
+    /// A mixture whose weights add up to more than the largest double.
+    SourceWeightsTotal,
+    /// A mixture source of no records with a positive weight.
+    EmptySource {
+        /// The source.
+        source: u64,
+    },
+    /// A mixture's sources hold more than 2^64 − 1 records together.
+    SourcesTotal,
+    /// A mixture of 2^32 sources or more.
+    SourcesCount,
+    /// A run of `resumed_from` with no ranks.
+    ResumedRanks {
+        /// The run (0 is the first).
+        run: u64,
+    },
+    /// A position of `resumed_from` past the end of its rank's part.
+    ResumedPosition {
+        /// The run (0 is the first).
+        run: u64,
+        /// The rank.
+        rank: u64,
+        /// Its position.
+        position: u64,
+        /// The entries of each rank's part in that run.
+        per_rank: u64,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -184,8 +235,78 @@ impl fmt::Display for PlanError {
                 f,
                 "internal error: class shares whose total is not a multiple of the world size"
             ),
+            PlanError::SourcesLength { weights, sources } => write!(
+                f,
+                "`weights` has {weights} entries for {sources} sources; give one per source"
+            ),
+            PlanError::SourceWeight { source, weight } => write!(
+                f,
+                "`weights`: source {source} has weight {weight}; weights must be finite and at least 0"
+            ),
+            PlanError::NoSourceWeight => write!(
+                f,
+                "`weights`: no source has a positive weight, so there is nothing to draw from"
+            ),
+            PlanError::SourceWeightsTotal => write!(
+                f,
+                "`weights` add up to more than the largest double; scale them down (only their ratios matter)"
+            ),
+            PlanError::EmptySource { source } => write!(
+                f,
+                "source {source} has no records but a positive weight; give it weight 0 or leave it out"
+            ),
+            PlanError::SourcesTotal => write!(
+                f,
+                "the sources hold more than 2^64 - 1 records together"
+            ),
+            PlanError::SourcesCount => write!(f, "a mixture takes fewer than 2^32 sources"),
+            PlanError::ResumedRanks { run } => write!(
+                f,
+                "`resumed_from`: run {run} lists no ranks (each run lists one position per rank)"
+            ),
+            PlanError::ResumedPosition {
+                run,
+                rank,
+                position,
+                per_rank,
+            } => write!(
+                f,
+                "`resumed_from`: rank {rank} of run {run} is at position {position}, past the end of its {per_rank} entries"
+            ),
         }
     }
 }
 
 impl std::error::Error for PlanError {}
+
+/// The entries of a rank's part of `per_rank` entries from position `start` on,
+/// checking that `rank` is one of `world_size` ranks and `start` within the part.
+pub fn part_len(per_rank: u64, world_size: u64, rank: u64, start: u64) -> Result<u64, PlanError> {
+    if world_size == 0 {
+        return Err(PlanError::WorldSize);
+    }
+    if rank >= world_size {
+        return Err(PlanError::Rank { rank, world_size });
+    }
+    per_rank
+        .checked_sub(start)
+        .ok_or(PlanError::Start { start, per_rank })
+}
+
+/// [`part_len`], and that `out` holds exactly that many entries.
+pub(crate) fn check_part<I>(
+    per_rank: u64,
+    world_size: u64,
+    rank: u64,
+    start: u64,
+    out: &[I],
+) -> Result<(), PlanError> {
+    let expected = part_len(per_rank, world_size, rank, start)?;
+    if out.len() as u64 != expected {
+        return Err(PlanError::OutputLength {
+            got: out.len() as u64,
+            expected,
+        });
+    }
+    Ok(())
+}

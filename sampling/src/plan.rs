@@ -29,14 +29,13 @@
 //! (fewer than `W` entries, unless `L < W`), minus what `drop_last` leaves out.
 //! Every rank gets `m` entries.
 
-use std::collections::HashMap;
-
 use crate::blocks::BlockShuffle;
+use crate::dealt::{Classes, Dealt};
+use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
 use crate::index::Index;
-use crate::interleave::{Dealing, Interleave};
 use crate::shuffle::Shuffle;
 use crate::weighted::weighted_order;
-use crate::PlanError;
+use crate::{check_part, PlanError};
 
 /// The order of the records before ranks take their parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +82,10 @@ pub struct Plan<'a> {
     /// The size of the base list, over all ranks (default: every record, or
     /// every record of positive weight).
     pub num_samples: Option<u64>,
+    /// The positions each rank of each earlier run of this epoch had reached,
+    /// for an epoch resumed on other ranks (see [`crate::elastic`]); empty for
+    /// an epoch begun by this run. `world_size` is the current run's.
+    pub resumed_from: &'a [Vec<u64>],
 }
 
 impl<'a> Plan<'a> {
@@ -98,6 +101,7 @@ impl<'a> Plan<'a> {
             categories: None,
             weights: None,
             num_samples: None,
+            resumed_from: &[],
         }
     }
 
@@ -162,13 +166,29 @@ impl<'a> Plan<'a> {
         })
     }
 
-    /// `m`, the entries each rank gets.
+    /// `m`, the entries each rank (of the current run) gets.
     pub fn per_rank(&self) -> Result<u64, PlanError> {
+        if !self.resumed_from.is_empty() {
+            return resumed_per_rank(
+                &self.first_run(),
+                self.resumed_from,
+                self.world_size,
+                self.drop_last,
+            );
+        }
         let list = self.list_len()?;
         Ok(if self.drop_last {
             list / self.world_size
         } else {
             list.div_ceil(self.world_size)
+        })
+    }
+
+    /// The epoch as the first run laid it out (no `resumed_from`).
+    fn first_run(&self) -> FirstPlan<'a> {
+        FirstPlan(Plan {
+            resumed_from: &[],
+            ..*self
         })
     }
 
@@ -213,17 +233,22 @@ impl<'a> Plan<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
+        if !self.resumed_from.is_empty() {
+            if self.len > 0 && self.len - 1 > I::MAX_INDEX {
+                return Err(PlanError::IndexType { len: self.len });
+            }
+            return resumed_into(
+                &self.first_run(),
+                self.resumed_from,
+                self.world_size,
+                self.drop_last,
+                rank,
+                start,
+                out,
+            );
+        }
         let per_rank = self.per_rank()?;
-        self.check_rank(rank)?;
-        if start > per_rank {
-            return Err(PlanError::Start { start, per_rank });
-        }
-        if out.len() as u64 != per_rank - start {
-            return Err(PlanError::OutputLength {
-                got: out.len() as u64,
-                expected: per_rank - start,
-            });
-        }
+        check_part(per_rank, self.world_size, rank, start, out)?;
         if self.len > 0 && self.len - 1 > I::MAX_INDEX {
             return Err(PlanError::IndexType { len: self.len });
         }
@@ -253,125 +278,46 @@ impl<'a> Plan<'a> {
         out: &mut [I],
     ) -> Result<(), PlanError> {
         let classes = Classes::new(categories);
-        let world = self.world_size;
-        let total = per_rank * world;
-        // The base list grouped by class (a counting sort: classes in order, each
-        // class's entries in base-list order). The work is bounded by the base
-        // list and this rank's part, never by the epoch's T = m W entries (a
-        // huge world size with few records would otherwise loop W times).
         let mut list = vec![I::default(); base.len as usize];
         base.fill(0, &mut list);
         let class_of = |entry: I| classes.class(categories[entry.to_u64() as usize]);
-        let mut in_base = vec![0u64; classes.count() + 1];
-        for &entry in &list {
-            in_base[class_of(entry) + 1] += 1;
-        }
-        for c in 0..classes.count() {
-            in_base[c + 1] += in_base[c];
-        }
-        // N_c: the base list's class counts, times its full repetitions, plus the
-        // first `rest` entries again. The class's occurrences in E are its base
-        // entries cycled: E is the base list repeated, and the last, partial
-        // repetition holds the first entries of each class.
-        let (repeats, rest) = (total / base.len, (total % base.len) as usize);
-        let mut shares: Vec<u64> = (0..classes.count())
-            .map(|c| (in_base[c + 1] - in_base[c]) * repeats)
-            .collect();
-        let mut grouped = vec![I::default(); list.len()];
-        let mut next = in_base.clone();
-        for (position, &entry) in list.iter().enumerate() {
-            let c = class_of(entry);
-            shares[c] += u64::from(position < rest);
-            grouped[next[c] as usize] = entry;
-            next[c] += 1;
-        }
-        drop(list);
-        // Where each class starts in the dealt list, and how many of its entries
-        // fall to this rank: occurrences i ≡ rank − start (mod W) of the class.
-        let dealing = Dealing::new(&shares, world)?;
-        let interleave = Interleave::new(&dealing, rank)?;
-        let counts = interleave.counts().to_vec();
-        // This rank's entries, class by class, each class in E order.
-        let mut bucket_start = Vec::with_capacity(classes.count() + 1);
-        let mut sum = 0;
-        for &count in &counts {
-            bucket_start.push(sum);
-            sum += count;
-        }
-        bucket_start.push(sum);
-        debug_assert_eq!(sum, per_rank);
-        let mut mine = vec![I::default(); per_rank as usize];
-        for c in 0..classes.count() {
-            let in_class = in_base[c + 1] - in_base[c];
-            let shift = dealing.group_start(c) % world;
-            let first = if rank >= shift {
-                rank - shift
-            } else {
-                rank + (world - shift)
-            };
-            for j in 0..counts[c] {
-                let occurrence = first + j * world;
-                let entry = grouped[(in_base[c] + occurrence % in_class) as usize];
-                mine[(bucket_start[c] + j) as usize] = entry;
-            }
-        }
-        drop(grouped);
-        let mut taken = vec![0u64; classes.count()];
-        for (slot, class) in interleave.enumerate() {
-            let c = class as usize;
-            let entry = mine[(bucket_start[c] + taken[c]) as usize];
-            taken[c] += 1;
-            if slot as u64 >= start {
-                out[slot - start as usize] = entry;
-            }
-        }
-        Ok(())
+        Dealt::new(&list, class_of, classes.count(), self.world_size, per_rank)?
+            .rank_into(rank, start, out)
     }
 }
 
-/// The classes' codes, numbered in increasing order of code.
-struct Classes {
-    /// Dense codes map to themselves.
-    direct: bool,
-    map: HashMap<u32, usize>,
-    count: usize,
-}
+/// A plan without `resumed_from`: the first run of an epoch.
+struct FirstPlan<'a>(Plan<'a>);
 
-impl Classes {
-    fn new(categories: &[u32]) -> Classes {
-        let max = categories
-            .iter()
-            .copied()
-            .max()
-            .map_or(0, |m| m as usize + 1);
-        if max <= categories.len().saturating_mul(4).max(1 << 16) {
-            return Classes {
-                direct: true,
-                map: HashMap::new(),
-                count: max,
-            };
+impl FirstRun for FirstPlan<'_> {
+    fn first_per_rank(&self, world: u64) -> Result<u64, PlanError> {
+        Plan {
+            world_size: world,
+            ..self.0
         }
-        let mut codes: Vec<u32> = categories.to_vec();
-        codes.sort_unstable();
-        codes.dedup();
-        Classes {
-            direct: false,
-            count: codes.len(),
-            map: codes.into_iter().enumerate().map(|(i, c)| (c, i)).collect(),
-        }
+        .per_rank()
     }
 
-    fn count(&self) -> usize {
-        self.count
+    fn first_rank_into<I: Index>(
+        &self,
+        world: u64,
+        rank: u64,
+        start: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError> {
+        Plan {
+            world_size: world,
+            ..self.0
+        }
+        .fill_rank(rank, start, out)
     }
 
-    #[inline]
-    fn class(&self, code: u32) -> usize {
-        if self.direct {
-            code as usize
-        } else {
-            self.map[&code]
-        }
+    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {
+        self.0.validate()?;
+        Ok(self.0.categories.map(|categories| Classifier::Categories {
+            classes: Classes::new(categories),
+            categories,
+        }))
     }
 }
 

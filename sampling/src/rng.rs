@@ -63,6 +63,9 @@ pub enum Purpose {
     WeightKeys = 6,
     /// Which classes get one record more in an equal-per-class allocation.
     AllocationRemainder = 7,
+    /// The seed of a mixture's source (the index is the source): the seed of
+    /// its passes, each pass's number the epoch.
+    MixSource = 8,
 }
 
 /// The key of the stream for `(seed, epoch, purpose, index)`.

@@ -304,6 +304,12 @@ impl Shuffle {
         let threads = threads().min(regions.len()).max(1);
         let per_thread = regions.len().div_ceil(threads);
         let (seed, epoch, purpose) = (self.seed, self.epoch, self.shuffle_purpose);
+        if regions.len() == 1 {
+            // One bucket (every permutation of up to 2^18 elements): no thread to
+            // start, which would cost more than the shuffle of a small one.
+            Xoshiro256::stream(seed, epoch, purpose, first as u64).shuffle(regions[0]);
+            return;
+        }
         thread::scope(|scope| {
             for (t, run) in regions.chunks_mut(per_thread).enumerate() {
                 scope.spawn(move || {

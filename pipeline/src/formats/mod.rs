@@ -8,6 +8,7 @@ mod dir;
 mod format;
 mod hf_disk;
 mod jsonl;
+mod lmdb;
 mod megatron;
 mod parquet;
 mod tar;
@@ -37,6 +38,7 @@ static FORMATS: &[&dyn Format] = &[
     &tfrecord::Tfrecord,
     &jsonl::Jsonl,
     &megatron::Megatron,
+    &lmdb::Lmdb,
 ];
 
 impl SourceFormat {
@@ -210,6 +212,7 @@ mod tests {
             SourceFormat::Jsonl,
             SourceFormat::HfDisk,
             SourceFormat::Megatron,
+            SourceFormat::Lmdb,
         ];
         for format in consts {
             assert_eq!(format.descriptor().format(), format);
@@ -221,7 +224,7 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert_eq!(
             names,
-            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron"]
+            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
         );
     }
 

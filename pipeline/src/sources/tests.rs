@@ -372,7 +372,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|hf-disk|csv|tfrecord|jsonl|megatron"
+            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|hf-disk|csv|tfrecord|jsonl|megatron|lmdb"
         ),
         "{error}"
     );
@@ -386,7 +386,7 @@ fn format_names_round_trip() {
     let error = "zip".parse::<SourceFormat>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "\"zip\": unknown source format; expected one of dir, tar, parquet, hf-disk, csv, tfrecord, jsonl, megatron"
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, hf-disk, csv, tfrecord, jsonl, megatron, lmdb"
     );
 }
 

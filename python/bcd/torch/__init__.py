@@ -22,6 +22,11 @@ Replacing a dataset class and ``DistributedSampler`` takes two lines::
   ``set_epoch`` and ``state_dict``/``load_state_dict`` (torchdata's
   ``StatefulDataLoader`` saves and restores it as of the batches it handed out).
 - :class:`IterableDataset`: the same epochs split over rank x DataLoader worker.
+- :class:`Mix`: several map-style datasets in fixed proportions; ``Sampler(mix)``
+  (or ``IterableDataset(mix)``) draws each source its share of every epoch,
+  interleaved so every prefix holds each source within one sample of its share.
+- Resuming on another number of ranks: load the list of every rank's state
+  (``load_state_dict(states)``); the new ranks take exactly the rest of the epoch.
 
 Rank and world size default to ``torch.distributed`` when a process group is
 initialised, else the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1.
@@ -30,6 +35,7 @@ initialised, else the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1.
 from .batch import Batch, collate
 from .iterable import IterableDataset
 from .map_dataset import MapDataset
+from .mix import Mix
 from .sampler import Sampler
 
-__all__ = ["Batch", "IterableDataset", "MapDataset", "Sampler", "collate"]
+__all__ = ["Batch", "IterableDataset", "MapDataset", "Mix", "Sampler", "collate"]

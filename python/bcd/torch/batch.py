@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import torch
 import torch.utils.data
@@ -20,15 +20,29 @@ class Batch:
     io.BytesIO(batch.value_bytes(i)))``). Built in a DataLoader worker, the
     tensors live in shared memory, so the batch reaches the main process without
     its values being pickled.
+
+    A batch of a :class:`Mix` also says where each sample came from:
+    ``sources`` (int64, the source of each sample; ``indices`` are then the
+    records within their sources), and ``batch[i]`` is ``(source, (value,
+    *fields))``, as the mix's ``mix[index]`` is ``(source, sample)``. Without a
+    mix, ``sources`` is None.
     """
 
-    __slots__ = ("values", "offsets", "fields", "indices")
+    __slots__ = ("values", "offsets", "fields", "indices", "sources")
 
-    def __init__(self, values: torch.Tensor, offsets: torch.Tensor, fields: dict, indices: torch.Tensor):
+    def __init__(
+        self,
+        values: torch.Tensor,
+        offsets: torch.Tensor,
+        fields: dict,
+        indices: torch.Tensor,
+        sources: Optional[torch.Tensor] = None,
+    ):
         self.values = values
         self.offsets = offsets
         self.fields = fields
         self.indices = indices
+        self.sources = sources
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -48,7 +62,10 @@ class Batch:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} of a batch of {len(self)}")
-        return (self.value(i), *(_item(column, i) for column in self.fields.values()))
+        sample = (self.value(i), *(_item(column, i) for column in self.fields.values()))
+        if self.sources is None:
+            return sample
+        return (int(self.sources[i]), sample)
 
     def __iter__(self) -> Iterator[tuple]:
         for i in range(len(self)):
@@ -61,10 +78,12 @@ class Batch:
             self.offsets.pin_memory(),
             {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in self.fields.items()},
             self.indices.pin_memory(),
+            None if self.sources is None else self.sources.pin_memory(),
         )
 
     def __repr__(self) -> str:
-        return f"bcd.torch.Batch({len(self)} records, {int(self.offsets[-1])} bytes, fields {list(self.fields)})"
+        mixed = "" if self.sources is None else ", from a mix"
+        return f"bcd.torch.Batch({len(self)} records, {int(self.offsets[-1])} bytes, fields {list(self.fields)}{mixed})"
 
 
 def _item(column, i: int):

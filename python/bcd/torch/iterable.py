@@ -15,10 +15,12 @@ import torch.utils.data
 
 import bcd
 
+from .._states import is_state, rank_state
 from ..sampling import EpochSampler
 from .batch import Batch
 from .map_dataset import MapDataset, ReadsDataset
-from .sampler import _agreed_length, _categories, _defaults
+from .mix import Mix
+from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 
 # Records per read when an IterableDataset yields samples one by one.
 _SAMPLE_READ = 64
@@ -92,15 +94,24 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     torch's ``DataLoader`` and workers, pass what the loop took:
     ``dataset.state_dict(consumed=samples_taken)``, which needs the epoch to
     arrive in order (``batch_size`` equal to the loader's, or one worker); a
-    state from ``consumed`` resumes with any number of workers.
+    state from ``consumed`` resumes with any number of workers. So does a
+    StatefulDataLoader's whole state loaded into the dataset (not the loader):
+    ``dataset.load_state_dict(loader.state_dict())`` joins its workers' states
+    into the rank's position. The list of every rank's state (either kind)
+    resumes the epoch on any number of ranks.
+
+    ``path`` may be a :class:`Mix` instead: the epochs are then the mix's (its
+    weights, ``num_samples``, ``seed``, ``shuffle`` and ``block_size``), and the
+    samples ``(source, sample)`` as the mix gives them (``fields``,
+    ``transform``, ``output``, ``refresh`` and the cache belong to its sources).
     """
 
     def __init__(
         self,
-        path: Union[str, os.PathLike],
+        path: Union[str, os.PathLike, Mix],
         *,
-        shuffle: bool = True,
-        seed: int = 0,
+        shuffle: Optional[bool] = None,
+        seed: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         drop_last: bool = False,
@@ -116,33 +127,51 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
     ):
-        self._map = MapDataset(
-            path,
-            fields=fields,
-            transform=transform,
-            output=output,
-            refresh=refresh,
-            cache_dir=cache_dir,
-            cache_limit=cache_limit,
-        )
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
         self._balance_by = balance_by
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
-        self._epochs = EpochSampler(
+        if isinstance(path, Mix):
+            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit)
+            theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
+            given = sorted(name for name, value in theirs.items() if value is not None)
+            if given:
+                raise TypeError(f"{', '.join(f'{name}=' for name in given)} belong to the mix's sources, not to an IterableDataset over it")
+            self._map = path
+            self._epochs = _mix_epochs(
+                path, rank, world_size, drop_last, shuffle=shuffle, seed=seed, block_size=block_size,
+                balance_by=balance_by, weights=weights, num_samples=num_samples,
+            )
+        else:
+            self._map = MapDataset(
+                path,
+                fields=fields,
+                transform=transform,
+                output=output,
+                refresh=refresh,
+                cache_dir=cache_dir,
+                cache_limit=cache_limit,
+            )
+            self._epochs = self._plain_epochs(shuffle, seed, rank, world_size, drop_last, block_size, num_samples)
+        self._init_state()
+
+    def _plain_epochs(self, shuffle, seed, rank, world_size, drop_last, block_size, num_samples) -> EpochSampler:
+        return EpochSampler(
             len(self._map),
-            shuffle=shuffle,
-            seed=seed,
+            shuffle=True if shuffle is None else shuffle,
+            seed=0 if seed is None else seed,
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
             block_size=block_size,
-            categories=_categories(self._map, balance_by),
-            weights=weights,
+            categories=_categories(self._map, self._balance_by),
+            weights=self._weights,
             num_samples=num_samples,
         )
+
+    def _init_state(self) -> None:
         # The main process's set_epoch, for persistent workers; the number of the
         # announcement this copy follows.
         self._announcement = _Announcement()
@@ -157,6 +186,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
 
     @property
     def dataset(self) -> "bcd.Dataset":
+        if isinstance(self._map, Mix):
+            raise TypeError("an IterableDataset over a Mix reads several datasets: see its mix's sources")
         return self._map.dataset
 
     @property
@@ -276,14 +307,26 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             state.update(position=self._origin, taken=self._taken, worker=list(self._split))
         return state
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state) -> None:
         """Resumes from ``state`` at the next iteration (in this worker, or in the
-        main process; ``set_epoch`` with the saved epoch keeps it)."""
-        if state.get("batch_size") != self.batch_size:
-            raise ValueError(f"the state was saved with batch_size={state.get('batch_size')}, here {self.batch_size}")
-        self._epochs.load_state_dict({key: value for key, value in state.items() if key not in ("batch_size", "taken", "worker")})
+        main process; ``set_epoch`` with the saved epoch keeps it). ``state`` is
+        this dataset's state (a worker's, or one with ``consumed``), a
+        StatefulDataLoader's whole state (its workers' states joined: resumes
+        with any number of workers), or a list of every rank's (either kind: the
+        epoch resumed on this dataset's ranks)."""
+        if isinstance(state, dict) and is_state(state):
+            # One worker's state (torchdata restores each worker so), or one with
+            # `consumed`.
+            ranks, taken, worker = [state], int(state.get("taken") or 0), state.get("worker")
+        else:
+            ranks = [rank_state(one) for one in (state if isinstance(state, (list, tuple)) else [state])]
+            taken, worker = 0, None
+        for one in ranks:
+            if one.get("batch_size") != self.batch_size:
+                raise ValueError(f"the state was saved with batch_size={one.get('batch_size')}, here {self.batch_size}")
+        plain = [{key: value for key, value in one.items() if key not in ("batch_size", "taken", "worker")} for one in ranks]
+        self._epochs.load_state_dict(plain if len(plain) > 1 or isinstance(state, (list, tuple)) else plain[0])
         self._origin = self._epochs.begin()
-        self._taken = int(state.get("taken") or 0)
-        worker = state.get("worker")
+        self._taken = taken
         self._split = tuple(worker) if worker else (0, 1)
         self._pending = True

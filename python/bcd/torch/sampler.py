@@ -12,6 +12,7 @@ import torch.utils.data
 
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
+from .mix import Mix
 
 
 def _categories(source, balance_by):
@@ -47,6 +48,17 @@ def _defaults(rank, world_size):
     return default_rank_and_world_size(rank, world_size)
 
 
+def _mix_epochs(mix: Mix, rank, world_size, drop_last, **theirs) -> EpochSampler:
+    """The epochs of ``mix``, refusing the settings that are the mix's own."""
+    given = sorted(name for name, value in theirs.items() if value is not None)
+    if given:
+        raise TypeError(
+            f"{', '.join(f'{name}=' for name in given)} of a mixture's epochs are the mix's own: "
+            "pass them to bcd.torch.Mix (weights are the sources' weights)"
+        )
+    return mix.epochs(rank=rank, world_size=world_size, drop_last=drop_last)
+
+
 class Sampler(torch.utils.data.Sampler):
     """This rank's indices of each epoch, for a map-style dataset: the epochs of
     ``bcd.partition`` (see it for every setting), split exactly over ranks.
@@ -68,14 +80,21 @@ class Sampler(torch.utils.data.Sampler):
     interrupted one. torchdata's ``StatefulDataLoader`` saves the state as of the
     batches it handed out; with torch's ``DataLoader``, which prefetches, pass
     what the loop took: ``sampler.state_dict(consumed=batches_done * batch_size)``.
+    ``load_state_dict`` of the list of every rank's state (or of every rank's
+    StatefulDataLoader state) resumes the epoch on any number of ranks: the new
+    ranks together yield exactly what the old ones had not consumed.
+
+    Over a :class:`Mix`, the sampler draws the mix's epochs (its weights,
+    ``num_samples``, ``seed``, ``shuffle`` and ``block_size``, which are then not
+    the sampler's to set): each source its share, interleaved.
     """
 
     def __init__(
         self,
         dataset_or_len: Union[int, Any],
         *,
-        shuffle: bool = True,
-        seed: int = 0,
+        shuffle: Optional[bool] = None,
+        seed: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         drop_last: bool = False,
@@ -91,10 +110,16 @@ class Sampler(torch.utils.data.Sampler):
         self._balance_by = balance_by
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
+        if isinstance(dataset_or_len, Mix):
+            self._epochs = _mix_epochs(
+                dataset_or_len, rank, world_size, drop_last, shuffle=shuffle, seed=seed, block_size=block_size,
+                balance_by=balance_by, weights=weights, num_samples=num_samples,
+            )
+            return
         self._epochs = EpochSampler(
             length,
-            shuffle=shuffle,
-            seed=seed,
+            shuffle=True if shuffle is None else shuffle,
+            seed=0 if seed is None else seed,
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
@@ -149,6 +174,6 @@ class Sampler(torch.utils.data.Sampler):
         """See the class documentation."""
         return self._epochs.state_dict(consumed)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state) -> None:
         """See the class documentation."""
         self._epochs.load_state_dict(state)
