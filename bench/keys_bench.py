@@ -104,7 +104,7 @@ def keys(args):
                 log(json.dumps(rows[-1]))
     print(
         "| program | records | runs | seconds, median | records/s, median | CPU s, median "
-        "| peak RSS MB (max) | RSS bytes/record | spill MB (max) | dataset MB |"
+        "| peak RSS MiB (max) | RSS bytes/record | spill MB (max) | dataset MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     groups = {}
