@@ -2,13 +2,13 @@
 # A dataset written by the Python reference.
 DEMO_DATASET ?= fixtures/reference/v0.3.0-keyed-lz4
 
-.PHONY: test test-torch check strace python-env demo soak soak-model
+.PHONY: test test-torch check strace nasm python-env wheel demo soak soak-model
 
 # Everything: the Python test environment, formatting, lints, every test. The
 # Python package (python/) is built by tests/run-all.sh after the Rust tests: a
 # build error then costs no test results, and the venv is ready for the Rust
 # interop tests without it.
-test: check strace
+test: nasm check strace
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	bash tests/run-all.sh
 
@@ -17,7 +17,7 @@ test: check strace
 # StatefulDataLoader). Installs the pinned torch of
 # tests/python/requirements-torch.txt into .venv first (about 4 GB with its CUDA
 # libraries, once); `make test` never needs torch.
-test-torch:
+test-torch: nasm
 	BCD_PYTHON_PACKAGE=no bash tests/python/setup-env.sh
 	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements-torch.txt
 	BCD_PYTHON_PACKAGE=only bash tests/python/setup-env.sh
@@ -35,6 +35,19 @@ strace:
 	        echo "strace is missing: install it, or set BCD_TEST_NO_STRACE=1 to skip the fault-injection tests" >&2; \
 	    fi; }
 
+# The image decoder (images/: libjpeg-turbo's, through mozjpeg-sys) is built
+# with its SIMD code, which needs the nasm assembler: installed with apt-get when
+# missing and running as root (as CI does). Without it the build still works but
+# decodes JPEGs several times slower (mozjpeg-sys says so in a cargo warning).
+nasm:
+	@command -v nasm >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        apt-get install -y -qq nasm >/dev/null 2>&1 || \
+	            { apt-get update -qq && apt-get install -y -qq nasm; }; \
+	    else \
+	        echo "nasm is missing: install it, or JPEG decoding (bcd.ImageOptions) runs without SIMD" >&2; \
+	    fi; }
+
 # Formatting and lints only.
 check:
 	cargo fmt --all -- --check
@@ -43,6 +56,23 @@ check:
 # A virtualenv (.venv) with pinned packages and the two reference releases.
 python-env:
 	bash tests/python/setup-env.sh
+
+# The Python package as one wheel for CPython >= 3.11 (abi3) on Linux, a release
+# build tagged with the oldest manylinux its glibc symbols allow:
+# target/wheels/bcd_python-VERSION-cp311-abi3-manylinux_X_Y_ARCH.whl, to `pip
+# install` anywhere. Needs only cargo and a python3: maturin (the version
+# python/pyproject.toml pins) goes into target/maturin-venv. `make test` builds
+# the same wheel in the dev profile, reusing what its other steps compiled, and
+# checks its tags and contents and runs it in a fresh virtualenv
+# (tests/python/wheel-smoke.sh); `bash tests/python/wheel-smoke.sh WHEEL` does
+# that for this one (after `make python-env`).
+MATURIN_PIN := $(shell sed -n 's/^requires = \["\(maturin==[^"]*\)"\]/\1/p' python/pyproject.toml)
+wheel:
+	@test -x target/maturin-venv/bin/maturin || { python3 -m venv target/maturin-venv && \
+	    target/maturin-venv/bin/python -m pip install --quiet --disable-pip-version-check "$(MATURIN_PIN)"; }
+	rm -f target/wheels/bcd_python-*.whl
+	target/maturin-venv/bin/maturin build --release --manifest-path python/Cargo.toml --out target/wheels
+	@ls target/wheels/bcd_python-*.whl
 
 # The main job on data shipped in fixtures/, as a user runs it: migrate the
 # ImageFolder splits into datasets with their class labels, inspect and verify

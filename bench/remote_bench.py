@@ -6,7 +6,7 @@ local copy; all on a loopback moto S3 server.
     make python-env && .venv/bin/python -m pip install -r bench/requirements.txt
     cargo build --release -p bcd-cli
     (cd python && ../.venv/bin/maturin develop --release)
-    .venv/bin/python bench/remote_bench.py [--repeats 3] [--scale 1.0] [--concurrency 8]
+    .venv/bin/python bench/remote_bench.py [--repeats 3] [--scale 1.0] [--concurrency 8] [--only epoch]
 
 The dataset is the ImageFolder corpus of bench/ingest_bench.py (distinct JPEGs of
 ~100 KB made with Pillow), ingested with `bcd ingest` (lz4, the default level) in
@@ -22,13 +22,18 @@ Methods, each repeated in a rotating order:
   transfer manager downloading the same objects;
 - epoch: one pass over every record in a shuffled order, `get_batch` of 64
   indices at a time, from the local dataset; from `s3://` with a warm cache (the
-  shards already in `cache_dir`); from `s3://` with a cold cache (every shard
-  downloaded on first touch); and "download first": `bcd pull` then the local
-  epoch;
+  shards already in `cache_dir`); from `s3://` with a cold cache, three ways:
+  `prefetch=0` (each shard downloaded by its first read, as before issue 24),
+  the default (the first read that waits starts fetching the other shards), and
+  `ds.prefetch(order)` first (the epoch's order handed to the cache, as
+  `bcd.torch.Sampler` does); and "download first": `bcd pull` then the local
+  epoch, which the cold epochs are compared with;
 - loader epoch (when torch is installed, as by `make test-torch`): one shuffled
   DataLoader epoch (`bcd.torch.MapDataset(output="tensor")`, `bcd.torch.Sampler`,
   batches of 64, --workers fork workers) from `s3://` with a warm cache against
-  the same epoch from the local dataset.
+  the same epoch from the local dataset; and from `s3://` with a cold cache (the
+  sampler hands the epoch's order to the cache) against `bcd pull` then the
+  local DataLoader epoch.
 
 Each epoch opens its dataset, as a training job's workers do. The machine is
 shared and noisy: besides the medians of each method, the script prints the
@@ -175,7 +180,11 @@ def timed(function):
     return time.perf_counter() - started
 
 
-def epoch(dataset, order, batch=64):
+def epoch(dataset, order, batch=64, prefetch=False):
+    """One pass over `order` by batches; with `prefetch`, the order is handed to
+    the dataset's cache first."""
+    if prefetch:
+        dataset.prefetch(order)
     total = 0
     for start in range(0, len(order), batch):
         for value in dataset.get_batch(order[start:start + batch]):
@@ -192,6 +201,8 @@ def main():
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--workers", type=int, default=2,
                         help="DataLoader workers of the loader epochs (run when torch is installed)")
+    parser.add_argument("--only", choices=["epoch"],
+                        help="only the epochs (no push and pull against boto3)")
     args = parser.parse_args()
 
     import bcd
@@ -209,44 +220,82 @@ def main():
         c = str(args.concurrency)
         subprocess.run([str(BCD), "push", str(dataset), "s3://bench/ds", "-j", c],
                        check=True, env=env, capture_output=True)
+        cold = ["epoch s3 cold, prefetch=0", "epoch s3 cold", "epoch s3 cold, prefetch(order)"]
+        transfers = [] if args.only == "epoch" else ["bcd push", "boto3 upload", "bcd pull", "boto3 download"]
         results = {name: [] for name in
-                   ["bcd push", "boto3 upload", "bcd pull", "boto3 download",
-                    "epoch local", "epoch s3 warm", "epoch s3 cold", "pull then local"]}
+                   transfers + ["epoch local", "epoch s3 warm"] + cold + ["pull then local"]}
         try:
             import torch  # noqa: F401
             loaders = True
-            results.update({"loader local": [], "loader s3 warm": []})
+            results.update({"loader local": [], "loader s3 warm": [],
+                            "loader s3 cold": [], "pull then loader local": []})
         except ImportError:
             loaders = False
-        ratios = {"push": [], "pull": [], "epoch": [], "loader": []}
+        ratios = {"push": [], "pull": [], "epoch": [], "loader": [],
+                  **{name: [] for name in cold}, "loader s3 cold": []}
         local = bcd.Dataset(dataset)
         order = list(range(len(local)))
         random.Random(0).shuffle(order)
         for repeat in range(args.repeats):
-            runs = [
-                ("bcd push", lambda: subprocess.run(
-                    [str(BCD), "push", str(dataset), f"s3://bench/push-{repeat}", "-j", c],
-                    check=True, env=env, capture_output=True)),
-                ("boto3 upload", lambda: boto_upload(client, dataset, f"boto-{repeat}", args.concurrency)),
-                ("bcd pull", lambda: subprocess.run(
-                    [str(BCD), "pull", "s3://bench/ds", str(workdir / f"pull-{repeat}"), "-j", c],
-                    check=True, env=env, capture_output=True)),
-                ("boto3 download", lambda: boto_download(client, "ds", workdir / f"boto-{repeat}", args.concurrency)),
+            if args.only == "epoch":
+                runs = []
+            else:
+                runs = [
+                    ("bcd push", lambda: subprocess.run(
+                        [str(BCD), "push", str(dataset), f"s3://bench/push-{repeat}", "-j", c],
+                        check=True, env=env, capture_output=True)),
+                    ("boto3 upload", lambda: boto_upload(client, dataset, f"boto-{repeat}", args.concurrency)),
+                    ("bcd pull", lambda: subprocess.run(
+                        [str(BCD), "pull", "s3://bench/ds", str(workdir / f"pull-{repeat}"), "-j", c],
+                        check=True, env=env, capture_output=True)),
+                    ("boto3 download", lambda: boto_download(client, "ds", workdir / f"boto-{repeat}", args.concurrency)),
+                ]
+            if runs:
+                shift = repeat % len(runs)
+                for name, run in runs[shift:] + runs[:shift]:
+                    results[name].append(timed(run))
+                for leftover in [workdir / f"pull-{repeat}", workdir / f"boto-{repeat}"]:
+                    shutil.rmtree(leftover, ignore_errors=True)
+                for prefix in [f"push-{repeat}", f"boto-{repeat}"]:
+                    empty_prefix(client, prefix)
+                # Per repeat, the competitor's time over bcd's (> 1: bcd is faster).
+                ratios["push"].append(results["boto3 upload"][-1] / results["bcd push"][-1])
+                ratios["pull"].append(results["boto3 download"][-1] / results["bcd pull"][-1])
+
+            # The cold epochs and the pull they are compared with, back to back
+            # in a rotating order, each into an empty cache (or directory).
+            copy = workdir / f"copy-{repeat}"
+
+            def pull_then_local():
+                subprocess.run([str(BCD), "pull", "s3://bench/ds", str(copy), "-j", c],
+                               check=True, env=env, capture_output=True)
+                epoch(bcd.Dataset(copy), order)
+
+            def cold_epoch(**settings):
+                prefetch = settings.pop("prefetch_order", False)
+                path = workdir / f"cold-{repeat}"
+                try:
+                    return timed(lambda: epoch(
+                        bcd.Dataset("s3://bench/ds", cache_dir=path, **settings), order, prefetch=prefetch))
+                finally:
+                    shutil.rmtree(path, ignore_errors=True)
+
+            pair = [
+                ("pull then local", lambda: timed(pull_then_local)),
+                (cold[0], lambda: cold_epoch(prefetch=0)),
+                (cold[1], lambda: cold_epoch()),
+                (cold[2], lambda: cold_epoch(prefetch_order=True)),
             ]
-            shift = repeat % len(runs)
-            for name, run in runs[shift:] + runs[:shift]:
-                results[name].append(timed(run))
-            for leftover in [workdir / f"pull-{repeat}", workdir / f"boto-{repeat}"]:
-                shutil.rmtree(leftover, ignore_errors=True)
-            for prefix in [f"push-{repeat}", f"boto-{repeat}"]:
-                empty_prefix(client, prefix)
-            # Per repeat, the competitor's time over bcd's (> 1: bcd is faster).
-            ratios["push"].append(results["boto3 upload"][-1] / results["bcd push"][-1])
-            ratios["pull"].append(results["boto3 download"][-1] / results["bcd pull"][-1])
+            shift = repeat % len(pair)
+            for name, run in pair[shift:] + pair[:shift]:
+                results[name].append(run())
+                shutil.rmtree(copy, ignore_errors=True)
+            for name in cold:
+                # The cold epoch's time over pulling first (< 1.05: the target).
+                ratios[name].append(results[name][-1] / results["pull then local"][-1])
 
             cache = workdir / f"cache-{repeat}"
-            results["epoch s3 cold"].append(timed(lambda: epoch(
-                bcd.Dataset("s3://bench/ds", cache_dir=cache), order)))
+            epoch(bcd.Dataset("s3://bench/ds", cache_dir=cache), order)
             results["epoch s3 warm"].append(timed(lambda: epoch(
                 bcd.Dataset("s3://bench/ds", cache_dir=cache), order)))
             results["epoch local"].append(timed(lambda: epoch(bcd.Dataset(dataset), order)))
@@ -260,15 +309,23 @@ def main():
                 for name, run in pair[repeat % 2:] + pair[:repeat % 2]:
                     results[name].append(timed(run))
                 ratios["loader"].append(results["loader s3 warm"][-1] / results["loader local"][-1])
-            copy = workdir / f"copy-{repeat}"
+                fresh = workdir / f"loader-cold-{repeat}"
 
-            def pull_then_local():
-                subprocess.run([str(BCD), "pull", "s3://bench/ds", str(copy), "-j", c],
-                               check=True, env=env, capture_output=True)
-                epoch(bcd.Dataset(copy), order)
+                def pull_then_loader():
+                    subprocess.run([str(BCD), "pull", "s3://bench/ds", str(copy), "-j", c],
+                                   check=True, env=env, capture_output=True)
+                    loader_epoch(copy, args.workers)
 
-            results["pull then local"].append(timed(pull_then_local))
-            shutil.rmtree(copy, ignore_errors=True)
+                pair = [
+                    ("loader s3 cold", lambda: loader_epoch("s3://bench/ds", args.workers, cache_dir=fresh)),
+                    ("pull then loader local", pull_then_loader),
+                ]
+                for name, run in pair[repeat % 2:] + pair[:repeat % 2]:
+                    results[name].append(timed(run))
+                    shutil.rmtree(copy, ignore_errors=True)
+                    shutil.rmtree(fresh, ignore_errors=True)
+                ratios["loader s3 cold"].append(
+                    results["loader s3 cold"][-1] / results["pull then loader local"][-1])
             shutil.rmtree(cache, ignore_errors=True)
 
         print(f"dataset: {len(local)} records, {files} files, {size / 1e6:.1f} MB; "
@@ -282,7 +339,12 @@ def main():
         print("medians of the per-repeat ratios (min-max):")
         for name, values in ratios.items():
             if values:
-                what = "boto3 time / bcd time" if name in ("push", "pull") else "s3 warm time / local time"
+                if name in ("push", "pull"):
+                    what = "boto3 time / bcd time"
+                elif "cold" in name:
+                    what = "cold time / pull then local time"
+                else:
+                    what = "s3 warm time / local time"
                 print(f"- {name}: {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f}), {what}")
     finally:
         server.stdin.close()

@@ -107,6 +107,22 @@ write("csv_source", "specials", bytes([1]) + b"path;x\np;1\nz;2\nd;3\ns;4\n")
 for path in sorted((fixtures / "parquet").glob("*.parquet")):
     write("parquet_source", path.name, path.read_bytes())
 
+# mds_source: a flag byte (0 plain, 1 zstd-compressed by the target, 0x80 the
+# bytes are index.json), then the shards of every-encoding and its index.
+for path in sorted((fixtures / "mds" / "every-encoding").glob("shard.*.mds")):
+    write("mds_source", path.name, b"\x00" + path.read_bytes())
+    write("mds_source", path.name + ".zstd", b"\x01" + path.read_bytes())
+for name in ("every-encoding", "zstd", "snappy"):
+    write("mds_source", name + "-index.json", b"\x80" + (fixtures / "mds" / name / "index.json").read_bytes())
+
+# litdata_source: a flag byte (the fixture whose config reads the chunk: 0 dict,
+# 1 zstd-batch, 2 zstd-sample, 3 zstd-chunk, given decompressed; 0x80 the bytes
+# are index.json), then a chunk.
+for flag, name in ((0, "dict"), (1, "zstd-batch"), (2, "zstd-sample")):
+    for path in sorted((fixtures / "litdata" / name).glob("chunk-*.bin")):
+        write("litdata_source", name + "-" + path.name, bytes([flag]) + path.read_bytes())
+    write("litdata_source", name + "-index.json", b"\x80" + (fixtures / "litdata" / name / "index.json").read_bytes())
+
 # hf_disk_source: a data file of a save_to_disk directory.
 for path in sorted((fixtures / "hf_disk" / "photos").glob("*.arrow")):
     write("hf_disk_source", path.name, path.read_bytes())
@@ -169,6 +185,20 @@ sparse = (gnu_header(b"sparse", ord("S"), 512, extended=True) + bytes(extension)
           + gnu_header(b"after", ord("0"), 5) + b"after".ljust(512, b"\0") + bytes(1024))
 write("tar_source", "sparse", b"\x00" + sparse)
 
+# image_decode: flag byte, side, record, then the fixtures' JPEGs (written by
+# Pillow) and a PNG, each under a few crops.
+imagefolder = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "imagefolder"
+jpegs = sorted(imagefolder.rglob("*.jpg"))[:4]
+assert jpegs, f"no JPEGs under {imagefolder}"
+for number, jpeg in enumerate(jpegs):
+    for flags in (0x00, 0x15, 0x1E, 0x03):
+        write("image_decode", f"jpeg{number}-{flags:02x}", bytes([flags, 31, number]) + jpeg.read_bytes())
+png = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000020000000108020000007b40e8dd0000000f49444154789c63f8cfc0c0"
+    "c0f01f00070001ff7e08b1d00000000049454e44ae426082"
+)
+write("image_decode", "png", bytes([0x02, 7, 0]) + png)
+
 # lmdb_source: a mode byte (0 raw, 1 pickle, 2 caffe-datum), then a data file py-lmdb wrote.
 lmdb = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "lmdb"
 for mode, name in [(0, "raw/data.mdb"), (1, "pickle-tuple.lmdb"), (1, "pickle-dict/data.mdb"),
@@ -182,3 +212,20 @@ for protocol in range(0, _pickle.HIGHEST_PROTOCOL + 1):
                       ("dict", {"image": b"png", "label": 1, "box": [1, 2.5], "note": None, "ok": True}),
                       ("shared", [[b"x"] * 2] * 2)]:
         write("pickle", f"{name}-{protocol}", _pickle.dumps(obj, protocol=protocol))
+
+# view_file: a flag byte (1: the target fixes the checksum), then view files of
+# 100 records: narrow with an expression, and one made from indices.
+def view_file(records, indices, expression, shards=2):
+    wide = records > 1 << 32
+    flags = (1 if wide else 0) | (2 if expression is not None else 0)
+    text = (expression or "").encode()
+    header = b"BCDVIEW1" + struct.pack("<II", 1, flags)
+    header += struct.pack("<QQQQ", records, shards, len(indices), len(text))
+    header += struct.pack("<QQQQ", 60, 4000, 0x1234, 0x5678) + bytes(16)
+    padded = text + bytes(-len(text) % 8)
+    return header + padded + b"".join(struct.pack("<Q" if wide else "<I", i) for i in indices)
+
+
+write("view_file", "cats", b"\x01" + view_file(100, [0, 3, 42, 99], "label = 'cat'"))
+write("view_file", "indices", b"\x01" + view_file(100, list(range(0, 100, 9)), None))
+write("view_file", "wide", b"\x01" + view_file(5 << 32, [1, 1 << 33], "size > 1"))

@@ -1,9 +1,7 @@
 //! The commit protocol: the manifest is replaced atomically, after everything it
 //! names is durable, and the rename is made durable before the commit returns.
 
-use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
-use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -71,16 +69,10 @@ pub(crate) fn write_manifest_bytes(
 
 /// An exclusive hold on a dataset's lock file; released on drop.
 ///
-/// The lock is a `flock`, which belongs to the open file description: a process
-/// forked while it is held would share it, and keep it held after this process
-/// lets go. So the descriptor is registered with [`crate::fork`], whose handler
-/// closes it in every child.
+/// A [`fork::FileLock`]: a process forked while it is held does not keep it.
 #[derive(Debug)]
 pub(crate) struct WriterLock {
-    file: ManuallyDrop<File>,
-    /// The fork generation it was taken in: in a child, the handler has closed the
-    /// descriptor already.
-    generation: u64,
+    _lock: fork::FileLock,
 }
 
 impl WriterLock {
@@ -94,59 +86,16 @@ impl WriterLock {
     /// lock, say).
     pub(crate) fn acquire_file(dir: &Path, name: &str) -> Result<WriterLock> {
         let path: PathBuf = dir.join(name);
-        // Opened, locked and registered with no fork in between, so no child can
-        // inherit an unregistered hold.
-        fork::with_lock_registry(|registry| {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| Error::io("open lock file", &path, e))?;
-            match file.try_lock() {
-                Ok(()) => {
-                    registry.hold(handle(&file));
-                    Ok(WriterLock {
-                        file: ManuallyDrop::new(file),
-                        generation: fork::generation(),
-                    })
-                }
-                Err(TryLockError::WouldBlock) => Err(Error::Locked {
-                    dir: dir.to_owned(),
-                    lock: path,
-                }),
-                Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
-            }
-        })
+        match fork::FileLock::try_acquire(&path, fork::LockKind::Exclusive) {
+            Ok(Some(lock)) => Ok(WriterLock { _lock: lock }),
+            Ok(None) => Err(Error::Locked {
+                dir: dir.to_owned(),
+                lock: path,
+            }),
+            Err(e) => Err(Error::io("lock", path, e)),
+        }
     }
 }
-
-impl Drop for WriterLock {
-    fn drop(&mut self) {
-        fork::with_lock_registry(|registry| {
-            if self.generation == fork::generation() && registry.release(handle(&self.file)) {
-                // Unlocked before it is closed: a process another thread is
-                // spawning may hold a copy of the descriptor until its exec
-                // (posix_spawn runs no fork handlers), and with it the lock; the
-                // next writer would find the dataset locked by nobody.
-                let _ = self.file.unlock();
-                // SAFETY: dropped once, here; the field is not used afterwards.
-                unsafe { ManuallyDrop::drop(&mut self.file) };
-            }
-            // Otherwise this is a forked child's copy, whose descriptor the fork
-            // handler closed (its number may belong to another file by now).
-        });
-    }
-}
-
-#[cfg(unix)]
-fn handle(file: &File) -> std::os::fd::RawFd {
-    std::os::fd::AsRawFd::as_raw_fd(file)
-}
-
-#[cfg(not(unix))]
-fn handle(_file: &File) {}
 
 #[cfg(test)]
 mod tests {
@@ -159,7 +108,7 @@ mod tests {
     fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
         let dir = tempfile::tempdir().unwrap();
         let lock = WriterLock::acquire(dir.path()).unwrap();
-        let copy = lock.file.try_clone().unwrap();
+        let copy = lock._lock.duplicate_descriptor();
         assert!(matches!(
             WriterLock::acquire(dir.path()),
             Err(Error::Locked { .. })

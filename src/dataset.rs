@@ -422,7 +422,7 @@ impl Dataset {
         }
     }
 
-    fn check_index(&self, index: usize) -> Result<()> {
+    pub(crate) fn check_index(&self, index: usize) -> Result<()> {
         if index < self.len() {
             Ok(())
         } else {
@@ -465,14 +465,20 @@ impl Dataset {
 
     /// The value at position `index`: borrowed from the mapping when uncompressed,
     /// decompressed into a new buffer otherwise.
+    ///
+    /// An LZ4 value stored as a literal-only block (the adaptive mode's form for
+    /// incompressible values) is its own bytes in the mapping, and borrowed too.
     pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
         let value = match self.compression() {
             Compression::None => Cow::Borrowed(location.stored),
-            Compression::Lz4 => lz4_block::decompress(location.stored)
-                .map(Cow::Owned)
-                .map_err(|e| Self::corrupt(index, &location, e))?,
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => Cow::Borrowed(&location.stored[range]),
+                None => lz4_block::decompress(location.stored)
+                    .map(Cow::Owned)
+                    .map_err(|e| Self::corrupt(index, &location, e))?,
+            },
         };
         self.check_content(index, &value)?;
         Ok(value)
@@ -498,6 +504,9 @@ impl Dataset {
         match self.compression() {
             Compression::None => Ok(location.stored),
             Compression::Lz4 => {
+                if let Some(range) = lz4_block::literal_range(location.stored) {
+                    return Ok(&location.stored[range]);
+                }
                 let n = lz4_block::decompress_into(location.stored, buffer)
                     .map_err(|e| Self::corrupt(index, &location, e))?;
                 Ok(&buffer[..n])
@@ -536,8 +545,11 @@ impl Dataset {
         }
         match self.compression() {
             Compression::None => out.copy_from_slice(location.stored),
-            Compression::Lz4 => lz4_block::decompress_to_slice(location.stored, out)
-                .map_err(|e| Self::corrupt(index, &location, e))?,
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => out.copy_from_slice(&location.stored[range]),
+                None => lz4_block::decompress_to_slice(location.stored, out)
+                    .map_err(|e| Self::corrupt(index, &location, e))?,
+            },
         }
         self.check_content(index, out)
     }
@@ -585,25 +597,31 @@ impl Dataset {
         })
     }
 
-    /// Starts reading the stored values at `indices` from disk in the background,
-    /// all at once, and returns without waiting; out-of-range indexes are ignored.
+    /// Where the value at `index` itself lies, when the shard holds it verbatim:
+    /// always for uncompressed datasets, and for LZ4 values stored as literal-only
+    /// blocks (see [`lz4_block::literal_range`]); `None` when it must be
+    /// decompressed. Lets a caller hand out a view of the bytes instead of a copy
+    /// (the Python package's zero-copy values).
     ///
-    /// For a batch of reads whose values may not be in the page cache (a sampler's
-    /// next indices): the device gets every request at once instead of one page
-    /// fault at a time, which is what a cold read waits on. Values already cached
-    /// cost one system call each.
-    pub fn prefetch(&self, indices: impl IntoIterator<Item = usize>) {
-        for index in indices {
-            if index < self.len() {
-                if let Ok(location) = self.index.locate(index) {
-                    location
-                        .data
-                        .will_need(location.value_offset as usize, location.stored.len());
-                }
-            }
-        }
+    /// The bytes are not checked against their content hash: a caller handing
+    /// them out while [`Dataset::verifies_content`] checks them first
+    /// ([`Dataset::at`] borrows such a value and checks it).
+    pub fn verbatim_location(&self, index: usize) -> Result<Option<ValueLocation>> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let range = match self.compression() {
+            Compression::None => 0..location.stored.len(),
+            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
+                Some(range) => range,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(ValueLocation {
+            shard: location.shard_id,
+            offset: location.value_offset + range.start as u64,
+            len: range.len() as u64,
+        }))
     }
-
     /// The bytes of shard `shard`'s data file (the [`ValueLocation::shard`] of a
     /// value), held for as long as the caller keeps them, after this handle is
     /// dropped too: for zero-copy views whose lifetime the borrow checker cannot
@@ -715,5 +733,43 @@ mod tests {
             dataset.prefetch([1, 0, 7, usize::MAX]);
             assert_eq!(&*dataset.at(0).unwrap(), &value[..]);
         }
+    }
+
+    #[test]
+    fn literal_only_values_are_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut dataset = Dataset::create(dir.path().join("d"), CreateOptions::default()).unwrap();
+        dataset.set_lz4_mode(Lz4Mode::Adaptive(9));
+        // Noise is stored as a literal-only block, text is compressed.
+        let mut state = 0x9E3779B97F4A7C15u64;
+        let noise: Vec<u8> = (0..40_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let text = b"lorem ipsum dolor sit amet ".repeat(2000);
+        dataset.extend_values([&noise[..], &text[..], b""]).unwrap();
+        let dataset = Dataset::open(dir.path().join("d")).unwrap();
+
+        assert!(matches!(dataset.at(0).unwrap(), Cow::Borrowed(v) if v == &noise[..]));
+        let location = dataset.verbatim_location(0).unwrap().unwrap();
+        let stored = dataset.value_location(0).unwrap();
+        assert_eq!(location.len, noise.len() as u64);
+        assert!(location.offset > stored.offset);
+        assert_eq!(location.offset + location.len, stored.offset + stored.len);
+        let shard = fs::read(dataset.shard_data_path(location.shard)).unwrap();
+        let start = location.offset as usize;
+        assert_eq!(&shard[start..start + noise.len()], &noise[..]);
+        let mut buffer = Vec::new();
+        assert_eq!(dataset.at_with_buffer(0, &mut buffer).unwrap(), &noise[..]);
+        assert!(buffer.is_empty(), "no copy into the buffer");
+
+        assert_eq!(dataset.verbatim_location(1).unwrap(), None);
+        assert!(matches!(dataset.at(1).unwrap(), Cow::Owned(v) if v == text));
+        assert_eq!(dataset.verbatim_location(2).unwrap().unwrap().len, 0);
+        assert!(dataset.verbatim_location(3).is_err());
     }
 }

@@ -239,6 +239,50 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A view file does not decode (FORMAT.md, "Views").
+    #[error("{}: corrupt view file: {reason}; drop the view and create it again", path.display())]
+    CorruptView {
+        /// The view file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A view was evaluated over a state this dataset does not hold (it has fewer
+    /// records, or other ones: another dataset, or this one rewritten): its
+    /// indices would name other records, so it is refused.
+    #[error("{}: view {name:?} does not belong to this dataset: {reason}; create it again (with `replace`)", path.display())]
+    StaleView {
+        /// The view file.
+        path: PathBuf,
+        /// The view.
+        name: String,
+        /// What differs.
+        reason: String,
+    },
+    /// No view of that name.
+    #[error("{}: no view named {name:?} (its views: {available})", dir.display())]
+    NoSuchView {
+        /// The dataset directory.
+        dir: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// The views there are, or "none".
+        available: String,
+    },
+    /// A view of that name exists, and replacing it was not asked for.
+    #[error("{}: a view named {name:?} exists already; pass `replace` to replace it", path.display())]
+    ViewExists {
+        /// The view file.
+        path: PathBuf,
+        /// The view.
+        name: String,
+    },
+    /// Not a view name.
+    #[error("invalid view name {name:?}: 1 to {} characters of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'", crate::format::MAX_VIEW_NAME)]
+    InvalidViewName {
+        /// The name given.
+        name: String,
+    },
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,

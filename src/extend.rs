@@ -8,9 +8,8 @@ use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
 use crate::fork;
 use crate::format::{
-    commit_file_path, is_sidecar_suffix, parse_commit_file_name, parse_merge_record_name,
-    parse_sidecar_name, sidecar_path, COMMIT_FILE_TMP_PREFIX, CONTENT_HASH_TMP_PREFIX,
-    LZ4_MAX_INPUT_SIZE,
+    commit_file_path, parse_commit_file_name, parse_merge_record_name, parse_sidecar_name,
+    COMMIT_FILE_TMP_PREFIX, CONTENT_HASH_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
 };
 use crate::key_set::{KeySet, SpillDir};
 use crate::lz4_block;
@@ -21,11 +20,13 @@ use crate::shard_writer::{ShardWriter, WrittenShard};
 mod batch;
 mod check;
 mod commit;
+mod sidecar;
 
 use batch::Batch;
 pub use batch::{batch_limits, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD};
 use check::Verdict;
 pub(crate) use commit::{write_durably, write_read_back};
+pub use sidecar::SidecarWriter;
 
 /// What a committed extend added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -252,7 +253,7 @@ impl Dataset {
     }
 }
 
-impl Extend<'_> {
+impl<'d> Extend<'d> {
     /// The dataset being extended (its committed state).
     pub fn dataset(&self) -> &Dataset {
         self.dataset
@@ -295,32 +296,10 @@ impl Extend<'_> {
         Ok(self.writer.take_finished())
     }
 
-    /// Writes `bytes` as shard `shard`'s sidecar with `suffix` (`{shard:06}.{suffix}`),
-    /// durably (fsynced; the commit fsyncs the directory). `shard` must be a shard
-    /// this extend wrote. The file is committed with the shards, and removed with
-    /// them if the extend is not.
-    pub fn write_sidecar(&mut self, shard: u64, suffix: &str, bytes: &[u8]) -> Result<()> {
-        self.check_process()?;
-        if self.poisoned {
-            return Err(Error::Poisoned);
-        }
-        if !is_sidecar_suffix(suffix) {
-            return Err(Error::InvalidOption(format!(
-                "{suffix:?} cannot name a sidecar file"
-            )));
-        }
-        if shard < self.dataset.manifest.shards || shard >= self.writer.next_shard() {
-            return Err(Error::InvalidOption(format!(
-                "shard {shard} is not one this extend wrote"
-            )));
-        }
-        let path = sidecar_path(&self.dataset.dir, shard, suffix);
-        self.writer.register(path.clone());
-        if let Err(e) = write_durably(self.dataset.storage.as_ref(), &path, bytes) {
-            self.poison();
-            return Err(e);
-        }
-        Ok(())
+    /// The shard records are being written to, if one is open: the one the
+    /// records pushed since the last finished shard are in.
+    pub fn open_shard(&self) -> Option<u64> {
+        self.writer.open_shard()
     }
 
     /// Sets the commit file to write with the commit: `commit.{shards:06}.json` of

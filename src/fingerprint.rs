@@ -15,7 +15,7 @@ pub const EDGE_BYTES: usize = 4096;
 ///
 /// Two shards with equal fingerprints have the same record count and the same size
 /// of every key and value, and agree on their first and last 4 KiB.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ShardFingerprint {
     /// Records in the shard.
     pub records: u64,

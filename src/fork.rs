@@ -14,7 +14,14 @@
 //! unlock would release the parent's lock too) and advance the fork
 //! [`generation`]. An [`Extend`](crate::Extend) remembers the generation it began
 //! in, and a copy of it in another process writes, commits and removes nothing.
+//!
+//! [`FileLock`] is such a lock for other uses (the shard locks of the cache of a
+//! remote dataset, which DataLoader workers forked mid-download share).
 
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::mem::ManuallyDrop;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many forks separate this process from the one that first used this crate's
@@ -41,6 +48,120 @@ pub(crate) fn with_lock_registry<R>(f: impl FnOnce(&mut LockRegistry) -> R) -> R
 }
 
 pub(crate) use registry::LockRegistry;
+
+/// Whether a [`FileLock`] keeps out every other holder or only exclusive ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// One holder at a time (`LOCK_EX`).
+    Exclusive,
+    /// Any number of shared holders, no exclusive one (`LOCK_SH`).
+    Shared,
+}
+
+/// An `flock` on a file that belongs to this process alone.
+///
+/// A `flock` belongs to the open file description, which a forked child shares:
+/// the lock would stay held as long as the child lives, after this process has
+/// let go or died. So the descriptor is registered with the fork handlers, which
+/// close it in every child (a child's copy of the `FileLock` then does nothing
+/// when dropped), and it is unlocked before it is closed, so a process spawned
+/// meanwhile by another thread (`posix_spawn` runs no fork handlers) does not keep
+/// it until its exec. Released when dropped; the kernel releases it when the
+/// process dies.
+#[derive(Debug)]
+pub struct FileLock {
+    file: ManuallyDrop<File>,
+    /// The fork generation it was taken in.
+    generation: u64,
+}
+
+impl FileLock {
+    /// Takes the lock on `path` (created when missing) if no other holder, in
+    /// this process or another, is in the way; `Ok(None)` if one is.
+    pub fn try_acquire(path: &Path, kind: LockKind) -> io::Result<Option<FileLock>> {
+        // Opened, locked and registered with no fork in between, so no child can
+        // inherit an unregistered hold.
+        with_lock_registry(|registry| {
+            let file = open_lock_file(path)?;
+            let locked = match kind {
+                LockKind::Exclusive => file.try_lock(),
+                LockKind::Shared => file.try_lock_shared(),
+            };
+            match locked {
+                Ok(()) => {
+                    registry.hold(descriptor(&file));
+                    Ok(Some(FileLock {
+                        file: ManuallyDrop::new(file),
+                        generation: generation(),
+                    }))
+                }
+                Err(TryLockError::WouldBlock) => Ok(None),
+                Err(TryLockError::Error(e)) => Err(e),
+            }
+        })
+    }
+
+    /// Waits for the lock on `path` (created when missing).
+    pub fn acquire(path: &Path, kind: LockKind) -> io::Result<FileLock> {
+        // Registered before the wait, which runs without the registry (forks go
+        // on meanwhile): a child forked before or after the lock is granted closes
+        // its copy of the descriptor either way.
+        let lock = with_lock_registry(|registry| {
+            let file = open_lock_file(path)?;
+            registry.hold(descriptor(&file));
+            Ok::<_, io::Error>(FileLock {
+                file: ManuallyDrop::new(file),
+                generation: generation(),
+            })
+        })?;
+        match kind {
+            LockKind::Exclusive => lock.file.lock()?,
+            LockKind::Shared => lock.file.lock_shared()?,
+        }
+        Ok(lock)
+    }
+}
+
+#[cfg(test)]
+impl FileLock {
+    /// A copy of the lock's descriptor: what a child forked, or a process
+    /// spawned, while it is held has.
+    pub(crate) fn duplicate_descriptor(&self) -> File {
+        self.file.try_clone().unwrap()
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        with_lock_registry(|registry| {
+            if self.generation == generation() && registry.release(descriptor(&self.file)) {
+                // Unlocked before it is closed: see the type's documentation.
+                let _ = self.file.unlock();
+                // SAFETY: dropped once, here; the field is not used afterwards.
+                unsafe { ManuallyDrop::drop(&mut self.file) };
+            }
+            // Otherwise this is a forked child's copy, whose descriptor the fork
+            // handler closed (its number may belong to another file by now).
+        });
+    }
+}
+
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+#[cfg(unix)]
+fn descriptor(file: &File) -> std::os::fd::RawFd {
+    std::os::fd::AsRawFd::as_raw_fd(file)
+}
+
+#[cfg(not(unix))]
+fn descriptor(_file: &File) {}
 
 #[cfg(unix)]
 mod registry {
@@ -136,7 +257,7 @@ mod registry {
         let locks = unsafe { &mut *REGISTRY.locks.get() };
         for &fd in &locks.fds {
             // SAFETY: `fd` is a lock descriptor this process inherited; its owner
-            // (a WriterLock) finds it unregistered and will not close it again.
+            // (a FileLock) finds it unregistered and will not close it again.
             unsafe { libc::close(fd) };
         }
         locks.fds.clear();
@@ -190,4 +311,44 @@ mod handlers {
 #[cfg(not(unix))]
 mod handlers {
     pub(super) fn register() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of a lock's descriptor (a worker forked, or a process spawned,
+    /// while it was held) does not keep the lock from the next holder.
+    #[test]
+    fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000000.bin.lock");
+        let held = FileLock::try_acquire(&path, LockKind::Exclusive)
+            .unwrap()
+            .unwrap();
+        let copy = held.duplicate_descriptor();
+        drop(held);
+        assert!(FileLock::try_acquire(&path, LockKind::Exclusive)
+            .unwrap()
+            .is_some());
+        drop(copy);
+    }
+
+    #[test]
+    fn shared_holders_keep_out_exclusive_ones_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("order.lock");
+        let one = FileLock::acquire(&path, LockKind::Shared).unwrap();
+        let two = FileLock::try_acquire(&path, LockKind::Shared).unwrap();
+        assert!(two.is_some());
+        assert!(FileLock::try_acquire(&path, LockKind::Exclusive)
+            .unwrap()
+            .is_none());
+        drop((one, two));
+        let exclusive = FileLock::acquire(&path, LockKind::Exclusive).unwrap();
+        assert!(FileLock::try_acquire(&path, LockKind::Shared)
+            .unwrap()
+            .is_none());
+        drop(exclusive);
+    }
 }

@@ -273,6 +273,47 @@ pub const CONTENT_HASH_SIZE: usize = 16;
 /// (`bcd dedup-index`) are written under before their rename.
 pub const CONTENT_HASH_TMP_PREFIX: &str = ".bcd-content.tmp-";
 
+/// Prefix of a view file's name: `view.NAME` holds the records of the view
+/// `NAME` (FORMAT.md, "Views"). The reference ignores it.
+pub const VIEW_FILE_PREFIX: &str = "view.";
+/// Prefix of the temporary names a view file is written under before its
+/// rename (`.view.NAME.tmp-<pid>-<n>`); a leftover after a crash is safe to delete.
+pub const VIEW_FILE_TMP_PREFIX: &str = ".view.";
+/// Longest view name, in bytes.
+pub const MAX_VIEW_NAME: usize = 128;
+/// Longest expression a view file records, in bytes.
+pub const MAX_VIEW_EXPRESSION: usize = 64 << 10;
+/// The first 8 bytes of a view file.
+pub const VIEW_MAGIC: &[u8; 8] = b"BCDVIEW1";
+/// The version a view file's header gives.
+pub const VIEW_VERSION: u32 = 1;
+/// Bytes of a view file's header, before the expression.
+pub const VIEW_HEADER_LEN: usize = 96;
+/// Views evaluated over more records than this store 8 bytes per selected
+/// record; others 4.
+pub const VIEW_NARROW_MAX_RECORDS: u64 = 1 << 32;
+
+/// Whether `name` can name a view: 1 to [`MAX_VIEW_NAME`] bytes of
+/// `[A-Za-z0-9._-]`, not starting with a dot.
+pub fn is_view_name(name: &str) -> bool {
+    (1..=MAX_VIEW_NAME).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// Path of the file of the view `name`: `view.NAME`.
+pub fn view_file_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{VIEW_FILE_PREFIX}{name}"))
+}
+
+/// The view name of a file named like a view file (`view.cats` is view `cats`).
+pub fn parse_view_file_name(name: &str) -> Option<&str> {
+    name.strip_prefix(VIEW_FILE_PREFIX)
+        .filter(|n| is_view_name(n))
+}
+
 /// Bytes at each end of a shard's data file that its fingerprint hashes
 /// (FORMAT.md section 9).
 pub const FINGERPRINT_EDGE_BYTES: usize = crate::fingerprint::EDGE_BYTES;
@@ -345,6 +386,21 @@ mod tests {
         ] {
             assert_eq!(parse_sidecar_name(not), None, "{not}");
         }
+        assert_eq!(view_file_path(dir, "cats"), Path::new("d/view.cats"));
+        assert_eq!(parse_view_file_name("view.cats"), Some("cats"));
+        assert_eq!(parse_view_file_name("view.a.b-c_9"), Some("a.b-c_9"));
+        for not in [
+            "view.",
+            "view..x",
+            "view.a b",
+            "views.a",
+            ".view.a.tmp-1-2",
+            "view.caf\u{e9}",
+        ] {
+            assert_eq!(parse_view_file_name(not), None, "{not}");
+        }
+        assert!(is_view_name(&"v".repeat(MAX_VIEW_NAME)));
+        assert!(!is_view_name(&"v".repeat(MAX_VIEW_NAME + 1)));
         assert_eq!(commit_file_path(dir, 7), Path::new("d/commit.000007.json"));
         assert_eq!(parse_commit_file_name("commit.000007.json"), Some(7));
         assert_eq!(

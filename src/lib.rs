@@ -40,6 +40,7 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod merge;
+mod read_ahead;
 mod reader;
 mod shard;
 pub(crate) mod shard_writer;
@@ -47,6 +48,8 @@ mod sidecars;
 pub mod storage;
 mod teardown;
 mod verify;
+mod view_file;
+mod views;
 
 /// The README's Rust example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]
@@ -57,8 +60,8 @@ pub use content::{force_content_collisions, ContentIndexSummary, FORCE_COLLISION
 pub use dataset::{default_memory_limit, CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
-    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, Skipped, ValueDuplicate,
-    BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
+    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, SidecarWriter, Skipped,
+    ValueDuplicate, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};
@@ -68,7 +71,10 @@ pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
 pub use merge::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, RewrittenSidecar,
+    SidecarOut, SidecarRewrite,
 };
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;
+pub use view_file::{View, ViewBinding, ViewFileError, ViewIndices, ViewRecords, ViewRecordsError};
+pub use views::max_view_file_len;

@@ -128,6 +128,38 @@ pub fn literal_block_into(value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(value);
 }
 
+/// Where the value's own bytes lie inside a stored value whose LZ4 block holds
+/// only literals (what [`literal_block_into`] writes, and what liblz4 writes for
+/// a value it cannot compress): one sequence, no match, its literals running to
+/// the block's end and as long as the size prefix declares. Such a block decodes
+/// to exactly those bytes, so a reader can hand them out without decoding.
+/// `None` for any other stored value (compressed, empty, or malformed: decoding
+/// reports the error); the empty stored value is the empty range.
+pub fn literal_range(stored: &[u8]) -> Option<std::ops::Range<usize>> {
+    if stored.is_empty() {
+        return Some(0..0);
+    }
+    let (prefix, block) = stored.split_first_chunk::<LZ4_SIZE_PREFIX>()?;
+    let declared = u32::from_le_bytes(*prefix) as usize;
+    let (&token, mut rest) = block.split_first()?;
+    // A match length in the token would mean a match follows the literals.
+    if token & 0x0F != 0 {
+        return None;
+    }
+    let mut literals = (token >> 4) as usize;
+    if literals == 15 {
+        loop {
+            let (&byte, tail) = rest.split_first()?;
+            rest = tail;
+            literals = literals.checked_add(byte as usize)?;
+            if byte != 255 {
+                break;
+            }
+        }
+    }
+    (literals == rest.len() && literals == declared).then(|| stored.len() - literals..stored.len())
+}
+
 /// Compresses every value into its stored form, spreading the work over up to
 /// `threads` threads; the results are in input order. On failure returns the
 /// position of a value that could not be compressed.
@@ -303,6 +335,67 @@ mod tests {
                 value,
                 "lz4_flex, n={n}"
             );
+        }
+    }
+
+    #[test]
+    fn literal_range_finds_the_value_in_literal_blocks_only() {
+        for n in [0usize, 1, 14, 15, 16, 269, 270, 271, 524, 525, 100_000] {
+            let value: Vec<u8> = (0..n).map(|i| (i * 7919 % 251) as u8).collect();
+            let mut stored = Vec::new();
+            if n > 0 {
+                literal_block_into(&value, &mut stored);
+            }
+            let range = literal_range(&stored).unwrap_or_else(|| panic!("n={n}"));
+            assert_eq!(&stored[range], &value[..], "n={n}");
+        }
+        // A compressed block is not one; nor is a literal block cut short, one
+        // with trailing bytes, or one whose prefix declares another size.
+        let text = b"the quick brown fox jumps over the lazy dog; ".repeat(50);
+        let mut stored = Vec::new();
+        compress_into(&text, Lz4Mode::default(), &mut stored).unwrap();
+        assert_eq!(literal_range(&stored), None);
+        let value = vec![7u8; 300];
+        literal_block_into(&value, &mut stored);
+        assert_eq!(literal_range(&stored[..stored.len() - 1]), None);
+        let mut longer = stored.clone();
+        longer.push(0);
+        assert_eq!(literal_range(&longer), None);
+        let mut other_size = stored.clone();
+        other_size[..4].copy_from_slice(&301u32.to_le_bytes());
+        assert_eq!(literal_range(&other_size), None);
+        // Only the prefix, or a prefix and the first length byte.
+        assert_eq!(literal_range(&stored[..4]), None);
+        assert_eq!(literal_range(&stored[..6]), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a shard holds, a range `literal_range` gives is what
+        /// both liblz4 and lz4_flex decode the stored value to.
+        #[test]
+        fn literal_range_agrees_with_the_decoders(
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..700),
+            cut in 0usize..8,
+            flip in proptest::option::of((0usize..16, proptest::num::u8::ANY)),
+        ) {
+            let mut stored = Vec::new();
+            literal_block_into(&value, &mut stored);
+            if let Some((at, byte)) = flip {
+                if at < stored.len() {
+                    stored[at] = byte;
+                }
+            }
+            stored.truncate(stored.len().saturating_sub(cut));
+            if let Some(range) = literal_range(&stored) {
+                let decoded = decompress(&stored).unwrap();
+                proptest::prop_assert_eq!(&decoded[..], &stored[range]);
+                if !stored.is_empty() {
+                    proptest::prop_assert_eq!(
+                        lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
+                        decoded
+                    );
+                }
+            }
         }
     }
 

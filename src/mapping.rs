@@ -230,3 +230,15 @@ impl AsRef<[u8]> for ShardData {
         &self.0
     }
 }
+
+impl ShardData {
+    /// Tells the kernel this process is done with bytes `offset..offset + len`
+    /// for now: a mapped file's whole pages there stop counting in the
+    /// process's resident memory (they stay in the page cache, and a later
+    /// read maps them again, with the same bytes). For a reader that goes
+    /// through a large file once (reading back a file just written). Nothing
+    /// for a file read into memory.
+    pub fn release(&self, offset: usize, len: usize) {
+        self.0.release(offset, len);
+    }
+}

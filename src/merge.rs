@@ -27,11 +27,13 @@ mod keys;
 mod options;
 mod placement;
 mod rerun;
+mod sidecar_out;
 mod values;
 use keys::{gained_keys, Renumbering};
 pub use options::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, RewrittenSidecar,
+    SidecarOut, SidecarRewrite,
 };
 use placement::{list_sidecars, Created, Part, Plan};
 use rerun::{Merged, Opened};
@@ -355,7 +357,9 @@ fn remove_part_files(
             || name == MANIFEST_TMP_NAME
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)
-            || name.starts_with(COMMIT_FILE_TMP_PREFIX);
+            || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+            || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
+            || crate::format::parse_view_file_name(name).is_some();
         if ours {
             names.push(name.to_owned());
         }

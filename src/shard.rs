@@ -30,6 +30,16 @@ pub trait DataFiles: Send + Sync + std::fmt::Debug {
         let _ = (id, range);
         None
     }
+    /// Shards `shards` will be read next, in this order (an epoch's, see
+    /// [`crate::Dataset::shard_order`]): a source that fetches data files may
+    /// fetch them ahead, in the background, a bounded number at once, the first
+    /// first. With `wait`, returns once every one of them has been fetched, or
+    /// with the error that stopped it. Returns how many were not at hand when
+    /// asked. Default: nothing to fetch (0).
+    fn prefetch(&self, shards: &[u64], wait: bool) -> io::Result<usize> {
+        let _ = (shards, wait);
+        Ok(0)
+    }
 }
 
 /// One committed shard; its files are loaded on first use.

@@ -118,6 +118,11 @@ impl ShardWriter {
         self.next_id
     }
 
+    /// The shard records are being appended to, if one is open.
+    pub fn open_shard(&self) -> Option<u64> {
+        self.current.as_ref().map(|s| s.id)
+    }
+
     /// Records appended so far.
     pub fn records(&self) -> u64 {
         self.records

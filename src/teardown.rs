@@ -25,7 +25,7 @@ impl Dataset {
     /// committed records meanwhile, nothing is removed and the result is
     /// [`Error::NotEmpty`]. Removes the manifest, leftovers of interrupted writes
     /// ([`Dataset::uncommitted_files`]), the persisted index, the commit file of
-    /// the empty state and the lock file.
+    /// the empty state, its views (which select nothing) and the lock file.
     pub fn remove_empty(self, remove_directory: bool) -> Result<()> {
         let dir = self.dir.clone();
         let storage = self.storage.clone();
@@ -56,6 +56,10 @@ impl Dataset {
             .remove_dir(&dir.join(SPILL_DIR))
             .map_err(|e| Error::io("remove directory", dir.join(SPILL_DIR), e))?;
         remove(&dir.join(INDEX_FILE_NAME))?;
+        // Views of the empty state select nothing.
+        for view in crate::views::view_names_in(&dir)? {
+            remove(&crate::format::view_file_path(&dir, &view))?;
+        }
         remove(&crate::format::commit_file_path(&dir, 0))?;
         remove(&dir.join(LOCK_NAME))?;
         drop(lock);
@@ -82,6 +86,8 @@ fn is_writer_file(name: &str) -> bool {
         || name.starts_with(INDEX_FILE_TMP_PREFIX)
         || name.starts_with(COMMIT_FILE_TMP_PREFIX)
         || name.starts_with(crate::format::CONTENT_HASH_TMP_PREFIX)
+        || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
+        || crate::format::parse_view_file_name(name).is_some()
         || parse_shard_name(name).is_some()
         || parse_sidecar_name(name).is_some()
         || parse_commit_file_name(name).is_some()

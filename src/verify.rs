@@ -75,6 +75,7 @@ pub(crate) fn uncommitted_files_in(dir: &Path, shards: u64) -> Result<Vec<PathBu
             || name.starts_with(crate::format::INDEX_FILE_TMP_PREFIX)
             || name.starts_with(crate::format::COMMIT_FILE_TMP_PREFIX)
             || name.starts_with(crate::format::CONTENT_HASH_TMP_PREFIX)
+            || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
             || crate::format::parse_shard_name(name).is_some_and(|id| id >= shards)
             || crate::format::parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
             || crate::format::parse_commit_file_name(name).is_some_and(|n| n > shards)

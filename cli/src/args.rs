@@ -87,6 +87,10 @@ pub enum Command {
         /// Print the record's fields as one JSON object instead of its value.
         #[arg(long, conflicts_with = "output")]
         fields: bool,
+        /// Read from the records of this view: --index I is the view's I-th
+        /// record, and a KEY must be one of them.
+        #[arg(long, value_name = "NAME")]
+        view: Option<String>,
     },
     /// List keys, one per line (record indexes for keyless datasets).
     Ls {
@@ -99,6 +103,13 @@ pub enum Command {
         /// datasets) and every field by its name (binary values base64-encoded).
         #[arg(long)]
         fields: bool,
+        /// Only the records of this view.
+        #[arg(long, value_name = "NAME", conflicts_with = "where_")]
+        view: Option<String>,
+        /// Only the records this SQL expression over the fields selects
+        /// (`label = 'cat' AND width >= 256`; also `index`, `key`, `size`).
+        #[arg(long = "where", value_name = "EXPR")]
+        where_: Option<String>,
     },
     /// Show the statistics kept at write time: sizes, and per field nulls,
     /// min/max, distinct values and label counts (read, not computed from the records).
@@ -109,8 +120,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// Add per-shard figures.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["view", "where_"])]
         shards: bool,
+        /// The statistics of this view's records (computed from their sizes
+        /// and fields).
+        #[arg(long, value_name = "NAME", conflicts_with = "where_")]
+        view: Option<String>,
+        /// The statistics of the records this SQL expression selects.
+        #[arg(long = "where", value_name = "EXPR")]
+        where_: Option<String>,
     },
     /// Read directory trees, tar/WebDataset archives, Parquet, CSV, TFRecord,
     /// JSON Lines files or Megatron indexed datasets into a dataset, in one commit.
@@ -169,6 +187,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Named subsets of a dataset's records chosen by an expression over
+    /// their fields, kept beside the shards: create, list, refresh, drop.
+    #[command(subcommand)]
+    View(ViewCommand),
     /// Make a dataset in object storage equal to a local one: upload what it
     /// lacks, then commit its manifest with a conditional write.
     Push {
@@ -200,6 +222,65 @@ pub enum Command {
         transfer: TransferArgs,
     },
 }
+
+/// `bcd view ...`.
+#[derive(Debug, Subcommand)]
+pub enum ViewCommand {
+    /// Create a view: the records an SQL expression over the fields selects
+    /// now (a snapshot: records appended later join only with `bcd view refresh`).
+    #[command(after_help = VIEW_AFTER_HELP)]
+    Create {
+        /// The dataset directory.
+        dataset: OsString,
+        /// The view's name (A-Z, a-z, 0-9, '.', '_', '-').
+        name: String,
+        /// The SQL boolean expression: `label = 'cat' AND width >= 256`,
+        /// `caption LIKE '%dog%'`, `label_index IN (3, 7)`, `score IS NOT NULL`,
+        /// `key LIKE 'train/%'`.
+        #[arg(long = "where", value_name = "EXPR")]
+        where_: String,
+        /// Replace a view of that name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// List the views: name, records, expression, and how many records of the
+    /// dataset it was evaluated over.
+    List {
+        /// The dataset: a directory, or an s3://, gs:// or az:// URI.
+        dataset: OsString,
+        /// Print one JSON array instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Extend a view over the records appended since it was evaluated (only
+    /// those are evaluated).
+    Refresh {
+        /// The dataset directory.
+        dataset: OsString,
+        /// The view.
+        name: String,
+    },
+    /// Remove a view (the records are not touched).
+    Drop {
+        /// The dataset directory.
+        dataset: OsString,
+        /// The view.
+        name: String,
+    },
+}
+
+const VIEW_AFTER_HELP: &str = "\
+Expressions: fields by name (a struct's child as meta.score), the pseudo-columns
+index, key (keyed datasets) and size (the value's length); =, <>, <, <=, >, >=,
+[NOT] BETWEEN, [NOT] IN (...), [NOT] LIKE / ILIKE, IS [NOT] NULL, AND, OR, NOT;
+array_has(list, value) and cardinality(list) on lists.
+
+Examples:
+  bcd view create train.bcd cats --where \"label = 'cat'\"
+  bcd view create train.bcd big --where 'width >= 256 AND height >= 256'
+  bcd ls train.bcd --view cats
+  bcd export train.bcd --view cats --to cats.tar
+  bcd view refresh train.bcd cats";
 
 /// How `push` and `pull` transfer files.
 #[derive(Debug, clap::Args)]
@@ -323,6 +404,13 @@ Sources (the format is detected from each name unless --format is given):
             fields document and length; the dtype kept as dataset metadata
   lmdb      a directory holding data.mdb (or the data file): every entry in key
             order, keyed by its key; --lmdb-value pickle|caffe-datum decodes values
+  mds       a MosaicML Streaming (MDS) directory: index.json and its shards
+            (shard.NNNNN.mds, also .zstd, .gz, .bz2, .br, .snappy); one record per
+            sample, the value its --value-column (default: the only binary
+            column), the others typed fields; keyless unless --key-column
+  litdata   a LitData optimize directory: index.json and its chunk-R-N.bin files
+            (plain or zstd); one record per item, the value its --value-column
+            leaf (default: the only binary leaf), the others typed fields
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'
@@ -338,9 +426,13 @@ Examples:
   bcd ingest corpus_text_document --into ds
   bcd ingest train.lmdb --into ds --lmdb-value pickle
   bcd ingest crawl-*.tar --into ds --on-duplicate skip --dedup content --dedup-report dups.jsonl
+  bcd ingest mds/train/ --into ds --value-column jpg --key-column id
+  bcd ingest litdata_out/ --into ds --fields label,caption
 
-Fields: parquet, csv and tfrecord sources store their other columns (features)
-as fields beside each record (--fields all|none|NAME,...). CSV column types are
+Fields: parquet, hf-disk, csv, tfrecord, mds and litdata sources store their
+other columns (features, leaves) as fields beside each record (--fields
+all|none|NAME,...); MDS pkl columns and LitData pickle leaves are refused unless
+left out. CSV column types are
 inferred from the first 1000 rows unless --field-type gives them. TFRecord fields
 (the default with --feature) cost a prescan: every file is read twice.
 
@@ -350,14 +442,15 @@ Exit status: 0 success, 1 failure (nothing committed), 2 usage error,
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
     /// Directories, archives, brace patterns (shards-{000000..000099}.tar), Parquet,
-    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, LMDB environments, or -
-    /// (a tar on stdin).
+    /// CSV, TFRecord or JSON Lines files, Megatron PREFIXes, LMDB environments, MDS
+    /// or LitData directories, or - (a tar on stdin).
     #[arg(required = true, value_name = "SOURCE")]
     pub sources: Vec<OsString>,
     /// Source format (default: from each SOURCE: directories are dir, .tar* tar,
     /// .parquet parquet, .csv csv, .tfrecord tfrecord, .jsonl* jsonl, PREFIX naming
     /// PREFIX.idx + PREFIX.bin megatron, a directory holding data.mdb or an LMDB
-    /// data file lmdb).
+    /// data file lmdb, a directory with an MDS or LitData index.json mds or
+    /// litdata).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// The dataset: created when missing or empty, appended to otherwise; a
@@ -469,6 +562,18 @@ pub struct ExportArgs {
     /// was ingested from a Megatron dataset.
     #[arg(long, value_name = "DTYPE", help_heading = "Megatron")]
     pub dtype: Option<String>,
+    /// Only the records of this view.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "where_",
+        help_heading = "Subsets"
+    )]
+    pub view: Option<String>,
+    /// Only the records this SQL expression over the fields selects
+    /// (`label = 'cat' AND width >= 256`; also `index`, `key`, `size`).
+    #[arg(long = "where", value_name = "EXPR", help_heading = "Subsets")]
+    pub where_: Option<String>,
 }
 
 /// The formats `bcd export --to` writes.

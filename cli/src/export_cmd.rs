@@ -1,4 +1,5 @@
-//! `bcd export`: the records (all, or a `--sample`) to tar (`--to`) or into a new
+//! `bcd export`: the records (all, those of a `--view` or `--where`, or a
+//! `--sample` of either) to tar, Parquet or Megatron (`--to`) or into a new
 //! dataset (`--into`), with progress, interruption and the summary line.
 
 use std::io::IsTerminal;
@@ -17,6 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::args::{ExportArgs, ExportFormat};
 use crate::location::{local, location, remote, Location};
 use crate::output::{say, UsageError, EXIT_INTERRUPTED};
+use crate::selection;
 use crate::signals::{Interrupts, Phase};
 
 pub fn run(args: ExportArgs) -> Result<ExitCode> {
@@ -69,20 +71,32 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     let dataset = match location(&args.dataset)? {
         Location::Local(path) => bcd::Dataset::open(&path)?,
         Location::Remote(uri) => {
-            if args.sample.is_some() || into.is_some() || args.samples || parquet.is_some() {
+            if args.sample.is_some()
+                || into.is_some()
+                || args.samples
+                || parquet.is_some()
+                || args.where_.is_some()
+            {
                 return Err(UsageError(format!(
-                    "--sample, --samples, --into and Parquet exports read a local dataset; `bcd pull {uri} DIR` first"
+                    "--sample, --samples, --where, --into and Parquet exports read a local dataset; `bcd pull {uri} DIR` first"
                 ))
                 .into());
             }
             let dataset = bcd_remote::RemoteDataset::open(remote(uri)?)?;
             let target = target.expect("clap requires --to or --into");
-            return to_tar(&args, &dataset, target, split, None, &interrupts);
+            let records =
+                selection::records(selection::remote(&dataset, args.view.as_deref(), None)?);
+            return to_tar(&args, &dataset, target, split, records, &interrupts);
         }
     };
+    let selected = selection::records(selection::local(
+        &dataset,
+        args.view.as_deref(),
+        args.where_.as_deref(),
+    )?);
     // The subset, in record order.
     let records = match args.sample {
-        None => None,
+        None => selected,
         Some(count) => {
             let categories = match &args.balance_by {
                 Some(field) => Some(bcd_pipeline::field_categories(&dataset, field)?),
@@ -92,8 +106,9 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
                 count,
                 seed: args.seed,
             };
-            Some(bcd_pipeline::sample_records(
+            Some(bcd_pipeline::sample_records_of(
                 &dataset,
+                selected.as_deref(),
                 &options,
                 categories.as_deref(),
             )?)
@@ -285,9 +300,15 @@ fn to_megatron(
             .into())
         }
     };
+    let records = selection::records(selection::local(
+        &dataset,
+        args.view.as_deref(),
+        args.where_.as_deref(),
+    )?);
     let options = bcd_pipeline::MegatronExportOptions {
         dtype: args.dtype.clone(),
         interrupt: Some(interrupts.flag()),
+        records,
     };
     interrupts.enter(Phase::Running);
     let result = bcd_pipeline::export_megatron(&dataset, &prefix, &options);
@@ -352,12 +373,22 @@ fn into_dataset(
             )))
         }
     };
+    let views = match summary.views.len() {
+        0 => String::new(),
+        _ => format!(", views {}", summary.views.join(", ")),
+    };
     say!(
-        "exported {} records ({:.1} MB stored) into {}",
+        "exported {} records ({:.1} MB stored) into {}{views}",
         summary.records,
         summary.bytes_stored as f64 / 1e6,
         summary.dataset.display()
     );
+    if !summary.unreadable_views.is_empty() {
+        say!(
+            "bcd: views not carried (they cannot be read: see `bcd view list`): {}",
+            summary.unreadable_views.join(", ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

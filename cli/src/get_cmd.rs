@@ -1,5 +1,6 @@
 //! `bcd get`: one record's value (or, locally, its fields) by key or by index,
-//! from a local dataset or by ranged reads from a remote one.
+//! from a local dataset or by ranged reads from a remote one; with `--view`,
+//! the index counts the view's records and a key must be one of them.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -22,18 +23,50 @@ pub fn run(
     hex: bool,
     output: Option<&OsStr>,
     fields: bool,
+    view: Option<&str>,
 ) -> Result<ExitCode> {
     // The key first: a malformed --hex KEY is a usage error, whatever the
     // dataset.
     let key = key.map(|key| key_bytes(key, hex)).transpose()?;
     let output = output.map(|o| local(o, "the output file")).transpose()?;
     match location(dataset)? {
-        Location::Local(path) => get_local(&path, key, index, output, fields),
+        Location::Local(path) => get_local(&path, key, index, output, fields, view),
         Location::Remote(uri) if fields => Err(UsageError(format!(
             "--fields reads a local dataset; `bcd pull {uri} DIR` first"
         ))
         .into()),
-        Location::Remote(uri) => get_remote(uri, key, index, output),
+        Location::Remote(uri) => get_remote(uri, key, index, output, view),
+    }
+}
+
+/// The record a `--view`'s position `index` (negative from the view's end)
+/// names.
+fn in_view(view: &bcd::ViewIndices, index: i64) -> Result<usize> {
+    let len = view.len() as i64;
+    let at = if index < 0 { index + len } else { index };
+    match usize::try_from(at).ok().and_then(|at| view.get(at)) {
+        Some(record) => Ok(record as usize),
+        None => Err(bcd::Error::IndexOutOfRange {
+            index,
+            len: len as u64,
+        }
+        .into()),
+    }
+}
+
+/// Refuses a record found by key that the view does not hold.
+fn check_in_view(
+    view: Option<&bcd::ViewIndices>,
+    name: Option<&str>,
+    key: &[u8],
+    position: usize,
+) -> Result<()> {
+    match (view, name) {
+        (Some(view), Some(name)) if view.position_of(position as u64).is_none() => bail!(
+            "key {} is record {position}, which view {name:?} does not hold",
+            bcd::DisplayKey(key.to_vec())
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -43,12 +76,23 @@ fn get_local(
     index: Option<i64>,
     output: Option<PathBuf>,
     fields: bool,
+    view_name: Option<&str>,
 ) -> Result<ExitCode> {
     let dataset = Dataset::open(path)?;
+    let view = view_name
+        .map(|name| dataset.view(name))
+        .transpose()?
+        .map(|v| v.indices);
     let position = match (key, index) {
-        (_, Some(index)) => dataset.resolve_index(index)?,
+        (_, Some(index)) => match &view {
+            Some(view) => in_view(view, index)?,
+            None => dataset.resolve_index(index)?,
+        },
         (Some(key), None) => match dataset.position(&key)? {
-            Some(position) => position,
+            Some(position) => {
+                check_in_view(view.as_ref(), view_name, &key, position)?;
+                position
+            }
             None => bail!(
                 "key {} not found in {} (list keys with `bcd ls`)",
                 bcd::DisplayKey(key),
@@ -72,10 +116,18 @@ fn get_remote(
     key: Option<Vec<u8>>,
     index: Option<i64>,
     output: Option<PathBuf>,
+    view_name: Option<&str>,
 ) -> Result<ExitCode> {
     let dataset = RemoteDataset::open(remote(uri.clone())?)?;
+    let view = view_name
+        .map(|name| dataset.view(name))
+        .transpose()?
+        .map(|v| v.indices);
     let position = match (key, index) {
-        (_, Some(index)) => dataset.resolve_index(index)?,
+        (_, Some(index)) => match &view {
+            Some(view) => in_view(view, index)?,
+            None => dataset.resolve_index(index)?,
+        },
         (Some(key), None) => {
             if !dataset.keyed() {
                 return Err(bcd::Error::WrongKeying(
@@ -84,7 +136,10 @@ fn get_remote(
                 .into());
             }
             match dataset.position(&key)? {
-                Some(position) => position,
+                Some(position) => {
+                    check_in_view(view.as_ref(), view_name, &key, position)?;
+                    position
+                }
                 None => bail!(
                     "key {} not found in {uri} (list keys with `bcd ls`)",
                     bcd::DisplayKey(key)

@@ -19,11 +19,13 @@ mod location;
 mod ls_cmd;
 mod merge_cmd;
 mod output;
+mod selection;
 mod signals;
 mod source_args;
 mod stats_cmd;
 mod transfer_cmd;
 mod verify_cmd;
+mod view_cmd;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -79,6 +81,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             hex,
             output,
             fields,
+            view,
         } => get_cmd::run(
             &dataset,
             key.as_deref(),
@@ -86,17 +89,23 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             hex,
             output.as_deref(),
             fields,
+            view.as_deref(),
         ),
         Command::Ls {
             dataset,
             null,
             fields,
-        } => ls_cmd::run(&dataset, null, fields),
+            view,
+            where_,
+        } => ls_cmd::run(&dataset, null, fields, view.as_deref(), where_.as_deref()),
         Command::Stats {
             dataset,
             json,
             shards,
-        } => stats_cmd::run(&dataset, json, shards),
+            view,
+            where_,
+        } => stats_cmd::run(&dataset, json, shards, view.as_deref(), where_.as_deref()),
+        Command::View(command) => view_cmd::run(command),
         Command::Ingest(args) => ingest_cmd::run(*args),
         Command::Export(args) => export_cmd::run(args),
         Command::Merge(args) => merge_cmd::run(args),

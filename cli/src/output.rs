@@ -144,6 +144,17 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
             _ => true,
         };
     }
+    if let Some(error) = cause.downcast_ref::<bcd_pipeline::views::ViewError>() {
+        return error.is_usage();
+    }
+    if let Some(error) = cause.downcast_ref::<bcd::Error>() {
+        return matches!(
+            error,
+            bcd::Error::InvalidViewName { .. }
+                | bcd::Error::NoSuchView { .. }
+                | bcd::Error::ViewExists { .. }
+        );
+    }
     if let Some(error) = cause.downcast_ref::<bcd_pipeline::ExportError>() {
         return error.is_usage();
     }

@@ -37,6 +37,10 @@ pub enum FormatArg {
     Megatron,
     /// LMDB environments: a directory holding data.mdb, or the data file.
     Lmdb,
+    /// MosaicML Streaming (MDS) directories: index.json and its shards.
+    Mds,
+    /// LitData `optimize` output directories: index.json and its chunks.
+    Litdata,
 }
 
 impl From<FormatArg> for bcd_pipeline::SourceFormat {
@@ -51,6 +55,8 @@ impl From<FormatArg> for bcd_pipeline::SourceFormat {
             FormatArg::Jsonl => bcd_pipeline::SourceFormat::Jsonl,
             FormatArg::Megatron => bcd_pipeline::SourceFormat::Megatron,
             FormatArg::Lmdb => bcd_pipeline::SourceFormat::Lmdb,
+            FormatArg::Mds => bcd_pipeline::SourceFormat::Mds,
+            FormatArg::Litdata => bcd_pipeline::SourceFormat::Litdata,
         }
     }
 }
@@ -180,16 +186,18 @@ pub struct TarArgs {
 /// `bcd ingest` flags: Parquet sources (parquet), and `--key-column` for CSV too.
 #[derive(Debug, clap::Args)]
 pub struct ParquetArgs {
-    /// The column holding the values (required); lmdb with --lmdb-value pickle:
-    /// the pickled dict's entry [default: its only bytes entry].
+    /// The column holding the values (parquet, hf-disk: required; mds: a column,
+    /// litdata: a leaf, default the only binary one, else the only text one; lmdb
+    /// with --lmdb-value pickle: the pickled dict's entry, default its only bytes
+    /// entry).
     #[arg(
         long,
         value_name = "COL",
         help_heading = "Parquet sources (parquet, hf-disk)"
     )]
     pub value_column: Option<String>,
-    /// The column holding the keys (parquet, hf-disk: keyless without it; csv:
-    /// default the path as written).
+    /// The column holding the keys (parquet, hf-disk, mds, litdata: keyless
+    /// without it; csv: default the path as written).
     #[arg(long, value_name = "COL", help_heading = "Parquet and CSV sources")]
     pub key_column: Option<String>,
     /// Skip (and count) rows whose value or key is null instead of failing.
@@ -321,17 +329,18 @@ impl SourceArgs for LmdbArgs {
     }
 }
 
-/// `bcd ingest` flags: The field options several formats share (parquet, csv, tfrecord).
+/// `bcd ingest` flags: The field options several formats share (parquet, hf-disk,
+/// csv, tfrecord, mds, litdata).
 #[derive(Debug, clap::Args)]
 pub struct FieldsArgs {
-    /// Which other columns (parquet, csv) or features (tfrecord) become fields:
-    /// all, none, or names separated by commas [default: all; tfrecord: all with
-    /// --feature, else none].
+    /// Which other columns (parquet, hf-disk, csv, mds), leaves (litdata) or
+    /// features (tfrecord) become fields: all, none, or names separated by commas
+    /// [default: all; tfrecord: all with --feature, else none].
     #[arg(
         long,
         value_name = "all|none|NAME,...",
         value_parser = parse_fields,
-        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata)"
     )]
     pub fields: Option<bcd_converters::FieldSelection>,
     /// Declare a CSV field column's type instead of inferring it (repeatable);
@@ -340,7 +349,7 @@ pub struct FieldsArgs {
         long,
         value_name = "NAME=TYPE",
         value_parser = parse_field_type,
-        help_heading = "Fields (parquet, hf-disk, csv, tfrecord)"
+        help_heading = "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata)"
     )]
     pub field_type: Vec<(String, bcd_converters::FieldType)>,
 }

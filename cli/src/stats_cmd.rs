@@ -18,9 +18,20 @@ const BAR_WIDTH: usize = 40;
 /// Values listed per field with exact counts; the rest are summed.
 const COUNTS_SHOWN: usize = 20;
 
-pub fn run(dataset: &OsStr, json: bool, shards: bool) -> Result<ExitCode> {
+pub fn run(
+    dataset: &OsStr,
+    json: bool,
+    shards: bool,
+    view: Option<&str>,
+    where_: Option<&str>,
+) -> Result<ExitCode> {
     let dataset = bcd::Dataset::open(&local(dataset, "the dataset")?)?;
-    let report = bcd_pipeline::fields::stats_report(&dataset, shards)?;
+    let report = match crate::selection::local(&dataset, view, where_)? {
+        None => bcd_pipeline::fields::stats_report(&dataset, shards)?,
+        // A view's statistics are computed from its records: none were kept
+        // at write time.
+        Some(records) => bcd_pipeline::fields::records_stats_report(&dataset, &records)?,
+    };
     let text = if json {
         format!("{report}\n")
     } else {

@@ -18,16 +18,7 @@ use serde_json::json;
 
 /// Runs bcd with the server's environment.
 fn bcd<S: AsRef<std::ffi::OsStr>>(server: &S3Server, args: &[S]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bcd"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (name, value) in server.env() {
-        command.env(name, value);
-    }
-    finish(command.spawn().expect("run bcd"), &common::show(args))
+    common::run_with_env(args, &server.env())
 }
 
 #[track_caller]

@@ -81,7 +81,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &tar, "--into", d, "--key-column", "k"],
-            "--key-column applies to parquet, hf-disk and csv sources only, not tar",
+            "--key-column applies to parquet, hf-disk, csv, mds and litdata sources only, not tar",
         ),
         (
             vec!["ingest", &tar, "--into", d, "--format", "parquet"],
@@ -167,7 +167,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--value-column", "text"],
-            "--value-column applies to parquet, hf-disk and lmdb sources only, not jsonl",
+            "--value-column applies to parquet, hf-disk, lmdb, mds and litdata sources only, not jsonl",
         ),
         (
             vec!["ingest", &jsonl, "--into", d, "--key-field", "text"],
@@ -192,7 +192,7 @@ fn every_usage_error_exits_2_and_writes_nothing() {
         ),
         (
             vec!["ingest", &tar, "--into", d, "--fields", "none"],
-            "--fields applies to parquet, hf-disk, csv and tfrecord sources only, not tar",
+            "--fields applies to parquet, hf-disk, csv, tfrecord, mds and litdata sources only, not tar",
         ),
         (
             vec![
@@ -324,7 +324,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
         "Hugging Face save_to_disk directories (hf-disk):",
         "CSV sources (csv):",
         "TFRecord sources (tfrecord):",
-        "Fields (parquet, hf-disk, csv, tfrecord):",
+        "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata):",
         "Tar sources (tar):",
         "JSON Lines sources (jsonl):",
         "LMDB environments (lmdb):",
@@ -341,6 +341,8 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
         "jsonl ",
         "megatron ",
         "lmdb ",
+        "mds ",
+        "litdata ",
     ] {
         assert!(
             help.lines().any(|l| l.starts_with(&format!("  {format}"))),
@@ -393,7 +395,7 @@ fn ingest_help_groups_flags_by_source_and_covers_every_format() {
             &["--feature", "--key-feature"],
         ),
         (
-            "Fields (parquet, hf-disk, csv, tfrecord):",
+            "Fields (parquet, hf-disk, csv, tfrecord, mds, litdata):",
             &["--fields", "--field-type"],
         ),
     ] {

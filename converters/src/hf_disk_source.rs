@@ -36,7 +36,7 @@ use bcd_fields::contain_panics;
 use serde_json::Value;
 
 use crate::parquet_fields::{FieldTypes, SourceMetadata};
-use crate::regular_file::{open_regular, ReadRegularError};
+use crate::regular_file::{open_regular, regular_error};
 use crate::table_rows::{Batch, TableColumns, TableOptions};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 
@@ -382,28 +382,6 @@ fn corrupt_in(path: &Path, at: u64, reason: String) -> SourceError {
         file: path.display().to_string(),
         location: format!("message at byte {at}"),
         reason,
-    }
-}
-
-fn regular_error(path: &Path, error: ReadRegularError) -> SourceError {
-    match error {
-        ReadRegularError::Io(source) => SourceError::Io {
-            path: path.to_owned(),
-            source,
-        },
-        ReadRegularError::NotRegular(kind) => SourceError::NotRegularFile {
-            file: path.display().to_string(),
-            location: "opening it".into(),
-            path: path.to_owned(),
-            kind,
-        },
-        ReadRegularError::TooLarge(size) => SourceError::TooLarge {
-            file: path.display().to_string(),
-            location: "opening it".into(),
-            what: "the file".into(),
-            size,
-            limit: crate::MAX_VALUE_SIZE,
-        },
     }
 }
 

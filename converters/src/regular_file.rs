@@ -11,7 +11,7 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::MAX_VALUE_SIZE;
+use crate::{SourceError, MAX_VALUE_SIZE};
 
 /// Why [`read_regular`] read nothing.
 #[derive(Debug)]
@@ -75,6 +75,29 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadRegularError> {
         return Err(ReadRegularError::NotRegular(kind));
     }
     Ok((file, opened.len()))
+}
+
+/// The source error of a file [`open_regular`] refused or could not open.
+pub(crate) fn regular_error(path: &Path, error: ReadRegularError) -> SourceError {
+    match error {
+        ReadRegularError::Io(source) => SourceError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        ReadRegularError::NotRegular(kind) => SourceError::NotRegularFile {
+            file: path.display().to_string(),
+            location: "opening it".into(),
+            path: path.to_owned(),
+            kind,
+        },
+        ReadRegularError::TooLarge(size) => SourceError::TooLarge {
+            file: path.display().to_string(),
+            location: "opening it".into(),
+            what: "the file".into(),
+            size,
+            limit: crate::MAX_VALUE_SIZE,
+        },
+    }
 }
 
 /// Reads a whole regular file (see [`open_regular`]) of at most

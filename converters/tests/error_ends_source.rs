@@ -319,3 +319,51 @@ fn the_lmdb_source_stops_at_an_entry_it_cannot_decode() {
         "{error}"
     );
 }
+
+/// A copy of the fixture directory `name` in a temporary directory.
+fn copy_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    fs::create_dir(&dir).unwrap();
+    for entry in fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    (tmp, dir)
+}
+
+#[test]
+fn the_mds_source_does_not_go_on_to_the_next_shard() {
+    use bcd_converters::mds_source::MdsSource;
+    use bcd_converters::sample_shards::ColumnOptions;
+    // Three shards of two samples; the second is garbage, the third good.
+    let (_tmp, dir) = copy_dir("mds/zstd");
+    fs::write(dir.join("shard.00001.mds.zstd"), b"not zstd").unwrap();
+    let options = ColumnOptions {
+        key_column: Some("id".into()),
+        ..Default::default()
+    };
+    let mut source = MdsSource::open(&[dir], &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["s00", "s01"]);
+    assert!(error.contains("shard.00001.mds.zstd"), "{error}");
+}
+
+#[test]
+fn the_litdata_source_does_not_go_on_to_the_next_chunk() {
+    use bcd_converters::litdata_source::LitdataSource;
+    use bcd_converters::sample_shards::ColumnOptions;
+    // Three chunks of 2, 2 and 1 items; the second is garbage, the third good.
+    let (_tmp, dir) = copy_dir("litdata/zstd-sample");
+    let chunk = dir.join("chunk-0-1.bin");
+    let len = fs::metadata(&chunk).unwrap().len() as usize;
+    fs::write(&chunk, vec![0xee; len]).unwrap();
+    let options = ColumnOptions {
+        key_column: Some("name".into()),
+        ..Default::default()
+    };
+    let mut source = LitdataSource::open(&[dir], &options).unwrap();
+    let (keys, error) = read_to_error(&mut source);
+    assert_eq!(keys, ["n0", "n1"]);
+    assert!(error.contains("chunk-0-1.bin"), "{error}");
+}

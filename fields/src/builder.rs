@@ -35,6 +35,10 @@ struct Column {
     values: Vec<FieldValue>,
     /// The last push that gave this field (to find a field given twice).
     stamp: u64,
+    /// The Arrow array its last Arrow row came from (its address, to know it
+    /// again), and the bytes a row of it holds on average (for
+    /// [`BatchBuilder::bytes`]).
+    estimate: (usize, usize),
 }
 
 /// Collects records' [`Fields`] and builds them into one [`RecordBatch`]: the
@@ -81,6 +85,8 @@ pub struct BatchBuilder {
     rows: usize,
     /// Calls of `push`, to stamp the columns a record gives.
     pushes: u64,
+    /// About how many bytes the pending records' values take as Arrow data.
+    bytes: usize,
 }
 
 impl BatchBuilder {
@@ -97,6 +103,30 @@ impl BatchBuilder {
     /// Whether no records are pending.
     pub fn is_empty(&self) -> bool {
         self.rows == 0
+    }
+
+    /// About how many bytes the pending records' fields will take as Arrow
+    /// columns (a row of an Arrow array counts the average row of its array):
+    /// what a writer bounds, with [`BatchBuilder::len`], to build batches of a
+    /// bounded size.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The columns of a shard whose batches (built by [`BatchBuilder::take`])
+    /// have the columns `present` accepts: in the builder's order (of first
+    /// appearance), each with its type as of now (unified over every record
+    /// pushed so far, so every earlier batch's column converts to it) and its
+    /// metadata. What one batch of all the shard's records would have had.
+    pub fn shard_fields(&self, present: impl Fn(&str) -> bool) -> arrow_schema::Fields {
+        self.columns
+            .iter()
+            .filter(|c| present(&c.name))
+            .map(|c| {
+                Field::new(c.name.as_ref(), c.data_type.clone(), true)
+                    .with_metadata(c.metadata.clone())
+            })
+            .collect()
     }
 
     /// Sets metadata on a column's field (e.g. `bcd.member_ext`), creating the
@@ -119,6 +149,7 @@ impl BatchBuilder {
             first_row: None,
             values: Vec::new(),
             stamp: 0,
+            estimate: (0, 0),
         });
         self.by_name.insert(name, i);
         i
@@ -192,6 +223,7 @@ impl BatchBuilder {
             let have = first + column.values.len();
             column.values.extend((have..row).map(|_| FieldValue::Null));
             column.values.push(value.clone());
+            self.bytes += value_bytes(value, &mut column.estimate);
         }
         self.rows += 1;
         Ok(())
@@ -254,7 +286,46 @@ impl BatchBuilder {
             };
         }
         self.rows -= rows;
+        self.bytes = match self.rows {
+            0 => 0,
+            // The rows kept hold about their share.
+            n => (self.bytes as u128 * n as u128 / (n + rows) as u128) as usize,
+        };
         Ok(batch)
+    }
+}
+
+/// About how many bytes `value` takes in an Arrow column; `estimate` caches
+/// the average row of the last Arrow array seen.
+fn value_bytes(value: &FieldValue, estimate: &mut (usize, usize)) -> usize {
+    match value {
+        FieldValue::Null => 1,
+        FieldValue::Bool(_) => 1,
+        FieldValue::Int64(_) | FieldValue::Float64(_) => 8,
+        FieldValue::Float32(_) => 4,
+        FieldValue::String(s) => s.len() + 4,
+        FieldValue::Binary(b) => b.len() + 4,
+        FieldValue::List(items) => {
+            4 + items
+                .iter()
+                .map(|v| value_bytes(v, &mut (0, 0)))
+                .sum::<usize>()
+        }
+        FieldValue::Struct(children) => {
+            1 + children
+                .iter()
+                .map(|(_, v)| value_bytes(v, &mut (0, 0)))
+                .sum::<usize>()
+        }
+        FieldValue::Arrow(array, _) => {
+            let key = Arc::as_ptr(array) as *const () as usize;
+            if estimate.0 != key {
+                // The bytes of the array's own rows (a slice counts its part).
+                let bytes = array.to_data().get_slice_memory_size().unwrap_or(0);
+                *estimate = (key, bytes / array.len().max(1) + 1);
+            }
+            estimate.1
+        }
     }
 }
 
@@ -665,6 +736,62 @@ mod tests {
         );
         let batch = b.finish().unwrap();
         assert_eq!((batch.num_rows(), batch.num_columns()), (1, 1));
+    }
+
+    #[test]
+    fn bytes_estimate_the_pending_rows_arrow_size() {
+        let mut b = BatchBuilder::new();
+        assert_eq!(b.bytes(), 0);
+        for i in 0..10 {
+            b.push(
+                &fields(vec![
+                    ("n", FieldValue::Int64(i)),
+                    ("s", FieldValue::String("x".repeat(96))),
+                ]),
+                "r",
+            )
+            .unwrap();
+        }
+        assert_eq!(b.bytes(), 10 * (8 + 100));
+        b.take(5).unwrap();
+        assert_eq!(b.bytes(), 5 * (8 + 100));
+        b.take(5).unwrap();
+        assert_eq!(b.bytes(), 0);
+        // A row of an Arrow array counts its slice's average row, not the
+        // buffers the slice shares with the rest of the array.
+        let big: ArrayRef = Arc::new(Int64Array::from((0..1_000_000).collect::<Vec<i64>>()));
+        let slice = big.slice(10, 100);
+        for row in 0..100 {
+            b.push(
+                &fields(vec![("n", FieldValue::Arrow(slice.clone(), row))]),
+                "r",
+            )
+            .unwrap();
+        }
+        assert!((800..=1000).contains(&b.bytes()), "{}", b.bytes());
+    }
+
+    #[test]
+    fn shard_fields_are_the_present_columns_typed_as_of_now() {
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![1]));
+        let mut b = BatchBuilder::new();
+        b.push(&fields(vec![("a", FieldValue::Arrow(a, 0))]), "r0")
+            .unwrap();
+        b.push(&fields(vec![("b", FieldValue::Bool(true))]), "r1")
+            .unwrap();
+        b.set_metadata("a", "bcd.member_ext", "cls");
+        let first = b.take(1).unwrap();
+        assert_eq!(first.schema().field(0).data_type(), &DataType::Int32);
+        b.push(&fields(vec![("a", FieldValue::Int64(1 << 40))]), "r2")
+            .unwrap();
+        let present = |n: &str| n == "a";
+        let columns = b.shard_fields(present);
+        assert_eq!(columns.len(), 1);
+        assert_eq!(columns[0].data_type(), &DataType::Int64);
+        assert_eq!(columns[0].metadata()["bcd.member_ext"], "cls");
+        let all = b.shard_fields(|_| true);
+        let names: Vec<&str> = all.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use arrow_array::{
     new_null_array, Array, ArrayRef, FixedSizeListArray, GenericListArray, OffsetSizeTrait,
     RecordBatch, RecordBatchOptions, StructArray,
 };
-use arrow_schema::{DataType, FieldRef};
+use arrow_schema::{DataType, FieldRef, SchemaRef};
 
 use crate::error::{FieldsError, Result};
 use crate::schema::DatasetSchema;
@@ -98,23 +98,39 @@ pub fn align(batches: &[RecordBatch], schema: &DatasetSchema) -> Result<Vec<Reco
     batches
         .iter()
         .map(|batch| {
-            let rows = batch.num_rows();
-            let columns = schema
-                .fields()
-                .iter()
-                .map(|field| match batch.column_by_name(field.name()) {
-                    Some(column) => conform(column, field.data_type(), field.name()),
-                    None => Ok(new_null_array(field.data_type(), rows)),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            RecordBatch::try_new_with_options(
-                arrow_schema.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            conform_batch(
+                batch,
+                &arrow_schema,
+                "aligning a shard's fields to the dataset schema",
             )
-            .map_err(|e| FieldsError::arrow("aligning a shard's fields to the dataset schema", e))
         })
         .collect()
+}
+
+/// `batch` as the columns of `schema` (by name; each converted to the
+/// schema's type by the rules of [`align`], all null where `batch` lacks it),
+/// in the schema's order; other columns are left out. `context` says what is
+/// done, for an error of assembling the batch.
+pub(crate) fn conform_batch(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+    context: &str,
+) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) => conform(column, field.data_type(), field.name()),
+            None => Ok(new_null_array(field.data_type(), rows)),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(|e| FieldsError::arrow(context, e))
 }
 
 #[cfg(test)]

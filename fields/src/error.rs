@@ -106,6 +106,16 @@ pub enum FieldsError {
     /// A value or column this crate does not handle.
     #[error("{0}")]
     Unsupported(String),
+    /// Reading or writing the scratch file that holds a shard's fields until
+    /// the shard ends failed.
+    #[error("{what}")]
+    Scratch {
+        /// What was being done, and in which directory.
+        what: String,
+        /// The system's report.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// This crate's results.

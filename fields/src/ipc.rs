@@ -1,15 +1,14 @@
-//! A shard's fields file `NNNNNN.fields.arrow`: an Arrow IPC file, written
-//! whole and read zero-copy from a mapping, every declared length checked
-//! before Arrow sees it.
+//! Reading a shard's fields file `NNNNNN.fields.arrow` (an Arrow IPC file of
+//! one or more record batches) zero-copy from a mapping, every declared length
+//! checked before Arrow sees it. The writer is `ipc_writer.rs`.
 
 use std::collections::HashSet;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::FileDecoder;
-use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow_ipc::{Block, MessageHeader};
 use arrow_schema::{DataType, Field, Schema};
 
@@ -28,54 +27,6 @@ pub const NESTED_ELEMENTS_PER_BYTE: u64 = 16;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
 const CONTINUATION: [u8; 4] = [0xff; 4];
-
-/// Encodes a shard's fields as an Arrow IPC file (FORMAT.md, "Fields"):
-/// uncompressed, one record batch, the fingerprint's JSON under the schema
-/// metadata key [`SHARD_METADATA_KEY`]; the batch's other schema metadata is
-/// dropped.
-///
-/// ```
-/// use std::sync::Arc;
-/// use arrow_array::{Int64Array, RecordBatch};
-/// use bcd_fields::{decode_shard, encode_shard, Fingerprint};
-///
-/// let batch = RecordBatch::try_from_iter([("label", Arc::new(Int64Array::from(vec![1, 2])) as _)]).unwrap();
-/// let fingerprint = Fingerprint { records: 2, data_len: 10, index_xxh3: 1, edges_xxh3: 2 };
-/// let bytes = encode_shard(&batch, &fingerprint).unwrap();
-///
-/// let back = decode_shard(Arc::new(bytes.clone()), &fingerprint, "000000.fields.arrow").unwrap().unwrap();
-/// assert_eq!(back[0].column(0), batch.column(0));
-/// // Another shard's file is stale.
-/// let other = Fingerprint { edges_xxh3: 3, ..fingerprint };
-/// assert!(decode_shard(Arc::new(bytes), &other, "000000.fields.arrow").unwrap().is_none());
-/// ```
-pub fn encode_shard(batch: &RecordBatch, fingerprint: &Fingerprint) -> Result<Vec<u8>> {
-    let fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let schema = Arc::new(
-        Schema::new(fields).with_metadata([(SHARD_METADATA_KEY, fingerprint.to_json_string())]),
-    );
-    let batch = RecordBatch::try_new_with_options(
-        schema.clone(),
-        batch.columns().to_vec(),
-        &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )
-    .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    let mut out = Vec::new();
-    let mut writer =
-        FileWriter::try_new_with_options(&mut out, &schema, IpcWriteOptions::default())
-            .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    writer
-        .write(&batch)
-        .and_then(|()| writer.finish())
-        .map_err(|e| FieldsError::arrow("encoding a shard's fields", e))?;
-    drop(writer);
-    Ok(out)
-}
 
 /// The bytes a decoded file's buffers point into, kept alive by them.
 struct Owner(Arc<dyn AsRef<[u8]> + Send + Sync>);
@@ -106,6 +57,52 @@ pub fn decode_shard(
     expected: &Fingerprint,
     name: &str,
 ) -> Result<Option<Vec<RecordBatch>>> {
+    decode_shard_columns(bytes, expected, name, None)
+}
+
+/// [`decode_shard`] of the file's columns named in `columns` alone (those it
+/// has, in its order; `None`: all): the file is checked as a whole, but only
+/// those columns' arrays are made and validated, so a reader of one column
+/// (an expression over a label, say) does not pay for the others (a caption's
+/// UTF-8).
+pub fn decode_shard_columns(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+) -> Result<Option<Vec<RecordBatch>>> {
+    let mut batches = Vec::new();
+    let fresh = decode_with(bytes, expected, name, columns, &mut |batch, _| {
+        batches.push(batch);
+        Ok(())
+    })?;
+    Ok(fresh.then_some(batches))
+}
+
+/// [`decode_shard`], handing each record batch to `visit` as it is decoded
+/// (with the offset in the file where its block ends: the file's bytes before
+/// it are not read again) instead of collecting them, so a reader that looks
+/// at one batch at a time holds one at a time. Returns whether the file is the
+/// shard's (`false`: stale, and nothing was visited). The same checks, in the
+/// same order, as `decode_shard`; an error `visit` returns ends the decoding.
+pub fn decode_shard_each(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    mut visit: impl FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
+    decode_with(bytes, expected, name, None, &mut visit)
+}
+
+/// The file of `bytes` as Arrow buffers over its bytes, decoded (`columns`
+/// alone, when given) batch by batch into `visit`.
+fn decode_with(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+    visit: &mut dyn FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
     let owner = Arc::new(Owner(bytes));
     let slice: &[u8] = owner.0.as_ref().as_ref();
     let len = slice.len();
@@ -115,7 +112,9 @@ pub fn decode_shard(
     // (Arrow's buffers are immutable; `as_ref` returns the same bytes on every
     // call, as documented above).
     let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, owner.clone()) };
-    no_panic(name, "the fields file", || decode(&buffer, expected, name))
+    no_panic(name, "the fields file", || {
+        decode(&buffer, expected, name, columns, visit)
+    })
 }
 
 fn invalid(name: &str, what: impl Into<String>) -> FieldsError {
@@ -127,7 +126,13 @@ fn arrow_err(name: &str, what: &str) -> impl FnOnce(arrow_schema::ArrowError) ->
     move |source| FieldsError::InvalidArrow { name, what, source }
 }
 
-fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Vec<RecordBatch>>> {
+fn decode(
+    file: &Buffer,
+    expected: &Fingerprint,
+    name: &str,
+    columns: Option<&[String]>,
+    visit: &mut dyn FnMut(RecordBatch, usize) -> Result<()>,
+) -> Result<bool> {
     let bytes: &[u8] = file.as_slice();
     let len = bytes.len();
     // "ARROW1", 2 bytes of padding, ..., footer, i32 footer length, "ARROW1".
@@ -167,7 +172,7 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
         )
     })?;
     if Fingerprint::from_json_str(fingerprint, name)? != *expected {
-        return Ok(None);
+        return Ok(false);
     }
 
     let mut names = HashSet::new();
@@ -196,6 +201,13 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
     check.ranges(all_blocks)?;
     let schema = Arc::new(schema);
     let mut decoder = FileDecoder::new(schema.clone(), footer.version());
+    if let Some(columns) = columns {
+        let projection = (schema.fields().iter().enumerate())
+            .filter(|(_, f)| columns.iter().any(|c| c == f.name()))
+            .map(|(i, _)| i)
+            .collect();
+        decoder = decoder.with_projection(projection);
+    }
 
     let mut seen_dictionaries = HashSet::new();
     for block in footer.dictionaries().iter().flatten() {
@@ -234,8 +246,7 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
     }
 
     let mut rows: u64 = 0;
-    let mut batches = Vec::new();
-    for block in footer.recordBatches().iter().flatten() {
+    for (index, block) in footer.recordBatches().iter().flatten().enumerate() {
         let message_bytes = check.block(block, bytes)?;
         let message = check.message(message_bytes)?;
         let batch = message
@@ -259,10 +270,7 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
         let buffer = check.slice(file, block);
         let decoded = decoder
             .read_record_batch(block, &buffer)
-            .map_err(arrow_err(
-                name,
-                &format!("reading record batch {}", batches.len()),
-            ))?
+            .map_err(arrow_err(name, &format!("reading record batch {index}")))?
             .ok_or_else(|| invalid(name, "a record batch block holds no message"))?;
         if decoded.num_rows() as u64 != length {
             return Err(invalid(
@@ -271,7 +279,8 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
             ));
         }
         rows += length;
-        batches.push(decoded);
+        let (_, end) = check.range(block)?;
+        visit(decoded, end as usize)?;
     }
     if rows != expected.records {
         return Err(invalid(
@@ -282,7 +291,7 @@ fn decode(file: &Buffer, expected: &Fingerprint, name: &str) -> Result<Option<Ve
             ),
         ));
     }
-    Ok(Some(batches))
+    Ok(true)
 }
 
 /// Every dictionary id of the schema with its value type; refuses an id that
@@ -554,8 +563,10 @@ impl Checks<'_> {
 mod tests {
     use super::*;
     use crate::builder::BatchBuilder;
+    use crate::ipc_writer::encode_shard;
     use crate::value::{FieldValue, Fields};
     use arrow_array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
+    use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 
     const FP: Fingerprint = Fingerprint {
         records: 3,
@@ -603,6 +614,30 @@ mod tests {
         let s = back[0].column(1).to_data();
         let range = bytes.as_ptr_range();
         assert!(range.contains(&s.buffers()[1].as_ptr()));
+    }
+
+    /// A projection decodes only the columns asked for, as they are; the
+    /// file is still checked whole (a stale file is still stale).
+    #[test]
+    fn a_projection_decodes_only_its_columns() {
+        let batch = sample();
+        let bytes = encode_shard(&batch, &FP).unwrap();
+        let columns = ["st".to_owned(), "n".to_owned(), "absent".to_owned()];
+        let back = decode_shard_columns(Arc::new(bytes.clone()), &FP, "f", Some(&columns))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0].num_columns(), 2);
+        assert_eq!(back[0].column_by_name("n"), Some(batch.column(0)));
+        assert_eq!(back[0].column_by_name("st"), Some(batch.column(3)));
+        let stale = Fingerprint {
+            edges_xxh3: 9,
+            ..FP
+        };
+        assert!(
+            decode_shard_columns(Arc::new(bytes), &stale, "f", Some(&columns))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

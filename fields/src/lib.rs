@@ -9,13 +9,18 @@
 //! - [`BatchBuilder`]: records' fields to one Arrow [`RecordBatch`](arrow_array::RecordBatch).
 //! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them
 //!   ([`unify_types`], the one rule of unification).
-//! - [`encode_shard`] / [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file.
+//! - [`ShardBatches`]: a shard's batches until the shard ends (in memory up
+//!   to a budget, then in a scratch file), handed back as the shard's columns.
+//! - [`ShardFileWriter`] (or [`encode_shard`]) / [`decode_shard`] / [`align`]:
+//!   the `NNNNNN.fields.arrow` file, written batch by batch.
 //! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
 //! - [`merge_metadata`] / [`Remap`]: a run's metadata joined to the dataset's, its
 //!   class indices renumbered into the dataset's vocabularies.
 //! - [`row_to_json`] / [`member_bytes`]: a row for people, a value for WebDataset.
 //! - [`Fingerprint`]: what ties a sidecar file to its shard.
+//! - [`Predicate`]: a SQL boolean expression over fields, compiled to Arrow's
+//!   kernels (views, `--where`).
 //! - [`CategoryCodes`]: a column's values as dense class numbers, for balanced
 //!   orders and subsets.
 
@@ -32,11 +37,15 @@ mod fingerprint;
 mod guard;
 mod hll;
 mod ipc;
+mod ipc_writer;
 mod json_row;
 mod json_util;
 mod metadata;
+mod predicate;
 mod remap;
 mod schema;
+mod shard_batches;
+mod shard_dictionaries;
 mod stats;
 mod types;
 mod unify;
@@ -54,13 +63,21 @@ pub use field_stats::{CountKey, FieldStats, Scalar, MAX_EXACT_COUNTS, MAX_STRING
 pub use fingerprint::Fingerprint;
 pub use guard::{contain_panics, containing_panics};
 pub use hll::{HyperLogLog, HLL_PRECISION, HLL_REGISTERS};
-pub use ipc::{decode_shard, encode_shard, NESTED_ELEMENTS_PER_BYTE, SHARD_METADATA_KEY};
+pub use ipc::{
+    decode_shard, decode_shard_columns, decode_shard_each, NESTED_ELEMENTS_PER_BYTE,
+    SHARD_METADATA_KEY,
+};
+pub use ipc_writer::{encode_shard, ShardFileWriter};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
     CLASS_NAMES_COLUMN, CLASS_NAMES_KEY, HUGGINGFACE_KEY, VALUE_KEY,
 };
+pub use predicate::{Predicate, PredicateError, MAX_PREDICATE_BYTES};
 pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
+pub use shard_batches::{
+    ShardBatchIter, ShardBatches, BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
+};
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use unify::{unify_types, TypeConflict};

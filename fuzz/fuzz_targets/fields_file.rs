@@ -18,7 +18,8 @@
 //! make a decoder allocate what it claims.
 //!
 //! Seeds: `BCD_FUZZ_WRITE_SEED=corpus/fields_file cargo fuzz run fields_file --
-//! -runs=1` writes valid inputs of every mode there.
+//! -runs=1` writes valid inputs of every mode there (shard files of one record
+//! batch and of several, with and without a dictionary).
 #![no_main]
 
 use std::path::Path;
@@ -27,7 +28,7 @@ use std::sync::{Arc, Once};
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use bcd_fields::{
     decode_shard, encode_shard, member_bytes, row_to_json, BatchBuilder, CommitFile, DatasetSchema,
-    FieldValue, Fields, Fingerprint, ShardStats,
+    FieldValue, Fields, Fingerprint, ShardFileWriter, ShardStats,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -47,6 +48,23 @@ fn shard_input(batch: &RecordBatch) -> Vec<u8> {
     let mut input = vec![0];
     input.extend_from_slice(&records.to_le_bytes());
     input.extend(encode_shard(batch, &fingerprint(u64::from(records))).expect("encode"));
+    input
+}
+
+/// `batch` as a file of several record batches of `rows` rows, as a writer
+/// writes a shard batch by batch.
+fn shard_input_in_batches(batch: &RecordBatch, rows: usize) -> Vec<u8> {
+    let records = batch.num_rows() as u16;
+    let mut input = vec![0];
+    input.extend_from_slice(&records.to_le_bytes());
+    let fp = fingerprint(u64::from(records));
+    let mut writer =
+        ShardFileWriter::try_new(Vec::new(), batch.schema().fields(), &fp).expect("writer");
+    for start in (0..batch.num_rows()).step_by(rows) {
+        let slice = batch.slice(start, rows.min(batch.num_rows() - start));
+        writer.write(&slice).expect("write");
+    }
+    input.extend(writer.finish().expect("finish"));
     input
 }
 
@@ -90,6 +108,15 @@ fn write_seeds(dir: &Path) {
     ])
     .expect("batch");
     std::fs::write(dir.join("dictionary"), shard_input(&small)).expect("seed");
+    // Several record batches (of 2 rows, the last of 1), as shards of more
+    // records than a batch holds are written; and a dictionary the batches
+    // share, written once.
+    std::fs::write(dir.join("batches"), shard_input_in_batches(&batch, 2)).expect("seed");
+    std::fs::write(
+        dir.join("dictionary_batches"),
+        shard_input_in_batches(&small, 1),
+    )
+    .expect("seed");
 
     let mut stats = ShardStats::new();
     for i in 0..5 {
@@ -178,6 +205,24 @@ fn shard(data: &[u8]) {
         ShardStats::decode(&json, NAME).expect("statistics decode"),
         stats
     );
+    // The batches written again batch by batch (as a writer writes a shard)
+    // decode to themselves: their dictionaries are the file's one per field.
+    if let Some(first) = batches.first() {
+        let mut writer = ShardFileWriter::try_new(Vec::new(), first.schema().fields(), &expected)
+            .expect("writer");
+        for batch in &batches {
+            writer.write(batch).expect("write a decoded batch");
+        }
+        let again = writer.finish().expect("finish");
+        let back = decode_shard(Arc::new(again), &expected, NAME)
+            .expect("re-decode")
+            .expect("same fingerprint");
+        let written: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
+        assert_eq!(back.len(), written.len());
+        for (back, batch) in back.iter().zip(written) {
+            assert_eq!(back.columns(), batch.columns());
+        }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {

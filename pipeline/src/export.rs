@@ -113,6 +113,16 @@ pub enum ExportError {
     /// A Megatron export cannot be written (see [`crate::export_megatron`]).
     #[error(transparent)]
     Megatron(#[from] crate::export_megatron::MegatronExportError),
+    /// A copy into a new dataset committed its records, but the source's views
+    /// could not be written beside them.
+    #[error("{}: the records were copied and committed, but the views of the source could not be carried", dataset.display())]
+    ViewsNotCarried {
+        /// The new dataset.
+        dataset: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: Box<crate::views::ViewError>,
+    },
     /// Stopped through [`ExportOptions::interrupt`].
     #[error("interrupted; the archive being written was removed")]
     Interrupted,
@@ -235,13 +245,25 @@ impl ExportRecords for bcd_remote::RemoteDataset {
         records: Option<&[u64]>,
         f: &mut dyn FnMut(&[u8]) -> Result<(), ExportError>,
     ) -> Result<(), ExportError> {
-        refuse_subset(self, records)?;
+        if let Some(records) = records.filter(|r| !streamed(self.len(), r)) {
+            for index in selected(self.len(), Some(records)) {
+                self.resolve_index(index as i64)?;
+                f(&self.key(index)?)?;
+            }
+            return Ok(());
+        }
+        let mut wanted = Wanted::new(records);
         let mut failed = None;
-        let read = bcd_remote::RemoteDataset::for_each_key(self, |_, key| match f(key) {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                failed = Some(e);
-                Ok(false)
+        let read = bcd_remote::RemoteDataset::for_each_key(self, |index, key| {
+            if !wanted.take(index) {
+                return Ok(true);
+            }
+            match f(key) {
+                Ok(()) => Ok(true),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(false)
+                }
             }
         });
         match failed {
@@ -255,9 +277,23 @@ impl ExportRecords for bcd_remote::RemoteDataset {
         records: Option<&[u64]>,
         f: &mut RecordFn<'_>,
     ) -> Result<(), ExportError> {
-        refuse_subset(self, records)?;
+        if let Some(records) = records.filter(|r| !streamed(self.len(), r)) {
+            for index in selected(self.len(), Some(records)) {
+                self.resolve_index(index as i64)?;
+                let key = match self.keyed() {
+                    true => self.key(index)?,
+                    false => Vec::new(),
+                };
+                f(index, &key, &self.value(index)?)?;
+            }
+            return Ok(());
+        }
+        let mut wanted = Wanted::new(records);
         let mut failed = None;
         let read = bcd_remote::RemoteDataset::for_each_record(self, |index, key, stored| {
+            if !wanted.take(index) {
+                return Ok(());
+            }
             let span = self.span(index);
             let value = self.decode(index, &span, stored)?;
             f(index, key, &value).map_err(|e| {
@@ -286,18 +322,32 @@ fn selected(len: usize, records: Option<&[u64]>) -> Box<dyn Iterator<Item = usiz
     }
 }
 
-/// A subset of a remote dataset is not streamed: it is refused.
-fn refuse_subset(
-    dataset: &bcd_remote::RemoteDataset,
-    records: Option<&[u64]>,
-) -> Result<(), ExportError> {
-    match records {
-        None => Ok(()),
-        Some(_) => Err(bcd_remote::RemoteError::RemoteNotSupported {
-            uri: dataset.remote().uri().to_string(),
-            what: "a dataset sampled (pull it first)".into(),
-        }
-        .into()),
+/// Whether the records `records` of a remote dataset of `len` records are read
+/// by streaming every record and keeping theirs (in increasing order, and at
+/// least one in 64 of them), rather than by a ranged read each.
+fn streamed(len: usize, records: &[u64]) -> bool {
+    records.len().saturating_mul(64) >= len && records.windows(2).all(|w| w[0] < w[1])
+}
+
+/// The records a stream keeps: all, or those of an increasing list.
+struct Wanted<'a> {
+    records: Option<&'a [u64]>,
+}
+
+impl<'a> Wanted<'a> {
+    fn new(records: Option<&'a [u64]>) -> Self {
+        Wanted { records }
+    }
+
+    /// Whether record `index` (streamed in increasing order) is kept.
+    fn take(&mut self, index: usize) -> bool {
+        let Some(records) = self.records else {
+            return true;
+        };
+        let skip = records.partition_point(|&r| r < index as u64);
+        let rest = &records[skip..];
+        self.records = Some(rest);
+        rest.first() == Some(&(index as u64))
     }
 }
 

@@ -36,6 +36,10 @@ pub struct MegatronExportOptions {
     pub dtype: Option<String>,
     /// Set to stop the export at the next record: nothing is left.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// The records to export, in this order (default: all, in order): a
+    /// view's, a `--where` selection's. Their `document` fields must still
+    /// not decrease; documents none of them is in are written empty.
+    pub records: Option<Vec<u64>>,
 }
 
 /// What a Megatron export wrote.
@@ -233,13 +237,20 @@ pub fn export_megatron(
         source,
     };
 
-    let mut lengths: Vec<i32> = Vec::with_capacity(dataset.len());
+    let all = 0..dataset.len() as u64;
+    let records: Box<dyn Iterator<Item = u64>> = match &options.records {
+        Some(records) => Box::new(records.iter().copied()),
+        None => Box::new(all),
+    };
+    let mut lengths: Vec<i32> =
+        Vec::with_capacity(options.records.as_ref().map_or(dataset.len(), Vec::len));
     let mut documents: Vec<u64> = Vec::new();
     let mut modes: Vec<i8> = Vec::new();
     let mut buffer = Vec::new();
     let mut bytes = 0u64;
     let mut shard_fields: Option<ShardFields> = None;
-    for record in 0..dataset.len() {
+    for record in records {
+        let record = usize::try_from(record).unwrap_or(usize::MAX);
         if (options.interrupt.as_ref()).is_some_and(|flag| flag.load(Ordering::Relaxed)) {
             return Err(ExportError::Interrupted);
         }

@@ -31,7 +31,7 @@ use bcd_converters::parquet_export::ParquetExport;
 use bcd_fields::FieldsError;
 use serde_json::{json, Map, Value};
 
-use crate::fields::{DatasetFields, FieldsIoError};
+use crate::fields::{DatasetFields, FieldsIoError, ShardRows};
 use crate::ExportError;
 
 /// Rows per written batch, at most.
@@ -177,7 +177,7 @@ pub fn export_parquet(
     }
     let mut file = ParquetExport::create(path, schema.clone(), metadata)?;
 
-    let mut shards: HashMap<u64, RecordBatch> = HashMap::new();
+    let mut shards: HashMap<u64, ShardRows> = HashMap::new();
     let mut buffer = Vec::new();
     let mut summary = ParquetExportSummary { rows: 0, bytes: 0 };
     let mut last_shard = None;
@@ -210,10 +210,7 @@ pub fn export_parquet(
                     break;
                 }
                 let batches = fields.shard_batches(dataset, shard, None)?;
-                let batch =
-                    arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
-                        .map_err(arrow_error("joining a shard's fields"))?;
-                shards.insert(shard, batch);
+                shards.insert(shard, ShardRows::new(batches));
             }
             if keyed {
                 let key = dataset.key_at(index)?;
@@ -237,14 +234,25 @@ pub fn export_parquet(
             order.dedup();
             order
         };
+        // Every batch of those shards, in order, and where each shard's start.
+        let mut firsts = Vec::with_capacity(order.len());
+        let mut sources: Vec<&RecordBatch> = Vec::new();
+        for shard in &order {
+            firsts.push(sources.len());
+            sources.extend(shards[shard].batches());
+        }
         let at: Vec<(usize, usize)> = picks
             .iter()
-            .map(|(shard, row)| (order.binary_search(shard).expect("listed"), *row))
+            .map(|(shard, row)| {
+                let first = firsts[order.binary_search(shard).expect("listed")];
+                let (batch, row) = shards[shard].locate(*row);
+                (first + batch, row)
+            })
             .collect();
         let gather = |column: usize| -> Result<ArrayRef, ExportError> {
-            let arrays: Vec<&dyn Array> = order
+            let arrays: Vec<&dyn Array> = sources
                 .iter()
-                .map(|shard| shards[shard].column(column).as_ref())
+                .map(|batch| batch.column(column).as_ref())
                 .collect();
             arrow_select::interleave::interleave(&arrays, &at)
                 .map_err(arrow_error("gathering the fields of a batch"))

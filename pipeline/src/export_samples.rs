@@ -21,7 +21,7 @@ use bcd::Dataset;
 use bcd_converters::samples::{split_sample_name, VALUE_EXT_FIELD};
 use bcd_fields::{member_bytes, FieldsError};
 
-use crate::fields::{DatasetFields, FieldsIoError};
+use crate::fields::{DatasetFields, FieldsIoError, ShardRows};
 
 /// The metadata key of a column that came from a WebDataset member.
 pub const MEMBER_EXT_METADATA: &str = "bcd.member_ext";
@@ -46,7 +46,7 @@ pub(crate) struct SampleMembers<'a> {
     members: Vec<Member>,
     value_ext: Option<usize>,
     /// The fields of the shard read last.
-    shard: Option<(u64, RecordBatch)>,
+    shard: Option<(u64, ShardRows)>,
 }
 
 impl<'a> SampleMembers<'a> {
@@ -100,18 +100,10 @@ impl<'a> SampleMembers<'a> {
         let shard = self.dataset.value_location(index)?.shard;
         if self.shard.as_ref().is_none_or(|(s, _)| *s != shard) {
             let batches = self.fields.shard_batches(self.dataset, shard, None)?;
-            let schema = self.fields.schema.arrow_schema();
-            let batch =
-                arrow_select::concat::concat_batches(&schema, &batches).map_err(|source| {
-                    FieldsError::Arrow {
-                        context: "joining a shard's fields".into(),
-                        source,
-                    }
-                })?;
-            self.shard = Some((shard, batch));
+            self.shard = Some((shard, ShardRows::new(batches)));
         }
-        let (_, batch) = self.shard.as_ref().expect("set above");
-        let row = index - self.dataset.shard_first_record(shard) as usize;
+        let (_, rows) = self.shard.as_ref().expect("set above");
+        let (batch, row) = rows.row(index - self.dataset.shard_first_record(shard) as usize);
         Ok((batch.clone(), row))
     }
 

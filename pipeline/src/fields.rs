@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{BooleanArray, RecordBatch};
 use bcd::{Compression, Dataset, ShardFingerprint};
 use bcd_fields::{
-    align, decode_shard, CommitFile, CountKey, DatasetSchema, FieldsError, Fingerprint, Scalar,
-    ShardStats, FIELDS_SUFFIX, STATS_SUFFIX,
+    align, decode_shard_columns, decode_shard_each, CommitFile, CountKey, DatasetSchema,
+    FieldsError, Fingerprint, Scalar, ShardStats, BATCH_ROWS, FIELDS_SUFFIX, STATS_SUFFIX,
 };
 use serde_json::{Map, Value};
 
@@ -162,13 +162,43 @@ impl DatasetFields {
     ) -> Result<Vec<RecordBatch>, FieldsIoError> {
         let schema = self.projection(columns)?;
         let expected = || committed_fingerprint(dataset, shard);
-        match read_fields_file(dataset, shard, expected, &schema)? {
+        match read_fields_file(dataset, shard, expected, &schema, columns)? {
             Some(batches) => Ok(batches),
             None => Ok(vec![null_batch(
                 &schema,
                 dataset.shard_records(shard) as usize,
             )?]),
         }
+    }
+
+    /// The fields of shard `shard`'s records as the dataset schema's columns,
+    /// as [`DatasetFields::shard_batches`] gives them, but handed to `visit`
+    /// one batch at a time (batches of [`BATCH_ROWS`] nulls where the shard has
+    /// no fields file), each let go of once visited, the mapped file's pages
+    /// too: for a reader that goes through a shard once and holds a batch.
+    pub(crate) fn each_shard_batch(
+        &self,
+        dataset: &Dataset,
+        shard: u64,
+        mut visit: impl FnMut(RecordBatch) -> Result<(), FieldsError>,
+    ) -> Result<(), FieldsIoError> {
+        if let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? {
+            let name = dataset
+                .sidecar_path(shard, FIELDS_SUFFIX)
+                .display()
+                .to_string();
+            let expected = committed_fingerprint(dataset, shard)?;
+            if each_aligned_batch(bytes, &expected, &name, &self.schema, &mut visit)? {
+                return Ok(());
+            }
+        }
+        let mut rows = dataset.shard_records(shard) as usize;
+        while rows > 0 {
+            let n = rows.min(BATCH_ROWS);
+            visit(null_batch(&self.schema, n)?)?;
+            rows -= n;
+        }
+        Ok(())
     }
 
     /// The schema of `columns` (all when `None`); an unknown name is an error.
@@ -192,6 +222,13 @@ impl DatasetFields {
         Ok(DatasetSchema::from_fields(fields)?)
     }
 
+    /// The dataset schema's column names, in order.
+    fn field_names_in_order(&self) -> Vec<String> {
+        (self.schema.fields().iter())
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
     fn field_names(&self) -> String {
         let names: Vec<&str> = self
             .schema
@@ -204,6 +241,51 @@ impl DatasetFields {
         } else {
             names.join(", ")
         }
+    }
+}
+
+/// A shard's fields as its batches (as [`DatasetFields::shard_batches`] gives
+/// them), with where each starts: a record's row is found in its batch, without
+/// joining the batches (which would copy the shard's fields).
+pub(crate) struct ShardRows {
+    batches: Vec<RecordBatch>,
+    /// The shard's row just past each batch.
+    ends: Vec<usize>,
+}
+
+impl ShardRows {
+    pub(crate) fn new(batches: Vec<RecordBatch>) -> ShardRows {
+        let ends = batches
+            .iter()
+            .scan(0, |end, b| {
+                *end += b.num_rows();
+                Some(*end)
+            })
+            .collect();
+        ShardRows { batches, ends }
+    }
+
+    /// The batches.
+    pub(crate) fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+
+    /// Which batch holds row `row` of the shard, and the row in it. A row past
+    /// the shard's gives the last batch's length (so Arrow's checks refuse it).
+    pub(crate) fn locate(&self, row: usize) -> (usize, usize) {
+        let batch = self.ends.partition_point(|&end| end <= row);
+        let batch = batch.min(self.batches.len().saturating_sub(1));
+        let start = match batch {
+            0 => 0,
+            n => self.ends[n - 1],
+        };
+        (batch, row - start)
+    }
+
+    /// The batch holding row `row` of the shard, and the row in it.
+    pub(crate) fn row(&self, row: usize) -> (&RecordBatch, usize) {
+        let (batch, at) = self.locate(row);
+        (&self.batches[batch], at)
     }
 }
 
@@ -239,14 +321,18 @@ pub(crate) fn read_stats_file(
 }
 
 /// Shard `shard`'s fields as the columns of `schema`, when it has a fields file
-/// that matches the shard: the one reader of fields files, for opening a
-/// dataset and for reading back what an extend wrote.
+/// that matches the shard: the reader of fields files that opening a dataset
+/// uses (reading back what an extend wrote, `read_back.rs`, decodes and aligns
+/// the same way, a batch at a time).
 /// `expected` gives the shard's fingerprint (only asked for when there is a file).
+/// With `columns`, only those of the file's columns are decoded (the file is
+/// checked whole all the same).
 pub(crate) fn read_fields_file(
     dataset: &Dataset,
     shard: u64,
     expected: impl FnOnce() -> Result<Fingerprint, FieldsIoError>,
     schema: &DatasetSchema,
+    columns: Option<&[String]>,
 ) -> Result<Option<Vec<RecordBatch>>, FieldsIoError> {
     let Some(bytes) = dataset.map_sidecar(shard, FIELDS_SUFFIX)? else {
         return Ok(None);
@@ -255,14 +341,60 @@ pub(crate) fn read_fields_file(
         .sidecar_path(shard, FIELDS_SUFFIX)
         .display()
         .to_string();
-    match decode_shard(Arc::new(bytes), &expected()?, &name)? {
+    match decode_shard_columns(Arc::new(bytes), &expected()?, &name, columns)? {
         Some(batches) => Ok(Some(align(&batches, schema)?)),
         None => Ok(None),
     }
 }
 
+/// The rows of a shard's `batches` whose `kept` is set, as one batch (a
+/// merge's kept records, a view's records).
+pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
+    let arrow = |context: &str| {
+        let context = context.to_owned();
+        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
+    };
+    let schema = match batches.first() {
+        Some(batch) => batch.schema(),
+        None => {
+            return Ok(RecordBatch::new_empty(Arc::new(
+                arrow_schema::Schema::empty(),
+            )))
+        }
+    };
+    let whole = arrow_select::concat::concat_batches(&schema, batches)
+        .map_err(arrow("joining a shard's fields"))?;
+    let mask = BooleanArray::from(kept.to_vec());
+    arrow_select::filter::filter_record_batch(&whole, &mask)
+        .map_err(arrow("keeping the fields of the records a merge kept"))
+}
+
+/// Decodes a shard's fields file (`bytes`, named `name`) a batch at a time,
+/// each aligned to `schema` (as [`read_fields_file`] reads it) and handed to
+/// `visit`, the mapped file's pages let go of as it goes. Returns whether the
+/// file is the shard's (its fingerprint is `expected`; if not, nothing was
+/// visited).
+pub(crate) fn each_aligned_batch(
+    bytes: bcd::ShardData,
+    expected: &Fingerprint,
+    name: &str,
+    schema: &DatasetSchema,
+    mut visit: impl FnMut(RecordBatch) -> Result<(), FieldsError>,
+) -> Result<bool, FieldsError> {
+    let mapping = bytes.clone();
+    let mut released = 0;
+    decode_shard_each(Arc::new(bytes), expected, name, |batch, end| {
+        for batch in align(&[batch], schema)? {
+            visit(batch)?;
+        }
+        mapping.release(released, end.saturating_sub(released));
+        released = end;
+        Ok(())
+    })
+}
+
 /// A batch of `rows` rows, every column of `schema` null.
-fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsIoError> {
+fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, FieldsError> {
     let arrow_schema = schema.arrow_schema();
     let columns = arrow_schema
         .fields()
@@ -275,7 +407,6 @@ fn null_batch(schema: &DatasetSchema, rows: usize) -> Result<RecordBatch, Fields
             context: "building a batch of nulls".into(),
             source: e,
         }
-        .into()
     })
 }
 
@@ -318,12 +449,7 @@ pub(crate) fn size_stats(
 /// and with `per_shard` the same figures per shard under `"per_shard"`.
 pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsIoError> {
     let fields = DatasetFields::load(dataset)?;
-    let order: Vec<String> = fields
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let order = fields.field_names_in_order();
     let totals = fields.totals(dataset)?;
     let mut out = report(&totals, &order);
     out["shards"] = dataset.shards().into();
@@ -337,6 +463,39 @@ pub fn stats_report(dataset: &Dataset, per_shard: bool) -> Result<Value, FieldsI
         }
         out["per_shard"] = Value::Array(shards);
     }
+    Ok(out)
+}
+
+/// The statistics report of the records `records` of `dataset` (a view's, in
+/// increasing order), as [`stats_report`] gives a dataset's: computed from
+/// those records' sizes and fields, shard by shard (each shard's fields
+/// read once, only where the view has records).
+pub fn records_stats_report(
+    dataset: &Dataset,
+    records: &bcd::ViewIndices,
+) -> Result<Value, FieldsIoError> {
+    let fields = DatasetFields::load(dataset)?;
+    let order = fields.field_names_in_order();
+    let mut totals = ShardStats::new();
+    let mut next = records.iter().peekable();
+    while let Some(&first) = next.peek() {
+        let shard = dataset.value_location(first as usize)?.shard;
+        let start = dataset.shard_first_record(shard);
+        let mut kept = vec![false; dataset.shard_records(shard) as usize];
+        while let Some(index) = next.next_if(|&i| i < start + kept.len() as u64) {
+            kept[(index - start) as usize] = true;
+        }
+        let mut stats = size_stats(dataset, shard, |row| kept[row])?;
+        let batches = fields.shard_batches(dataset, shard, None)?;
+        let chosen = filter(&batches, &kept)?;
+        if chosen.num_columns() > 0 {
+            stats.add_fields(&chosen)?;
+        }
+        totals.merge(&stats)?;
+    }
+    let mut out = report(&totals, &order);
+    out["shards"] = dataset.shards().into();
+    out["path"] = dataset.path().display().to_string().into();
     Ok(out)
 }
 

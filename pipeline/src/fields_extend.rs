@@ -18,6 +18,7 @@ use bcd_fields::{DatasetSchema, Fields};
 use serde_json::{Map, Value};
 
 use crate::fields::{FieldsIoError, FieldsWriter};
+use crate::fields_writer::FieldsBuffering;
 use crate::OnDuplicate;
 
 /// One record to add: its key (ignored by a keyless dataset), its value as
@@ -65,6 +66,18 @@ pub struct Extended {
     pub bytes_stored: u64,
 }
 
+/// How a [`FieldsExtend`] checks and writes records. Default: the store's
+/// defaults ([`ExtendOptions::default`]) and the fields' batches of
+/// [`FieldsBuffering::default`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldsExtendOptions {
+    /// The store's checks: which records are duplicates, and their memory.
+    pub store: ExtendOptions,
+    /// How large the fields' batches are and how much of a shard's fields is
+    /// kept in memory.
+    pub buffering: FieldsBuffering,
+}
+
 /// An extend with fields in progress. Dropping it uncommitted (after any
 /// error) removes what it wrote and leaves the dataset as it was.
 pub struct FieldsExtend<'d> {
@@ -85,21 +98,22 @@ impl<'d> FieldsExtend<'d> {
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
-        Self::begin_with(dataset, on_duplicate, ExtendOptions::default())
+        FieldsExtend::begin_with(dataset, on_duplicate, FieldsExtendOptions::default())
     }
 
-    /// [`FieldsExtend::begin`] with the store's `options`: which records are
-    /// duplicates ([`Dedup::Content`]: also repeated values, which are always
-    /// skipped and reported, whatever `on_duplicate` says of keys) and the
-    /// memory of the checks.
+    /// [`FieldsExtend::begin`] with `options`: the store's checks (which
+    /// records are duplicates, [`Dedup::Content`] also skipping and reporting
+    /// repeated values whatever `on_duplicate` says of keys, and the memory of
+    /// the checks) and the fields' batches and the memory they take (see
+    /// [`FieldsWriter::begin_with`]).
     pub fn begin_with(
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
-        options: ExtendOptions,
+        options: FieldsExtendOptions,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
         let keyed = dataset.keyed();
-        let extend = dataset.begin_extend_with(options)?;
-        let writer = FieldsWriter::begin(extend.dataset())?;
+        let extend = dataset.begin_extend_with(options.store)?;
+        let writer = FieldsWriter::begin_with(extend.dataset(), options.buffering)?;
         Ok(FieldsExtend {
             extend,
             writer,

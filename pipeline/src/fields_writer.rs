@@ -2,13 +2,24 @@
 //! Arrow file and one statistics file per shard, then the commit file with the
 //! dataset's schema, metadata and statistics totals. The encodings are
 //! `bcd-fields'`; the files and their commit are the store's.
+//!
+//! What it holds is bounded whatever a shard's record count (issue 27): the
+//! records' fields are built into Arrow batches of at most
+//! [`BATCH_ROWS`] rows (about [`BATCH_BYTES`]) as they arrive, the open
+//! shard's batches wait in a [`ShardBatches`] (in memory up to a budget, then
+//! in a scratch file), its sizes are folded into its statistics at every
+//! push, and at the shard's end its file is written batch by batch, each
+//! batch's statistics added as it goes.
 
 use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
 
+use arrow_array::RecordBatch;
 use bcd::{Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
-    encode_shard, merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError,
-    Fingerprint, Remap, ShardStats,
+    merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError, Fingerprint,
+    Remap, ShardBatches, ShardFileWriter, ShardStats, BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
 };
 use serde_json::{Map, Value};
 
@@ -17,10 +28,42 @@ use bcd_fields::{FIELDS_SUFFIX, STATS_SUFFIX};
 use crate::fields::{fingerprint, DatasetFields, FieldsIoError};
 use crate::read_back::{check_fields_file, check_stats_file, checked_commit_file};
 
-/// One record waiting for its shard to end: what the statistics need.
+/// A record pushed whose shard is not known yet: what the statistics need.
 struct Pending {
     key_len: u64,
     raw_len: u64,
+}
+
+/// How large the batches of a shard's fields are, and how much of a shard's
+/// fields is kept in memory before the rest goes to a scratch file. The
+/// defaults are `bcd-fields`' [`BATCH_ROWS`], [`BATCH_BYTES`] and
+/// [`SHARD_MEMORY_BYTES`]; tests make them small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldsBuffering {
+    /// Rows of a batch, at most.
+    pub batch_rows: usize,
+    /// About the bytes of a batch, at most.
+    pub batch_bytes: usize,
+    /// Bytes of the open shard's batches kept in memory, at most.
+    pub shard_memory: usize,
+}
+
+impl Default for FieldsBuffering {
+    fn default() -> Self {
+        FieldsBuffering {
+            batch_rows: BATCH_ROWS,
+            batch_bytes: BATCH_BYTES,
+            shard_memory: SHARD_MEMORY_BYTES,
+        }
+    }
+}
+
+/// The shard records are being written to: its sizes so far, and its fields.
+struct OpenShard {
+    /// Statistics of the sizes of its records folded in so far.
+    sizes: ShardStats,
+    /// Its fields' batches built so far.
+    batches: ShardBatches,
 }
 
 /// Writes the fields and statistics of the records pushed through an
@@ -31,7 +74,12 @@ struct Pending {
 /// [`FieldsWriter::finish`] before committing it.
 pub struct FieldsWriter {
     builder: BatchBuilder,
+    /// Records pushed since the last [`FieldsWriter::shards_finished`].
     pending: VecDeque<Pending>,
+    open: OpenShard,
+    buffering: FieldsBuffering,
+    /// Where a shard's scratch file goes (the dataset's directory).
+    scratch_dir: PathBuf,
     shards_with_stats: u64,
     schema: DatasetSchema,
     /// The committed metadata, the run's (as given so far), and the two merged.
@@ -53,11 +101,26 @@ impl FieldsWriter {
     /// committed schema, metadata and totals, adding statistics of the shards no
     /// commit file covers (written by the reference).
     pub fn begin(dataset: &Dataset) -> Result<FieldsWriter, FieldsIoError> {
+        FieldsWriter::begin_with(dataset, FieldsBuffering::default())
+    }
+
+    /// [`FieldsWriter::begin`] with batches and memory bounded by `buffering`.
+    pub fn begin_with(
+        dataset: &Dataset,
+        buffering: FieldsBuffering,
+    ) -> Result<FieldsWriter, FieldsIoError> {
         let state = DatasetFields::load(dataset)?;
         let totals = state.totals(dataset)?;
+        let scratch_dir = dataset.path().to_owned();
         Ok(FieldsWriter {
             builder: BatchBuilder::new(),
             pending: VecDeque::new(),
+            open: OpenShard {
+                sizes: ShardStats::new(),
+                batches: ShardBatches::with_budget(&scratch_dir, buffering.shard_memory),
+            },
+            buffering,
+            scratch_dir,
             shards_with_stats: state.shards_with_stats(),
             schema: state.schema,
             committed: state.metadata.clone(),
@@ -137,12 +200,14 @@ impl FieldsWriter {
         &self.schema
     }
 
-    /// Writes the sidecars of the shards `extend` finished since the last call.
+    /// Writes the sidecars of the shards `extend` finished since the last call;
+    /// the records pushed after them, in the shard being written, are folded
+    /// into its statistics and built into batches.
     pub fn shards_finished(&mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
         for shard in extend.take_finished_shards() {
             self.write_shard(extend, shard)?;
         }
-        Ok(())
+        self.fold_open()
     }
 
     /// Writes the last shard's sidecars and sets the commit file; then the
@@ -167,6 +232,24 @@ impl FieldsWriter {
         Ok(())
     }
 
+    /// Folds the pending records (all in the open shard) into its statistics,
+    /// and builds full batches of their fields.
+    fn fold_open(&mut self) -> Result<(), FieldsIoError> {
+        for record in self.pending.drain(..) {
+            self.open
+                .sizes
+                .add_record(record.key_len, 0, record.raw_len);
+        }
+        let buffering = self.buffering;
+        while self.builder.len() >= buffering.batch_rows
+            || (self.builder.bytes() >= buffering.batch_bytes && !self.builder.is_empty())
+        {
+            let batch = self.builder.take(buffering.batch_rows)?;
+            self.open.batches.push(batch)?;
+        }
+        Ok(())
+    }
+
     fn last_fingerprint(
         &self,
         extend: &Extend<'_>,
@@ -186,27 +269,42 @@ impl FieldsWriter {
         extend: &mut Extend<'_>,
         shard: WrittenShard,
     ) -> Result<(), FieldsIoError> {
-        let records = shard.fingerprint.records as usize;
-        let batch = self.builder.take(records)?;
-        let batch = self
-            .remap
-            .apply(&batch, &format!("the fields of new shard {}", shard.id))?;
-        let mut stats = ShardStats::new();
-        let mut key_bytes = 0;
-        for record in self.pending.drain(..records.min(self.pending.len())) {
-            stats.add_record(record.key_len, 0, record.raw_len);
-            key_bytes += record.key_len;
+        let records = shard.fingerprint.records;
+        let fresh = OpenShard {
+            sizes: ShardStats::new(),
+            batches: ShardBatches::with_budget(&self.scratch_dir, self.buffering.shard_memory),
+        };
+        let OpenShard {
+            mut sizes,
+            mut batches,
+        } = std::mem::replace(&mut self.open, fresh);
+        let missing = records.saturating_sub(sizes.records) as usize;
+        for record in self.pending.drain(..missing.min(self.pending.len())) {
+            sizes.add_record(record.key_len, 0, record.raw_len);
         }
+        while batches.rows() < records && !self.builder.is_empty() {
+            let rows = ((records - batches.rows()) as usize).min(self.buffering.batch_rows);
+            batches.push(self.builder.take(rows)?)?;
+        }
+        // The shard's columns: those its records gave, typed as one batch of
+        // all of them would be.
+        let columns = self.builder.shard_fields(|name| batches.has_column(name));
+        let mut stats = sizes;
         // Stored sizes are known per shard: its data file holds keys and values.
-        stats.stored_bytes = shard.fingerprint.data_len - key_bytes;
-        stats.add_fields(&batch)?;
-        let schema = self.schema.unified(batch.schema().fields())?;
+        stats.stored_bytes = shard.fingerprint.data_len - stats.key_bytes;
+        let schema = self.schema.unified(&columns)?;
         let print = fingerprint(&shard.fingerprint);
         // Each file is read back as opening the dataset will read it before the
         // extend goes on (read_back.rs): what cannot be read is never committed.
-        if let Some(fields) = encode_fields_file(&batch, &print)? {
-            extend.write_sidecar(shard.id, FIELDS_SUFFIX, &fields)?;
-            check_fields_file(extend.dataset(), shard.id, &print, &schema, records)?;
+        if !columns.is_empty() {
+            let what = format!("the fields of new shard {}", shard.id);
+            let mut file = extend.create_sidecar(shard.id, FIELDS_SUFFIX)?;
+            let batches = batches.into_batches(&columns)?;
+            let (remap, stats) = (&self.remap, &mut stats);
+            write_fields_file(&mut file, &columns, batches, &print, remap, &what, stats)?;
+            file.finish()?;
+            let rows = records as usize;
+            check_fields_file(extend.dataset(), shard.id, &print, &schema, rows)?;
         }
         let encoded = encode_stats_file(&stats, &print);
         extend.write_sidecar(shard.id, STATS_SUFFIX, &encoded)?;
@@ -220,18 +318,31 @@ impl FieldsWriter {
     }
 }
 
-/// A shard's fields file (fingerprint `print`), encoded; none when its records
-/// have no field. Every writer of the files beside a shard (an extend's
-/// [`FieldsWriter`], a merge's rewritten or renumbered shards) encodes them
-/// with this and [`encode_stats_file`].
-pub(crate) fn encode_fields_file(
-    fields: &arrow_array::RecordBatch,
+/// Writes a shard's fields file (fingerprint `print`, columns `columns`) into
+/// `out` batch by batch: each of `batches` (of those columns) with its class
+/// indices renumbered by `remap` (`what` names the shard in its errors), its
+/// statistics added to `stats`. Returns the rows written. Every writer of a
+/// shard's fields file (an extend's [`FieldsWriter`], a merge's rewritten or
+/// renumbered shards) writes it with this, and its statistics file with
+/// [`encode_stats_file`].
+pub(crate) fn write_fields_file(
+    out: &mut dyn Write,
+    columns: &arrow_schema::Fields,
+    batches: impl Iterator<Item = Result<RecordBatch, FieldsError>>,
     print: &Fingerprint,
-) -> Result<Option<Vec<u8>>, FieldsIoError> {
-    match fields.num_columns() {
-        0 => Ok(None),
-        _ => Ok(Some(encode_shard(fields, print)?)),
+    remap: &Remap,
+    what: &str,
+    stats: &mut ShardStats,
+) -> Result<u64, FieldsIoError> {
+    let mut writer = ShardFileWriter::try_new(out, columns, print)?;
+    for batch in batches {
+        let batch = remap.apply(&batch?, what)?;
+        stats.add_fields(&batch)?;
+        writer.write(&batch)?;
     }
+    let rows = writer.rows();
+    writer.finish()?;
+    Ok(rows)
 }
 
 /// A shard's statistics file: `stats` (without a fingerprint) with `print`.

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::dedup_report::{ContentDuplicate, DedupReport, ReportError};
 use crate::fields::FieldsIoError;
-use crate::fields_extend::{FieldsExtend, NewRecord};
+use crate::fields_extend::{FieldsExtend, FieldsExtendOptions, NewRecord};
 use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
@@ -431,9 +431,12 @@ fn run(
 
     // Records go in whole (value, key, fields, statistics) through the one
     // extend with fields, which applies the duplicate policy.
-    let checks = bcd::ExtendOptions {
-        dedup: options.dedup,
-        memory_limit: options.memory_limit,
+    let checks = FieldsExtendOptions {
+        store: bcd::ExtendOptions {
+            dedup: options.dedup,
+            memory_limit: options.memory_limit,
+        },
+        ..FieldsExtendOptions::default()
     };
     let mut extend = FieldsExtend::begin_with(dataset, options.on_duplicate, checks)?;
     // The class names are known when the source is opened: the records' indices

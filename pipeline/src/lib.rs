@@ -8,7 +8,8 @@
 //! appends it, in source order, through one [`bcd::Extend`]; one commit at the end.
 //! The bytes written do not depend on the number of jobs. Memory holds at most
 //! three batches (each up to [`bcd::BATCH_BYTES_PER_THREAD`] x jobs, or one record if
-//! larger) plus the key set.
+//! larger) plus the key set, and with fields a bounded part of the open shard's
+//! (see [`FieldsBuffering`]) and the statistics sketches.
 //!
 //! [`open_sources`] turns source names and plain [`SourceOptions`] into one
 //! [`bcd_converters::Source`], with the format detection and option checks every
@@ -43,6 +44,7 @@ mod source_options;
 mod sources;
 mod spelling;
 mod subset;
+pub mod views;
 
 pub use categories::{field_categories, CategoriesError};
 pub use dedup_report::{add_record_name, ContentDuplicate, DedupReport, ReportError};
@@ -54,7 +56,8 @@ pub use export_megatron::{
     export_megatron, MegatronExportError, MegatronExportOptions, MegatronExportSummary,
 };
 pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
-pub use fields_extend::{Extended, FieldsExtend, NewRecord, Numbered};
+pub use fields_extend::{Extended, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered};
+pub use fields_writer::FieldsBuffering;
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
@@ -68,7 +71,10 @@ pub use source_format::SourceFormat;
 pub use source_options::SourceOptions;
 pub use sources::{open_sources, open_sources_into, OpenedSource};
 pub use spelling::{error_chain, spell_options};
-pub use subset::{copy_into, sample_records, CopyOptions, CopySummary, SampleError, SampleOptions};
+pub use subset::{
+    copy_into, sample_records, sample_records_of, CopyOptions, CopySummary, SampleError,
+    SampleOptions,
+};
 
 /// How often an ingest checks [`IngestOptions::interrupt`] while it waits for its
 /// source: the longest it takes to notice an interrupt (plus the batch in hand).

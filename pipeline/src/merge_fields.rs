@@ -9,29 +9,40 @@
 //!
 //! A part whose class indices mean other names in the target's vocabulary has
 //! them renumbered: its shards' fields and statistics files are written anew
-//! (through [`SidecarRewrite::moved`]) instead of being linked.
+//! (through [`SidecarRewrite::moved_into`]) instead of being linked.
+//!
+//! A shard's fields are gone through a batch at a time, twice (its statistics
+//! when the merge asks for them, then its file written into the merge's
+//! [`SidecarOut`]), so a merge holds a batch, not a shard's fields; each file
+//! written is read back as opening the dataset will before the commit file is
+//! made.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use std::io::Write;
+
 use arrow_array::{BooleanArray, RecordBatch};
-use bcd::{Dataset, HookError, MergeCommitInput, ShardFingerprint, SidecarRewrite};
+use bcd::{
+    Dataset, HookError, MergeCommitInput, RewrittenSidecar, ShardFingerprint, SidecarOut,
+    SidecarRewrite,
+};
 use bcd_fields::{
-    merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardStats, FIELDS_SUFFIX,
-    STATS_SUFFIX,
+    merge_metadata, CommitFile, FieldsError, Fingerprint, Remap, ShardFileWriter, ShardStats,
+    FIELDS_SUFFIX, STATS_SUFFIX,
 };
 
 use crate::fields::{fingerprint, size_stats, DatasetFields, FieldsIoError};
-use crate::fields_writer::{encode_fields_file, encode_stats_file};
-use crate::read_back::{check_fields_bytes, checked_commit_file};
+use crate::fields_writer::encode_stats_file;
+use crate::read_back::{check_fields_file, checked_commit_file};
 
-/// What a rewritten shard keeps: its statistics and its fields.
+/// What a rewritten (or renumbered) shard keeps: its statistics (its fields
+/// are read again from the part to write them).
 struct Kept {
     stats: ShardStats,
-    fields: RecordBatch,
-    /// The fields file of the part's shard it comes from (for errors).
-    source: PathBuf,
+    /// Whether a fields file was written for it.
+    fields_written: bool,
 }
 
 /// The state both hooks share: what each rewritten or renumbered shard keeps,
@@ -91,46 +102,135 @@ impl FieldsMerge {
             .unwrap_or_default()
     }
 
-    /// Shard `from` of `part`, restricted to `kept_rows`: statistics of the kept
-    /// records' sizes and fields, and those fields, class indices renumbered.
-    fn kept(&self, part: &Dataset, from: u64, kept_rows: &[bool]) -> Result<Kept, FieldsIoError> {
+    /// Shard `from` of `part`, restricted to `kept_rows` (`None`: all):
+    /// statistics of the kept records' sizes and fields (class indices
+    /// renumbered), gone through a batch at a time.
+    fn kept(
+        &self,
+        part: &Dataset,
+        from: u64,
+        kept_rows: Option<&[bool]>,
+    ) -> Result<Kept, FieldsIoError> {
         // The kept records are copied as stored: their sizes are the part's.
-        let mut stats = size_stats(part, from, |row| kept_rows[row])?;
-        let state = DatasetFields::load(part)?;
-        let fields = filter(&state.shard_batches(part, from, None)?, kept_rows)?;
-        let what = format!("the fields of shard {from} of {}", part.path().display());
-        let fields = self.remap(part).apply(&fields, &what)?;
-        if fields.num_columns() > 0 {
-            stats.add_fields(&fields)?;
-        }
-        let source = part.sidecar_path(from, FIELDS_SUFFIX);
+        let mut stats = size_stats(part, from, |row| kept_rows.is_none_or(|k| k[row]))?;
+        self.each_kept_batch(part, from, kept_rows, |batch| stats.add_fields(&batch))?;
         Ok(Kept {
             stats,
-            fields,
-            source,
+            fields_written: false,
         })
     }
 
+    /// The fields of the records of shard `from` of `part` that `kept_rows`
+    /// keeps (`None`: all), as the part's schema's columns, class indices
+    /// renumbered, handed to `visit` a batch at a time; nothing when the part
+    /// has no fields.
+    fn each_kept_batch(
+        &self,
+        part: &Dataset,
+        from: u64,
+        kept_rows: Option<&[bool]>,
+        mut visit: impl FnMut(RecordBatch) -> Result<(), FieldsError>,
+    ) -> Result<(), FieldsIoError> {
+        let state = DatasetFields::load(part)?;
+        if state.schema.fields().is_empty() {
+            return Ok(());
+        }
+        let remap = self.remap(part);
+        let what = format!("the fields of shard {from} of {}", part.path().display());
+        let mut row = 0;
+        state.each_shard_batch(part, from, |batch| {
+            let rows = batch.num_rows();
+            let batch = match kept_rows {
+                Some(kept) => filter(&batch, &kept[row..row + rows])?,
+                None => batch,
+            };
+            row += rows;
+            if batch.num_rows() == 0 {
+                return Ok(());
+            }
+            visit(remap.apply(&batch, &what)?)
+        })
+    }
+
+    /// Writes the fields file of the records of shard `from` of `part` that
+    /// `kept_rows` keeps (`None`: all) into `out`, with fingerprint `print`;
+    /// false when the part has no fields.
+    fn write_kept_fields(
+        &self,
+        part: &Dataset,
+        from: u64,
+        kept_rows: Option<&[bool]>,
+        print: &Fingerprint,
+        out: &mut SidecarOut<'_>,
+    ) -> Result<bool, FieldsIoError> {
+        let columns = DatasetFields::load(part)?
+            .schema
+            .arrow_schema()
+            .fields()
+            .clone();
+        if columns.is_empty() {
+            return Ok(false);
+        }
+        let mut writer = ShardFileWriter::try_new(&mut *out, &columns, print)?;
+        self.each_kept_batch(part, from, kept_rows, |batch| writer.write(&batch))?;
+        writer.finish()?;
+        Ok(true)
+    }
+
     /// The new sidecar `suffix` of shard `from` of `part`, moved whole, when its
-    /// class indices are renumbered.
+    /// class indices are renumbered, written into `out`.
     fn renumbered_sidecar(
         &self,
         part: &Dataset,
         from: u64,
         suffix: &str,
-    ) -> Result<Option<Vec<u8>>, FieldsIoError> {
+        out: &mut SidecarOut<'_>,
+    ) -> Result<bool, FieldsIoError> {
         if self.remap(part).is_identity() || !matches!(suffix, FIELDS_SUFFIX | STATS_SUFFIX) {
-            return Ok(None);
+            return Ok(false);
         }
         let print = fingerprint(&part.shard_fingerprint(from)?);
         let key = print_key(&print);
         let mut renumbered = self.renumbered.lock().unwrap_or_else(|e| e.into_inner());
         if !renumbered.contains_key(&key) {
-            let all = vec![true; part.shard_records(from) as usize];
-            renumbered.insert(key.clone(), self.kept(part, from, &all)?);
+            renumbered.insert(key.clone(), self.kept(part, from, None)?);
         }
-        let kept = &renumbered[&key];
-        sidecar(kept, suffix, &print)
+        let kept = renumbered.get_mut(&key).expect("inserted above");
+        self.sidecar(part, from, None, kept, suffix, &print, out)
+    }
+
+    /// Writes sidecar `suffix` of the shard made of the records of shard
+    /// `from` of `part` that `kept_rows` keeps (`None`: all), whose statistics
+    /// are `kept`'s, with fingerprint `print`, into `out`; false for no file
+    /// (no fields, or a suffix not ours). Encoded as an extend encodes them.
+    #[allow(clippy::too_many_arguments)]
+    fn sidecar(
+        &self,
+        part: &Dataset,
+        from: u64,
+        kept_rows: Option<&[bool]>,
+        kept: &mut Kept,
+        suffix: &str,
+        print: &Fingerprint,
+        out: &mut SidecarOut<'_>,
+    ) -> Result<bool, FieldsIoError> {
+        match suffix {
+            FIELDS_SUFFIX => {
+                let written = self.write_kept_fields(part, from, kept_rows, print, out)?;
+                kept.fields_written |= written;
+                Ok(written)
+            }
+            STATS_SUFFIX => {
+                let written = out.write_all(&encode_stats_file(&kept.stats, print));
+                written.map_err(|source| bcd::Error::Io {
+                    op: "write",
+                    path: out.path().to_owned(),
+                    source,
+                })?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// The commit file of the merged state.
@@ -185,6 +285,19 @@ impl FieldsMerge {
                 last_shard = Some(print);
             }
         }
+        // Every fields file the merge wrote, read back as opening the merged
+        // dataset will read it.
+        for part in &input.parts {
+            for shard in &part.shards {
+                let print = fingerprint(&shard.fingerprint);
+                let key = print_key(&print);
+                let kept = rewritten.get(&key).or_else(|| renumbered.get(&key));
+                if kept.is_some_and(|k| k.fields_written) {
+                    let records = shard.records as usize;
+                    check_fields_file(input.target, shard.to, &print, &schema, records)?;
+                }
+            }
+        }
         let commit = CommitFile {
             schema,
             metadata,
@@ -204,25 +317,13 @@ fn print_key(print: &Fingerprint) -> String {
     )
 }
 
-/// The rows of `batches` (concatenated) where `kept` is true.
-fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
-    let arrow = |context: &str| {
-        let context = context.to_owned();
-        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
-    };
-    let schema = match batches.first() {
-        Some(batch) => batch.schema(),
-        None => {
-            return Ok(RecordBatch::new_empty(Arc::new(
-                arrow_schema::Schema::empty(),
-            )))
-        }
-    };
-    let whole = arrow_select::concat::concat_batches(&schema, batches)
-        .map_err(arrow("joining a shard's fields"))?;
+/// The rows of `batch` where `kept` is true.
+fn filter(batch: &RecordBatch, kept: &[bool]) -> Result<RecordBatch, FieldsError> {
     let mask = BooleanArray::from(kept.to_vec());
-    arrow_select::filter::filter_record_batch(&whole, &mask)
-        .map_err(arrow("keeping the fields of the records a merge kept"))
+    arrow_select::filter::filter_record_batch(batch, &mask).map_err(|source| FieldsError::Arrow {
+        context: "keeping the fields of the records a merge kept".into(),
+        source,
+    })
 }
 
 impl SidecarRewrite for FieldsMerge {
@@ -233,7 +334,7 @@ impl SidecarRewrite for FieldsMerge {
         kept_rows: &[bool],
         new: &ShardFingerprint,
     ) -> Result<(), HookError> {
-        let kept = self.kept(part, from, kept_rows).map_err(hook_error)?;
+        let kept = self.kept(part, from, Some(kept_rows)).map_err(hook_error)?;
         self.rewritten
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -241,45 +342,29 @@ impl SidecarRewrite for FieldsMerge {
         Ok(())
     }
 
-    fn rewrite(
+    fn rewrite_into(
         &self,
-        suffix: &str,
-        _bytes: &[u8],
-        _kept_rows: &[bool],
-        new: &ShardFingerprint,
-    ) -> Result<Option<Vec<u8>>, HookError> {
-        let print = fingerprint(new);
-        let rewritten = self.rewritten.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(kept) = rewritten.get(&print_key(&print)) else {
-            return Ok(None);
+        sidecar: &RewrittenSidecar<'_>,
+        out: &mut SidecarOut<'_>,
+    ) -> Result<bool, HookError> {
+        let print = fingerprint(sidecar.fingerprint);
+        let mut rewritten = self.rewritten.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(kept) = rewritten.get_mut(&print_key(&print)) else {
+            return Ok(false);
         };
-        sidecar(kept, suffix, &print).map_err(hook_error)
-    }
-
-    fn moved(&self, part: &Dataset, from: u64, suffix: &str) -> Result<Option<Vec<u8>>, HookError> {
-        self.renumbered_sidecar(part, from, suffix)
+        let (part, from, kept_rows) = (sidecar.part, sidecar.from, Some(sidecar.kept_rows));
+        self.sidecar(part, from, kept_rows, kept, sidecar.suffix, &print, out)
             .map_err(hook_error)
     }
-}
 
-/// The content of sidecar `suffix` of a shard whose records keep `kept`, with
-/// fingerprint `print`; `None` for no file (no fields, or a suffix not ours).
-/// Encoded as an extend encodes them; a fields file is checked to decode as a
-/// reader will (read_back.rs) before the store writes it.
-fn sidecar(
-    kept: &Kept,
-    suffix: &str,
-    print: &Fingerprint,
-) -> Result<Option<Vec<u8>>, FieldsIoError> {
-    match suffix {
-        FIELDS_SUFFIX => {
-            let bytes = encode_fields_file(&kept.fields, print)?;
-            if let Some(bytes) = &bytes {
-                check_fields_bytes(bytes, print, kept.fields.num_rows(), &kept.source)?;
-            }
-            Ok(bytes)
-        }
-        STATS_SUFFIX => Ok(Some(encode_stats_file(&kept.stats, print))),
-        _ => Ok(None),
+    fn moved_into(
+        &self,
+        part: &Dataset,
+        from: u64,
+        suffix: &str,
+        out: &mut SidecarOut<'_>,
+    ) -> Result<bool, HookError> {
+        self.renumbered_sidecar(part, from, suffix, out)
+            .map_err(hook_error)
     }
 }

@@ -1,7 +1,8 @@
 //! Nothing is committed that cannot be read back (issue 20): before the
 //! manifest moves, every file of fields an extend wrote is read back with the
-//! readers that open a dataset (`fields.rs`' [`read_fields_file`] and
-//! [`read_stats_file`], [`CommitFile::decode`] with the bound
+//! readers that open a dataset (the decoder and alignment of `fields.rs`'
+//! `read_fields_file`, a batch at a time, and [`read_stats_file`],
+//! [`CommitFile::decode`] with the bound
 //! [`MAX_COMMIT_FILE`]). A file that does not read back, or reads back as
 //! something else than was written, fails the extend with
 //! [`FieldsIoError::ReadBack`] naming the file; the extend is then dropped
@@ -14,14 +15,13 @@
 //! (`src/extend.rs`, `write_read_back`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bcd::Dataset;
-use bcd_fields::{decode_shard, CommitFile, DatasetSchema, FieldsError, Fingerprint};
+use bcd_fields::{CommitFile, DatasetSchema, FieldsError, Fingerprint};
 
 use bcd_fields::{FIELDS_SUFFIX, STATS_SUFFIX};
 
-use crate::fields::{read_fields_file, read_stats_file, FieldsIoError, MAX_COMMIT_FILE};
+use crate::fields::{each_aligned_batch, read_stats_file, FieldsIoError, MAX_COMMIT_FILE};
 
 fn read_back_error(file: PathBuf, source: impl Into<FieldsIoError>) -> FieldsIoError {
     FieldsIoError::ReadBack {
@@ -40,6 +40,9 @@ fn differs(file: &Path, what: String) -> FieldsError {
 /// Reads shard `shard`'s fields file back from disk as opening the dataset
 /// will (decoded, checked against the shard's fingerprint `print`, aligned to
 /// the dataset schema `schema` being committed) and checks it holds `rows` rows.
+/// One batch at a time, each let go of once checked (its pages of the mapped
+/// file too): reading a shard's file back costs a batch of memory, not the
+/// file.
 pub(crate) fn check_fields_file(
     dataset: &Dataset,
     shard: u64,
@@ -48,13 +51,24 @@ pub(crate) fn check_fields_file(
     rows: usize,
 ) -> Result<(), FieldsIoError> {
     let file = dataset.sidecar_path(shard, FIELDS_SUFFIX);
-    let batches = read_fields_file(dataset, shard, || Ok(*print), schema)
-        .map_err(|e| read_back_error(file.clone(), e))?;
-    let Some(batches) = batches else {
+    let missing = || {
         let what = "missing, or not the fields of its shard (its fingerprint differs)";
-        return Err(read_back_error(file.clone(), differs(&file, what.into())));
+        read_back_error(file.clone(), differs(&file, what.into()))
     };
-    let read: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let bytes = dataset
+        .map_sidecar(shard, FIELDS_SUFFIX)
+        .map_err(|e| read_back_error(file.clone(), e))?
+        .ok_or_else(missing)?;
+    let name = file.display().to_string();
+    let mut read = 0;
+    let fresh = each_aligned_batch(bytes, print, &name, schema, |batch| {
+        read += batch.num_rows();
+        Ok(())
+    })
+    .map_err(|e| read_back_error(file.clone(), e))?;
+    if !fresh {
+        return Err(missing());
+    }
     if read != rows {
         let what = format!("{read} rows read back, {rows} written");
         return Err(read_back_error(file.clone(), differs(&file, what)));
@@ -113,23 +127,4 @@ pub(crate) fn checked_commit_file(
         return Err(read_back_error(file.clone(), differs(&file, what.into())));
     }
     Ok(bytes)
-}
-
-/// Checks the bytes of a fields file a merge hands to the store (shard
-/// fingerprint `print`, `rows` rows) decode as a reader will decode them.
-pub(crate) fn check_fields_bytes(
-    bytes: &[u8],
-    print: &Fingerprint,
-    rows: usize,
-    file: &Path,
-) -> Result<(), FieldsIoError> {
-    let owned: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(bytes.to_vec());
-    let name = file.display().to_string();
-    let decoded = decode_shard(owned, print, &name).map_err(|e| read_back_error(file.into(), e))?;
-    let read = decoded.map(|b| b.iter().map(|b| b.num_rows()).sum::<usize>());
-    if read != Some(rows) {
-        let what = format!("{read:?} rows read back, {rows} written");
-        return Err(read_back_error(file.into(), differs(file, what)));
-    }
-    Ok(())
 }

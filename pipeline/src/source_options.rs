@@ -23,7 +23,8 @@ use bcd_converters::dir_source::DirOptions;
 pub struct SourceOptions {
     /// The format of every source. Default: detected from each name (archive,
     /// JSON Lines, Parquet, CSV and TFRecord suffixes, `-` and brace patterns are
-    /// tar, a directory `datasets`' `save_to_disk` wrote is hf-disk, other
+    /// tar, a directory `datasets`' `save_to_disk` wrote is hf-disk, one with an
+    /// MDS or LitData `index.json` is mds or litdata, other
     /// existing directories are dir; a given `value_column` means Parquet).
     pub format: Option<SourceFormat>,
     /// dir: only files matching one of these globs (default: all files); see
@@ -33,12 +34,14 @@ pub struct SourceOptions {
     pub exclude: Vec<String>,
     /// dir: follow symbolic links (default: skip and count them).
     pub follow_links: bool,
-    /// parquet, hf-disk: the column holding the values. Required for both.
+    /// parquet, hf-disk, mds, litdata: the column (a LitData leaf) holding the
+    /// values. Required for Parquet and hf-disk; for MDS and LitData the default
+    /// is the only column of a binary kind, else the only text one.
     /// lmdb with `lmdb_value` pickle: the dict entry holding the value
     /// (default: a dict's only bytes entry).
     pub value_column: Option<String>,
-    /// parquet, hf-disk, csv: the column holding the keys (Parquet and hf-disk
-    /// default: keyless; CSV default: the path as written).
+    /// parquet, hf-disk, csv, mds, litdata: the column holding the keys
+    /// (default: keyless; CSV: the path as written).
     pub key_column: Option<String>,
     /// parquet, hf-disk: skip (and count) rows whose value or key is null instead
     /// of failing.
@@ -85,7 +88,8 @@ pub struct SourceOptions {
     /// jsonl: the fields and their types (see [`crate::read_schema`]). Default:
     /// inferred from the first lines.
     pub schema: Option<SchemaRef>,
-    /// parquet, hf-disk, csv, tfrecord: which other columns or features become fields.
+    /// parquet, hf-disk, csv, tfrecord, mds, litdata: which other columns, leaves
+    /// or features become fields.
     /// Default: all of them (for TFRecord only when `feature` is given: the whole
     /// record holds them already; any TFRecord fields cost a prescan, a second
     /// read of every file).

@@ -39,6 +39,7 @@ const RUN_OPTION_FIELDS: &[&str] = &[
     "num_samples",
     "dtype",
     "resumed_from",
+    "replace",
 ];
 
 /// `message` with every `` `field` `` naming one of [`OPTION_FIELDS`] replaced by
@@ -140,6 +141,7 @@ mod tests {
             "num_samples",
             "dtype",
             "resumed_from",
+            "replace",
         ];
         expected.sort_unstable();
         assert_eq!(fields, expected);

@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use bcd::{CreateOptions, Dataset};
-use bcd_fields::{FieldValue, Fields, FieldsError};
+use bcd_fields::{FieldValue, Fields};
 use bcd_sampling::PlanError;
 
 use crate::export::ExportError;
-use crate::fields::{DatasetFields, FieldsIoError};
+use crate::fields::{DatasetFields, ShardRows};
 use crate::fields_extend::FieldsExtend;
 use crate::OnDuplicate;
 
@@ -67,8 +67,41 @@ pub fn sample_records(
     options: &SampleOptions,
     categories: Option<&[u32]>,
 ) -> Result<Vec<u64>, SampleError> {
-    let len = dataset.len() as u64;
+    sample_records_of(dataset, None, options, categories)
+}
+
+/// [`sample_records`] of the records `within` (a view's, in increasing
+/// order; `None`: all): a subset of them, in record order; `categories`
+/// still gives one code per record of the dataset.
+pub fn sample_records_of(
+    dataset: &Dataset,
+    within: Option<&[u64]>,
+    options: &SampleOptions,
+    categories: Option<&[u32]>,
+) -> Result<Vec<u64>, SampleError> {
     let name = dataset.path().display().to_string();
+    if let Some(categories) = categories.filter(|c| c.len() != dataset.len()) {
+        return Err(SampleError::CategoriesLength {
+            got: categories.len() as u64,
+            expected: dataset.len() as u64,
+            dataset: name,
+        });
+    }
+    let Some(within) = within else {
+        return sample_positions(dataset.len() as u64, name, options, categories);
+    };
+    let categories: Option<Vec<u32>> =
+        categories.map(|codes| within.iter().map(|&i| codes[i as usize]).collect());
+    let positions = sample_positions(within.len() as u64, name, options, categories.as_deref())?;
+    Ok(positions.into_iter().map(|p| within[p as usize]).collect())
+}
+
+fn sample_positions(
+    len: u64,
+    name: String,
+    options: &SampleOptions,
+    categories: Option<&[u32]>,
+) -> Result<Vec<u64>, SampleError> {
     let too_large = |error: PlanError| match error {
         PlanError::SampleTooLarge { asked, available } => SampleError::TooLarge {
             asked,
@@ -108,6 +141,12 @@ pub struct CopySummary {
     pub records: u64,
     /// Their stored bytes.
     pub bytes_stored: u64,
+    /// The views of the source carried to the copy (each holding the copied
+    /// records it held).
+    pub views: Vec<String>,
+    /// Views of the source that could not be read (of another state of it,
+    /// or corrupt), not carried.
+    pub unreadable_views: Vec<String>,
 }
 
 /// Copies records of `dataset` into a new dataset at `into` (a missing path or
@@ -119,7 +158,9 @@ pub struct CopySummary {
 /// extend with fields uses, so the new dataset's statistics are its own and its
 /// commit file carries the source's metadata (class names, how the value was
 /// extracted). On any failure, or an interrupt, nothing is committed and the new
-/// dataset is removed.
+/// dataset is removed. Then the source's views are carried
+/// ([`crate::views::carry_views`]): a failure there is an error saying the
+/// records were committed.
 pub fn copy_into(
     dataset: &Dataset,
     into: &Path,
@@ -137,10 +178,21 @@ pub fn copy_into(
     )?;
     let result = copy_records(dataset, &mut target, options);
     match result {
-        Ok(summary) => Ok(CopySummary {
-            dataset: into.to_owned(),
-            ..summary
-        }),
+        Ok(summary) => {
+            let (views, unreadable_views) =
+                crate::views::carry_views(dataset, &target, options.records.as_deref()).map_err(
+                    |source| ExportError::ViewsNotCarried {
+                        dataset: into.to_owned(),
+                        source: Box::new(source),
+                    },
+                )?;
+            Ok(CopySummary {
+                dataset: into.to_owned(),
+                views,
+                unreadable_views,
+                ..summary
+            })
+        }
         Err(error) => {
             // Best effort: the copy's error is what the caller needs to see.
             let _ = target.remove_empty(made_directory);
@@ -208,6 +260,8 @@ fn copy_records(
         dataset: PathBuf::new(),
         records: committed.records,
         bytes_stored: committed.bytes_stored,
+        views: Vec::new(),
+        unreadable_views: Vec::new(),
     })
 }
 
@@ -216,7 +270,7 @@ fn copy_records(
 #[derive(Default)]
 struct ShardColumns {
     shard: Option<u64>,
-    arrays: Vec<ArrayRef>,
+    rows: Option<ShardRows>,
 }
 
 impl ShardColumns {
@@ -230,18 +284,11 @@ impl ShardColumns {
         let shard = dataset.value_location(index)?.shard;
         if self.shard != Some(shard) {
             let batches = fields.shard_batches(dataset, shard, None)?;
-            let joined =
-                arrow_select::concat::concat_batches(&fields.schema.arrow_schema(), &batches)
-                    .map_err(|source| {
-                        FieldsIoError::from(FieldsError::Arrow {
-                            context: "joining a shard's fields".into(),
-                            source,
-                        })
-                    })?;
-            self.arrays = joined.columns().to_vec();
+            self.rows = Some(ShardRows::new(batches));
             self.shard = Some(shard);
         }
-        let row = index - dataset.shard_first_record(shard) as usize;
-        Ok((&self.arrays, row))
+        let rows = self.rows.as_ref().expect("set above");
+        let (batch, row) = rows.row(index - dataset.shard_first_record(shard) as usize);
+        Ok((batch.columns(), row))
     }
 }

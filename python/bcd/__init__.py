@@ -25,6 +25,17 @@ directory trees, tar / WebDataset shards, Parquet, CSV-of-paths or TFRecord
 files into a dataset in one all-or-nothing commit, for example
 ``bcd.ingest(["shards-{000000..000099}.tar"], "train.bcd")``.
 
+``bcd.ImageOptions`` says what to make of image values (a random resized
+crop, a centre crop or a resize to a fixed size, a random flip) and
+``Dataset.get_images_into`` / ``bcd.decode_images`` decode JPEGs and PNGs that
+way into one uint8 buffer on all cores, without the GIL (``bcd.torch``'s
+``image=``).
+
+``ds.create_view("cats", where="label = 'cat'")`` keeps a named subset of the
+records beside the shards (``bcd view create``); ``ds.view("cats")`` reads it as
+a :class:`View`, a read-only dataset of those records, and ``ds.select(indices)``
+makes one that is not kept.
+
 ``bcd.merge(parts, into)`` appends whole datasets in one commit (``bcd merge``)
 and ``bcd.gc(path)`` removes what no manifest references (``bcd gc``). The
 submodules ``bcd.ray`` and ``bcd.spark`` write and read datasets from Ray Data and
@@ -34,8 +45,21 @@ Datasets written here open in the reference and datasets it writes open here;
 for the same records and settings the shard files are byte-identical.
 """
 
-from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, __version__, gc, ingest, merge
+from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, ImageOptions, __version__, decode_images, gc, ingest, merge
 from .mixture import partition_mix
 from .sampling import partition
+from .views import View
 
-__all__ = ["DEFAULT_MAX_SHARD_SIZE", "Dataset", "__version__", "gc", "ingest", "merge", "partition", "partition_mix"]
+__all__ = [
+    "DEFAULT_MAX_SHARD_SIZE",
+    "Dataset",
+    "ImageOptions",
+    "View",
+    "__version__",
+    "decode_images",
+    "gc",
+    "ingest",
+    "merge",
+    "partition",
+    "partition_mix",
+]

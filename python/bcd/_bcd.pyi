@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Literal, Optional, SupportsIndex, Tuple, Typ
 import numpy
 from typing_extensions import disjoint_base
 
+from .views import View
+
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer
 else:
@@ -63,9 +65,11 @@ class Dataset:
     ``$BCD_CACHE_DIR``, else ``~/.cache/bcd``) shared by every process, holding at
     most ``cache_limit`` bytes of shards (an int or a size such as ``"20G"``;
     default no bound). A shard is downloaded whole on its first read, once however
-    many workers read it; least recently used shards are evicted. Such a dataset
-    is read-only. Any other ``scheme://`` is a ``ValueError``. The signature is
-    ``Dataset(path, cache_dir=None, cache_limit=None)``.
+    many workers read it; least recently used shards are evicted. Up to
+    ``prefetch`` shards (default 8; 0: none) are fetched ahead of the readers at
+    once: see :meth:`prefetch`. Such a dataset is read-only. Any other
+    ``scheme://`` is a ``ValueError``. The signature is ``Dataset(path,
+    cache_dir=None, cache_limit=None, prefetch=None)``.
     """
 
     def refresh(self) -> None:
@@ -99,6 +103,7 @@ class Dataset:
         path: _StrPath,
         cache_dir: Optional[_StrPath] = None,
         cache_limit: Union[int, str, None] = None,
+        prefetch: Optional[int] = None,
         verify: bool = False,
     ) -> "Dataset":
         """Opens an existing dataset, checking every committed shard.
@@ -112,7 +117,9 @@ class Dataset:
 
         Raises ``FileNotFoundError`` if there is no dataset at ``path``, and
         ``ValueError`` if its manifest or shards are invalid (or, with
-        ``verify``, a shard has no content hashes).
+        ``verify``, a shard has no content hashes). ``cache_dir``,
+        ``cache_limit`` and ``prefetch`` are for a dataset in object storage
+        only (``ValueError`` for a local path).
         """
 
     @property
@@ -276,6 +283,27 @@ class Dataset:
         read, as DataLoader workers are.
         """
 
+    def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:
+        """Fetches the shards holding the records at ``indices`` (an epoch's
+        order, such as a sampler's NumPy array, read in place) ahead of the
+        reads, in the order the indices first reach them, in the background,
+        and returns at once: how many of those shards were not cached yet.
+
+        For a dataset in object storage; a local one has nothing to fetch (0,
+        and the indices are not looked at). Up to ``prefetch`` shards are in
+        flight at once in the whole cache; a read that needs a shard meanwhile
+        goes first. With a ``cache_limit``, shards fetched ahead and not read
+        yet stay within half of it. A new call replaces the order this process
+        was working on. Without any call, the first read that has to wait for a
+        shard starts fetching the other shards in shard order, unless another
+        process sharing the cache works on an order given to it (as the main
+        process of a DataLoader does for a ``bcd.torch.Sampler``'s epoch).
+
+        ``wait=True`` returns once every shard is in the cache (``ValueError``
+        if they cannot all fit within ``cache_limit``), raising the error that
+        stopped them if one did. ``IndexError`` for an index out of range.
+        """
+
     @property
     def schema(self) -> Any:
         """The fields' schema, a ``pyarrow.Schema`` (empty without fields).
@@ -299,6 +327,51 @@ class Dataset:
         """The statistics kept at write time, as ``bcd stats --json`` prints
         them (per-shard figures under ``"per_shard"`` with ``shards=True``)."""
 
+    def view(self, name: str) -> "View":
+        """The view ``name`` (``bcd view create``, ``create_view``) as a
+        read-only :class:`bcd.View` of its records. KeyError if there is none,
+        ValueError if it was evaluated over another state of this dataset (fewer
+        records, or other ones) or its file is damaged."""
+
+    def views(self) -> List[_ViewInfo]:
+        """Every view, by name, each read and checked (``problem`` says why
+        one cannot be read)."""
+
+    def create_view(
+        self,
+        name: str,
+        *,
+        where: Optional[str] = None,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        replace: bool = False,
+    ) -> "View":
+        """Creates and returns the view ``name``: the records the SQL expression
+        ``where`` selects now (fields and the pseudo-columns ``index``, ``key``,
+        ``size``), or the records ``indices`` (any one-dimensional integer
+        array; order and repeats do not matter). FileExistsError if a view of
+        that name exists (unless ``replace``), ValueError for an expression
+        naming a missing field or comparing incompatible types, IndexError for
+        an index past the end."""
+
+    def select(
+        self,
+        indices: Optional[Union[Sequence[int], numpy.ndarray, Any]] = None,
+        *,
+        where: Optional[str] = None,
+    ) -> "View":
+        """The records ``indices`` (or the expression ``where``) selects, as a
+        :class:`bcd.View` that is not persisted."""
+
+    def refresh_view(self, name: str) -> "View":
+        """Extends the view ``name`` over the records appended since it was
+        evaluated (only those are evaluated) and returns it."""
+
+    def drop_view(self, name: str) -> None:
+        """Removes the view ``name``; the records are not touched."""
+
+    def _position(self, key: Buffer) -> Optional[int]: ...
+    def _records_stats(self, indices: numpy.ndarray) -> str: ...
+
     def get_batch_into(
         self, indices: Iterable[SupportsIndex], allocate: Callable[[int], Buffer]
     ) -> "numpy.ndarray":
@@ -315,6 +388,25 @@ class Dataset:
         process as one tensor in shared memory instead of pickled values.
         """
 
+    def get_images_into(
+        self,
+        indices: Iterable[SupportsIndex],
+        out: Buffer,
+        options: "ImageOptions",
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+    ) -> list[tuple[int, str]]:
+        """Decodes the images (JPEG or PNG values) at ``indices`` into ``out``
+        as ``options`` says, one after another (``len(indices) *
+        options.image_bytes`` bytes: ``out`` is typically a uint8 array or
+        tensor of shape ``(len(indices), *options.shape)``), on all cores
+        without the GIL. Record ``i``'s random crop and flip come from ``(seed,
+        epoch, i)`` alone. Returns the images that failed as ``(position in
+        indices, message naming the record)``, their slots left as they were.
+        Indices are checked as by ``get_batch``. Nothing else may use ``out``
+        during the call."""
+
     def refresh(self) -> int:
         """Picks up records committed since the open (or the last refresh) by
         this or another process (a nightly ``bcd ingest``, the reference's
@@ -327,6 +419,13 @@ class Dataset:
         """Pickles as the path alone."""
 
     def __repr__(self) -> str: ...
+
+class _ViewInfo(TypedDict):
+    name: str
+    records: Optional[int]
+    expression: Optional[str]
+    evaluated_over: Optional[int]
+    problem: Optional[str]
 
 class _IngestSummary(TypedDict):
     """What ``ingest`` did: the fields of ``bcd ingest --json``."""
@@ -350,7 +449,9 @@ def ingest(
     into: _StrPath,
     *,
     format: Optional[
-        Literal["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
+        Literal[
+            "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb", "mds", "litdata"
+        ]
     ] = None,
     keyless: bool = False,
     compression: Union[Literal["lz4", "none"], None] = ...,
@@ -399,15 +500,22 @@ def ingest(
     directories (``hf-disk``: needs ``value_column``, and ``split`` for a
     ``DatasetDict``), CSV files listing paths (``csv``),
     TFRecord files (``tfrecord``), JSON Lines files (``jsonl``: one record per
-    object, the value its ``value_field``, ``"text"`` by default) or Megatron
+    object, the value its ``value_field``, ``"text"`` by default), Megatron
     indexed datasets (``megatron``: ``PREFIX`` naming ``PREFIX.idx`` and
     ``PREFIX.bin``, one record per sequence with the fields ``document`` and
-    ``length``) or LMDB environments (``lmdb``: a directory holding
+    ``length``), LMDB environments (``lmdb``: a directory holding
     ``data.mdb``, or the data file; every entry of the unnamed database, or of
     ``lmdb_db``, in key order, its value as stored or decoded by
     ``lmdb_value="pickle"`` (a ``bytes``, a ``(bytes, label)`` tuple or a dict
     whose ``value_column`` entry is the value; plain data only) or
-    ``"caffe-datum"``). The format is
+    ``"caffe-datum"``), MosaicML Streaming directories (``mds``: ``index.json`` and its
+    shards, plain or compressed; one record per sample) or LitData ``optimize``
+    directories (``litdata``: ``index.json`` and its chunks; one record per
+    item, leaves named by their pytree path such as ``"meta.label"``). For
+    ``mds`` and ``litdata`` the value is the column (leaf) ``value_column``, by
+    default the only binary one, the key ``key_column`` (keyless without it),
+    the others typed fields; pickled columns are refused unless ``fields``
+    leaves them out, and shard hashes the MDS index gives are checked. The format is
     detected from the names unless ``format`` is given; options that belong to
     another format are a ``ValueError``.
 
@@ -423,9 +531,10 @@ def ingest(
     option does not accept is a ``ValueError`` naming it, as in
     ``level: "13": expected 1..12, fast or reference``.
 
-    Fields: Parquet, CSV and TFRecord sources store their other columns
-    (features) as structured fields beside each record. ``fields`` chooses them:
-    ``"all"`` (the default; for TFRecord only with ``feature``, since the whole
+    Fields: Parquet, hf-disk, CSV, TFRecord, MDS and LitData sources store
+    their other columns (features, leaves) as structured fields beside each
+    record. ``fields`` chooses them: ``"all"`` (the default; for TFRecord only
+    with ``feature``, since the whole
     record already holds them), ``"none"``, ``"label,caption"`` or a list of
     names. CSV column types are inferred from the first 1000 rows (int64, else
     float64, else bool, else string; empty cells are null) unless
@@ -580,6 +689,10 @@ def _mix_rank_len(
     """The samples each rank of a mixture's epoch gets, checking every setting
     ``bcd.partition_mix`` checks (and ``rank``, if given)."""
 
+def _mix_source_seed(seed: int, source: int) -> int:
+    """The seed of the image crops of a mixture's source ``source``:
+    ``stream_key(seed, 0, MixSource, source)``."""
+
 def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
     """The ``uint32`` category codes of the chunks of one Arrow column (objects
     with ``__arrow_c_array__``); use ``bcd.sampling.category_codes``."""
@@ -587,3 +700,77 @@ def _category_codes(chunks: List[Any], what: str) -> numpy.ndarray:
 def _field_categories(dataset: Dataset, field: str) -> numpy.ndarray:
     """The ``uint32`` category codes of a stored field, as ``bcd export
     --balance-by`` computes them; use ``bcd.sampling.field_codes``."""
+
+
+class ImageOptions:
+    """What to make of each image value, checked when made (``ValueError`` or
+    ``TypeError`` naming the keyword):
+
+    - ``size``: the output's side, or ``(height, width)``.
+    - ``crop``: ``"random_resized"`` (torchvision's ``RandomResizedCrop``:
+      ``scale``, default ``(0.08, 1.0)``, the box's share of the area drawn
+      uniformly; ``ratio``, default ``(3/4, 4/3)``, its aspect drawn
+      log-uniformly; ten tries, then the central box), ``"center"``
+      (``Resize(resize)`` then ``CenterCrop(size)``, as one resampling;
+      ``resize`` defaults to the longer output side / 0.875, 256 for 224), or
+      ``"resize"`` (the whole image to ``size``).
+    - ``flip``: mirror left to right with probability 1/2 (default: with a
+      random crop only).
+    - ``channels_first``: images as ``3 x H x W`` instead of ``H x W x 3``.
+    - ``dct_scaling``: decode JPEGs at 1/2, 1/4 or 1/8 scale where the box
+      stays at least the output size (default ``True``); off, every JPEG is
+      decoded at full size first.
+
+    The box is resampled with Pillow's antialiased bilinear filter. JPEGs are
+    decoded by libjpeg-turbo (the columns and rows the box needs), PNGs by the
+    ``png`` crate; greyscale becomes RGB and alpha is dropped, as Pillow's
+    ``convert("RGB")``; CMYK JPEGs are refused.
+    """
+
+    def __init__(
+        self,
+        size: int | tuple[int, int],
+        *,
+        crop: str = "random_resized",
+        scale: tuple[float, float] | None = None,
+        ratio: tuple[float, float] | None = None,
+        resize: int | None = None,
+        flip: bool | None = None,
+        channels_first: bool = False,
+        dct_scaling: bool = True,
+    ) -> None: ...
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """One image's shape: ``(height, width, 3)`` or ``(3, height, width)``."""
+    @property
+    def image_bytes(self) -> int:
+        """Bytes of one image."""
+    @property
+    def size(self) -> tuple[int, int]: ...
+    @property
+    def crop(self) -> str: ...
+    @property
+    def flip(self) -> bool: ...
+    @property
+    def channels_first(self) -> bool: ...
+    def crop_box(
+        self, width: int, height: int, *, seed: int = 0, epoch: int = 0, record: int = 0
+    ) -> tuple[float, float, float, float, bool]:
+        """The box kept from a ``width`` x ``height`` image for ``record`` of
+        ``epoch`` under ``seed``: ``(left, top, width, height, flipped)`` in the
+        image's pixels (fractional for ``crop="center"``)."""
+
+def decode_images(
+    values: Sequence[Buffer],
+    out: Buffer,
+    options: ImageOptions,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    records: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> list[tuple[int, str]]:
+    """Decodes image values (JPEG or PNG bytes) into ``out`` as
+    ``Dataset.get_images_into`` does, value ``i`` drawing its crop from
+    ``(seed, epoch, records[i])`` (``records`` defaults to ``0..len(values)``);
+    returns the failures as ``(i, message)``."""

@@ -383,8 +383,17 @@ class EpochSampler:
     def __iter__(self) -> Iterator[int]:
         """Yields this rank's indices of the current epoch, from where a loaded
         state left off (else from the start), counting them in ``position``."""
+        return self.iterate()
+
+    def iterate(self, before: Optional[Any] = None) -> Iterator[int]:
+        """``iter(self)``, calling ``before(order)`` with the indices the
+        iteration yields (a NumPy array) before the first one:
+        ``bcd.torch.Sampler`` hands them to a dataset in object storage, whose
+        cache then fetches the shards in the order the epoch needs them."""
         start = self.begin()
         order = self.indices(start)
+        if before is not None:
+            before(order)
         for at in range(0, len(order), _CHUNK):
             for index in order[at:at + _CHUNK].tolist():
                 self.position += 1

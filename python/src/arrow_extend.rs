@@ -20,7 +20,9 @@ use bcd::{Dataset, Lz4Mode};
 use bcd_converters::arrow_batches::BatchColumns;
 use bcd_converters::field_options::FieldSelection;
 use bcd_converters::{FieldValue, Fields};
-use bcd_pipeline::{ContentDuplicate, FieldsExtend, NewRecord, Numbered, OnDuplicate};
+use bcd_pipeline::{
+    ContentDuplicate, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered, OnDuplicate,
+};
 
 use crate::errors::fields_to_py;
 use crate::handle::Handle;
@@ -170,9 +172,12 @@ pub fn extend_arrow<'py>(
     let mut batches = batches(data)?;
     // Records go in whole through the one extend with fields, which applies
     // the duplicate policy.
-    let checks = bcd::ExtendOptions {
-        dedup: options.dedup,
-        memory_limit: options.memory_limit,
+    let checks = FieldsExtendOptions {
+        store: bcd::ExtendOptions {
+            dedup: options.dedup,
+            memory_limit: options.memory_limit,
+        },
+        ..FieldsExtendOptions::default()
     };
     let mut extend = py
         .detach(|| FieldsExtend::begin_with(dataset, options.on_duplicate, checks))

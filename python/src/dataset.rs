@@ -9,7 +9,9 @@
 
 mod extend;
 mod open;
+mod prefetch;
 mod reads;
+mod views;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -102,7 +104,9 @@ impl PyDataset {
     /// `~/.cache/bcd`) shared by every process on the machine, holding at most
     /// `cache_limit` bytes of shards (an int or a size such as "20G"; default no
     /// bound): a shard is downloaded whole on its first read, once however many
-    /// workers read it, and the least recently used ones are evicted.
+    /// workers read it, and the least recently used ones are evicted. Up to
+    /// `prefetch` shards (default 8; 0: none) are fetched ahead of the readers
+    /// at once: see `prefetch`.
     ///
     /// With `verify=True` every value read (by key, index, `get_batch`,
     /// `get_batch_into`, the torch datasets) is checked against the XXH3-128
@@ -115,15 +119,16 @@ impl PyDataset {
     /// each shard read. Raises ValueError at open if a shard has no content
     /// hashes.
     #[new]
-    #[pyo3(signature = (path, cache_dir = None, cache_limit = None, verify = false))]
+    #[pyo3(signature = (path, cache_dir = None, cache_limit = None, prefetch = None, verify = false))]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
         cache_dir: Option<&Bound<'_, PyAny>>,
         cache_limit: Option<&Bound<'_, PyAny>>,
+        prefetch: Option<usize>,
         verify: bool,
     ) -> PyResult<PyDataset> {
-        PyDataset::open(py, path, cache_dir, cache_limit, verify)
+        PyDataset::open(py, path, cache_dir, cache_limit, prefetch, verify)
     }
 
     /// Picks up records committed since this object opened the dataset (or last
@@ -475,6 +480,135 @@ impl PyDataset {
         self.read_batch_into(py, indices, allocate)
     }
 
+    /// Decodes the images (JPEG or PNG values) at `indices` into `out` as
+    /// `options` (a `bcd.ImageOptions`) says, one after another
+    /// (`len(indices) * options.image_bytes` bytes), on all cores without the
+    /// GIL; record `i`'s random crop and flip come from `(seed, epoch, i)`.
+    /// Returns the images that failed as `(position in indices, message naming
+    /// the record)`; their slots are left as they were. Indices are checked as
+    /// by `get_batch`. Nothing else may use `out` during the call.
+    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0))]
+    fn get_images_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &Bound<'py, crate::images::PyImageOptions>,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<Vec<(usize, String)>> {
+        self.read_images_into(py, indices, out, &options.get().options, seed, epoch)
+    }
+
+    /// The view `name` (`bcd view create`, `create_view`): a read-only
+    /// ``bcd.View`` of its records. Raises KeyError if there is none,
+    /// ValueError if it was evaluated over another state of this dataset (fewer
+    /// records, or other ones) or its file is damaged.
+    fn view<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf.get().open_view(slf.py(), name)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Every view of the dataset, by name: a list of dicts with ``name``,
+    /// ``records``, ``expression`` (None for one made from indices),
+    /// ``evaluated_over`` (records of the dataset it was evaluated over) and
+    /// ``problem`` (why it cannot be read, else None).
+    fn views<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let text = self.list_views(py)?;
+        py.import("json")?.call_method1("loads", (text,))
+    }
+
+    /// Creates the view `name` and returns it: the records the SQL expression
+    /// `where` selects now (``"label = 'cat' AND width >= 256"``; fields, and
+    /// the pseudo-columns ``index``, ``key``, ``size``), or the records
+    /// `indices` (any one-dimensional integer array, e.g. computed with polars
+    /// or DuckDB over ``fields()``; order and repeats do not matter). Raises
+    /// FileExistsError if there is a view of that name (unless `replace`),
+    /// ValueError for an expression naming a missing field or comparing
+    /// incompatible types, IndexError for an index past the end.
+    #[pyo3(signature = (name, *, r#where = None, indices = None, replace = false))]
+    fn create_view<'py>(
+        slf: &Bound<'py, Self>,
+        name: &str,
+        r#where: Option<&str>,
+        indices: Option<&Bound<'py, PyAny>>,
+        replace: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf
+            .get()
+            .new_view(slf.py(), Some(name), r#where, indices, replace)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// The records `indices` selects, or the SQL expression `where`, as a
+    /// ``bcd.View`` that is not persisted.
+    #[pyo3(signature = (indices = None, *, r#where = None))]
+    fn select<'py>(
+        slf: &Bound<'py, Self>,
+        indices: Option<&Bound<'py, PyAny>>,
+        r#where: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf
+            .get()
+            .new_view(slf.py(), None, r#where, indices, false)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Extends the view `name` over the records appended since it was
+    /// evaluated (only those are evaluated) and returns it.
+    fn refresh_view<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let parts = slf.get().refresh_one_view(slf.py(), name)?;
+        PyDataset::make_view(slf, parts)
+    }
+
+    /// Removes the view `name` (the records are not touched).
+    fn drop_view(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.drop_one_view(py, name)
+    }
+
+    /// The index of the record holding `key`, or None (None too for a keyless
+    /// dataset or a key that is not a buffer).
+    fn _position(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        if !self.keyed || !buffers::is_buffer(key) {
+            return Ok(None);
+        }
+        let key = buffers::copy_bytes(key, Role::Key)?;
+        let handle = self.handle(py)?;
+        let found = handle.read(py).position(&key).map_err(to_py)?;
+        Ok(found)
+    }
+
+    /// The statistics report of the records at `indices` (increasing): what
+    /// ``View.stats()`` returns, as JSON text.
+    fn _records_stats(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<String> {
+        self.records_stats(py, indices)
+    }
+
+    /// Fetches the shards holding the records at `indices` (an epoch's order,
+    /// such as a sampler's NumPy array) ahead of the reads, in the order the
+    /// indices first reach them, in the background, and returns at once: how
+    /// many of those shards were not cached yet. For a dataset in object
+    /// storage; a local one has nothing to fetch (0, and the indices are not
+    /// looked at).
+    ///
+    /// Up to `prefetch` shards (of `bcd.Dataset(uri, prefetch=8)`) are in
+    /// flight at once in the whole cache; a read that needs a shard meanwhile
+    /// goes first. With a `cache_limit`, shards fetched ahead and not read yet
+    /// stay within half of it. A new call replaces the order this process was
+    /// working on. Without any call, the first read that has to wait for a
+    /// shard starts fetching the other shards in shard order (unless another
+    /// process sharing the cache works on an order given to it, as a
+    /// `bcd.torch.Sampler`'s epoch in the main process of a DataLoader).
+    ///
+    /// `wait=True` returns once every shard is in the cache (ValueError if they
+    /// cannot all fit within `cache_limit`), raising the error that stopped
+    /// them if one did. IndexError for an index out of range. An array of
+    /// indices is read in place: it must not change during the call.
+    #[pyo3(signature = (indices, *, wait = false))]
+    fn prefetch(&self, py: Python<'_>, indices: &Bound<'_, PyAny>, wait: bool) -> PyResult<usize> {
+        self.prefetch_indices(py, indices, wait)
+    }
+
     /// Pickles as the path alone (with the cache settings, for a dataset in object
     /// storage): worker processes reopen the dataset.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -489,6 +623,7 @@ impl PyDataset {
                     path.into_any(),
                     py.None().into_bound(py),
                     py.None().into_bound(py),
+                    py.None().into_bound(py),
                     verify.into_pyobject(py)?.to_owned().into_any(),
                 ],
             )?,
@@ -498,6 +633,7 @@ impl PyDataset {
                     path.into_any(),
                     remote.options.dir.clone().into_pyobject(py)?.into_any(),
                     remote.options.limit.into_pyobject(py)?.into_any(),
+                    remote.options.prefetch.into_pyobject(py)?.into_any(),
                     verify.into_pyobject(py)?.to_owned().into_any(),
                 ],
             )?,

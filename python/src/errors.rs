@@ -4,7 +4,7 @@
 use std::io;
 
 use pyo3::exceptions::{
-    PyBlockingIOError, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError,
+    PyBlockingIOError, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyKeyError, PyOSError,
     PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::{PyErr, Python};
@@ -16,6 +16,9 @@ use pyo3::{PyErr, Python};
 /// | no manifest.json, a missing shard file | `FileNotFoundError` |
 /// | `create` in a non-empty directory | `FileExistsError` |
 /// | an invalid manifest, a corrupt shard, value or persisted index, a duplicate key, an invalid option, a too-large record, fields a merge refused (a type conflict between parts) | `ValueError` |
+/// | an invalid, corrupt or stale view | `ValueError` |
+/// | no view of that name | `KeyError` |
+/// | a view of that name exists | `FileExistsError` |
 /// | an index past either end | `IndexError` |
 /// | a key operation on a keyless dataset | `TypeError` |
 /// | the writer lock is held | `BlockingIOError` |
@@ -44,7 +47,12 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         | E::DuplicateKeyInMerge { .. }
         | E::MergePart { .. }
         | E::TooLarge { .. }
+        | E::CorruptView { .. }
+        | E::StaleView { .. }
+        | E::InvalidViewName { .. }
         | E::InvalidOption(_) => PyValueError::new_err(message),
+        E::NoSuchView { .. } => PyKeyError::new_err(message),
+        E::ViewExists { .. } => PyFileExistsError::new_err((EEXIST, message)),
         E::IndexOutOfRange { .. } => PyIndexError::new_err(message),
         E::WrongKeying(_) => PyTypeError::new_err(message),
         E::Locked { .. } => PyBlockingIOError::new_err((EAGAIN, message)),
@@ -70,6 +78,21 @@ fn refused_fields(source: &(dyn std::error::Error + 'static)) -> bool {
 pub fn fields_to_py(error: bcd_pipeline::fields::FieldsIoError) -> PyErr {
     match error {
         bcd_pipeline::fields::FieldsIoError::Store(e) => to_py(e),
+        other => PyValueError::new_err(message(&other)),
+    }
+}
+
+/// A view error as a Python exception: the store's and the fields' as
+/// [`to_py`] and [`fields_to_py`] map them, an expression naming a missing
+/// field or comparing types that cannot be compared (and a view without one to
+/// refresh with, a key that is not text) a `ValueError`, indices out of range
+/// an `IndexError`.
+pub fn view_to_py(error: bcd_pipeline::views::ViewError) -> PyErr {
+    use bcd_pipeline::views::ViewError as E;
+    match error {
+        E::Store(e) => to_py(e),
+        E::Fields(e) => fields_to_py(e),
+        E::Indices { .. } => PyIndexError::new_err(message(&error)),
         other => PyValueError::new_err(message(&other)),
     }
 }

@@ -13,6 +13,7 @@ mod errors;
 mod field_values;
 mod fields_read;
 mod handle;
+mod images;
 mod ingest;
 mod merge;
 mod mixture;
@@ -27,6 +28,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<dataset::PyDataset>()?;
+    module.add_class::<images::PyImageOptions>()?;
+    module.add_function(wrap_pyfunction!(images::decode_images, module)?)?;
     module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
     module.add_function(wrap_pyfunction!(merge::merge, module)?)?;
     module.add_function(wrap_pyfunction!(merge::gc, module)?)?;
@@ -36,6 +39,7 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
     module.add_function(wrap_pyfunction!(mixture::_partition_mix, module)?)?;
     module.add_function(wrap_pyfunction!(mixture::_mix_rank_len, module)?)?;
+    module.add_function(wrap_pyfunction!(mixture::_mix_source_seed, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_category_codes, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_field_categories, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -36,6 +36,14 @@ fn mixture<'a>(
     })
 }
 
+/// The seed of the image crops of a mixture's source `source`:
+/// `stream_key(seed, 0, MixSource, source)`, the key of that source's first
+/// pass (`bcd.torch.Mix` with sources that decode images).
+#[pyfunction]
+pub fn _mix_source_seed(seed: u64, source: u64) -> u64 {
+    bcd_sampling::rng::stream_key(seed, 0, bcd_sampling::rng::Purpose::MixSource, source)
+}
+
 /// The samples each rank of a mixture's epoch gets (`m`): see
 /// `bcd.partition_mix`. Checks every setting as `_partition_mix` does (with
 /// `rank`, that it is one of the ranks).

@@ -26,7 +26,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
-use bcd::{Dataset, ShardData, ValueLocation};
+use bcd::{Dataset, ShardData, ValueLocation, ViewIndices};
 
 use crate::errors::to_py;
 
@@ -80,7 +80,7 @@ impl ShardViews {
             let whole = match &entry.2 {
                 Some(whole) => whole.clone(),
                 None => {
-                    let len = value.data.len();
+                    let len = value.data.bytes().len();
                     let whole = ValueBuffer {
                         data: value.data,
                         start: 0,
@@ -109,7 +109,7 @@ impl ShardViews {
             .filter(|range| range.end <= data.len());
         match range {
             Some(range) => Ok(ValueBuffer {
-                data,
+                data: Exported::Shard(data),
                 start: range.start,
                 len: range.len(),
             }),
@@ -124,6 +124,34 @@ impl ShardViews {
     }
 }
 
+/// The bytes an exporter holds: a shard's, or a view's indices (mapped from
+/// its file, or in memory).
+pub enum Exported {
+    Shard(ShardData),
+    View(ViewIndices),
+}
+
+impl Exported {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Exported::Shard(data) => data,
+            Exported::View(indices) => indices.as_bytes(),
+        }
+    }
+}
+
+/// A view's indices as a read-only memoryview of their little-endian bytes
+/// (zero-copy: `numpy.frombuffer` reads the mapped file in place).
+pub fn indices_view(py: Python<'_>, indices: ViewIndices) -> PyResult<Bound<'_, PyAny>> {
+    let len = indices.as_bytes().len();
+    ValueBuffer {
+        data: Exported::View(indices),
+        start: 0,
+        len,
+    }
+    .into_view(py)
+}
+
 impl ValueBuffer {
     /// A read-only memoryview of the value (zero-copy).
     pub fn into_view(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -136,7 +164,7 @@ impl ValueBuffer {
 /// Not exposed by name; reachable only as the view's `obj`.
 #[pyclass(module = "bcd", name = "_ShardValue", frozen)]
 pub struct ValueBuffer {
-    data: ShardData,
+    data: Exported,
     start: usize,
     len: usize,
 }
@@ -154,13 +182,14 @@ impl ValueBuffer {
         // An empty value of an empty shard has no address of its own: point at a
         // static byte rather than a dangling pointer.
         static EMPTY: u8 = 0;
-        let (ptr, len) = match this.data.get(this.start..this.start + this.len) {
+        let (ptr, len) = match this.data.bytes().get(this.start..this.start + this.len) {
             Some(bytes) if !bytes.is_empty() => (bytes.as_ptr(), bytes.len()),
             // Empty (the range was checked when the exporter was made).
             _ => (&EMPTY as *const u8, 0),
         };
         // SAFETY: `view` is the caller's Py_buffer to fill. The bytes at `ptr`
-        // are `len` bytes owned by `this.data`, which lives as long as the
+        // are `len` bytes owned by `this.data` (a shard's or a view's, mapped
+        // or in memory, never written while held), which lives as long as the
         // exporter, and PyBuffer_FillInfo stores a new reference to the exporter
         // in `view.obj`, so they outlive the view. They are exported read-only
         // (readonly = 1; a writable request fails), so nothing writes through

@@ -38,7 +38,7 @@ struct SourceKeywords<'py> {
     value_ext: Option<Bound<'py, PyAny>>,
     json_fields: bool,
     skip_bad_samples: bool,
-    // parquet and hf-disk (key_column: and csv)
+    // parquet, hf-disk, mds and litdata (key_column: and csv)
     value_column: Option<String>,
     key_column: Option<String>,
     skip_nulls: bool,
@@ -59,7 +59,7 @@ struct SourceKeywords<'py> {
     value_base64: bool,
     key_field: Option<String>,
     schema: Option<Bound<'py, PyAny>>,
-    // fields (parquet, hf-disk, csv, tfrecord)
+    // fields (parquet, hf-disk, csv, tfrecord, mds, litdata)
     fields: Option<Bound<'py, PyAny>>,
     field_type: Option<Bound<'py, PyAny>>,
 }

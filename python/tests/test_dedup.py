@@ -101,23 +101,31 @@ def test_ingest_with_dedup_report_and_memory_limit(tmp_path):
 
 
 def test_verify_true_refuses_a_value_whose_bytes_changed_on_every_read_path(tmp_path):
-    for compression in (None, "lz4"):
-        path = tmp_path / f"ds-{compression}"
+    import lz4.block
+
+    # LZ4 record 20 ("value 20 ", 9 bytes) is a literal-only block, read in
+    # place (a view of the shard, like an uncompressed value); record 23 (36
+    # bytes of a repeated phrase) is compressed, read by decompressing.
+    for compression, index in ((None, 20), ("lz4", 20), ("lz4", 23)):
+        path = tmp_path / f"ds-{compression}-{index}"
         ds = bcd.Dataset.create(path, keyed=True, compression=compression)
         rows = records(50, 50)
         ds.extend(rows, dedup="content")
-        # Flip the last byte of record 20's stored value (for LZ4, a literal:
-        # extend without a level writes the reference's level-9 blocks).
-        import lz4.block
+        key, value = rows[index]
 
+        # Flip the last byte of the record's stored value (for LZ4, a literal:
+        # extend without a level writes the reference's level-9 blocks).
         def stored_len(value: bytes) -> int:
             if compression is None:
                 return len(value)
             return len(lz4.block.compress(value, mode="high_compression", store_size=True))
 
-        end = sum(len(k) + stored_len(v) for k, v in rows[:21])
+        if compression == "lz4":
+            literal_only = stored_len(value) == 4 + 1 + len(value)
+            assert literal_only == (index == 20), (index, stored_len(value))
+        end = sum(len(k) + stored_len(v) for k, v in rows[: index + 1])
         verifying = bcd.Dataset(path, verify=True)
-        assert verifying[b"k00020"] == rows[20][1]
+        assert verifying[key] == value
         del verifying
         shard = path / "000000.bin"
         data = bytearray(shard.read_bytes())
@@ -125,21 +133,24 @@ def test_verify_true_refuses_a_value_whose_bytes_changed_on_every_read_path(tmp_
         shard.write_bytes(bytes(data))
 
         plain = bcd.Dataset(path)
-        assert plain.at(20) != rows[20][1]  # read unchecked
+        assert plain.at(index) != value  # read unchecked
         checked = bcd.Dataset(path, verify=True)
-        message = re.escape("000000.bin: record 20 (dataset index 20): the value does not match its content hash")
+        message = re.escape(
+            f"000000.bin: record {index} (dataset index {index}): the value does not match its content hash"
+        )
         for read in (
-            lambda: checked.at(20),
-            lambda: checked[b"k00020"],
-            lambda: checked.get_batch([19, 20]),
-            lambda: checked.get_batch_into([20], lambda n: bytearray(n)),
+            lambda: checked.at(index),
+            lambda: checked[key],
+            lambda: checked.get_batch([index - 1, index]),
+            lambda: checked.get_batch_into([index], lambda n: bytearray(n)),
         ):
             with pytest.raises(ValueError, match=message):
                 read()
-        assert checked.at(19) == rows[19][1] and checked.get_batch([21]) == [rows[21][1]]
+        assert checked.at(index - 1) == rows[index - 1][1]
+        assert checked.get_batch([index + 1]) == [rows[index + 1][1]]
         again = pickle.loads(pickle.dumps(checked))
         with pytest.raises(ValueError, match=message):
-            again.at(20)
+            again.at(index)
 
 
 def test_verify_true_needs_content_hashes_which_the_reference_never_writes(tmp_path):

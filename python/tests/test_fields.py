@@ -185,3 +185,82 @@ def test_metadata_json_cannot_keep_exactly_is_refused(tmp_path):
     ds.extend([(b"a", b"x")], metadata={"id": 2**64 - 1, "low": -(2**63)})
     assert ds.metadata == {"id": 2**64 - 1, "low": -(2**63)}
     assert bcd.Dataset(tmp_path / "ds").metadata["id"] == 2**64 - 1
+
+
+def test_shards_written_in_several_batches_read_back_as_written(tmp_path):
+    """A shard of more records than a batch holds (65,536) is written as
+    several record batches (issue 27): fields(), pyarrow's IPC reader and the
+    statistics read it all, as extend_arrow and extend gave it."""
+    import pyarrow.compute as pc
+
+    n = 150_000
+    table = pa.table({
+        "value": pa.array([b"v%d" % (i % 10) for i in range(n)]),
+        "id": pa.array([f"id{i:012d}" for i in range(n)]),
+        "n": pa.array(range(n), pa.int64()),
+        # A column whose type widens in later batches: int32 here, int64 below.
+        "score": pa.array([i % 1000 for i in range(n)], pa.int32()),
+    })
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=False, compression=None)
+    ds.extend_arrow(table, "value")
+    more = [{"value": b"x", "id": f"more{i}", "n": -i, "score": 2**40 + i} for i in range(70_000)]
+    ds.extend(more)
+    assert len(ds.shard_ranges()) == 2
+
+    fields = ds.fields()
+    assert fields.num_rows == n + len(more)
+    assert fields.column("id").to_pylist() == table.column("id").to_pylist() + [r["id"] for r in more]
+    assert fields.column("n").to_pylist() == table.column("n").to_pylist() + [r["n"] for r in more]
+    assert fields.schema.field("score").type == pa.int64()
+    assert fields.column("score").to_pylist() == table.column("score").to_pylist() + [r["score"] for r in more]
+
+    # The files themselves, as pyarrow reads them: batches of at most 65,536
+    # rows, the fingerprint in the schema's metadata.
+    for shard, rows in [(0, n), (1, len(more))]:
+        with pa.ipc.open_file(tmp_path / "ds" / f"{shard:06d}.fields.arrow") as reader:
+            assert reader.num_record_batches == -(-rows // 65_536)
+            assert b"bcd.shard" in reader.schema.metadata
+            read = reader.read_all()
+        assert read.num_rows == rows
+        assert all(b.num_rows <= 65_536 for b in read.to_batches())
+    with pa.ipc.open_file(tmp_path / "ds" / "000000.fields.arrow") as reader:
+        assert reader.read_all().column("id").to_pylist() == table.column("id").to_pylist()
+
+    stats = ds.stats()["fields"]
+    assert stats["n"]["min"] == -(len(more) - 1) and stats["n"]["max"] == n - 1
+    assert stats["score"]["max"] == 2**40 + len(more) - 1
+    assert stats["id"]["count"] == n + len(more)
+    assert stats["score"]["distinct"] >= 1000
+    assert pc.max(fields.column("n")).as_py() == n - 1
+
+
+def test_a_dictionary_column_of_several_dictionaries_is_written_in_several_batches(tmp_path):
+    """Arrow data whose dictionary column has a dictionary per chunk (as
+    Parquet row groups or pandas categoricals give) is written as batches of
+    at most 65,536 rows sharing one dictionary (issue 27), which pyarrow reads
+    back as given."""
+    n = 150_000
+    names = [["cat", "dog", "owl"], ["ant", "owl", "eel", "yak"]]
+    half = n // 2
+    chunks = [
+        pa.DictionaryArray.from_arrays(
+            pa.array([None if i % 7 == 0 else i % len(names[c]) for i in range(half)], pa.int32()),
+            pa.array(names[c]),
+        )
+        for c in (0, 1)
+    ]
+    table = pa.table({"value": pa.array([b"v"] * n), "species": pa.chunked_array(chunks)})
+    expected = table.column("species").to_pylist()
+    ds = bcd.Dataset.create(tmp_path / "ds", keyed=False, compression=None)
+    ds.extend_arrow(table, "value")
+    assert len(ds.shard_ranges()) == 1
+
+    assert ds.fields().column("species").to_pylist() == expected
+    with pa.ipc.open_file(tmp_path / "ds" / "000000.fields.arrow") as reader:
+        assert reader.num_record_batches == 3
+        assert pa.types.is_dictionary(reader.schema.field("species").type)
+        read = reader.read_all()
+    assert read.column("species").to_pylist() == expected
+    # One dictionary for the file, each value in it once.
+    for chunk in read.column("species").chunks:
+        assert sorted(chunk.dictionary.to_pylist()) == ["ant", "cat", "dog", "eel", "owl", "yak"]

@@ -157,6 +157,50 @@ def test_lmdb_keywords_are_checked(tmp_path):
     assert not (tmp_path / "d").exists()
 
 
+def test_an_mds_directory_becomes_one_record_per_sample_with_typed_fields(tmp_path):
+    import pyarrow as pa
+
+    want = expected("mds")["every-encoding"]
+    bcd.ingest([FIXTURES / "mds" / "every-encoding"], tmp_path / "d", format="mds",
+               value_column="blob", key_column="id")
+    dataset = bcd.Dataset(tmp_path / "d")
+    samples = want["samples"]
+    assert read_all(dataset) == [
+        (x["id"]["read"].encode(), bytes.fromhex(x["blob"]["stored"])) for x in samples]
+    fields = dataset.fields()
+    assert fields.schema.field("u64").type == pa.uint64()
+    assert fields.schema.field("f16").type == pa.float16()
+    table = fields.to_pydict()
+    for column in ("i8", "u64", "text", "si", "sd"):
+        assert table[column] == [x[column]["read"] for x in samples], column
+    assert table["arr.dtype"] == [x["arr"]["read"]["dtype"] for x in samples]
+    assert table["jpg"] == [bytes.fromhex(x["jpg"]["stored"]) for x in samples]
+    assert dataset.metadata["mds"]["columns"]["arr"] == "ndarray"
+
+
+def test_a_litdata_directory_becomes_one_record_per_item_named_by_its_pytree(tmp_path):
+    want = expected("litdata")["dict"]
+    bcd.ingest([FIXTURES / "litdata" / "dict"], tmp_path / "d", value_column="image",
+               key_column="meta.id", fields=["label", "caption", "vec"])
+    dataset = bcd.Dataset(tmp_path / "d")
+    items = want["items"]
+    assert read_all(dataset) == [
+        (x["meta.id"]["read"].encode(), bytes.fromhex(x["image"]["stored"])) for x in items]
+    table = dataset.fields().to_pydict()
+    assert table["label"] == [x["label"]["read"] for x in items]
+    assert table["caption"] == [x["caption"]["read"] for x in items]
+    assert table["vec.shape"] == [x["vec"]["read"]["shape"] for x in items]
+    assert sorted(table) == ["caption", "label", "vec", "vec.dtype", "vec.shape"]
+
+
+def test_pickled_mds_columns_are_refused_unless_left_out(tmp_path):
+    with pytest.raises(ValueError, match=r'column "obj" is pickled.*leave it out with fields='):
+        bcd.ingest([FIXTURES / "mds" / "pickled"], tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+    bcd.ingest([FIXTURES / "mds" / "pickled"], tmp_path / "d", fields="none")
+    assert read_all(bcd.Dataset(tmp_path / "d")) == [b"b0", b"b1", b"b2"]
+
+
 def test_brace_patterns_read_several_shards_in_order(tmp_path):
     tar = expected("tar")
     files = [
@@ -239,12 +283,12 @@ def test_a_missing_source_is_file_not_found(tmp_path):
     "sources, options, message",
     [
         (["tar/gnu.tar"], {"delimiter": ";"}, "delimiter= applies to csv sources only, not tar"),
-        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet, hf-disk and lmdb sources only, not tar"),
+        (["tar/gnu.tar"], {"value_column": "x", "format": "tar"}, "value_column= applies to parquet, hf-disk, lmdb, mds and litdata sources only, not tar"),
         (["parquet/codec-none.parquet"], {}, "parquet sources need value_column="),
-        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet, hf-disk and csv sources only, not tar"),
+        (["tar/gnu.tar"], {"key_column": "k"}, "key_column= applies to parquet, hf-disk, csv, mds and litdata sources only, not tar"),
         (["imagefolder/labels.txt"], {},
          r'labels\.txt: cannot tell its format from the name or the first bytes; '
-         r'pass format="dir"\|"tar"\|"parquet"\|"hf-disk"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"\|"lmdb"'),
+         r'pass format="dir"\|"tar"\|"parquet"\|"hf-disk"\|"csv"\|"tfrecord"\|"jsonl"\|"megatron"\|"lmdb"\|"mds"\|"litdata"'),
         (["tar/gnu.tar"], {"format": "zip"}, "unknown source format"),
         (["tar/gnu.tar", "imagefolder"], {}, "different formats"),
         (["csv/list.csv"], {"delimiter": ";;"}, 'delimiter: ";;": the delimiter must be one ASCII character'),
@@ -256,7 +300,7 @@ def test_a_missing_source_is_file_not_found(tmp_path):
         (["tar/gnu.tar"], {"max_shard_size": "3 parsecs"}, 'max_shard_size: "3 parsecs": unknown unit'),
         (["tar/gnu.tar"], {"jobs": 0}, "jobs"),
         ([], {}, "no sources"),
-        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, hf-disk, csv and tfrecord sources only, not tar"),
+        (["tar/gnu.tar"], {"fields": "none"}, "fields= applies to parquet, hf-disk, csv, tfrecord, mds and litdata sources only, not tar"),
         (["tar/gnu.tar"], {"field_type": {"a": "int64"}}, "field_type= applies to csv sources only, not tar"),
         (["csv/list.csv"], {"fields": "a,,b"}, 'fields: "a,,b": expected all, none, or field names'),
         (["csv/list.csv"], {"fields": ["a", "a"]}, 'fields: "a" is named twice'),

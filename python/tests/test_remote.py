@@ -1,7 +1,8 @@
 """bcd.Dataset over a dataset in object storage (moto's S3 server, behind the
 tests' counting proxy): reads through the shared local shard cache, each shard
 downloaded once by however many processes, eviction past the limit, refresh,
-pickling into workers, bcd.ingest into a URI, and URIs that are refused."""
+pickling into workers, shards fetched ahead in an epoch's order (also while
+workers are forked), bcd.ingest into a URI, and URIs that are refused."""
 
 from __future__ import annotations
 
@@ -67,6 +68,27 @@ class Proxy:
 
     def reset(self):
         self._call("POST", "reset")
+
+    def hold(self, path):
+        """The next GET whose path contains `path` waits until `release`."""
+        self._call("POST", f"hold?method=GET&path={path}")
+
+    def held(self):
+        """Whether the held request has arrived (and waits)."""
+        return self._call("GET", "held")
+
+    def release(self):
+        self._call("POST", "release")
+
+    def downloads_in_order(self, prefix):
+        """The shard data files under `prefix` read whole or in part, in the order
+        their reads were answered."""
+        names = []
+        for method, path, status in self._call("GET", "log"):
+            name = path.split("?")[0]
+            if method == "GET" and status in (200, 206) and f"/{prefix}/" in name and name.endswith(".bin"):
+                names.append(name.rsplit("/", 1)[1])
+        return names
 
     def shard_downloads(self, prefix):
         """GETs of shard data files under `prefix`, by file name."""
@@ -197,3 +219,127 @@ def test_fields_of_a_remote_dataset_read_as_the_local_ones(s3, cli, tmp_path):
     assert remote.fields().to_pylist() == local.fields().to_pylist()
     assert remote.sample(7) == local.sample(7)
     assert remote.stats()["fields"] == local.stats()["fields"]
+
+
+def test_views_of_a_remote_dataset_read_from_the_cache(s3, cli, tmp_path):
+    source = tmp_path / "views-source"
+    local = bcd.Dataset.create(source, keyed=True, max_shard_size=2048)
+    local.extend({"key": b"k%03d" % i, "value": b"v" * (i % 50), "label": i % 3} for i in range(120))
+    made = local.create_view("twos", where="label = 2")
+    subprocess.run([str(cli), "push", str(source), f"s3://{BUCKET}/views"], check=True, capture_output=True)
+    remote = bcd.Dataset(f"s3://{BUCKET}/views", cache_dir=tmp_path / "cache")
+    view = remote.view("twos")
+    assert view.indices.tolist() == made.indices.tolist()
+    assert [bytes(v) for v in view.get_batch(range(len(view)))] == [bytes(local.at(int(i))) for i in made.indices]
+    assert [v["name"] for v in remote.views()] == ["twos"]
+    # Views are made on a local dataset and pushed.
+    with pytest.raises(ValueError, match="object storage"):
+        remote.create_view("ones", where="label = 1")
+    # A push never deletes a remote view (one dropped locally stays there); a
+    # new one reaches the cache at its next sync.
+    local.drop_view("twos")
+    local.create_view("ones", where="label = 1")
+    subprocess.run([str(cli), "push", str(source), f"s3://{BUCKET}/views"], check=True, capture_output=True)
+    again = bcd.Dataset(f"s3://{BUCKET}/views", cache_dir=tmp_path / "cache")
+    assert [v["name"] for v in again.views()] == ["ones", "twos"]
+
+
+def _shard_of(dataset, index):
+    """The shard holding record `index`, from the shard ranges."""
+    for shard, (first, end, _) in enumerate(dataset.shard_ranges()):
+        if first <= index < end:
+            return shard
+    raise IndexError(index)
+
+
+def _first_touch(dataset, order):
+    """The shards `order` reaches, each once, in the order it first reaches them."""
+    seen = []
+    for index in order:
+        shard = _shard_of(dataset, int(index))
+        if shard not in seen:
+            seen.append(shard)
+    return seen
+
+
+def test_prefetch_fetches_the_shards_in_the_order_an_epoch_first_needs_them(s3, cli, tmp_path):
+    import numpy as np
+
+    local = _push(tmp_path, "prefetch", keyed=False, compression=None, count=80)
+    s3.reset()
+    uri = f"s3://{BUCKET}/prefetch"
+    remote = bcd.Dataset(uri, cache_dir=tmp_path / "cache", prefetch=1)
+    order = np.random.default_rng(7).permutation(len(remote)).astype(np.uint32)
+    expected = _first_touch(local, order)
+    assert len(expected) == len(local.shard_ranges()) > 5
+    assert expected != sorted(expected)
+    # One shard at a time, waiting: the downloads are exactly the order.
+    assert remote.prefetch(order, wait=True) == len(expected)
+    assert s3.downloads_in_order("prefetch") == [f"{s:06}.bin" for s in expected]
+    assert [bytes(remote.at(int(i))) for i in order] == [bytes(local.at(int(i))) for i in order]
+    assert s3.downloads_in_order("prefetch") == [f"{s:06}.bin" for s in expected], "no more"
+    # Cached already: nothing to fetch; a list of ints (negative from the end) works too.
+    assert remote.prefetch([0, -1, 5], wait=True) == 0
+    with pytest.raises(IndexError):
+        remote.prefetch([0, len(remote)])
+    with pytest.raises(IndexError):
+        remote.prefetch(np.array([-len(remote) - 1]))
+    # Pickled with its settings; a local dataset has nothing to fetch.
+    assert pickle.loads(pickle.dumps(remote)).prefetch(order) == 0
+    assert local.prefetch(order, wait=True) == 0
+    with pytest.raises(ValueError, match="prefetch"):
+        bcd.Dataset(tmp_path / "prefetch-source", prefetch=2)
+
+
+def test_a_cache_too_small_for_the_shards_is_not_waited_for(s3, cli, tmp_path):
+    _push(tmp_path, "prefetch-limit", keyed=False, compression=None, count=60)
+    remote = bcd.Dataset(f"s3://{BUCKET}/prefetch-limit", cache_dir=tmp_path / "cache", cache_limit="4K")
+    with pytest.raises(ValueError, match="more than the cache limit"):
+        remote.prefetch(range(len(remote)), wait=True)
+
+
+_INHERITED = None
+
+
+def _read_inherited(connection):
+    """In a forked child: every value of the dataset the parent opened (the
+    object itself, inherited as DataLoader workers inherit theirs)."""
+    try:
+        connection.send([bytes(_INHERITED.at(i)) for i in range(len(_INHERITED))])
+    except BaseException as error:  # reported to the parent
+        connection.send(repr(error))
+    connection.close()
+
+
+def test_workers_forked_while_shards_are_fetched_ahead_share_those_downloads(s3, cli, tmp_path):
+    global _INHERITED
+    local = _push(tmp_path, "forked", keyed=False, compression=None, count=80)
+    s3.reset()
+    shards = len(local.shard_ranges())
+    remote = bcd.Dataset(f"s3://{BUCKET}/forked", cache_dir=tmp_path / "cache", prefetch=2)
+    # The second shard's download is in flight (held at the proxy) when the
+    # workers are forked: they inherit the parent's lock on it (closed in them).
+    s3.hold("/forked/000001.bin")
+    remote.prefetch(range(len(remote)))
+    while not s3.held():
+        pass
+    _INHERITED = remote
+    context = multiprocessing.get_context("fork")
+    workers = []
+    for _ in range(2):
+        parent_end, child_end = context.Pipe()
+        process = context.Process(target=_read_inherited, args=(child_end,))
+        process.start()
+        workers.append((process, parent_end))
+    # The workers wait for the parent's download of shard 1, whatever they read
+    # first; it goes on once released.
+    s3.release()
+    expected = [bytes(local.at(i)) for i in range(len(local))]
+    for process, connection in workers:
+        assert connection.recv() == expected
+        process.join()
+        assert process.exitcode == 0
+    _INHERITED = None
+    assert [bytes(remote.at(i)) for i in range(len(remote))] == expected
+    downloads = s3.shard_downloads("forked")
+    assert len(downloads) == shards and set(downloads.values()) == {1}, downloads

@@ -53,6 +53,16 @@ def batch_indices(batch) -> list[int]:
     raise TypeError(type(batch))
 
 
+def loader(dataset, sampler=None, *, workers=0, context="fork", batch_size=16, **options):
+    """A torch DataLoader over `dataset` with `workers` worker processes
+    started by `context`."""
+    import torch.utils.data
+
+    if workers:
+        options.update(num_workers=workers, multiprocessing_context=context)
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, **options)
+
+
 def run_in_new_process(function: str, **arguments):
     """Runs `resume_worker.<function>(**arguments)` in a fresh interpreter and
     returns what it prints as JSON."""

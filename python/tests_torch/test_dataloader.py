@@ -21,7 +21,7 @@ import torch.utils.data
 
 import bcd
 import bcd.torch
-from loaders import batch_indices, index_of, make_dataset, run_in_new_process
+from loaders import batch_indices, index_of, loader, make_dataset, run_in_new_process
 
 N = 301
 
@@ -31,12 +31,6 @@ def stored(tmp_path_factory):
     path = tmp_path_factory.mktemp("ds") / "d"
     labels = make_dataset(path, N, compression="lz4")
     return path, labels
-
-
-def loader(dataset, sampler=None, *, workers=0, context="fork", batch_size=16, **options):
-    if workers:
-        options.update(num_workers=workers, multiprocessing_context=context)
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, **options)
 
 
 def test_samples_are_the_value_and_the_fields(stored):
@@ -53,7 +47,9 @@ def test_samples_are_the_value_and_the_fields(stored):
     assert [(index_of(v), l) for v, l in samples] == [(5, labels[5]), (1, labels[1]), (N - 1, labels[-1])]
     batch = tensors.__getitems__([5, 1])
     assert isinstance(batch, bcd.torch.Batch) and len(batch) == 2
-    assert [index_of(bytes(v.numpy())) for (v,) in batch] == [5, 1]
+    # Its samples are dataset[i]'s: the bare value when no field is asked for.
+    assert [index_of(bytes(v.numpy())) for v in batch] == [5, 1]
+    assert all(torch.equal(v, tensors[i]) for v, i in zip(batch, [5, 1]))
     with pytest.raises(IndexError):
         dataset[N]
     # Stored fields are read from the dataset; a name it lacks is refused.
@@ -355,6 +351,12 @@ def test_the_readme_example_runs(stored):
     code = section.split("```python", 1)[1].split("```", 1)[0]
     code = code.replace('"train.bcd"', repr(str(path)))
     seen = []
-    namespace = {"labels": labels, "train_step": lambda images, labels: seen.append(len(labels)), "epochs": 2}
+    namespace = {"labels": labels, "train_step": lambda images, labels: seen.append((images, labels)), "epochs": 2}
     exec(compile(code, "README.md", "exec"), namespace)
-    assert sum(seen) == 2 * N
+    assert sum(len(batch_labels) for _, batch_labels in seen) == 2 * N
+    # The values came through shared memory as one tensor a batch, and each is
+    # its record's bytes, beside its label.
+    for images, batch_labels in seen:
+        assert isinstance(images, bcd.torch.Batch) and images.values.is_shared()
+        assert all(isinstance(value, bytes) for value in images)
+        assert [labels[index_of(value)] for value in images] == batch_labels.tolist()

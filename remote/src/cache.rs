@@ -11,12 +11,17 @@
 //! - several processes share it: a shard is fetched under an exclusive `flock` of
 //!   `data/NNNNNN.bin.lock`, into a temporary name renamed when complete, so each
 //!   shard is downloaded once however many DataLoader workers read it, and no
-//!   reader sees a partial file;
+//!   reader sees a partial file (`cache_files.rs`);
 //! - it is bounded: after each fetch, the least recently used data files (by
 //!   modification time, which every read of a cached file refreshes) are removed
 //!   until the cache holds at most `limit` bytes of them. A process that has an
 //!   evicted shard mapped keeps reading it (the pages stay until it lets go); a
 //!   later read in another process fetches it again;
+//! - it fetches ahead (`cache_prefetch.rs`): [`RemoteCache::prefetch`] takes the
+//!   order in which the readers will need the shards (a sampler's epoch, through
+//!   [`bcd::Dataset::prefetch_shards`]) and fetches them in that order in the
+//!   background, a bounded number at once; without one, the first read that has
+//!   to wait for a shard starts fetching the others in shard order;
 //! - a sync makes one request when the mirror is current: the marker
 //!   `.bcd-remote-synced.json`, written last, names the manifest object (ETag,
 //!   version, time written) the mirror was completed for. Otherwise the prefix is
@@ -32,17 +37,19 @@
 //!   files keeps its cached shards.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 
+use crate::cache_files::{data_name, lock, ShardFiles};
+pub use crate::cache_prefetch::PrefetchStatus;
+use crate::cache_prefetch::Prefetcher;
 use crate::cache_records::{
     checksum_path, read_checksum, read_stamps, read_versions, record_of, remove_if_present,
-    replace_file, version_of, write_stamps, write_versions, Recorded,
+    replace_file, version_of, write_stamps, write_versions, DataStamp, Recorded,
 };
 use crate::download::{download, Expected};
 use crate::error::{RemoteError, Result};
@@ -60,9 +67,26 @@ pub struct CacheOptions {
     /// At most this many bytes of shard data files are kept (`None`: no bound).
     /// A shard larger than the limit is still fetched, and evicted by the next.
     pub limit: Option<u64>,
+    /// Shards fetched ahead of the readers at once, in the whole cache
+    /// ([`RemoteCache::prefetch`]); 0: none, each shard is fetched by its first
+    /// reader. Default: [`CacheOptions::DEFAULT_PREFETCH`].
+    pub prefetch: usize,
 }
 
 impl CacheOptions {
+    /// Shards in flight when fetching ahead, by default: as many as `bcd pull`
+    /// moves at once in the benchmarks.
+    pub const DEFAULT_PREFETCH: usize = 8;
+
+    /// Options for a cache in `dir`, with no limit and the default prefetch.
+    pub fn new(dir: impl Into<PathBuf>) -> CacheOptions {
+        CacheOptions {
+            dir: dir.into(),
+            limit: None,
+            prefetch: CacheOptions::DEFAULT_PREFETCH,
+        }
+    }
+
     /// The default cache directory: `$BCD_CACHE_DIR`, else `$XDG_CACHE_HOME/bcd`,
     /// else `~/.cache/bcd`.
     pub fn default_dir() -> PathBuf {
@@ -79,23 +103,31 @@ impl CacheOptions {
     }
 }
 
-/// Sizes and times of the remote data files, as the mirror records them.
-#[derive(Debug, Default)]
-struct Shards {
-    /// Shard -> (length, modification time in ns or 0).
-    stamps: BTreeMap<u64, (u64, u64)>,
-}
-
-/// The cache of one remote dataset; the source of its data files.
+/// The cache of one remote dataset; the source of its data files. Usable in a
+/// forked child too (DataLoader workers): the client, the runtime and the
+/// prefetching are each process's own.
 #[derive(Debug)]
 pub struct RemoteCache {
-    remote: Remote,
+    /// The fetched data files.
+    files: Arc<ShardFiles>,
     /// The mirror: manifest, `.idx` files, persisted index.
     mirror: PathBuf,
-    /// The fetched data files.
-    data: PathBuf,
-    limit: Option<u64>,
-    shards: Mutex<Shards>,
+    /// Shards fetched ahead at once (0: none).
+    prefetch: usize,
+    /// This process's prefetching, by process id.
+    prefetcher: Mutex<Option<(u32, Arc<Prefetcher>)>>,
+}
+
+/// What syncing one shard found (see `RemoteCache::sync_shard`).
+struct ShardSynced {
+    id: u64,
+    /// The record of its `.idx` when it was fetched.
+    index: Option<Recorded>,
+    /// The record of its data object when that was written again.
+    data: Option<Recorded>,
+    /// Its files are another write than the copies' (the shard was replaced).
+    replaced: bool,
+    stamp: DataStamp,
 }
 
 /// The record of the data files' stamps in the mirror.
@@ -113,6 +145,7 @@ fn synced_marker(manifest: &RemoteManifest) -> Vec<u8> {
         "e_tag": manifest.version.e_tag,
         "version": manifest.version.version,
         "last_modified": manifest.last_modified.to_rfc3339(),
+        "commit": manifest.commit,
     }))
     .expect("serializable")
 }
@@ -136,11 +169,10 @@ impl RemoteCache {
         let data = mirror.join("data");
         fs::create_dir_all(&data).map_err(|e| RemoteError::io(&data, "create directory", e))?;
         Ok(RemoteCache {
-            remote,
+            files: Arc::new(ShardFiles::new(remote, data, options.limit)),
             mirror,
-            data,
-            limit: options.limit,
-            shards: Mutex::new(Shards::default()),
+            prefetch: options.prefetch,
+            prefetcher: Mutex::new(None),
         })
     }
 
@@ -151,7 +183,54 @@ impl RemoteCache {
 
     /// The remote.
     pub fn remote(&self) -> &Remote {
-        &self.remote
+        &self.files.remote
+    }
+
+    /// Fetches `shards` ahead of the readers, in this order, in the background,
+    /// at most [`CacheOptions::prefetch`] at once in the whole cache (see the
+    /// module documentation of the rules); replaces the order this process was
+    /// working on. A reader that needs a shard meanwhile gets it at once: it
+    /// waits for its download if one is in flight, and fetches it itself
+    /// otherwise. With `wait`, returns once every one of them is in the cache
+    /// (an error if they cannot all fit within the limit), or with the error
+    /// that stopped them. Returns how many were not cached; 0 (and nothing
+    /// done) with a prefetch of 0.
+    pub fn prefetch(&self, shards: &[u64], wait: bool) -> Result<usize> {
+        match self.prefetcher(true) {
+            Some(prefetcher) => prefetcher.prefetch(shards, wait),
+            None => Ok(0),
+        }
+    }
+
+    /// What this process's prefetching is doing.
+    pub fn prefetch_status(&self) -> PrefetchStatus {
+        self.prefetcher(false)
+            .map(|p| p.status())
+            .unwrap_or_default()
+    }
+
+    /// This process's prefetcher (made when `make`), or none with a prefetch of
+    /// 0. One inherited from the parent process is left alone: its task does not
+    /// exist here, and its state may be mid-change.
+    fn prefetcher(&self, make: bool) -> Option<Arc<Prefetcher>> {
+        if self.prefetch == 0 {
+            return None;
+        }
+        let pid = std::process::id();
+        let mut slot = self
+            .prefetcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*slot {
+            Some((owner, prefetcher)) if *owner == pid => return Some(prefetcher.clone()),
+            _ if !make => return None,
+            _ => {}
+        }
+        let made = Arc::new(Prefetcher::new(self.files.clone(), self.prefetch));
+        if let Some(inherited) = slot.replace((pid, made.clone())) {
+            std::mem::forget(inherited);
+        }
+        Some(made)
     }
 
     /// Brings the mirror up to the remote's current manifest: fetches the `.idx`
@@ -164,7 +243,7 @@ impl RemoteCache {
     }
 
     async fn sync_async(&self) -> Result<()> {
-        let remote = &self.remote;
+        let remote = self.remote();
         let Some(manifest) = remote.manifest().await? else {
             return Err(RemoteError::NotADataset {
                 uri: remote.uri().to_string(),
@@ -176,10 +255,8 @@ impl RemoteCache {
         if self.is_current(&manifest, &synced, &recorded) {
             // The mirror was completed for this very manifest (the marker is
             // written last): nothing to list or fetch.
-            self.shards
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .stamps = recorded;
+            recorded.retain(|&id, _| id < shards);
+            self.files.set_stamps(recorded);
             return Ok(());
         }
         let objects = remote.list().await?;
@@ -198,78 +275,57 @@ impl RemoteCache {
                 .get(&object.name)
                 .is_some_and(|r| r.0 == version_of(object))
         };
+        // Each shard's files checked (and the new ones fetched) concurrently,
+        // as a pull does: a cold sync of a large dataset is thousands of requests.
+        let synced_shards = {
+            let (objects, versions, recorded) = (&objects, &versions, &recorded);
+            ctx.run_all((0..shards).map(|id| {
+                self.sync_shard(&ctx, id, shards, objects, versions, recorded, with_index)
+            }))
+            .await?
+        };
         let mut shard_replaced = false;
-        for id in 0..shards {
-            let (data, index) = shard_names(id);
-            let missing = |name: &str| {
-                RemoteError::Local(bcd::Error::MissingShard {
-                    path: PathBuf::from(remote.object_uri(name)),
-                    shards,
-                })
-            };
-            let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
-            let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
-            if !unchanged(&versions, index_object) || !self.mirror.join(&index).is_file() {
-                let before = versions.get(&index).and_then(|r| r.1);
-                let after = self.mirror_object(&ctx, index_object).await?;
-                shard_replaced |= before.is_none() && versions.contains_key(&index)
-                    || before.is_some() && before != after;
-                versions.insert(index.clone(), record_of(index_object, after));
+        for shard in synced_shards {
+            let (data, index) = shard_names(shard.id);
+            shard_replaced |= shard.replaced;
+            if let Some(record) = shard.index {
+                versions.insert(index, record);
             }
-            if !unchanged(&versions, data_object) {
-                let known = versions.contains_key(&data);
-                let _lock = lock(&self.data.join(format!("{data}.lock")))?;
-                let cached = self.data.join(&data);
-                let copy = read_checksum(&checksum_path(&cached))
-                    .filter(|_| cached.is_file())
-                    .or(versions.get(&data).and_then(|r| r.1));
-                let stamp = match copy.is_some() || known {
-                    true => Some(remote.stamp(&data).await?),
-                    false => None,
-                };
-                let same = match (stamp, copy) {
-                    (Some(stamp), Some(copy)) => same_content(stamp, copy),
-                    _ => false,
-                };
-                if !same {
-                    shard_replaced |= known;
-                    recorded.remove(&id);
-                    remove_if_present(&cached)?;
-                    remove_if_present(&checksum_path(&cached))?;
-                }
-                let xxh3 = stamp.and_then(|s| s.xxh3);
-                versions.insert(data.clone(), record_of(data_object, xxh3));
+            if let Some(record) = shard.data {
+                versions.insert(data, record);
             }
-            match recorded.get(&id) {
-                Some(&(len, _)) if len == data_object.size => {}
-                _ => {
-                    // The time the persisted index records, when there is one to use.
-                    let mtime = match with_index {
-                        true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
-                        false => 0,
-                    };
-                    recorded.insert(id, (data_object.size, mtime));
-                }
-            }
+            recorded.insert(shard.id, shard.stamp);
         }
         write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
-        // The files beside the shards (fields, statistics) and the commit files
-        // of the state (FORMAT.md section 9): small, fetched whole, so that the
-        // mirror reads fields as a local dataset does.
-        for (name, object) in &objects {
-            let kind = FileKind::of(name);
-            let wanted = matches!(
-                kind,
-                FileKind::Sidecar(_) | FileKind::ContentHashes(_) | FileKind::Commit(_)
-            );
-            if !wanted || !kind.committed(shards) {
-                continue;
-            }
-            if !unchanged(&versions, object) || !self.mirror.join(name).is_file() {
-                let xxh3 = self.mirror_object(&ctx, object).await?;
-                versions.insert(name.clone(), record_of(object, xxh3));
+        // The files beside the shards (fields, statistics), the commit files
+        // of the state (FORMAT.md section 9) and the views: small, fetched
+        // whole, so that the mirror reads fields and views as a local dataset
+        // does. A view the remote no longer has goes.
+        for name in mirrored_views(&self.mirror)? {
+            if !objects.contains_key(&name) {
+                remove_if_present(&self.mirror.join(&name))?;
+                versions.remove(&name);
             }
         }
+        let wanted = objects.iter().filter(|(name, object)| {
+            let kind = FileKind::of(name);
+            matches!(
+                kind,
+                FileKind::Sidecar(_)
+                    | FileKind::ContentHashes(_)
+                    | FileKind::Commit(_)
+                    | FileKind::View
+            ) && kind.committed(shards)
+                && (!unchanged(&versions, object) || !self.mirror.join(name).is_file())
+        });
+        let context = &ctx;
+        let mirrored = ctx
+            .run_all(wanted.map(|(name, object)| async move {
+                let xxh3 = self.mirror_object(context, object).await?;
+                Ok((name.clone(), record_of(object, xxh3)))
+            }))
+            .await?;
+        versions.extend(mirrored);
         // The persisted index: a stale one (of replaced shards) goes, whether the
         // remote's or one a reader here built; the remote's is fetched when the
         // mirror has none.
@@ -285,10 +341,8 @@ impl RemoteCache {
             }
         }
         write_versions(&versions_path, &versions)?;
-        self.shards
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .stamps = recorded;
+        recorded.retain(|&id, _| id < shards);
+        self.files.set_stamps(recorded);
         // Last: the mirror's manifest names only shards whose files are here.
         replace_file(
             &self.mirror.join(MANIFEST_NAME),
@@ -302,6 +356,93 @@ impl RemoteCache {
         )
     }
 
+    /// Brings shard `id`'s files in the mirror up to the listed `objects`: its
+    /// `.idx` fetched when it is new or written again, its cached data file
+    /// removed when the object was written again with other content, its stamp
+    /// recorded. `versions` and `recorded` are the records before the sync.
+    #[allow(clippy::too_many_arguments)]
+    async fn sync_shard(
+        &self,
+        ctx: &Context<'_>,
+        id: u64,
+        shards: u64,
+        objects: &BTreeMap<String, RemoteObject>,
+        versions: &BTreeMap<String, Recorded>,
+        recorded: &BTreeMap<u64, DataStamp>,
+        with_index: bool,
+    ) -> Result<ShardSynced> {
+        let remote = self.remote();
+        let (data, index) = shard_names(id);
+        let missing = |name: &str| {
+            RemoteError::Local(bcd::Error::MissingShard {
+                path: PathBuf::from(remote.object_uri(name)),
+                shards,
+            })
+        };
+        let data_object = objects.get(&data).ok_or_else(|| missing(&data))?;
+        let index_object = objects.get(&index).ok_or_else(|| missing(&index))?;
+        let unchanged = |object: &RemoteObject| {
+            versions
+                .get(&object.name)
+                .is_some_and(|r| r.0 == version_of(object))
+        };
+        let mut synced = ShardSynced {
+            id,
+            index: None,
+            data: None,
+            replaced: false,
+            stamp: DataStamp::default(),
+        };
+        if !unchanged(index_object) || !self.mirror.join(&index).is_file() {
+            let before = versions.get(&index).and_then(|r| r.1);
+            let after = self.mirror_object(ctx, index_object).await?;
+            synced.replaced = before.is_none() && versions.contains_key(&index)
+                || before.is_some() && before != after;
+            synced.index = Some(record_of(index_object, after));
+        }
+        let mut kept = recorded.get(&id).cloned();
+        if !unchanged(data_object) {
+            let known = versions.contains_key(&data);
+            let _lock = lock(&self.files.lock_path(id))?;
+            let cached = self.files.path(id);
+            let copy = read_checksum(&checksum_path(&cached))
+                .filter(|_| cached.is_file())
+                .or(versions.get(&data).and_then(|r| r.1));
+            let stamp = match copy.is_some() || known {
+                true => Some(remote.stamp(&data).await?),
+                false => None,
+            };
+            let same = match (stamp, copy) {
+                (Some(stamp), Some(copy)) => same_content(stamp, copy),
+                _ => false,
+            };
+            if !same {
+                synced.replaced |= known;
+                kept = None;
+                remove_if_present(&cached)?;
+                remove_if_present(&checksum_path(&cached))?;
+            }
+            let xxh3 = stamp.and_then(|s| s.xxh3);
+            synced.data = Some(record_of(data_object, xxh3));
+        }
+        synced.stamp = match kept {
+            Some(stamp) if stamp.len == data_object.size => DataStamp {
+                e_tag: data_object.e_tag.clone(),
+                ..stamp
+            },
+            _ => DataStamp {
+                len: data_object.size,
+                // The time the persisted index records, when there is one to use.
+                mtime_ns: match with_index {
+                    true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
+                    false => 0,
+                },
+                e_tag: data_object.e_tag.clone(),
+            },
+        };
+        Ok(synced)
+    }
+
     /// Downloads `object` into the mirror under its name (through a temporary
     /// name, checked against its size and stored checksum); returns the checksum
     /// of its bytes.
@@ -310,7 +451,10 @@ impl RemoteCache {
         let tmp = self
             .mirror
             .join(format!(".{name}.tmp-sync-{}", std::process::id()));
-        let expected = Expected::FromRead { times: true };
+        let expected = Expected::FromRead {
+            times: true,
+            e_tag: None,
+        };
         let xxh3 = download(ctx, name, object.size, expected, &tmp).await?;
         let local = self.mirror.join(name);
         fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
@@ -324,7 +468,7 @@ impl RemoteCache {
         &self,
         manifest: &RemoteManifest,
         synced: &[u8],
-        recorded: &BTreeMap<u64, (u64, u64)>,
+        recorded: &BTreeMap<u64, DataStamp>,
     ) -> bool {
         let same = |name: &str, expected: &[u8]| {
             fs::read(self.mirror.join(name)).is_ok_and(|bytes| bytes == expected)
@@ -336,138 +480,64 @@ impl RemoteCache {
             })
     }
 
-    /// The cached data file of shard `id`, fetched first when missing.
-    fn fetch(&self, id: u64) -> io::Result<File> {
-        let (name, _) = shard_names(id);
-        let path = self.data.join(&name);
-        let expected = self.stamp(id)?.0;
-        for _ in 0..3 {
-            if let Some(file) = open_cached(&path, expected)? {
-                return Ok(file);
-            }
-            let _lock = lock(&self.data.join(format!("{name}.lock"))).map_err(io::Error::other)?;
-            if let Some(file) = open_cached(&path, expected)? {
-                return Ok(file);
-            }
-            let tmp = self
-                .data
-                .join(format!(".{name}.tmp-{}", std::process::id()));
-            let fetched = block_on(async {
-                let ctx = Context::new(&self.remote, TransferOptions::default())?;
-                // Checked against its size and stored checksum; the time is the
-                // cache's own (least recently used), not the recorded one.
-                let stamp = Expected::FromRead { times: false };
-                download(&ctx, &name, expected, stamp, &tmp).await
-            });
-            let xxh3 = match fetched {
-                Ok(xxh3) => xxh3,
-                Err(e) => {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(io::Error::other(e));
-                }
-            };
-            // What a later sync compares the object with (`same_content`) when it
-            // has been written again.
-            let checksum = checksum_path(&path);
-            match xxh3 {
-                Some(xxh3) => fs::write(&checksum, format!("{xxh3:016x}"))?,
-                None => remove_if_present(&checksum).map_err(io::Error::other)?,
-            }
-            fs::rename(&tmp, &path)?;
-            self.evict(&name);
-        }
-        Err(io::Error::other(format!(
-            "{}: evicted again as soon as it was fetched; is the cache limit far too small for the readers sharing it?",
-            path.display()
-        )))
-    }
-
-    fn stamp(&self, id: u64) -> io::Result<(u64, u64)> {
-        let shards = self.shards.lock().unwrap_or_else(PoisonError::into_inner);
-        shards.stamps.get(&id).copied().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("shard {id} is not in the synced manifest"),
-            )
-        })
-    }
-
-    /// Removes the least recently used data files, other than `keep`, until the
-    /// cache holds at most its limit.
-    fn evict(&self, keep: &str) {
-        let Some(limit) = self.limit else { return };
-        let Ok(entries) = fs::read_dir(&self.data) else {
-            return;
-        };
-        let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
-            .filter_map(|entry| {
-                let entry = entry.ok()?;
-                let name = entry.file_name();
-                let name = name.to_str()?;
-                if !matches!(FileKind::of(name), FileKind::Shard(_)) {
-                    return None;
-                }
-                let meta = entry.metadata().ok()?;
-                Some((meta.modified().ok()?, meta.len(), entry.path()))
-            })
-            .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, path) in files {
-            if total <= limit {
-                break;
-            }
-            if path.file_name().is_some_and(|n| n == keep) {
-                continue;
-            }
-            // Another process may have removed it already.
-            let _ = fs::remove_file(&path);
-            total -= len;
-        }
-    }
-
     /// Bytes of data files now in the cache.
     pub fn cached_bytes(&self) -> u64 {
-        fs::read_dir(&self.data)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .filter(|e| {
-                        e.file_name()
-                            .to_str()
-                            .is_some_and(|n| matches!(FileKind::of(n), FileKind::Shard(_)))
-                    })
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
+        self.files.cached_bytes()
+    }
+}
+
+impl Drop for RemoteCache {
+    fn drop(&mut self) {
+        // Nothing more is fetched ahead for a cache no one reads.
+        if let Some(prefetcher) = self.prefetcher(false) {
+            prefetcher.stop();
+        }
     }
 }
 
 impl bcd::DataFiles for RemoteCache {
     fn stat(&self, id: u64) -> io::Result<(u64, u64)> {
-        self.stamp(id)
+        let stamp = self.files.stamp(id)?;
+        Ok((stamp.len, stamp.mtime_ns))
     }
 
+    /// The shard's cached file; a reader waiting for it goes first: it waits for
+    /// this process's download of it if one is in flight, else fetches it at
+    /// once (the first such wait starts fetching the other shards ahead).
     fn open(&self, id: u64) -> io::Result<File> {
-        self.fetch(id)
+        let prefetcher = self.prefetcher(false);
+        if let Some(prefetcher) = &prefetcher {
+            prefetcher.wait_for(id);
+        }
+        if self.prefetch > 0 && !self.files.is_cached(id) {
+            if let Some(prefetcher) = self.prefetcher(true) {
+                prefetcher.start_default(id);
+            }
+        }
+        let file = self.files.fetch(id)?;
+        if let Some(prefetcher) = prefetcher {
+            prefetcher.read();
+        }
+        Ok(file)
     }
 
     /// A range of a shard not cached yet, read from the remote (fields validate
     /// a shard's fingerprint, which reads 8 KiB of it: fetching it whole for
     /// that would download the dataset to read its labels).
     fn read_range(&self, id: u64, range: std::ops::Range<u64>) -> Option<io::Result<Vec<u8>>> {
-        let (name, _) = shard_names(id);
-        let expected = match self.stamp(id) {
-            Ok((len, _)) => len,
+        let expected = match self.files.stamp(id) {
+            Ok(stamp) => stamp.len,
             Err(e) => return Some(Err(e)),
         };
-        if fs::metadata(self.data.join(&name)).is_ok_and(|m| m.len() == expected) {
+        if fs::metadata(self.files.path(id)).is_ok_and(|m| m.len() == expected) {
             return None;
         }
-        let read = block_on(self.remote.read_range(&name, range.clone()));
+        let read = block_on(self.remote().read_range(&data_name(id), range.clone()));
         Some(read.map(|bytes| bytes.to_vec()).map_err(io::Error::other))
+    }
+
+    fn prefetch(&self, shards: &[u64], wait: bool) -> io::Result<usize> {
+        RemoteCache::prefetch(self, shards, wait).map_err(io::Error::other)
     }
 }
 
@@ -492,52 +562,6 @@ pub fn refresh(dataset: &mut bcd::Dataset, cache: &RemoteCache) -> Result<()> {
     Ok(())
 }
 
-/// Opens `path` if it is a cached file of `len` bytes, refreshing its time (its
-/// place in the eviction order).
-fn open_cached(path: &Path, len: u64) -> io::Result<Option<File>> {
-    let opened = match OpenOptions::new().read(true).write(true).open(path) {
-        // A cache another user filled: read it, without refreshing its time.
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(path),
-        other => other,
-    };
-    match opened {
-        Ok(file) if file.metadata()?.len() == len => {
-            // Best effort: an old time only makes it an earlier candidate.
-            let _ = file.set_modified(SystemTime::now());
-            Ok(Some(file))
-        }
-        // A file of another length is not one this cache wrote: fetch it again.
-        Ok(_) => Ok(None),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// An exclusive `flock`, unlocked before its descriptor is closed: a process
-/// forked or spawned meanwhile by another thread holds a copy of the descriptor
-/// (until its exec, or for its life), and with it the lock, which every other
-/// reader of the cache would then wait for.
-struct Lock(File);
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
-    }
-}
-
-/// An exclusive `flock` on `path` (created when missing), released when dropped.
-fn lock(path: &Path) -> Result<Lock> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| RemoteError::io(path, "open lock file", e))?;
-    file.lock().map_err(|e| RemoteError::io(path, "lock", e))?;
-    Ok(Lock(file))
-}
-
 fn shard_names(id: u64) -> (String, String) {
     (format!("{id:06}.bin"), format!("{id:06}.idx"))
 }
@@ -554,21 +578,17 @@ fn sanitize(text: &str) -> String {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A copy of a lock's descriptor (a worker forked while a shard was being
-    /// fetched) does not keep the lock from the next reader.
-    #[test]
-    fn a_released_lock_is_free_although_a_copy_of_its_descriptor_lives_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("000000.bin.lock");
-        let held = lock(&path).unwrap();
-        let copy = held.0.try_clone().unwrap();
-        drop(held);
-        let other = File::open(&path).unwrap();
-        other.try_lock().expect("the lock is free");
-        drop(copy);
+/// The names of the view files (`view.NAME`) in the mirror.
+fn mirrored_views(mirror: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let entries = std::fs::read_dir(mirror).map_err(|e| RemoteError::io(mirror, "list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| RemoteError::io(mirror, "list", e))?;
+        if let Some(name) = entry.file_name().to_str() {
+            if bcd::format::parse_view_file_name(name).is_some() {
+                names.push(name.to_owned());
+            }
+        }
     }
+    Ok(names)
 }

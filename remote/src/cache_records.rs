@@ -71,22 +71,57 @@ pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
     }
 }
 
-pub(crate) fn read_stamps(path: &Path) -> BTreeMap<u64, (u64, u64)> {
+/// What the mirror records of a shard's data file: its size and time (what a
+/// persisted index records) and the ETag of the object it was synced from, on
+/// which every download of it is conditional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DataStamp {
+    pub(crate) len: u64,
+    /// Modification time in ns, or 0.
+    pub(crate) mtime_ns: u64,
+    pub(crate) e_tag: Option<String>,
+}
+
+/// The stamps file: `{"N": [len, mtime_ns, e_tag or null]}`. Entries of another
+/// form (the two-element ones of earlier versions, without the ETag) are left
+/// out, so the next sync lists the remote and records them again.
+pub(crate) fn read_stamps(path: &Path) -> BTreeMap<u64, DataStamp> {
     let Ok(text) = fs::read(path) else {
         return BTreeMap::new();
     };
-    serde_json::from_slice::<BTreeMap<String, (u64, u64)>>(&text)
-        .map(|map| {
-            map.into_iter()
-                .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
-                .collect()
+    let Ok(map) = serde_json::from_slice::<BTreeMap<String, serde_json::Value>>(&text) else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .filter_map(|(key, value)| {
+            let id = key.parse().ok()?;
+            let [len, mtime, e_tag] = value.as_array()?.as_slice() else {
+                return None;
+            };
+            let e_tag = match e_tag {
+                serde_json::Value::Null => None,
+                other => Some(other.as_str()?.to_owned()),
+            };
+            let stamp = DataStamp {
+                len: len.as_u64()?,
+                mtime_ns: mtime.as_u64()?,
+                e_tag,
+            };
+            Some((id, stamp))
         })
-        .unwrap_or_default()
+        .collect()
 }
 
-pub(crate) fn write_stamps(path: &Path, stamps: &BTreeMap<u64, (u64, u64)>) -> Result<()> {
-    let map: BTreeMap<String, (u64, u64)> =
-        stamps.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+pub(crate) fn write_stamps(path: &Path, stamps: &BTreeMap<u64, DataStamp>) -> Result<()> {
+    let map: serde_json::Map<String, serde_json::Value> = stamps
+        .iter()
+        .map(|(id, s)| {
+            (
+                id.to_string(),
+                serde_json::json!([s.len, s.mtime_ns, s.e_tag]),
+            )
+        })
+        .collect();
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     replace_file(path, &tmp, &serde_json::to_vec(&map).expect("serializable"))
 }

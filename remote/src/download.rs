@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
+use object_store::GetOptions;
 
 use crate::error::{RemoteError, Result};
 use crate::objects::{same_content, time_of, Stamp};
@@ -16,12 +16,28 @@ use crate::transfer::Context;
 
 /// What a download checks the bytes against and what time it gives the file.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Expected {
+pub(crate) enum Expected<'a> {
     /// This stamp, read earlier.
     Stamp(Stamp),
     /// The stamp the object's read answers with (no request of its own for
-    /// objects read in one request); `times`: give the file its recorded time.
-    FromRead { times: bool },
+    /// objects read in one request); `times`: give the file its recorded time;
+    /// `e_tag`: read only the write of the object with this ETag (another write
+    /// is [`RemoteError::Changed`]).
+    FromRead { times: bool, e_tag: Option<&'a str> },
+}
+
+impl Expected<'_> {
+    /// The request options of a read of the object, with `range`.
+    fn options(&self, range: Option<std::ops::Range<u64>>) -> GetOptions {
+        GetOptions {
+            if_match: match self {
+                Expected::FromRead { e_tag, .. } => e_tag.map(str::to_owned),
+                Expected::Stamp(_) => None,
+            },
+            range: range.map(Into::into),
+            ..GetOptions::default()
+        }
+    }
 }
 
 /// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
@@ -33,7 +49,7 @@ pub(crate) async fn download(
     ctx: &Context<'_>,
     name: &str,
     size: u64,
-    expected: Expected,
+    expected: Expected<'_>,
     dest: &Path,
 ) -> Result<Option<u64>> {
     ctx.check_interrupt()?;
@@ -50,7 +66,7 @@ async fn download_into(
     ctx: &Context<'_>,
     name: &str,
     size: u64,
-    expected: Expected,
+    expected: Expected<'_>,
     dest: &Path,
 ) -> Result<Option<u64>> {
     let uri = ctx.remote.object_uri(name);
@@ -74,8 +90,8 @@ async fn download_into(
     );
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     let times = match expected {
-        Expected::Stamp(_) | Expected::FromRead { times: true } => true,
-        Expected::FromRead { times: false } => false,
+        Expected::Stamp(_) | Expected::FromRead { times: true, .. } => true,
+        Expected::FromRead { times: false, .. } => false,
     };
     let stamp;
     let checksum;
@@ -98,11 +114,15 @@ async fn download_into(
                 async move {
                     ctx.check_interrupt()?;
                     let _permit = ctx.permit().await;
+                    let read = |e| read_error(&uri, e);
                     let bytes = ctx
                         .store()
-                        .get_range(&location, start..end)
+                        .get_opts(&location, expected.options(Some(start..end)))
                         .await
-                        .map_err(|e| RemoteError::store(&uri, "read", e))?;
+                        .map_err(read)?
+                        .bytes()
+                        .await
+                        .map_err(read)?;
                     if bytes.len() as u64 != end - start {
                         return Err(short(&uri, start, end, bytes.len()));
                     }
@@ -124,9 +144,9 @@ async fn download_into(
         let _permit = ctx.permit().await;
         let result = ctx
             .store()
-            .get(&location)
+            .get_opts(&location, expected.options(None))
             .await
-            .map_err(|e| RemoteError::store(&uri, "read", e))?;
+            .map_err(|e| read_error(&uri, e))?;
         stamp = match expected {
             Expected::Stamp(stamp) => stamp,
             Expected::FromRead { .. } => Stamp::from_attributes(&result.attributes),
@@ -163,6 +183,17 @@ async fn download_into(
     .await
     .expect("the fsync task does not panic")?;
     Ok(checksum)
+}
+
+/// A failed read of `uri`: [`RemoteError::Changed`] when the object is no
+/// longer the write asked for.
+fn read_error(uri: &str, error: object_store::Error) -> RemoteError {
+    match error {
+        object_store::Error::Precondition { .. } => RemoteError::Changed {
+            uri: uri.to_owned(),
+        },
+        other => RemoteError::store(uri, "read", other),
+    }
 }
 
 fn short(uri: &str, start: u64, end: u64, got: usize) -> RemoteError {

@@ -85,6 +85,17 @@ pub enum RemoteError {
         /// What is wrong.
         reason: String,
     },
+    /// An object was written again since the cache recorded it: the remote
+    /// dataset was replaced (or a file of it rewritten) since it was opened.
+    #[error("{uri}: written again since the dataset was opened (the remote dataset was replaced); open it again")]
+    Changed {
+        /// The object.
+        uri: String,
+    },
+    /// What stopped the shards being fetched ahead (shared by every caller
+    /// that waited for them).
+    #[error(transparent)]
+    Prefetch(std::sync::Arc<RemoteError>),
     /// An operation on the local side failed.
     #[error("{}: {operation} failed", path.display())]
     Io {

@@ -21,6 +21,8 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod cache_files;
+mod cache_prefetch;
 mod cache_records;
 mod download;
 mod error;
@@ -35,7 +37,7 @@ mod store;
 mod transfer;
 mod uri;
 
-pub use cache::{CacheOptions, RemoteCache};
+pub use cache::{CacheOptions, PrefetchStatus, RemoteCache};
 pub use error::{RemoteError, Result};
 pub use gc::{gc, GcOptions, GcSummary};
 pub use names::FileKind;

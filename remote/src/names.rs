@@ -4,14 +4,16 @@
 //! The files of the state a manifest with `shards = S` commits are `manifest.json`,
 //! the shards `NNNNNN.bin` / `NNNNNN.idx` for `n < S`, every per-shard sidecar
 //! `NNNNNN.<suffix>` with `n < S` (`000003.fields.arrow`, `000003.stats.json`),
-//! every per-commit file `commit.M.json` with `M <= S`, and the persisted index
-//! `.bcd-index`. The names are read by the store's parsers (`bcd::format`), the
+//! every per-commit file `commit.M.json` with `M <= S`, the persisted index
+//! `.bcd-index`, and every view `view.NAME` (each checks, when read, that the
+//! dataset holds the state it was evaluated over). The names are read by the store's parsers (`bcd::format`), the
 //! one rule of them. Sidecars are recognised by the pattern, whatever their suffix, so
 //! files a later version adds beside the shards travel without a change here.
 
 use bcd::format::{
     parse_commit_file_name, parse_merge_record_name, parse_shard_name, parse_sidecar_name,
-    CONTENT_HASH_SUFFIX, DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME,
+    parse_view_file_name, CONTENT_HASH_SUFFIX, DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME,
+    MANIFEST_NAME,
 };
 
 /// What a file name in a dataset's directory (or under its prefix) is.
@@ -36,6 +38,8 @@ pub enum FileKind {
     MergeRecord(u64),
     /// `.bcd-index`, the persisted index (a cache, rewritten in place).
     IndexFile,
+    /// `view.NAME`: a view (replaced whole when it is refreshed or replaced).
+    View,
     /// Anything else (temporary files, the lock, foreign files).
     Other,
 }
@@ -48,6 +52,8 @@ impl FileKind {
             FileKind::Manifest
         } else if name == INDEX_FILE_NAME {
             FileKind::IndexFile
+        } else if parse_view_file_name(name).is_some() {
+            FileKind::View
         } else if let Some(m) = parse_commit_file_name(name) {
             FileKind::Commit(m)
         } else if let Some(m) = parse_merge_record_name(name) {
@@ -68,15 +74,15 @@ impl FileKind {
     /// commits (the manifest itself included).
     pub fn committed(self, shards: u64) -> bool {
         match self {
-            FileKind::Manifest | FileKind::IndexFile => true,
+            FileKind::Manifest | FileKind::IndexFile | FileKind::View => true,
             FileKind::Shard(n) | FileKind::Sidecar(n) | FileKind::ContentHashes(n) => n < shards,
             FileKind::Commit(m) => m <= shards,
             FileKind::MergeRecord(_) | FileKind::Other => false,
         }
     }
 
-    /// Whether the file never changes once committed (everything but the manifest
-    /// and the persisted index, which are replaced whole).
+    /// Whether the file never changes once committed (everything but the
+    /// manifest, the persisted index and views, which are replaced whole).
     pub fn immutable(self) -> bool {
         matches!(
             self,
@@ -146,6 +152,8 @@ mod tests {
         assert!(FileKind::of("000004.xxh128").pending(4));
         assert_eq!(FileKind::of("commit.000004.json"), FileKind::Commit(4));
         assert_eq!(FileKind::of(".bcd-index"), FileKind::IndexFile);
+        assert_eq!(FileKind::of("view.cats"), FileKind::View);
+        assert_eq!(FileKind::of("view.000001.bin"), FileKind::View);
         assert_eq!(FileKind::of("merged.000004.json"), FileKind::MergeRecord(4));
         // The store's rule of sidecar suffixes decides (`[a-z0-9._-]`, from a
         // letter): a suffix that merely contains "tmp" is one.
@@ -165,6 +173,8 @@ mod tests {
             "commit.000004.json.tmp",
             ".commit.000004.json.tmp",
             "merged.4.json",
+            "view.",
+            ".view.cats.tmp-1-2",
             "x000003.bin",
             "README",
         ] {
@@ -192,6 +202,7 @@ mod tests {
             ".bcd.lock",
             ".manifest.json.tmp",
             "merged.000002.json",
+            "view.cats",
         ];
         assert_eq!(
             committed_files(&listing, 2),
@@ -205,9 +216,10 @@ mod tests {
                 "000001.stats.json",
                 "commit.000001.json",
                 "commit.000002.json",
+                "view.cats",
             ]
         );
-        assert_eq!(committed_files(&listing, 0), [".bcd-index"]);
+        assert_eq!(committed_files(&listing, 0), [".bcd-index", "view.cats"]);
         assert!(FileKind::of("000002.bin").pending(2));
         assert!(FileKind::of("commit.000003.json").pending(2));
         assert!(!FileKind::of("commit.000002.json").pending(2));

@@ -14,6 +14,13 @@
 //! - `bcd-mtime-ns`: the local file's modification time in nanoseconds, which a
 //!   pull gives the file back, so a pulled persisted index (`.bcd-index`, which
 //!   records its shards' times) stays usable.
+//!
+//! A push also writes `bcd-commit` on `manifest.json`: an id of that write of
+//! the manifest, new at every commit. A commit that changes only files beside
+//! the shards (a view, a sidecar) writes the same manifest bytes again, maybe
+//! within the second of the last write, so neither the ETag nor the time tells
+//! the two writes apart; the id does, and the cache's check that its mirror is
+//! current compares it.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -36,6 +43,20 @@ use crate::store::Remote;
 pub const CHECKSUM_KEY: &str = "bcd-xxh3";
 /// User-metadata key of the modification time.
 pub const MTIME_KEY: &str = "bcd-mtime-ns";
+/// User-metadata key of the id of a write of the manifest.
+pub const COMMIT_KEY: &str = "bcd-commit";
+
+/// A new id for a write of the manifest: the time in nanoseconds, the process
+/// and a count within it, so two commits never share one.
+pub(crate) fn new_commit_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{nanos:x}-{:x}-{count:x}", std::process::id())
+}
 
 /// The remote state a push may build on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +151,8 @@ pub struct RemoteManifest {
     /// When it was written: with the version, what tells a rewrite of the same
     /// bytes (a prefix removed and pushed again) from the manifest read before.
     pub last_modified: DateTime<Utc>,
+    /// The id of this write (`bcd-commit`), when a push wrote it.
+    pub commit: Option<String>,
 }
 
 impl Remote {
@@ -207,6 +230,9 @@ impl Remote {
             version: result.meta.version.clone(),
         };
         let last_modified = result.meta.last_modified;
+        let commit = (result.attributes)
+            .get(&Attribute::Metadata(COMMIT_KEY.into()))
+            .map(|v| v.as_ref().to_owned());
         let bytes = result
             .bytes()
             .await
@@ -218,6 +244,7 @@ impl Remote {
             manifest,
             version,
             last_modified,
+            commit,
         }))
     }
 

@@ -143,7 +143,8 @@ fn check_resumable(dir: &Path) -> Result<()> {
             FileKind::of(&name),
             FileKind::Other | FileKind::MergeRecord(_)
         ) || name == bcd::format::LOCK_NAME
-            || name.starts_with(bcd::format::INDEX_FILE_TMP_PREFIX);
+            || name.starts_with(bcd::format::INDEX_FILE_TMP_PREFIX)
+            || name.starts_with(bcd::format::VIEW_FILE_TMP_PREFIX);
         if !ours {
             return Err(RemoteError::Local(bcd::Error::DirectoryNotEmpty {
                 path: dir.to_owned(),
@@ -272,8 +273,9 @@ async fn pull_async(
             }
         }
         // The persisted index is replaced through a temporary name, so only
-        // immutable files are taken as they are (a previous pull's downloads).
-        if same && kind.immutable() {
+        // immutable files are taken as they are (a previous pull's downloads),
+        // and views, which are read only once checked against the dataset.
+        if same && (kind.immutable() || kind == FileKind::View) {
             summary.skipped += 1;
             summary.skipped_bytes += object.size;
             continue;
@@ -285,18 +287,30 @@ async fn pull_async(
         .run_all(to_fetch.iter().map(|object| async move {
             let stamp = match stamps.get(&object.name) {
                 Some((stamp, _)) => Expected::Stamp(*stamp),
-                None => Expected::FromRead { times: true },
+                None => Expected::FromRead {
+                    times: true,
+                    e_tag: None,
+                },
             };
             let kind = FileKind::of(&object.name);
             let target = dir.join(&object.name);
             if kind.immutable() {
                 download(ctx, &object.name, object.size, stamp, &target).await?;
             } else {
-                let tmp = dir.join(format!(
-                    "{}pull-{}",
-                    bcd::format::INDEX_FILE_TMP_PREFIX,
-                    std::process::id()
-                ));
+                // A temporary of each file's own: views are fetched at once.
+                let tmp = match kind {
+                    FileKind::View => dir.join(format!(
+                        "{}{}.tmp-pull-{}",
+                        bcd::format::VIEW_FILE_TMP_PREFIX,
+                        &object.name[bcd::format::VIEW_FILE_PREFIX.len()..],
+                        std::process::id()
+                    )),
+                    _ => dir.join(format!(
+                        "{}pull-{}",
+                        bcd::format::INDEX_FILE_TMP_PREFIX,
+                        std::process::id()
+                    )),
+                };
                 let result = download(ctx, &object.name, object.size, stamp, &tmp).await;
                 if let Err(e) = result {
                     let _ = fs::remove_file(&tmp);

@@ -526,6 +526,7 @@ async fn push_async(
             PutPayload::from(manifest_bytes.to_vec()),
             PutOptions {
                 mode,
+                attributes: commit_attributes(),
                 ..PutOptions::default()
             },
         )
@@ -544,4 +545,14 @@ async fn push_async(
         }),
         Err(e) => Err(RemoteError::store(uri, "commit (write the manifest)", e)),
     }
+}
+
+/// The metadata of a write of the manifest: a new `bcd-commit` id.
+fn commit_attributes() -> object_store::Attributes {
+    let mut attributes = object_store::Attributes::new();
+    attributes.insert(
+        object_store::Attribute::Metadata(crate::objects::COMMIT_KEY.into()),
+        object_store::AttributeValue::from(crate::objects::new_commit_id()),
+    );
+    attributes
 }

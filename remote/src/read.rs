@@ -217,6 +217,73 @@ impl RemoteDataset {
         Ok(Some(block_on(self.remote.read_all(name))?.to_vec()))
     }
 
+    /// Dataset index of shard `shard`'s first record (the record count past
+    /// the last shard).
+    pub fn shard_first_record(&self, shard: u64) -> u64 {
+        usize::try_from(shard)
+            .ok()
+            .and_then(|s| self.shards.get(s))
+            .map_or(self.len, |s| s.first)
+    }
+
+    /// The names of the views under the prefix (`view.NAME`), sorted.
+    pub fn view_names(&self) -> Result<Vec<String>> {
+        let objects = block_on(self.remote.list())?;
+        let mut names: Vec<String> = objects
+            .keys()
+            .filter_map(|name| bcd::format::parse_view_file_name(name))
+            .map(str::to_owned)
+            .collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    /// The view `name` (FORMAT.md, "Views"), read whole (no larger than a view
+    /// of this many records can be), checked against itself and against this
+    /// dataset as a local one is ([`bcd::Dataset::view`]).
+    pub fn view(&self, name: &str) -> Result<bcd::View> {
+        if !bcd::format::is_view_name(name) {
+            return Err(bcd::Error::InvalidViewName {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        let object = format!("{}{name}", bcd::format::VIEW_FILE_PREFIX);
+        let uri = PathBuf::from(self.remote.object_uri(&object));
+        let Some(bytes) = self.read_object(&object, bcd::max_view_file_len(self.len))? else {
+            let names = self.view_names()?;
+            return Err(bcd::Error::NoSuchView {
+                dir: PathBuf::from(self.remote.uri().to_string()),
+                name: name.to_owned(),
+                available: match names.is_empty() {
+                    true => "none".to_owned(),
+                    false => names.join(", "),
+                },
+            }
+            .into());
+        };
+        let view =
+            bcd::View::decode(std::sync::Arc::new(bytes)).map_err(|e| bcd::Error::CorruptView {
+                path: uri.clone(),
+                reason: e.0,
+            })?;
+        let mismatch = view.binding.mismatch(
+            self.len,
+            self.manifest.shards,
+            |shard| self.shard_first_record(shard),
+            |shard| self.shard_fingerprint(shard),
+        )?;
+        match mismatch {
+            None => Ok(view),
+            Some(reason) => Err(bcd::Error::StaleView {
+                path: uri,
+                name: name.to_owned(),
+                reason,
+            }
+            .into()),
+        }
+    }
+
     /// The manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
@@ -302,6 +369,12 @@ impl RemoteDataset {
                 .into()
             }),
         }
+    }
+
+    /// The key of record `index` (< len): one ranged read (empty when keyless).
+    pub fn key(&self, index: usize) -> Result<Vec<u8>> {
+        let span = self.span(index);
+        Ok(block_on(self.read(span.shard, span.key()))?.to_vec())
     }
 
     /// The value of record `index` (< len): one ranged read.

@@ -347,6 +347,11 @@ fn runtime() -> Arc<tokio::runtime::Runtime> {
     slot.1.clone().expect("set above")
 }
 
+/// Runs `future` in the background on this process's runtime.
+pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
+    drop(runtime().spawn(future));
+}
+
 /// Runs `future` to completion on this process's runtime. Must not be called from
 /// inside the runtime.
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bcd::{Compression, Dataset};
 use bcd_remote::cache::{open_cache, refresh, CacheOptions, RemoteCache};
-use bcd_remote::{push, TransferOptions};
+use bcd_remote::{pull, push, TransferOptions};
 use common::*;
 use object_store::memory::InMemory;
 
@@ -31,10 +31,7 @@ fn shards_are_fetched_once_on_first_read_and_shared() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let data_bytes = local.stored_bytes();
 
     let before = store.bytes_read.load(Ordering::SeqCst);
@@ -84,8 +81,8 @@ fn a_cache_over_its_limit_evicts_and_still_returns_the_right_bytes() {
     )
     .unwrap();
     let options = CacheOptions {
-        dir: dir.path().join("cache"),
         limit: Some(4500),
+        ..CacheOptions::new(dir.path().join("cache"))
     };
     let cache =
         Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
@@ -122,10 +119,7 @@ fn refresh_sees_a_newer_remote_manifest() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache =
         Arc::new(RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap());
     let (mut remote, cache) = open_cache(cache).unwrap();
@@ -156,10 +150,7 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache =
             Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
@@ -203,37 +194,6 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
     }
 }
 
-/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
-/// (and so its manifest and every file's size) do not.
-fn lookalike(dir: &std::path::Path, n: usize, upper: bool) -> Dataset {
-    let options = bcd::CreateOptions {
-        keyed: false,
-        compression: Compression::None,
-        max_shard_size: 700,
-    };
-    let mut dataset = Dataset::create(dir, options).unwrap();
-    let values: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let value = format!("value {i:04}");
-            match upper {
-                true => value.to_uppercase().into_bytes(),
-                false => value.into_bytes(),
-            }
-        })
-        .collect();
-    dataset
-        .extend_values(values.iter().map(Vec::as_slice))
-        .unwrap();
-    for shard in 0..dataset.shards() {
-        let stats = match upper {
-            true => format!("{{\"SHARD\": {shard}}}"),
-            false => format!("{{\"shard\": {shard}}}"),
-        };
-        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
-    }
-    dataset
-}
-
 #[test]
 fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -252,10 +212,7 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache = Arc::new(
             RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
@@ -314,10 +271,7 @@ fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
         &TransferOptions::default(),
     )
     .unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache =
         Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
     let (remote, cache) = open_cache(cache).unwrap();
@@ -360,10 +314,7 @@ fn files_pushed_beside_an_unchanged_manifest_reach_a_current_cache() {
     let memory = Arc::new(InMemory::new());
     let remote = || memory_remote(memory.clone(), "p");
     push(&source, &remote(), &TransferOptions::default()).unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         open_cache(Arc::new(
             RemoteCache::with_remote(remote(), &options).unwrap(),
@@ -404,37 +355,12 @@ fn a_dataset_under_a_prefix_of_any_legal_characters_opens_through_the_cache() {
         ))
         .unwrap();
     }
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let cache = Arc::new(
         RemoteCache::with_remote(memory_remote(memory.clone(), prefix), &options).unwrap(),
     );
     let (remote, _) = open_cache(cache).unwrap();
     assert_eq!(records(&remote), records(&local));
-}
-
-/// Removes every object under `p/` of `memory`.
-fn empty_prefix(memory: &InMemory) {
-    use futures::TryStreamExt;
-    use object_store::ObjectStore;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let names: Vec<object_store::path::Path> = runtime
-        .block_on(
-            memory
-                .list(Some(&"p".into()))
-                .map_ok(|m| m.location)
-                .try_collect(),
-        )
-        .unwrap();
-    for name in names {
-        runtime
-            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
-            .unwrap();
-    }
 }
 
 #[test]
@@ -445,10 +371,7 @@ fn cached_shards_are_kept_or_dropped_by_their_checksums_never_their_sizes() {
     let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
     let remote = || remote_on(store.clone(), "p");
     push(first.path(), &remote(), &TransferOptions::default()).unwrap();
-    let options = CacheOptions {
-        dir: dir.path().join("cache"),
-        limit: None,
-    };
+    let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache = Arc::new(RemoteCache::with_remote(remote(), &options).unwrap());
         open_cache(cache).unwrap()
@@ -476,4 +399,65 @@ fn cached_shards_are_kept_or_dropped_by_their_checksums_never_their_sizes() {
     push(second.path(), &remote(), &TransferOptions::default()).unwrap();
     let (reopened, _) = open();
     assert_eq!(records(&reopened), records(&second));
+}
+
+#[test]
+fn content_hashes_built_after_a_push_travel_by_push_pull_and_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut local = dataset(&source, true, Compression::Lz4, 200, 1500);
+    let hashes = |dir: &std::path::Path, shards: u64| -> Vec<Option<Vec<u8>>> {
+        (0..shards)
+            .map(|shard| std::fs::read(dir.join(format!("{shard:06}.xxh128"))).ok())
+            .collect()
+    };
+    // Pushed, and cached, before the dataset has content hashes.
+    let memory = Arc::new(InMemory::new());
+    let remote = || memory_remote(memory.clone(), "p");
+    push(&source, &remote(), &TransferOptions::default()).unwrap();
+    let options = CacheOptions::new(dir.path().join("cache"));
+    let open = || {
+        open_cache(Arc::new(
+            RemoteCache::with_remote(remote(), &options).unwrap(),
+        ))
+        .unwrap()
+    };
+    let (mut cached, _) = open();
+    assert!(cached.set_verify_content(true).is_err(), "no hashes yet");
+
+    // `bcd dedup-index`: one file per shard beside an unchanged manifest.
+    local.build_content_hashes().unwrap();
+    let shards = local.shards();
+    assert!(shards > 1);
+    let built = hashes(&source, shards);
+    assert!(built.iter().all(Option::is_some));
+    let summary = push(&source, &remote(), &TransferOptions::default()).unwrap();
+    assert_eq!(summary.files, shards);
+    assert!(summary.committed, "the manifest is written again");
+
+    // A current cache mirrors them, and reads checking values work through it.
+    let (mut cached, cache) = open();
+    assert_eq!(hashes(cache.mirror(), shards), built);
+    cached.set_verify_content(true).unwrap();
+    assert_eq!(records(&cached), records(&local));
+    assert!(cached.verify_content().is_empty());
+
+    // A pull brings them too, and the copy's values check against them.
+    let copy = dir.path().join("copy");
+    pull(&remote(), &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(hashes(&copy, shards), built);
+    let pulled = Dataset::open(&copy).unwrap();
+    assert!(pulled.verify_content().is_empty());
+
+    // An append to the hashed dataset writes the new shards' hashes, which
+    // travel with their shards.
+    append(&mut local, 200..260);
+    let more = local.shards();
+    assert!(hashes(&source, more).iter().all(Option::is_some));
+    push(&source, &remote(), &TransferOptions::default()).unwrap();
+    pull(&remote(), &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(hashes(&copy, more), hashes(&source, more));
+    let (_, cache) = open();
+    assert_eq!(hashes(cache.mirror(), more), hashes(&source, more));
+    assert_eq!(files(&copy), files(&source));
 }

@@ -50,10 +50,7 @@ fn datasets_under_prefixes_of_any_legal_characters_open_through_the_cache() {
         .get_object(&format!("{prefix}/bcd/manifest.json"))
         .is_some());
     for (n, name) in ["boto3", "bcd"].into_iter().enumerate() {
-        let options = CacheOptions {
-            dir: dir.path().join(format!("cache{n}")),
-            limit: None,
-        };
+        let options = CacheOptions::new(dir.path().join(format!("cache{n}")));
         let cache = RemoteCache::new(uri(&format!("{prefix}/{name}")), &options).unwrap();
         let (remote, _) = open_cache(Arc::new(cache)).unwrap();
         assert_eq!(records(&remote), records(&local), "{name}");

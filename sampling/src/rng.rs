@@ -66,6 +66,9 @@ pub enum Purpose {
     /// The seed of a mixture's source (the index is the source): the seed of
     /// its passes, each pass's number the epoch.
     MixSource = 8,
+    /// The crop box and flip of one record's image (its index is the record's):
+    /// `bcd-images`' random crops.
+    ImageCrop = 9,
 }
 
 /// The key of the stream for `(seed, epoch, purpose, index)`.

@@ -2,7 +2,10 @@
 //! by which the fields layer rewrites sidecars and makes the commit file, and
 //! the summary.
 
+use std::io::Write;
 use std::path::PathBuf;
+
+pub use super::sidecar_out::SidecarOut;
 
 use crate::dataset::Dataset;
 use crate::fingerprint::ShardFingerprint;
@@ -47,6 +50,12 @@ pub type HookError = Box<dyn std::error::Error + Send + Sync>;
 /// duplicate records): a sidecar whose row `i` describes record `i` no longer
 /// fits. Sidecars of shards moved whole are carried over unchanged (their
 /// fingerprint does not depend on the shard's number).
+///
+/// A hook gives a sidecar's new content whole ([`SidecarRewrite::rewrite`],
+/// [`SidecarRewrite::moved`]) or, for content too large to hold in memory,
+/// writes it in pieces ([`SidecarRewrite::rewrite_into`],
+/// [`SidecarRewrite::moved_into`], which the merge calls; by default they
+/// write what the first two give).
 pub trait SidecarRewrite: Sync {
     /// The new content of the sidecar `suffix` (`bytes` now) of a shard of which
     /// only the records where `kept_rows` is true remain, in order, in a new shard
@@ -61,6 +70,33 @@ pub trait SidecarRewrite: Sync {
     ) -> std::result::Result<Option<Vec<u8>>, HookError> {
         let _ = (suffix, bytes, kept_rows, fingerprint);
         Ok(None)
+    }
+
+    /// [`SidecarRewrite::rewrite`] of `sidecar`, written into `out` (the new sidecar's
+    /// file, created by the first write); returns whether there is a new
+    /// sidecar (`false`: none, and nothing may have been written). The merge
+    /// finishes `out` (flushed, fsynced, read back) unless the hook did
+    /// ([`SidecarOut::finish`]: to read the file back itself). The default
+    /// writes what [`SidecarRewrite::rewrite`] gives.
+    fn rewrite_into(
+        &self,
+        sidecar: &RewrittenSidecar<'_>,
+        out: &mut SidecarOut<'_>,
+    ) -> std::result::Result<bool, HookError> {
+        let RewrittenSidecar {
+            suffix,
+            bytes,
+            kept_rows,
+            fingerprint,
+            ..
+        } = *sidecar;
+        match self.rewrite(suffix, bytes, kept_rows, fingerprint)? {
+            Some(content) => {
+                out.write_all(&content)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Called once for every rewritten shard, before its sidecars are
@@ -92,6 +128,44 @@ pub trait SidecarRewrite: Sync {
         let _ = (part, from, suffix);
         Ok(None)
     }
+
+    /// [`SidecarRewrite::moved`], written into `out` as
+    /// [`SidecarRewrite::rewrite_into`] writes; returns whether there is a
+    /// new sidecar (`false`: the file moves as it is). The default writes
+    /// what [`SidecarRewrite::moved`] gives.
+    fn moved_into(
+        &self,
+        part: &Dataset,
+        from: u64,
+        suffix: &str,
+        out: &mut SidecarOut<'_>,
+    ) -> std::result::Result<bool, HookError> {
+        match self.moved(part, from, suffix)? {
+            Some(content) => {
+                out.write_all(&content)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// A sidecar of a rewritten shard, as [`SidecarRewrite::rewrite_into`] is
+/// given it.
+#[derive(Clone, Copy)]
+pub struct RewrittenSidecar<'a> {
+    /// The part the shard comes from.
+    pub part: &'a Dataset,
+    /// The shard's number in the part.
+    pub from: u64,
+    /// The sidecar's suffix.
+    pub suffix: &'a str,
+    /// The sidecar's content now.
+    pub bytes: &'a [u8],
+    /// The records kept, by their row in the shard.
+    pub kept_rows: &'a [bool],
+    /// The new shard's fingerprint.
+    pub fingerprint: &'a ShardFingerprint,
 }
 
 /// The default [`SidecarRewrite`]: a rewritten shard keeps no sidecar.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::options::{
     CommitFileHook, MergeCommitInput, MergeOptions, MergeSummary, MergedPart, MergedShard,
+    RewrittenSidecar, SidecarOut,
 };
 use crate::commit::WriterLock;
 use crate::dataset::Dataset;
@@ -60,6 +61,23 @@ impl Drop for Created<'_> {
             let _ = self.storage.remove(&path);
         }
     }
+}
+
+/// Finishes a sidecar a hook wrote into `out` when it says there is one
+/// (`written`), and returns that; a file it started and then declined is
+/// removed.
+fn finish_sidecar(mut out: SidecarOut<'_>, written: bool) -> Result<bool> {
+    if written {
+        out.finish()?;
+    } else if out.started() {
+        let path = out.path().to_owned();
+        let storage = out.storage();
+        drop(out);
+        storage
+            .remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))?;
+    }
+    Ok(written)
 }
 
 impl Dataset {
@@ -139,19 +157,19 @@ impl Dataset {
                         files.push((from, to));
                         continue;
                     }
-                    let replaced = options
+                    created.paths.push(to.clone());
+                    let mut out = SidecarOut::new(storage, to.clone());
+                    let moved = options
                         .sidecars
-                        .moved(source, planned.from, suffix)
-                        .map_err(|source| Error::Hook {
+                        .moved_into(source, planned.from, suffix, &mut out);
+                    let replaced = moved.map_err(|source| {
+                        out.take_failure().unwrap_or_else(|| Error::Hook {
                             what: format!("rewriting {} for {}", from.display(), to.display()),
                             source,
-                        })?;
-                    match replaced {
-                        Some(bytes) => {
-                            created.paths.push(to.clone());
-                            crate::extend::write_read_back(storage, &to, &bytes)?;
-                        }
-                        None => files.push((from, to)),
+                        })
+                    })?;
+                    if !finish_sidecar(out, replaced)? {
+                        files.push((from, to));
                     }
                 }
                 for (from, to) in files {
@@ -187,21 +205,30 @@ impl Dataset {
                         crate::extend::write_read_back(storage, &path, &kept_hashes)?;
                         continue;
                     }
-                    let rewritten = options
-                        .sidecars
-                        .rewrite(suffix, &bytes, kept, &written)
-                        .map_err(|source| Error::Hook {
+                    created.paths.push(path.clone());
+                    let mut out = SidecarOut::new(storage, path.clone());
+                    let rewritten = options.sidecars.rewrite_into(
+                        &RewrittenSidecar {
+                            part: source,
+                            from: planned.from,
+                            suffix,
+                            bytes: &bytes,
+                            kept_rows: kept,
+                            fingerprint: &written,
+                        },
+                        &mut out,
+                    );
+                    let rewritten = rewritten.map_err(|source| {
+                        out.take_failure().unwrap_or_else(|| Error::Hook {
                             what: format!(
                                 "rewriting {} for {}",
                                 sidecar_path(&part.dataset.dir, planned.from, suffix).display(),
                                 path.display()
                             ),
                             source,
-                        })?;
-                    if let Some(bytes) = rewritten {
-                        created.paths.push(path.clone());
-                        crate::extend::write_read_back(storage, &path, &bytes)?;
-                    }
+                        })
+                    })?;
+                    finish_sidecar(out, rewritten)?;
                 }
                 Ok(Some(written))
             }

@@ -32,7 +32,8 @@
 //! * [`second_writer`]: a second writer meets the lock;
 //! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`;
 //! * [`merge`]: the same three kinds of failure for `Dataset::merge`;
-//! * [`spill`]: an extend whose key check spills to `.bcd-spill/`.
+//! * [`spill`]: an extend whose key check spills to `.bcd-spill/`;
+//! * [`views`]: a view's write, failing at every operation and cut by a crash.
 
 mod fixture;
 
@@ -44,6 +45,7 @@ mod merge_rerun;
 mod power_loss;
 mod second_writer;
 mod spill;
+mod views;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -18,6 +18,10 @@ control it (plain HTTP, answered with JSON):
 - ``POST /__proxy__/race?path=SUBSTRING`` with a body: before forwarding the
   next PUT whose path contains SUBSTRING, write that body to the same object
   (another writer committing between a client's read and its write);
+- ``POST /__proxy__/hold?method=GET&path=SUBSTRING``: the next matching request
+  waits before it is forwarded, until ``POST /__proxy__/release``; ``GET
+  /__proxy__/held`` answers ``true`` once it has arrived and waits (a request
+  in flight at a moment the test chooses, without a timer);
 - ``GET /__proxy__/log``: every request since the last ``POST /__proxy__/reset``
   as ``[method, path, status]`` (status 0 for a dropped connection);
 - ``GET /__proxy__/object?bucket=B&key=K`` (the object's bytes, or 404),
@@ -62,6 +66,9 @@ class State:
         self.down_after = None  # (remaining, method) or "down"
         self.races = []  # [path, body]
         self.log = []
+        self.hold = None  # [method, path] of the request to hold
+        self.holding = False  # the held request arrived and waits
+        self.released = threading.Event()
 
     def decide(self, method, path):
         """What to do with a request: ("forward",), ("fail", status) or ("drop",)."""
@@ -92,6 +99,15 @@ class State:
                     self.races.remove(race)
                     return race[1]
             return None
+
+    def held(self, method, path):
+        """Whether this request is the one to hold (then it is no longer armed)."""
+        with self.lock:
+            if self.hold is None or self.hold[0] not in (None, method) or self.hold[1] not in path:
+                return False
+            self.hold = None
+            self.holding = True
+            return True
 
     def record(self, method, path, status):
         with self.lock:
@@ -159,15 +175,24 @@ def make_handler(state):
                     state.races.append([query.get("path", ""), body])
                 elif action == "up":
                     state.down_after = None
+                elif action == "hold":
+                    state.hold = [query.get("method"), query.get("path", "")]
+                    state.holding = False
+                    state.released.clear()
+                elif action == "release":
+                    state.released.set()
                 elif action == "reset":
                     state.log = []
                     state.failures = []
                     state.races = []
-                elif action == "log":
+                    state.hold = None
+                    state.released.set()
+                elif action in ("log", "held"):
                     pass
                 else:
                     return self._reply(404, b"{}")
-                body = json.dumps(state.log if action == "log" else {"ok": True}).encode()
+                answers = {"log": state.log, "held": state.holding}
+                body = json.dumps(answers.get(action, {"ok": True})).encode()
             self._reply(200, body, [("Content-Type", "application/json")])
 
         def _handle(self):
@@ -190,6 +215,10 @@ def make_handler(state):
                     + "</Code><Message>injected by the test proxy</Message></Error>"
                 ).encode()
                 return self._reply(status, error, [("Content-Type", "application/xml")])
+            if state.held(self.command, self.path):
+                # Bounded, so that a test that never releases it fails rather
+                # than hangs the server.
+                state.released.wait(timeout=300)
             other = state.race(self.command, self.path)
             if other is not None:
                 path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)

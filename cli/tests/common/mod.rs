@@ -54,6 +54,21 @@ pub fn spawn<S: AsRef<OsStr>>(args: &[S], stdin: bool, dir: Option<&Path>) -> Ch
     command.spawn().expect("run bcd")
 }
 
+/// Runs bcd with `args` (stdin empty) and the environment variables `env` (a
+/// local S3 server's, say), to the end.
+pub fn run_with_env<S: AsRef<OsStr>>(args: &[S], env: &[(&str, String)]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bcd"));
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    finish(command.spawn().expect("run bcd"), &show(args))
+}
+
 /// Waits for `child`, at most `timeout`.
 pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;

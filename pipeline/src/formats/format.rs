@@ -110,6 +110,13 @@ pub(crate) struct OptionSpec {
     pub given: fn(&SourceOptions) -> bool,
 }
 
+/// `value_column`, taken by several formats (Parquet, hf-disk, MDS, LitData):
+/// declared once.
+pub(crate) const VALUE_COLUMN: OptionSpec = OptionSpec {
+    field: "value_column",
+    given: |o| o.value_column.is_some(),
+};
+
 /// `key_column`, taken by several formats (Parquet, hf-disk, CSV): declared once.
 pub(crate) const KEY_COLUMN: OptionSpec = OptionSpec {
     field: "key_column",

@@ -8,7 +8,9 @@ mod dir;
 mod format;
 mod hf_disk;
 mod jsonl;
+mod litdata;
 mod lmdb;
+mod mds;
 mod megatron;
 mod parquet;
 mod tar;
@@ -20,7 +22,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 pub(crate) use format::{
-    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN,
+    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN, VALUE_COLUMN,
 };
 
 use crate::source_errors::SourceSetupError;
@@ -39,6 +41,8 @@ static FORMATS: &[&dyn Format] = &[
     &jsonl::Jsonl,
     &megatron::Megatron,
     &lmdb::Lmdb,
+    &mds::Mds,
+    &litdata::Litdata,
 ];
 
 impl SourceFormat {
@@ -213,6 +217,8 @@ mod tests {
             SourceFormat::HfDisk,
             SourceFormat::Megatron,
             SourceFormat::Lmdb,
+            SourceFormat::Mds,
+            SourceFormat::Litdata,
         ];
         for format in consts {
             assert_eq!(format.descriptor().format(), format);
@@ -224,7 +230,10 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert_eq!(
             names,
-            ["dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb"]
+            [
+                "dir", "tar", "parquet", "hf-disk", "csv", "tfrecord", "jsonl", "megatron", "lmdb",
+                "mds", "litdata"
+            ]
         );
     }
 
@@ -241,7 +250,9 @@ mod tests {
             [
                 SourceFormat::Parquet,
                 SourceFormat::HfDisk,
-                SourceFormat::Csv
+                SourceFormat::Csv,
+                SourceFormat::Mds,
+                SourceFormat::Litdata
             ]
         );
         assert_eq!(

@@ -10,7 +10,9 @@ use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::Source;
 use bcd_converters::TableOptions;
 
-use super::{Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN};
+use super::{
+    Format, OptionSpec, Probe, RemoteOpener, Sign, SourceName, FIELDS, KEY_COLUMN, VALUE_COLUMN,
+};
 use crate::source_errors::SourceSetupError;
 use crate::source_format::SourceFormat;
 use crate::source_options::SourceOptions;
@@ -27,10 +29,7 @@ pub(crate) struct Parquet;
 /// The options of the columns of a table: Parquet's, and hf-disk's besides its
 /// own.
 pub(super) const COLUMN_OPTIONS: [OptionSpec; 4] = [
-    OptionSpec {
-        field: "value_column",
-        given: |o| o.value_column.is_some(),
-    },
+    VALUE_COLUMN,
     KEY_COLUMN,
     OptionSpec {
         field: "skip_nulls",

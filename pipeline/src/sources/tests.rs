@@ -169,14 +169,14 @@ fn an_option_for_another_format_is_refused_naming_it() {
                 key_column: Some("id".into()),
                 ..Default::default()
             },
-            "`key_column` applies to parquet, hf-disk and csv sources only, not tar",
+            "`key_column` applies to parquet, hf-disk, csv, mds and litdata sources only, not tar",
         ),
         (
             SourceOptions {
                 fields: Some(bcd_converters::FieldSelection::None),
                 ..Default::default()
             },
-            "`fields` applies to parquet, hf-disk, csv and tfrecord sources only, not tar",
+            "`fields` applies to parquet, hf-disk, csv, tfrecord, mds and litdata sources only, not tar",
         ),
         (
             SourceOptions {
@@ -372,7 +372,7 @@ fn a_file_without_a_telling_name_is_refused_listing_the_formats() {
     let error = open_one(&fixture("imagefolder/labels.txt"), &Default::default()).unwrap_err();
     assert!(
         error.to_string().ends_with(
-            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|hf-disk|csv|tfrecord|jsonl|megatron|lmdb"
+            "cannot tell its format from the name or the first bytes; pass `format` dir|tar|parquet|hf-disk|csv|tfrecord|jsonl|megatron|lmdb|mds|litdata"
         ),
         "{error}"
     );
@@ -386,7 +386,7 @@ fn format_names_round_trip() {
     let error = "zip".parse::<SourceFormat>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "\"zip\": unknown source format; expected one of dir, tar, parquet, hf-disk, csv, tfrecord, jsonl, megatron, lmdb"
+        "\"zip\": unknown source format; expected one of dir, tar, parquet, hf-disk, csv, tfrecord, jsonl, megatron, lmdb, mds, litdata"
     );
 }
 
@@ -639,4 +639,47 @@ fn a_save_to_disk_directory_is_hf_disk_even_with_a_value_column() {
         ),
         "{error:?}"
     );
+}
+
+#[test]
+fn mds_and_litdata_directories_are_told_by_their_index_even_with_a_value_column() {
+    for (name, format, value) in [
+        ("mds/zstd", SourceFormat::Mds, "image"),
+        ("litdata/zstd-batch", SourceFormat::Litdata, "image"),
+    ] {
+        // With no options, and with a value column that alone would say Parquet.
+        for options in [
+            SourceOptions::default(),
+            SourceOptions {
+                value_column: Some(value.into()),
+                key_column: Some("label".into()),
+                ..Default::default()
+            },
+        ] {
+            let opened = open_one(&fixture(name), &options).unwrap();
+            assert_eq!(opened.format, format, "{name}");
+            assert_eq!(
+                opened.source.count(),
+                5 + usize::from(format == SourceFormat::Mds),
+                "{name}"
+            );
+        }
+        let error = open_one(
+            &fixture(name),
+            &SourceOptions {
+                skip_nulls: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("`skip_nulls` applies to parquet and hf-disk sources only, not {format}")
+        );
+    }
+    // An index.json that is neither is a plain directory.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.json"), b"{\"version\": 1}").unwrap();
+    let opened = open_one(dir.path().to_str().unwrap(), &SourceOptions::default()).unwrap();
+    assert_eq!(opened.format, SourceFormat::Dir);
 }

@@ -1,34 +1,101 @@
-"""Batches that travel from DataLoader workers as shared-memory tensors."""
+"""Batches that travel from DataLoader workers as shared-memory tensors.
+
+A :class:`MapDataset` answers the DataLoader's ``__getitems__`` with a
+:class:`Batch`: the values back to back in one uint8 tensor (in shared memory
+inside a worker), their offsets, and the requested fields. Its samples are
+:class:`Sample` tuples, a type registered in torch's ``default_collate_fn_map``:
+torch's default collate, which looks at the type of a batch's first sample,
+hands the whole batch to :func:`collate_samples`, which returns the values as
+one column (a :class:`Batch` without fields) and each field collated as torch
+would have collated it. So a plain ``DataLoader(dataset, batch_size=...)``
+moves each batch as a few tensors, never as pickled values, and a
+``collate_fn`` of the user's own still gets samples as ``dataset[i]`` gives them.
+
+A :class:`Mix` answers with one batch of all its sources' samples, which also
+carries each sample's source (``sources``): its samples are
+:class:`MixSample` pairs ``(source, sample)``, as ``mix[i]`` gives them, a
+type registered too: :func:`collate_mixed` returns ``[sources, samples]``, the
+sources an int64 tensor and the samples collated as above, which is what
+torch's default collate makes of the pairs, again from the batch's tensors.
+"""
 
 from __future__ import annotations
 
 from typing import Iterator, Optional
 
+import numpy as np
 import torch
 import torch.utils.data
+from torch.utils.data._utils.collate import collate as _torch_collate
+from torch.utils.data._utils.collate import default_collate_fn_map
 
 
-class Batch:
+class Sample(tuple):
+    """One record of a :class:`Batch` with fields: ``(value, *fields)``, a tuple
+    like ``dataset[i]``; its type tells torch's default collate that the batch
+    it came from can be collated without touching each sample."""
+
+    __slots__ = ()
+
+
+class MixSample(tuple):
+    """One sample of a :class:`Mix`'s batch: ``(source, sample)``, a tuple like
+    ``mix[i]``; its type tells torch's default collate that the batch it came
+    from can be collated without touching each sample."""
+
+    __slots__ = ()
+
+
+class _Samples:
+    """What :class:`Batch` and :class:`ImageBatch` share: ``batch[i]`` is
+    ``dataset[i]``'s sample, the value alone or ``(value, *fields)``, and for
+    a :class:`Mix`'s batch ``(source, that sample)``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample {i} of a batch of {len(self)}")
+        if not self.fields:
+            sample = self._value(i)
+        else:
+            sample = Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
+        if self.sources is None:
+            return sample
+        return MixSample((int(self.sources[i]), sample))
+
+    def __iter__(self) -> Iterator:
+        for i in range(len(self)):
+            yield self[i]
+
+
+class Batch(_Samples):
     """A batch of records as one contiguous uint8 tensor (``values``) and the
     offsets of each value in it (``offsets``, int64, ``len + 1``), with the
     requested fields (``fields``: name -> tensor, or list for values a tensor
     cannot hold) and the record indices (``indices``).
 
-    ``batch[i]`` (and iterating) gives sample ``i`` as :class:`MapDataset` does:
-    ``(value, *fields)``, the value a uint8 tensor viewing the batch's memory (no
-    copy); :meth:`value_bytes` gives it as a memoryview (``PIL.Image.open(
-    io.BytesIO(batch.value_bytes(i)))``). Built in a DataLoader worker, the
-    tensors live in shared memory, so the batch reaches the main process without
-    its values being pickled.
+    ``batch[i]`` (and iterating) gives sample ``i`` as :class:`MapDataset`
+    gives ``dataset[i]``: the value (``bytes``, or with ``output="tensor"`` a
+    uint8 tensor viewing the batch's memory), or ``(value, *fields)`` (a
+    :class:`Sample`) when fields were asked for. :meth:`value` gives a value as
+    a tensor and :meth:`value_bytes` as a memoryview, both without a copy
+    (``PIL.Image.open(io.BytesIO(batch.value_bytes(i)))``). Built in a
+    DataLoader worker, the tensors live in shared memory, so the batch reaches
+    the main process without its values being pickled.
 
     A batch of a :class:`Mix` also says where each sample came from:
     ``sources`` (int64, the source of each sample; ``indices`` are then the
-    records within their sources), and ``batch[i]`` is ``(source, (value,
-    *fields))``, as the mix's ``mix[index]`` is ``(source, sample)``. Without a
-    mix, ``sources`` is None.
+    records within their sources), and ``batch[i]`` is ``(source, sample)`` (a
+    :class:`MixSample`), as the mix's ``mix[index]`` is. Without a mix,
+    ``sources`` is None.
     """
 
-    __slots__ = ("values", "offsets", "fields", "indices", "sources")
+    __slots__ = ("values", "offsets", "fields", "indices", "output", "sources", "_memory", "_bounds")
 
     def __init__(
         self,
@@ -36,54 +103,147 @@ class Batch:
         offsets: torch.Tensor,
         fields: dict,
         indices: torch.Tensor,
+        output: str = "tensor",
         sources: Optional[torch.Tensor] = None,
     ):
         self.values = values
         self.offsets = offsets
         self.fields = fields
         self.indices = indices
+        self.output = output
         self.sources = sources
+        self._memory = None
+        self._bounds = None
+
+    def __reduce__(self):
+        # The tensors only: a DataLoader worker's queue sends them as handles to
+        # shared memory; the caches are made again where they are needed.
+        return (Batch, (self.values, self.offsets, self.fields, self.indices, self.output, self.sources))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def _range(self, i: int) -> tuple:
+        if self._bounds is None:
+            self._bounds = self.offsets.tolist()
+        return self._bounds[i], self._bounds[i + 1]
+
+    def _view(self) -> memoryview:
+        if self._memory is None:
+            self._memory = memoryview(self.values.numpy()).toreadonly()
+        return self._memory
+
     def value(self, i: int) -> torch.Tensor:
         """Value ``i`` as a uint8 tensor sharing the batch's memory."""
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        start, end = self._range(i)
         return self.values[start:end]
 
     def value_bytes(self, i: int) -> memoryview:
         """Value ``i`` as a read-only memoryview of the batch's memory."""
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        return memoryview(self.values.numpy()).toreadonly()[start:end]
+        start, end = self._range(i)
+        return self._view()[start:end]
 
-    def __getitem__(self, i: int) -> tuple:
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"sample {i} of a batch of {len(self)}")
-        sample = (self.value(i), *(_item(column, i) for column in self.fields.values()))
-        if self.sources is None:
-            return sample
-        return (int(self.sources[i]), sample)
+    def _value(self, i: int):
+        if self.output == "bytes":
+            start, end = self._range(i)
+            return bytes(self._view()[start:end])
+        return self.value(i)
 
-    def __iter__(self) -> Iterator[tuple]:
-        for i in range(len(self)):
-            yield self[i]
+    def _collated(self, collate_fn_map) -> list:
+        return [self.without_fields(), *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
+
+    def without_fields(self) -> "Batch":
+        """The values alone: a batch whose samples are the bare values (what the
+        default collate gives as the batch's first column)."""
+        return Batch(self.values, self.offsets, {}, self.indices, self.output)
+
+    def _unmixed(self) -> "Batch":
+        return Batch(self.values, self.offsets, self.fields, self.indices, self.output)
 
     def pin_memory(self) -> "Batch":
         """Called by a DataLoader with ``pin_memory=True``."""
         return Batch(
             self.values.pin_memory(),
             self.offsets.pin_memory(),
-            {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in self.fields.items()},
+            _pinned(self.fields),
             self.indices.pin_memory(),
+            self.output,
             None if self.sources is None else self.sources.pin_memory(),
         )
 
     def __repr__(self) -> str:
         mixed = "" if self.sources is None else ", from a mix"
-        return f"bcd.torch.Batch({len(self)} records, {int(self.offsets[-1])} bytes, fields {list(self.fields)}{mixed})"
+        return (
+            f"bcd.torch.Batch({len(self)} records, {int(self.offsets[-1])} bytes, "
+            f"fields {list(self.fields)}, output={self.output!r}{mixed})"
+        )
+
+
+class ImageBatch(_Samples):
+    """A batch of decoded images (a :class:`MapDataset` with ``image=``): one
+    uint8 tensor ``images`` of shape ``(N, *image.shape)``, the requested
+    ``fields`` and the record ``indices``, in shared memory when built in a
+    DataLoader worker. ``batch[i]`` is ``dataset[i]``'s sample: the image
+    tensor, or ``(image, *fields)``; torch's default collate makes
+    ``[images, *fields]`` of it without copying the images. ``skipped``: the
+    records whose images did not decode, left out (``bad_images="skip"``).
+
+    A batch of a :class:`Mix` carries ``sources`` as a :class:`Batch` does
+    (``indices`` and ``skipped`` are then records within their sources), and
+    ``batch[i]`` is ``(source, sample)``.
+    """
+
+    __slots__ = ("images", "fields", "indices", "skipped", "sources")
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        fields: dict,
+        indices: torch.Tensor,
+        skipped: torch.Tensor,
+        sources: Optional[torch.Tensor] = None,
+    ):
+        self.images = images
+        self.fields = fields
+        self.indices = indices
+        self.skipped = skipped
+        self.sources = sources
+
+    def __reduce__(self):
+        return (ImageBatch, (self.images, self.fields, self.indices, self.skipped, self.sources))
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def _value(self, i: int) -> torch.Tensor:
+        return self.images[i]
+
+    def _collated(self, collate_fn_map) -> list:
+        return [self.images, *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
+
+    def _unmixed(self) -> "ImageBatch":
+        return ImageBatch(self.images, self.fields, self.indices, self.skipped)
+
+    def pin_memory(self) -> "ImageBatch":
+        """Called by a DataLoader with ``pin_memory=True``."""
+        return ImageBatch(
+            self.images.pin_memory(),
+            _pinned(self.fields),
+            self.indices.pin_memory(),
+            self.skipped,
+            None if self.sources is None else self.sources.pin_memory(),
+        )
+
+    def __repr__(self) -> str:
+        mixed = "" if self.sources is None else ", from a mix"
+        return (
+            f"bcd.torch.ImageBatch({tuple(self.images.shape)} images, fields {list(self.fields)}, "
+            f"{len(self.skipped)} skipped{mixed})"
+        )
+
+
+def _pinned(fields: dict) -> dict:
+    return {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in fields.items()}
 
 
 def _item(column, i: int):
@@ -91,10 +251,99 @@ def _item(column, i: int):
     return value.item() if isinstance(value, torch.Tensor) and value.dim() == 0 else value
 
 
+# What torch's default collate makes of a column of Python scalars, by the dtype
+# of the tensor a Batch keeps the column in: ints become int64 and floats
+# float64 (torch.tensor of Python ints and floats), bools stay bool.
+_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _collate_field(column, collate_fn_map):
+    if isinstance(column, torch.Tensor):
+        if column.dtype in _INTEGERS:
+            return column.to(torch.int64)
+        if column.dtype in _FLOATS:
+            return column.to(torch.float64)
+        if column.dtype == torch.bool:
+            return column.clone()
+        column = column.tolist()  # unsigned wider than 8 bits: as Python ints
+    # A tuple, as torch's transposition of the samples makes it (strings come
+    # back as that tuple).
+    return _torch_collate(tuple(column), collate_fn_map=collate_fn_map)
+
+
+def collate_samples(batch, *, collate_fn_map=None):
+    """torch's default collate for a batch of :class:`Sample`: a list of the
+    values' column (a :class:`Batch` without fields, whose items are the values)
+    and each field collated as ``default_collate`` collates it. A :class:`Batch`
+    is collated from its tensors without touching its samples; samples gathered
+    any other way are packed into one new batch of values."""
+    collated = getattr(type(batch), "_collated", None)
+    if collated is not None:  # a Batch or an ImageBatch
+        return collated(batch, collate_fn_map)
+    samples = list(batch)
+    width = len(samples[0])
+    if any(len(sample) != width for sample in samples):
+        raise RuntimeError("each element in list of batch should be of equal size")
+    columns = list(zip(*samples))
+    values = _pack(columns[0])
+    if values is None:  # values of another kind: torch's own rules, sample by sample
+        return _torch_collate([tuple(sample) for sample in samples], collate_fn_map=collate_fn_map)
+    return [values, *(_torch_collate(column, collate_fn_map=collate_fn_map) for column in columns[1:])]
+
+
+def _pack(values) -> "Batch | None":
+    """Values (all bytes, or all 1-D uint8 tensors) copied back to back into one
+    new batch of values (in shared memory inside a worker); None for others."""
+    if all(isinstance(value, bytes) for value in values):
+        output = "bytes"
+        arrays = [np.frombuffer(value, dtype=np.uint8) for value in values]
+    elif all(isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1 for value in values):
+        output = "tensor"
+        arrays = [value.numpy() for value in values]
+    else:
+        return None
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(array) for array in arrays], out=offsets[1:])
+    tensor = _uint8_buffer(int(offsets[-1]), torch.utils.data.get_worker_info() is not None)
+    if offsets[-1]:
+        np.concatenate(arrays, out=tensor.numpy())
+    indices = torch.full((len(arrays),), -1, dtype=torch.int64)
+    return Batch(tensor, torch.from_numpy(offsets), {}, indices, output)
+
+
+def collate_mixed(batch, *, collate_fn_map=None):
+    """torch's default collate for a batch of :class:`MixSample`: ``[sources,
+    samples]``, the sources an int64 tensor and the samples collated as
+    ``default_collate`` collates them (for samples of a :class:`MapDataset`,
+    see :func:`collate_samples`), which is what ``default_collate`` makes of
+    ``(source, sample)`` pairs. A mix's :class:`Batch` or :class:`ImageBatch`
+    is collated from its tensors without touching its samples; pairs gathered
+    any other way are transposed as torch transposes them."""
+    if isinstance(batch, _Samples) and batch.sources is not None:
+        samples = batch._unmixed()
+        if not samples.fields and isinstance(samples, ImageBatch):
+            collated = samples.images  # what stacking its image tensors would give
+        else:
+            collated = _torch_collate(samples, collate_fn_map=collate_fn_map)
+        return [batch.sources, collated]
+    pairs = [tuple(pair) for pair in batch]
+    if any(len(pair) != 2 for pair in pairs):
+        raise RuntimeError("each element in list of batch should be of equal size")
+    return [_torch_collate(list(column), collate_fn_map=collate_fn_map) for column in zip(*pairs)]
+
+
+default_collate_fn_map[Sample] = collate_samples
+default_collate_fn_map[MixSample] = collate_mixed
+
+
 def collate(batch):
-    """A ``collate_fn`` that keeps a :class:`Batch` as it is and collates
-    anything else (lists of samples) with torch's ``default_collate``."""
-    if isinstance(batch, Batch):
+    """A ``collate_fn`` that keeps a :class:`Batch` of ``output="tensor"`` and an
+    :class:`ImageBatch` as they are (a :class:`Mix`'s too, with their
+    ``sources``) and collates anything else with torch's ``default_collate``
+    (which collates a :class:`Batch` of bytes from its tensors, see
+    :func:`collate_samples` and :func:`collate_mixed`)."""
+    if (isinstance(batch, Batch) and batch.output == "tensor") or isinstance(batch, ImageBatch):
         return batch
     return torch.utils.data.default_collate(batch)
 
@@ -103,7 +352,7 @@ def _uint8_buffer(size: int, shared: bool) -> torch.Tensor:
     """An uninitialised uint8 tensor of ``size`` bytes, in shared memory when
     ``shared`` (a DataLoader worker: the tensor then crosses to the main process
     as a handle, not as bytes)."""
-    if shared:
+    if shared and size:
         storage = torch.UntypedStorage._new_shared(size)
         return torch.empty(0, dtype=torch.uint8).set_(storage)
     return torch.empty(size, dtype=torch.uint8)

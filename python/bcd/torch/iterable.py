@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import multiprocessing.context
 import os
 import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -17,55 +14,14 @@ import bcd
 
 from .._states import is_state, rank_state
 from ..sampling import EpochSampler
-from .batch import Batch
+from .announcement import Announcement as _Announcement
+from .batch import Batch, ImageBatch
 from .map_dataset import MapDataset, ReadsDataset
-from .mix import Mix
+from .mix import Mix, prefetch_order
 from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 
 # Records per read when an IterableDataset yields samples one by one.
 _SAMPLE_READ = 64
-
-
-class _Announcement:
-    """The epoch and record count the main process's ``set_epoch`` chose, in
-    shared memory that DataLoader workers, forked or spawned, read at the start
-    of each pass: a persistent worker's copy of the dataset is reached no other
-    way. One writer (the main process); a sequence number, odd while a write is
-    under way, lets a reader take a consistent pair without a lock."""
-
-    def __init__(self) -> None:
-        # sequence, epoch, record count
-        self._slots = multiprocessing.RawArray(ctypes.c_uint64, 3)
-
-    def __getstate__(self) -> dict:
-        # Shared memory travels to a process being started (spawn, forkserver);
-        # pickled otherwise, the copy announces and hears nothing.
-        spawning = multiprocessing.context.get_spawning_popen() is not None
-        return {"_slots": self._slots if spawning else None}
-
-    def publish(self, epoch: int, length: int) -> int:
-        """Announces ``(epoch, length)``; returns the announcement's number."""
-        slots = self._slots
-        if slots is None:
-            return 0
-        slots[0] += 1
-        slots[1], slots[2] = epoch, length
-        slots[0] += 1
-        return slots[0]
-
-    def read(self) -> Optional[tuple]:
-        """``(number, epoch, length)`` of the latest announcement (number 0:
-        none yet), or None for a copy without the shared memory."""
-        slots = self._slots
-        if slots is None:
-            return None
-        while True:
-            number = slots[0]
-            if number % 2:
-                continue
-            epoch, length = slots[1], slots[2]
-            if slots[0] == number:
-                return number, epoch, length
 
 
 class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
@@ -76,8 +32,9 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     ``output``).
 
     ``batch_size``: yield whole batches (use ``DataLoader(batch_size=None)``),
-    each read with one parallel call (a :class:`Batch` with ``output="tensor"``
-    and no ``transform``; keep it with ``collate_fn=bcd.torch.collate``).
+    each read with one parallel call (without a ``transform``, a :class:`Batch`
+    in shared memory, which ``collate_fn=bcd.torch.collate`` keeps whole with
+    ``output="tensor"`` and collates as torch's default collate otherwise).
     Workers take the rank's epoch by batches of ``batch_size`` (1 without it) in
     turn, so a loader that batches the same size yields the epoch in order.
 
@@ -100,10 +57,13 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     into the rank's position. The list of every rank's state (either kind)
     resumes the epoch on any number of ranks.
 
+    ``view="NAME"``: only the records of that view, as :class:`MapDataset`'s.
+
     ``path`` may be a :class:`Mix` instead: the epochs are then the mix's (its
     weights, ``num_samples``, ``seed``, ``shuffle`` and ``block_size``), and the
     samples ``(source, sample)`` as the mix gives them (``fields``,
-    ``transform``, ``output``, ``refresh`` and the cache belong to its sources).
+    ``transform``, ``output``, ``refresh``, ``view`` and the cache belong to its
+    sources).
     """
 
     def __init__(
@@ -126,6 +86,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
+        prefetch: Optional[int] = None,
     ):
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -134,7 +96,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         self._weights = weights
         rank, world_size = _defaults(rank, world_size)
         if isinstance(path, Mix):
-            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit)
+            theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit,
+                          view=view, prefetch=prefetch)
             theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
             given = sorted(name for name, value in theirs.items() if value is not None)
             if given:
@@ -153,6 +116,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
                 refresh=refresh,
                 cache_dir=cache_dir,
                 cache_limit=cache_limit,
+                view=view,
+                prefetch=prefetch,
             )
             self._epochs = self._plain_epochs(shuffle, seed, rank, world_size, drop_last, block_size, num_samples)
         self._init_state()
@@ -191,6 +156,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         return self._map.dataset
 
     @property
+    def records(self):
+        return self._map.records
+
+    @property
     def epoch(self) -> int:
         return self._epochs.epoch
 
@@ -207,6 +176,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             self._use_length(_agreed_length(len(self._map)))
         if torch.utils.data.get_worker_info() is None:
             self._heard = self._announcement.publish(epoch, self._epochs.length)
+            if isinstance(self._map, Mix):
+                self._map.use_crops(epoch)
         if self._pending and epoch == self._epochs.epoch:
             return
         self._pending = False
@@ -276,6 +247,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         order = self._epochs.indices(self._origin)
         mine = order[EpochSampler.worker_positions(len(order), worker, workers, block)]
         mine = mine[self._taken:]
+        # In object storage: this worker's shards, fetched in the order it needs them.
+        prefetch_order(self._map, mine)
         if self.batch_size is not None:
             # self._taken counts whole batches' samples (the last may be short).
             for at in range(0, len(mine), self.batch_size):
@@ -287,7 +260,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         for at in range(0, len(mine), _SAMPLE_READ):
             chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
             samples = self._map.__getitems__(chunk)
-            if isinstance(samples, Batch):
+            if isinstance(samples, (Batch, ImageBatch)):
                 samples = list(samples)
             for sample in samples:
                 self._taken += 1

@@ -11,18 +11,26 @@ import torch.utils.data
 
 import bcd
 
-from .batch import Batch, _uint8_buffer
+from .announcement import Announcement, Counter
+from .batch import Batch, ImageBatch, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
+_BAD_IMAGES = ("raise", "skip")
 
 
 class ReadsDataset:
     """What the torch datasets of this package share: ``dataset`` is the
-    ``bcd.Dataset`` they read (a sampler takes a stored field from it)."""
+    ``bcd.Dataset`` they read (a sampler takes a stored field from it), and
+    ``records`` the dataset indices of their records in order (None: all of
+    them), so a stored field gives one value per sample."""
 
     @property
     def dataset(self) -> "bcd.Dataset":
         raise NotImplementedError
+
+    @property
+    def records(self):
+        return None
 
 
 def _check_output(output: str) -> str:
@@ -41,19 +49,51 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     through ``Dataset.fields``), or maps names to per-record sequences for
     values kept elsewhere (``{"label": labels}``).
 
-    A DataLoader fetches a batch with ``__getitems__``: one ``get_batch`` call,
-    decoded on all cores without the GIL. With ``output="tensor"`` and no
-    ``transform`` it returns a :class:`Batch` (values back to back in one
-    uint8 tensor, in shared memory inside a worker): pass
-    ``collate_fn=bcd.torch.collate`` to keep it so.
+    A DataLoader fetches a batch with ``__getitems__``: one read of all its
+    values, decoded on all cores without the GIL into one uint8 tensor (in
+    shared memory inside a worker), returned as a :class:`Batch` whose samples
+    are ``dataset[i]``'s (with a ``transform``, a list of transformed samples).
+    torch's default collate turns it into ``[values, *fields]`` from its tensors
+    (see :func:`bcd.torch.batch.collate_samples`): ``values`` is a
+    :class:`Batch` of the bare values (``values[j]`` is the value as
+    ``dataset[i]`` gives it), each field a tensor (or list) as torch collates
+    it. So a plain DataLoader sends tensors, not pickled values, between
+    processes. A ``collate_fn`` of your own gets the :class:`Batch`, a sequence
+    of the samples; ``collate_fn=bcd.torch.collate`` keeps a batch of
+    ``output="tensor"`` whole.
+
+    ``image=bcd.torch.Image(size, crop=..., ...)`` (a :class:`bcd.ImageOptions`)
+    makes each value a decoded image: JPEG and PNG values are decoded, cropped
+    (a random resized crop and flip for training, ``crop="center"`` for
+    evaluation, ``crop="resize"``) and resized in Rust, a batch at a time on
+    all cores without the GIL, into one uint8 tensor ``(N, H, W, 3)`` (or ``(N,
+    3, H, W)`` with ``channels_first=True``): ``dataset[i]`` is ``(image,
+    *fields)``, and torch's default collate gives ``[images, *fields]``. The
+    random crops come from ``(seed, epoch, record)``: the :class:`Sampler`'s
+    seed and epoch (its ``set_epoch`` announces them to the workers), or
+    :meth:`use_crops` / :meth:`set_epoch` without a sampler; the same in every
+    run and after a resume. An image that does not decode raises ``ValueError``
+    naming the record; with ``bad_images="skip"`` it is left out of its batch
+    and counted in :attr:`skipped`.
 
     Pickles as its path and settings: fork and spawn workers reopen the dataset
     through its persisted index. ``refresh=True`` picks up records committed
     since the open at every ``set_epoch`` (and in a worker, when asked for an
     index past the end it knows). ``path`` may be a dataset in object storage
     (``s3://``, ``gs://``, ``az://``), read through the shared local shard
-    cache that ``cache_dir`` and ``cache_limit`` set up as for ``bcd.Dataset``:
-    every worker on the machine shares it.
+    cache that ``cache_dir``, ``cache_limit`` and ``prefetch`` set up as for
+    ``bcd.Dataset``: every worker on the machine shares it, and a
+    :class:`Sampler` of this dataset has it fetch each epoch's shards in the
+    order the epoch needs them.
+
+    ``view="NAME"``: only the records of that view (``bcd view create``), in
+    dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
+    view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
+    records' (given values: one per view record). With ``refresh=True`` the
+    view is read again at every ``set_epoch`` (after a ``bcd view refresh``).
+    With ``image=`` too, the random crops are keyed by the dataset record, not
+    the position in the view: ``(seed, epoch, dataset index)``, so a record is
+    cropped the same with or without the view.
     """
 
     def __init__(
@@ -63,12 +103,29 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         fields: Union[None, Sequence[str], Mapping[str, Sequence]] = None,
         transform: Optional[Callable[[Any], Any]] = None,
         output: str = "bytes",
+        image: Optional["bcd.ImageOptions"] = None,
+        bad_images: str = "raise",
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
+        view: Optional[str] = None,
+        prefetch: Optional[int] = None,
     ):
         self.path = os.fspath(path)
-        self._open = {name: value for name, value in (("cache_dir", cache_dir), ("cache_limit", cache_limit)) if value is not None}
+        self.view = view
+        if image is not None and not isinstance(image, bcd.ImageOptions):
+            raise TypeError(f"image={image!r}: expected bcd.torch.Image(size, ...) (a bcd.ImageOptions)")
+        if bad_images not in _BAD_IMAGES:
+            raise ValueError(f'bad_images={bad_images!r}: expected "raise" or "skip"')
+        self.image = image
+        self.bad_images = bad_images
+        # The seed and epoch of the random crops, announced by the sampler (or
+        # set_epoch) in the main process; the images skipped, over all workers.
+        self._crops = Announcement()
+        self._crop_seed = 0
+        self._skipped = Counter()
+        opening = (("cache_dir", cache_dir), ("cache_limit", cache_limit), ("prefetch", prefetch))
+        self._open = {name: value for name, value in opening if value is not None}
         self.transform = transform
         self.output = _check_output(output)
         self.refresh_each_epoch = bool(refresh)
@@ -83,22 +140,28 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         else:
             self._field_names = list(fields)
             self._given = {}
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
         self._columns: Optional[dict] = None
         for name, values in self._given.items():
-            if len(values) < len(self._dataset):
-                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._dataset)} records")
+            if len(values) < len(self._source):
+                raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._source)} records")
+
+    def _open_source(self) -> None:
+        """Opens the dataset, and the view when there is one: what reads go to."""
+        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._view = None if self.view is None else self._dataset.view(self.view)
+        self._source = self._dataset if self._view is None else self._view
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_dataset"] = None
+        state["_dataset"] = state["_view"] = state["_source"] = None
         state["_columns"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._dataset = bcd.Dataset(self.path, **self._open)
+        self._open_source()
 
     @property
     def dataset(self) -> "bcd.Dataset":
@@ -106,24 +169,59 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return self._dataset
 
     @property
+    def records(self):
+        """The dataset indices of the samples (a view's records), or None for
+        all of the dataset's."""
+        return None if self._view is None else self._view.indices
+
+    @property
     def field_names(self) -> list:
         """The fields each sample carries after its value."""
         return list(self._field_names)
 
     def __len__(self) -> int:
-        return len(self._dataset)
+        return len(self._source)
 
     def refresh(self) -> int:
-        """Picks up records committed since the open; returns how many."""
+        """Picks up records committed since the open (with a view: the view as
+        it is now, after a ``bcd view refresh``); returns how many samples were
+        added."""
+        before = len(self._source)
         added = self._dataset.refresh()
+        if self._view is not None:
+            self._view = self._source = self._dataset.view(self.view)
+            added = len(self._view) - before
         if added:
             self._columns = None
         return added
 
     def set_epoch(self, epoch: int) -> None:
-        """Refreshes, if the dataset was made with ``refresh=True``."""
+        """Refreshes, if the dataset was made with ``refresh=True``; with
+        ``image=``, makes the random crops those of epoch ``epoch`` (a
+        :class:`Sampler` over this dataset calls it from its own ``set_epoch``,
+        with its seed), also in persistent DataLoader workers."""
         if self.refresh_each_epoch:
             self.refresh()
+        self.use_crops(self._crop_seed, epoch)
+
+    def use_crops(self, seed: int, epoch: int) -> None:
+        """Draws the random crops of ``image=`` from ``(seed, epoch, record)``
+        from now on, in this process and in its DataLoader workers (call it in
+        the main process)."""
+        self._crop_seed = int(seed)
+        self._crops.publish(int(seed), int(epoch))
+
+    def _crop_key(self) -> tuple:
+        heard = self._crops.read()
+        if heard is None or heard[0] == 0:
+            return self._crop_seed, 0
+        return heard[1], heard[2]
+
+    @property
+    def skipped(self) -> int:
+        """Images left out because they did not decode (``bad_images="skip"``),
+        counted over this process and its DataLoader workers."""
+        return self._skipped.value
 
     def column(self, name: str):
         """Field ``name`` for every record: a NumPy array, or a list for values
@@ -136,7 +234,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         columns = {name: self._given[name] for name in self._field_names if name in self._given}
         stored = [name for name in self._field_names if name not in self._given]
         if stored:
-            table = stored_fields(self._dataset, stored)
+            table = stored_fields(self._source, stored)
             for name in stored:
                 column = table.column(name)
                 try:
@@ -170,17 +268,30 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return read(*args)
 
     def __getitem__(self, index: int):
-        view = self._read(self._dataset.at, index)
-        if not self._field_names:
-            sample = self._value(view)
+        if self.image is not None:
+            batch = self._read(self.read_images, [index], "raise")
+            sample = batch[0] if not self._field_names else tuple(batch[0])
         else:
-            sample = (self._value(view), *self._fields_at(index))
+            view = self._read(self._source.at, index)
+            if not self._field_names:
+                sample = self._value(view)
+            else:
+                sample = (self._value(view), *self._fields_at(index))
         return self.transform(sample) if self.transform is not None else sample
 
     def __getitems__(self, indices: Sequence[int]):
-        if self.output == "tensor" and self.transform is None:
+        if self.image is not None:
+            batch = self._read(self.read_images, indices)
+            if self.transform is not None:
+                return [self.transform(tuple(s) if self._field_names else s) for s in batch]
+            if not self._field_names:
+                # Bare tensors: torch's collate stacks them (one copy); with a
+                # field, the ImageBatch's tensor is the batch as it is.
+                return list(batch.images)
+            return batch
+        if self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._dataset.get_batch, indices)
+        values = self._read(self._source.get_batch, indices)
         if self._field_names:
             samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
         else:
@@ -192,7 +303,9 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;
         in a DataLoader worker, in shared memory)."""
-        shared = torch.utils.data.get_worker_info() is not None
+        return self._read_batch(indices, torch.utils.data.get_worker_info() is not None)
+
+    def _read_batch(self, indices: Sequence[int], shared: bool) -> Batch:
         holder: list = []
 
         def allocate(size: int):
@@ -201,8 +314,61 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return tensor.numpy()
 
         index_array = np.asarray(indices, dtype=np.int64)
-        offsets = self._dataset.get_batch_into(index_array, allocate)
+        offsets = self._source.get_batch_into(index_array, allocate)
         values = holder[0]
+        fields = self._batch_fields(index_array)
+        return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array), self.output)
+
+    def read_images(self, indices: Sequence[int], bad_images: Optional[str] = None) -> ImageBatch:
+        """The images at ``indices``, decoded and cropped as ``image=`` says, as
+        an :class:`ImageBatch` (one parallel decode; in a DataLoader worker, in
+        shared memory). An image that does not decode raises ``ValueError``
+        naming the record, or with ``bad_images="skip"`` is left out and
+        counted in :attr:`skipped`. With ``view=``, ``indices`` are the view's
+        positions (the batch's ``indices`` too) and each crop is that of the
+        dataset record the position holds: the same crop as the record read
+        without the view."""
+        batch, _ = self._read_images(indices, bad_images, torch.utils.data.get_worker_info() is not None)
+        return batch
+
+    def _read_images(self, indices: Sequence[int], bad_images: Optional[str], shared: bool) -> tuple:
+        """The :class:`ImageBatch` of ``indices``, and which of them it kept (a
+        boolean array, or None when it kept all)."""
+        options = self.image
+        if options is None:
+            raise TypeError("read_images needs a MapDataset made with image=bcd.torch.Image(...)")
+        index_array = np.asarray(indices, dtype=np.int64)
+        count = len(index_array)
+        images = _uint8_buffer(count * options.image_bytes, shared).view(count, *options.shape)
+        seed, epoch = self._crop_key()
+        failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
+        skipped = torch.empty(0, dtype=torch.int64)
+        keep = None
+        if failures:
+            if (bad_images or self.bad_images) == "raise":
+                more = f" (and {len(failures) - 1} more images of this batch)" if len(failures) > 1 else ""
+                raise ValueError(failures[0][1] + more)
+            keep = np.ones(count, dtype=bool)
+            keep[[position for position, _ in failures]] = False
+            skipped = torch.from_numpy(index_array[~keep])
+            index_array = index_array[keep]
+            images = images[torch.from_numpy(keep)]
+            info = torch.utils.data.get_worker_info()
+            self._skipped.add(len(failures), None if info is None else info.id)
+        return ImageBatch(images, self._batch_fields(index_array), torch.from_numpy(index_array), skipped), keep
+
+    def _whole_batch(self, indices: Sequence[int]) -> Optional[tuple]:
+        """What a :class:`Mix` joins: the records at ``indices`` as one
+        :class:`Batch` or :class:`ImageBatch` outside shared memory (the mix
+        copies them into its own batch) with the indices kept (None: all), or
+        None when a ``transform`` makes the samples."""
+        if self.transform is not None:
+            return None
+        if self.image is not None:
+            return self._read(self._read_images, indices, None, False)
+        return self._read(self._read_batch, indices, False), None
+
+    def _batch_fields(self, index_array: np.ndarray) -> dict:
         fields = {}
         for name in self._field_names:
             column = self.column(name)
@@ -210,10 +376,12 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
                 fields[name] = torch.from_numpy(np.ascontiguousarray(column[index_array]))
             else:
                 fields[name] = [column[i] for i in index_array]
-        return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array))
+        return fields
 
     def __repr__(self) -> str:
-        return f"bcd.torch.MapDataset({self.path!r}, fields={self._field_names}, output={self.output!r})"
+        view = "" if self.view is None else f", view={self.view!r}"
+        image = "" if self.image is None else f", image={self.image!r}"
+        return f"bcd.torch.MapDataset({self.path!r}{view}, fields={self._field_names}, output={self.output!r}{image})"
 
 
 def stored_fields(dataset: "bcd.Dataset", names: Sequence[str]):

@@ -10,15 +10,18 @@ import torch
 import torch.utils.data
 
 
+import bcd
+
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
-from .mix import Mix
+from .mix import Mix, prefetch_order
 
 
 def _categories(source, balance_by):
     """The categories ``balance_by`` names: a stored field of ``source``'s
-    dataset (its codes as ``bcd export --balance-by`` computes them), a
-    MapDataset's given field, or the values themselves."""
+    dataset (its codes as ``bcd export --balance-by`` computes them, those of
+    the source's records when it reads a view), a MapDataset's given field, or
+    the values themselves."""
     if balance_by is None:
         return None
     if isinstance(balance_by, str):
@@ -27,6 +30,10 @@ def _categories(source, balance_by):
         dataset = source.dataset if isinstance(source, ReadsDataset) else source
         if not hasattr(dataset, "path"):
             raise TypeError(f"balance_by={balance_by!r} names a field, which needs a dataset, not a length")
+        if isinstance(source, ReadsDataset) and source.records is not None:
+            return field_codes(dataset, balance_by)[source.records]
+        if isinstance(dataset, bcd.View):
+            return field_codes(dataset.dataset, balance_by)[dataset.indices]
         return field_codes(dataset, balance_by)
     return category_codes(balance_by)
 
@@ -71,7 +78,10 @@ class Sampler(torch.utils.data.Sampler):
     the total over all ranks.
 
     Call ``set_epoch(epoch)`` before each epoch: every epoch has its own order,
-    the same in every process and on every machine for the same ``seed``. Each
+    the same in every process and on every machine for the same ``seed``. For a
+    dataset in object storage, each iteration hands its order to
+    ``Dataset.prefetch``: the shard cache fetches the shards in the order the
+    epoch first needs them, ahead of the DataLoader's workers. Each
     rank gets the same number of indices; together they cover every record once
     per epoch (plus the padding, unless ``drop_last``).
 
@@ -115,6 +125,7 @@ class Sampler(torch.utils.data.Sampler):
                 dataset_or_len, rank, world_size, drop_last, shuffle=shuffle, seed=seed, block_size=block_size,
                 balance_by=balance_by, weights=weights, num_samples=num_samples,
             )
+            self._announce_crops()
             return
         self._epochs = EpochSampler(
             length,
@@ -128,6 +139,16 @@ class Sampler(torch.utils.data.Sampler):
             weights=weights,
             num_samples=num_samples,
         )
+        self._announce_crops()
+
+    def _announce_crops(self) -> None:
+        """Random crops of a MapDataset with ``image=`` follow this sampler's
+        seed and epoch (a Mix's sources, the mix's seed and this epoch)."""
+        source = self._source
+        if isinstance(source, MapDataset) and source.image is not None:
+            source.use_crops(self._epochs.seed, self._epochs.epoch)
+        elif isinstance(source, Mix):
+            source.use_crops(self._epochs.epoch)
 
     @property
     def epoch(self) -> int:
@@ -142,7 +163,13 @@ class Sampler(torch.utils.data.Sampler):
         return self._epochs.world_size
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._epochs)
+        return self._epochs.iterate(before=self._prefetch)
+
+    def _prefetch(self, order) -> None:
+        """Hands the epoch's order to the dataset (each source of a mix):
+        one in object storage fetches its shards in the order the epoch needs
+        them (``Dataset.prefetch``); a local one has nothing to do."""
+        prefetch_order(self._source, order)
 
     def __len__(self) -> int:
         return len(self._epochs)
@@ -165,6 +192,7 @@ class Sampler(torch.utils.data.Sampler):
                     weights = np.asarray(weights)[:length]
                 self._epochs.set_length(length, categories, weights)
         self._epochs.set_epoch(epoch)
+        self._announce_crops()
 
     def indices(self):
         """The current epoch's indices from the current position, as a NumPy array."""
@@ -177,3 +205,4 @@ class Sampler(torch.utils.data.Sampler):
     def load_state_dict(self, state) -> None:
         """See the class documentation."""
         self._epochs.load_state_dict(state)
+        self._announce_crops()

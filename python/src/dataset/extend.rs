@@ -9,7 +9,9 @@ use pyo3::types::{PyDict, PyIterator};
 
 use bcd::{Dataset, Dedup, ExtendOptions, Lz4Mode};
 use bcd_fields::Fields;
-use bcd_pipeline::{ContentDuplicate, FieldsExtend, NewRecord, Numbered, OnDuplicate};
+use bcd_pipeline::{
+    ContentDuplicate, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered, OnDuplicate,
+};
 
 use super::PyDataset;
 use crate::buffers;
@@ -78,9 +80,12 @@ impl PyDataset {
         // Takes the writer lock and picks up shards other handles committed, so
         // they are never overwritten. Records go in whole through the one extend
         // with fields (a duplicate key fails it).
-        let options = ExtendOptions {
-            dedup: checks.dedup,
-            memory_limit: checks.memory_limit,
+        let options = FieldsExtendOptions {
+            store: ExtendOptions {
+                dedup: checks.dedup,
+                memory_limit: checks.memory_limit,
+            },
+            ..FieldsExtendOptions::default()
         };
         let mut extend = py
             .detach(|| FieldsExtend::begin_with(dataset, OnDuplicate::Error, options))

@@ -3,14 +3,14 @@
 //! child; and `refresh`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use bcd::{Compression, CreateOptions, Dataset};
 use bcd_remote::cache::{CacheOptions, RemoteCache};
-use bcd_remote::{Location, RemoteUri};
+use bcd_remote::Location;
 
 use super::PyDataset;
 use crate::args::{fspath, location};
@@ -20,29 +20,23 @@ use crate::options::{shard_size_arg, size_arg};
 
 /// A dataset in object storage, read through a local shard cache.
 pub(super) struct RemoteSource {
-    uri: RemoteUri,
     pub(super) options: CacheOptions,
-    /// This process's cache client (a forked child makes its own).
-    cache: Mutex<(u32, Arc<RemoteCache>)>,
+    /// The cache, which every process uses as its own (a forked child builds its
+    /// own client and runtime, and prefetches on its own): the same object as
+    /// the open dataset's source of data files, so a refresh updates what that
+    /// dataset reads.
+    cache: Arc<RemoteCache>,
 }
 
 impl RemoteSource {
-    /// This process's cache of the dataset; a forked child builds its own client.
-    pub(super) fn cache(&self) -> Result<Arc<RemoteCache>, bcd_remote::RemoteError> {
-        let mut slot = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let pid = std::process::id();
-        if slot.0 != pid {
-            *slot = (
-                pid,
-                Arc::new(RemoteCache::new(self.uri.clone(), &self.options)?),
-            );
-        }
-        Ok(Arc::clone(&slot.1))
+    /// The cache of the dataset.
+    pub(super) fn cache(&self) -> Arc<RemoteCache> {
+        Arc::clone(&self.cache)
     }
 
     /// Opens the dataset again through the cache (syncing its mirror).
     fn open(&self) -> Result<Dataset, bcd_remote::RemoteError> {
-        bcd_remote::cache::open_cache(self.cache()?).map(|(dataset, _)| dataset)
+        bcd_remote::cache::open_cache(self.cache()).map(|(dataset, _)| dataset)
     }
 }
 
@@ -85,6 +79,7 @@ impl PyDataset {
         path: &Bound<'_, PyAny>,
         cache_dir: Option<&Bound<'_, PyAny>>,
         cache_limit: Option<&Bound<'_, PyAny>>,
+        prefetch: Option<usize>,
         verify: bool,
     ) -> PyResult<PyDataset> {
         let cache_dir = cache_dir.filter(|d| !d.is_none());
@@ -92,9 +87,9 @@ impl PyDataset {
         let uri = match location(py, path)? {
             Location::Remote(uri) => uri,
             Location::Local(_) => {
-                if cache_dir.is_some() || cache_limit.is_some() {
+                if cache_dir.is_some() || cache_limit.is_some() || prefetch.is_some() {
                     return Err(PyValueError::new_err(
-                        "cache_dir and cache_limit apply only to datasets in object storage (s3://, gs://, az://)",
+                        "cache_dir, cache_limit and prefetch apply only to datasets in object storage (s3://, gs://, az://)",
                     ));
                 }
                 let path = py.import("pathlib")?.getattr("Path")?.call1((path,))?;
@@ -119,14 +114,14 @@ impl PyDataset {
             limit: cache_limit
                 .map(|limit| size_arg(limit, "cache_limit"))
                 .transpose()?,
+            prefetch: prefetch.unwrap_or(CacheOptions::DEFAULT_PREFETCH),
         };
         let cache = py
             .detach(|| RemoteCache::new(uri.clone(), &options))
             .map_err(remote_to_py)?;
         let source = RemoteSource {
-            uri: uri.clone(),
             options,
-            cache: Mutex::new((std::process::id(), Arc::new(cache))),
+            cache: Arc::new(cache),
         };
         let store = py.detach(|| source.open()).map_err(remote_to_py)?;
         let store = open_verifying(Ok(store), verify).map_err(to_py)?;
@@ -189,10 +184,7 @@ impl PyDataset {
         match &self.remote {
             None => py.detach(|| dataset.refresh()).map_err(to_py)?,
             Some(remote) => py
-                .detach(|| {
-                    let cache = remote.cache()?;
-                    bcd_remote::cache::refresh(dataset, &cache)
-                })
+                .detach(|| bcd_remote::cache::refresh(dataset, &remote.cache()))
                 .map_err(remote_to_py)?,
         }
         Ok(dataset.len() - before)

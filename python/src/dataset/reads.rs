@@ -54,7 +54,11 @@ impl PyDataset {
     /// no lock held: the iterable and `__index__` are the caller's code, which may
     /// read or extend this dataset, or wait for a thread that does. Only a list's
     /// or tuple's length sizes a first reservation: `__len__` may lie.
-    fn collect_indices(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    pub(super) fn collect_indices(
+        &self,
+        py: Python<'_>,
+        indices: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<i64>> {
         let hint = if let Ok(list) = indices.cast::<PyList>() {
             list.len()
         } else if let Ok(tuple) = indices.cast::<PyTuple>() {
@@ -82,8 +86,9 @@ impl PyDataset {
         Ok(wanted)
     }
 
-    /// The value at `index` (in range): a zero-copy view of the mapping when
-    /// uncompressed, a view of a new `bytes` otherwise.
+    /// The value at `index` (in range): a zero-copy view of the mapping when the
+    /// shard holds it verbatim (uncompressed, or an LZ4 literal-only block), a
+    /// view of a new `bytes` otherwise.
     pub(super) fn value_at<'py>(
         &self,
         py: Python<'py>,
@@ -91,27 +96,22 @@ impl PyDataset {
         dataset: &Dataset,
         index: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match dataset.compression() {
-            Compression::None => {
-                let location = dataset.value_location(index).map_err(to_py)?;
-                check_stored(dataset, &[index])?;
-                handle.views.slice(py, dataset, location)
-            }
-            Compression::Lz4 => {
-                // Decompressed straight into the new bytes object, which nothing
-                // else can see yet, so large ones are written without the GIL.
-                let len = dataset.value_len(index).map_err(to_py)?;
-                let bytes = PyBytes::new_with(py, len, |out| {
-                    if len as u64 >= DETACH_MIN_BYTES {
-                        py.detach(|| dataset.read_into(index, out))
-                    } else {
-                        dataset.read_into(index, out)
-                    }
-                    .map_err(to_py)
-                })?;
-                read_only_view(&bytes)
-            }
+        if let Some(location) = dataset.verbatim_location(index).map_err(to_py)? {
+            check_verbatim(dataset, &[index])?;
+            return handle.views.slice(py, dataset, location);
         }
+        // Decompressed straight into the new bytes object, which nothing else can
+        // see yet, so large ones are written without the GIL.
+        let len = dataset.value_len(index).map_err(to_py)?;
+        let bytes = PyBytes::new_with(py, len, |out| {
+            if len as u64 >= DETACH_MIN_BYTES {
+                py.detach(|| dataset.read_into(index, out))
+            } else {
+                dataset.read_into(index, out)
+            }
+            .map_err(to_py)
+        })?;
+        read_only_view(&bytes)
     }
 
     /// `get_batch`.
@@ -124,15 +124,12 @@ impl PyDataset {
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
         // Negative indices count from the end as it is now.
-        let resolved = wanted
-            .iter()
-            .map(|&index| dataset.resolve_index(index))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(to_py)?;
+        let resolved = resolve_all(&dataset, &wanted)?;
         // Large values may not be in memory: ask for all of them at once, so the
         // disk sees the whole batch rather than one page fault at a time.
         // Each value located once: for the stored size here and, uncompressed, for
-        // its view below.
+        // its view below (LZ4 values stored verbatim are located again, within
+        // their block, once the prefetch is under way).
         let locations = resolved
             .iter()
             .map(|&index| dataset.value_location(index))
@@ -146,17 +143,50 @@ impl PyDataset {
         }
         match dataset.compression() {
             Compression::None => {
-                check_stored(&dataset, &resolved)?;
+                check_verbatim(&dataset, &resolved)?;
                 PyList::new(py, handle.views.slices(py, &dataset, &locations)?)
             }
             Compression::Lz4 => {
-                let values =
-                    batch_read::decompress_many(py, &dataset, &resolved, stored, self.threads)?;
-                let views = values
+                // Values stored as literal-only blocks are views of the shard;
+                // the others are decompressed in parallel.
+                let verbatim = resolved
                     .iter()
-                    .map(read_only_view)
+                    .map(|&index| dataset.verbatim_location(index))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(to_py)?;
+                let (mut compressed, mut compressed_stored) = (Vec::new(), 0u64);
+                for ((&index, location), verbatim) in resolved.iter().zip(&locations).zip(&verbatim)
+                {
+                    if verbatim.is_none() {
+                        compressed.push(index);
+                        compressed_stored = compressed_stored.saturating_add(location.len);
+                    }
+                }
+                let in_place: Vec<_> = verbatim.iter().flatten().copied().collect();
+                let in_place_indices: Vec<usize> = resolved
+                    .iter()
+                    .zip(&verbatim)
+                    .filter(|(_, verbatim)| verbatim.is_some())
+                    .map(|(&index, _)| index)
+                    .collect();
+                check_verbatim(&dataset, &in_place_indices)?;
+                let mut views = handle.views.slices(py, &dataset, &in_place)?.into_iter();
+                let mut decoded = batch_read::decompress_many(
+                    py,
+                    &dataset,
+                    &compressed,
+                    compressed_stored,
+                    self.threads,
+                )?
+                .into_iter();
+                let values = verbatim
+                    .iter()
+                    .map(|verbatim| match verbatim {
+                        Some(_) => Ok(views.next().expect("one view per verbatim value")),
+                        None => read_only_view(&decoded.next().expect("one per compressed value")),
+                    })
                     .collect::<PyResult<Vec<_>>>()?;
-                PyList::new(py, views)
+                PyList::new(py, values)
             }
         }
     }
@@ -172,11 +202,7 @@ impl PyDataset {
         let (resolved, lens) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
-            let resolved = wanted
-                .iter()
-                .map(|&index| dataset.resolve_index(index))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(to_py)?;
+            let resolved = resolve_all(&dataset, &wanted)?;
             let lens = resolved
                 .iter()
                 .map(|&index| dataset.value_len(index))
@@ -237,21 +263,63 @@ impl PyDataset {
     }
 }
 
-/// `memoryview(bytes)`: read-only, as the values of the reference.
-/// With `verify=True`, checks the (uncompressed) values at `indices` against
-/// their content hashes before views of them are handed out; the compressed
-/// paths decode through `Dataset::read_into`, which checks.
-fn check_stored(dataset: &Dataset, indices: &[usize]) -> PyResult<()> {
+impl PyDataset {
+    /// `get_images_into`.
+    pub(super) fn read_images_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &bcd_images::ImageOptions,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<Vec<(usize, String)>> {
+        let wanted = self.collect_indices(py, indices)?;
+        // The caller's buffer is taken before the lock (its exporter is code).
+        let buffer = crate::images::output(out, wanted.len() * options.image_bytes())?;
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let resolved = resolve_all(&dataset, &wanted)?;
+        dataset.prefetch(resolved.iter().copied());
+        crate::images::dataset_images_into(
+            py,
+            &dataset,
+            &resolved,
+            buffer,
+            options,
+            seed,
+            epoch,
+            self.threads,
+        )
+    }
+}
+
+/// The records at `indices` (negative ones counting from the end as it is now),
+/// every one checked to be in range.
+pub(super) fn resolve_all(dataset: &Dataset, indices: &[i64]) -> PyResult<Vec<usize>> {
+    indices
+        .iter()
+        .map(|&index| dataset.resolve_index(index))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(to_py)
+}
+
+/// With `verify=True`, checks the values at `indices`, which the shards hold
+/// verbatim (uncompressed, or LZ4 literal-only blocks), against their content
+/// hashes before views of them are handed out: `Dataset::at` borrows such a
+/// value and checks it. The decompressed paths decode through
+/// `Dataset::read_into`, which checks.
+fn check_verbatim(dataset: &Dataset, indices: &[usize]) -> PyResult<()> {
     if !dataset.verifies_content() {
         return Ok(());
     }
     for &index in indices {
-        let stored = dataset.stored_at(index).map_err(to_py)?;
-        dataset.check_content(index, stored).map_err(to_py)?;
+        dataset.at(index).map(drop).map_err(to_py)?;
     }
     Ok(())
 }
 
+/// `memoryview(bytes)`: read-only, as the values of the reference.
 pub(super) fn read_only_view<'py>(bytes: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
     Ok(PyMemoryView::from(bytes)?.into_any())
 }

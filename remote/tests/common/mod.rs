@@ -93,6 +93,59 @@ pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files
 }
 
+/// A keyless dataset of `n` records whose bytes depend on `upper` but whose sizes
+/// (and so its manifest and every file's size) do not.
+pub fn lookalike(dir: &Path, n: usize, upper: bool) -> Dataset {
+    let options = CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 700,
+    };
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    let values: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let value = format!("value {i:04}");
+            match upper {
+                true => value.to_uppercase().into_bytes(),
+                false => value.into_bytes(),
+            }
+        })
+        .collect();
+    dataset
+        .extend_values(values.iter().map(Vec::as_slice))
+        .unwrap();
+    for shard in 0..dataset.shards() {
+        let stats = match upper {
+            true => format!("{{\"SHARD\": {shard}}}"),
+            false => format!("{{\"shard\": {shard}}}"),
+        };
+        std::fs::write(dir.join(format!("{shard:06}.stats.json")), stats).unwrap();
+    }
+    dataset
+}
+
+/// Removes every object under `p/` of `memory`.
+pub fn empty_prefix(memory: &InMemory) {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let names: Vec<object_store::path::Path> = runtime
+        .block_on(
+            memory
+                .list(Some(&"p".into()))
+                .map_ok(|m| m.location)
+                .try_collect(),
+        )
+        .unwrap();
+    for name in names {
+        runtime
+            .block_on(object_store::ObjectStoreExt::delete(memory, &name))
+            .unwrap();
+    }
+}
+
 /// Something another writer does to the store.
 pub type Hook = Box<dyn FnOnce(&InMemory) + Send>;
 
@@ -136,6 +189,26 @@ pub struct FaultStore {
     /// answered.
     pub multipart_begun: AtomicBool,
     pub held_put_answered: AtomicBool,
+    /// The file names of the reads of object bytes (not HEADs), in the order
+    /// they arrived.
+    pub reads: Mutex<Vec<String>>,
+    /// The read of this file name waits (see [`FaultStore::hold`]).
+    pub held: Mutex<Option<String>>,
+    /// The held read arrived and waits.
+    pub holding: AtomicBool,
+    /// The held read may go on.
+    pub released: AtomicBool,
+    /// Reads of data files wait at the store for a permit (see [`FaultStore::gate`]).
+    pub gated: AtomicBool,
+    /// Data reads that may go past the gate.
+    pub permits: AtomicUsize,
+    /// Data reads that came to the gate so far.
+    pub arrived: AtomicUsize,
+    /// Data reads at the gate or being answered now, and the most there at once.
+    pub at_gate: AtomicUsize,
+    pub most_at_gate: AtomicUsize,
+    /// Reads of this file name's bytes fail, as from a server that is gone.
+    pub failing: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for FaultStore {
@@ -163,7 +236,91 @@ impl FaultStore {
             open_uploads: Mutex::new(BTreeSet::new()),
             multipart_begun: AtomicBool::new(false),
             held_put_answered: AtomicBool::new(false),
+            reads: Mutex::new(Vec::new()),
+            held: Mutex::new(None),
+            holding: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            gated: AtomicBool::new(false),
+            permits: AtomicUsize::new(0),
+            arrived: AtomicUsize::new(0),
+            at_gate: AtomicUsize::new(0),
+            most_at_gate: AtomicUsize::new(0),
+            failing: Mutex::new(None),
         })
+    }
+
+    /// Makes the next read of file `name`'s bytes wait until [`FaultStore::release`].
+    pub fn hold(&self, name: &str) {
+        self.holding.store(false, Ordering::SeqCst);
+        self.released.store(false, Ordering::SeqCst);
+        *self.held.lock().unwrap() = Some(name.to_owned());
+    }
+
+    /// Waits (yielding, no timer) until the held read has arrived.
+    pub fn wait_until_holding(&self) {
+        while !self.holding.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Lets the held read go on.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on every read of a data file's bytes waits at the store until
+    /// it gets one of the permits that [`FaultStore::admit`] hands out; the
+    /// store counts the reads that arrive and the most that are there at once
+    /// (waiting or being answered).
+    pub fn gate(&self) {
+        self.permits.store(0, Ordering::SeqCst);
+        self.gated.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets `n` more reads through the gate.
+    pub fn admit(&self, n: usize) {
+        self.permits.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Waits (yielding, no timer) until `n` data reads have come to the gate.
+    pub fn wait_for_arrivals(&self, n: usize) {
+        while self.arrived.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Makes reads of file `name`'s bytes fail (`None`: none fail).
+    pub fn fail(&self, name: Option<&str>) {
+        *self.failing.lock().unwrap() = name.map(str::to_owned);
+    }
+
+    /// Passes the gate, if reads are gated: waits for a permit.
+    async fn pass_gate(&self) {
+        let at = self.at_gate.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_gate.fetch_max(at, Ordering::SeqCst);
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let permits = self.permits.load(Ordering::SeqCst);
+            if permits > 0
+                && self
+                    .permits
+                    .compare_exchange(permits, permits - 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The names of the reads of shard data files so far, in order.
+    pub fn data_reads(&self) -> Vec<String> {
+        let reads = self.reads.lock().unwrap();
+        reads
+            .iter()
+            .filter(|n| n.ends_with(".bin"))
+            .cloned()
+            .collect()
     }
 
     /// Follows `plan` from now on, with its write count restarted.
@@ -264,13 +421,41 @@ impl ObjectStore for FaultStore {
         let head = options.head;
         if head {
             self.heads.fetch_add(1, Ordering::SeqCst);
-        }
-        let result = self.inner.get_opts(location, options).await?;
-        if !head {
+        } else {
+            let name = location.filename().unwrap_or_default().to_owned();
+            let held = {
+                let mut held = self.held.lock().unwrap();
+                match held.as_deref() == Some(name.as_str()) {
+                    true => held.take().is_some(),
+                    false => false,
+                }
+            };
+            self.reads.lock().unwrap().push(name.clone());
+            if held {
+                self.holding.store(true, Ordering::SeqCst);
+                Self::wait_for(&self.released).await;
+            }
+            let gated = name.ends_with(".bin") && self.gated.load(Ordering::SeqCst);
+            if gated {
+                self.pass_gate().await;
+            }
+            let failing = self.failing.lock().unwrap().as_deref() == Some(name.as_str());
+            let result = match failing {
+                true => Err(object_store::Error::Generic {
+                    store: "FaultStore",
+                    source: "the server is gone".into(),
+                }),
+                false => self.inner.get_opts(location, options).await,
+            };
+            if gated {
+                self.at_gate.fetch_sub(1, Ordering::SeqCst);
+            }
+            let result = result?;
             self.bytes_read
                 .fetch_add(result.range.end - result.range.start, Ordering::SeqCst);
+            return Ok(result);
         }
-        Ok(result)
+        self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(

@@ -1,0 +1,184 @@
+//! Image values decoded and cropped into training batches, without Python.
+//!
+//! A value (a JPEG or PNG file's bytes) becomes one `H x W x 3` (or `3 x H x W`)
+//! uint8 image: a box is chosen from the image's size and the record's
+//! [`CropKey`] ([`crop_box`]: torchvision's `RandomResizedCrop`, a centre crop
+//! after a resize, or the whole image), only what the box needs is decoded
+//! (JPEG: at 1/2, 1/4 or 1/8 scale when the box allows, only its columns and
+//! rows), and the box is resampled to the output size with Pillow's
+//! antialiased bilinear filter, then mirrored if the key's draw says so.
+//! [`decode_many`] does a batch on scoped threads into one buffer.
+//!
+//! ```
+//! use bcd_images::{decode_into, CropKey, ImageOptions, Crop};
+//!
+//! // A 2 x 1 PNG: a red pixel and a blue one.
+//! let png = [
+//!     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+//!     0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x7b, 0x40, 0xe8,
+//!     0xdd, 0x00, 0x00, 0x00, 0x0f, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xc0,
+//!     0xc0, 0xf0, 0x1f, 0x00, 0x07, 0x00, 0x01, 0xff, 0x7e, 0x08, 0xb1, 0xd0, 0x00, 0x00, 0x00, 0x00,
+//!     0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+//! ]; // written by Pillow
+//! let options = ImageOptions { size: (1, 2), crop: Crop::Resize, flip: false, ..ImageOptions::new(1) };
+//! let mut out = vec![0u8; options.image_bytes()];
+//! decode_into(&png, &options, CropKey { seed: 0, epoch: 0, record: 0 }, &mut out).unwrap();
+//! assert_eq!(out, [255, 0, 0, 0, 0, 255]);
+//! ```
+
+mod crop_box;
+mod error;
+mod jpeg;
+mod options;
+mod png_decode;
+mod region;
+mod resize;
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+
+pub use crop_box::{crop_box, CropBox, CropKey};
+pub use error::{ImageError, OptionsError};
+pub use options::{Crop, ImageOptions, MAX_SIDE};
+
+/// The most pixels an image may declare: Pillow's decompression-bomb limit
+/// (2 x 89,478,485), so an image Pillow opens is one this crate decodes, and a
+/// hostile header cannot make it allocate more than about 0.5 GB.
+pub const MAX_PIXELS: u64 = 2 * 89_478_485;
+
+/// Decodes one value into `out` (exactly [`ImageOptions::image_bytes`] long,
+/// which the caller checks): the box for `key`, resampled, flipped, laid out
+/// as `options` say. `options` must have passed [`ImageOptions::validate`].
+pub fn decode_into(
+    value: &[u8],
+    options: &ImageOptions,
+    key: CropKey,
+    out: &mut [u8],
+) -> Result<(), ImageError> {
+    decode_with_scratch(value, options, key, out, &mut Vec::new())
+}
+
+fn decode_with_scratch(
+    value: &[u8],
+    options: &ImageOptions,
+    key: CropKey,
+    out: &mut [u8],
+    scratch: &mut Vec<u8>,
+) -> Result<(), ImageError> {
+    debug_assert_eq!(out.len(), options.image_bytes());
+    let mut choose = |width, height| crop_box(options, width, height, key);
+    let (region, kept) = if jpeg::is_jpeg(value) {
+        jpeg::decode(value, options.size, options.dct_scaling, &mut choose)?
+    } else if png_decode::is_png(value) {
+        png_decode::decode(value, &mut choose)?
+    } else {
+        let start: String = value.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        return Err(ImageError::UnknownFormat(if start.is_empty() {
+            "nothing: it is empty".into()
+        } else {
+            format!("bytes {start}")
+        }));
+    };
+    let within = region.box_within(&kept);
+    resize::resample(
+        &region.pixels,
+        (region.width, region.height),
+        within,
+        options.size,
+        kept.flip,
+        options.channels_first,
+        out,
+        scratch,
+    )
+}
+
+/// Why image `i` of a [`decode_many`] is missing: its value could not be read
+/// (the caller's error), or not decoded.
+#[derive(Debug)]
+pub enum Failure<E> {
+    /// `value(i)` failed.
+    Read(E),
+    /// The value is not an image this crate decodes.
+    Image(ImageError),
+}
+
+/// Each image's outcome, by position, as one thread of [`decode_many`] made them.
+type Outcomes<E> = Vec<(usize, Result<(), Failure<E>>)>;
+
+/// Decodes `count` values into `out` (`count * image_bytes` bytes, image `i`
+/// at `i * image_bytes`), image `i` from `value(i)` with `keys[i]`, on up to
+/// `threads` scoped threads that each read and decode the next image; returns
+/// each image's outcome in order. An image that fails leaves its slot as it
+/// was.
+pub fn decode_many<'v, E: Send>(
+    count: usize,
+    value: &(dyn Fn(usize) -> Result<Cow<'v, [u8]>, E> + Sync),
+    keys: &[CropKey],
+    options: &ImageOptions,
+    out: &mut [u8],
+    threads: usize,
+) -> Vec<Result<(), Failure<E>>> {
+    let each = options.image_bytes();
+    assert_eq!(count, keys.len(), "one key per value");
+    assert_eq!(out.len(), count * each, "one output slot per value");
+    let one = |i: usize, slot: &mut [u8], scratch: &mut Vec<u8>| {
+        let bytes = value(i).map_err(Failure::Read)?;
+        decode_with_scratch(&bytes, options, keys[i], slot, scratch).map_err(Failure::Image)
+    };
+    let threads = threads.clamp(1, count.max(1));
+    if threads == 1 {
+        let mut scratch = Vec::new();
+        return out
+            .chunks_exact_mut(each.max(1))
+            .take(count)
+            .enumerate()
+            .map(|(i, slot)| one(i, slot, &mut scratch))
+            .collect();
+    }
+    // Threads take the next image from a shared counter (images differ in
+    // cost); each slot is handed out once, through its own lock.
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<&mut [u8]>>> = out
+        .chunks_exact_mut(each.max(1))
+        .take(count)
+        .map(|slot| Mutex::new(Some(slot)))
+        .collect();
+    let done: Vec<Outcomes<E>> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut scratch = Vec::new();
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            break;
+                        }
+                        let slot = slots[i].lock().unwrap_or_else(|p| p.into_inner()).take();
+                        let slot = slot.expect("each slot is taken once");
+                        mine.push((i, one(i, slot, &mut scratch)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut outcomes: Vec<Option<Result<(), Failure<E>>>> = (0..count).map(|_| None).collect();
+    for (i, outcome) in done.into_iter().flatten() {
+        outcomes[i] = Some(outcome);
+    }
+    outcomes
+        .into_iter()
+        .map(|outcome| outcome.expect("every image is decoded once"))
+        .collect()
+}

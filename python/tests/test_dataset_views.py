@@ -1,0 +1,290 @@
+"""Views (``Dataset.view``, ``create_view``, ``select``): the records an
+expression selects are those DuckDB's and polars' SQL select over
+``ds.fields()`` (equal index lists), for every type of field the sources
+produce; a view reads like a dataset of its records; views hold through
+appends, refresh and merges, travel with copies, and a view of a dataset
+rewritten underneath is refused."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import shutil
+import subprocess
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import bcd
+from helpers import ROOT
+
+ROWS = 400
+
+
+def table(rows: int = ROWS, start: int = 0) -> pa.Table:
+    """Every kind of field the sources produce: integers of several widths,
+    floats (with NaN), text, booleans, lists, a field of nulls, a dictionary, a
+    struct; most with nulls."""
+    i = np.arange(start, start + rows)
+    null = (i % 11) == 3
+
+    def masked(values, type_):
+        return pa.array([None if n else v for v, n in zip(values, null)], type=type_)
+
+    labels = ["cat", "dog", "ant", "a dog", "50%", "x_y", "Cat", "caf\u00e9"]
+    return pa.table(
+        {
+            "key": [f"{'train' if n % 3 else 'val'}/{n:05}".encode() for n in i],
+            "value": [b"v" * (n % 37) for n in i],
+            "n": masked((i * 7919) % 1000 - 500, pa.int64()),
+            "small": pa.array(((i * 31) % 200 - 100).astype(np.int8), type=pa.int8()),
+            "big": pa.array([(int(n) * 0x9E3779B97F4A7C15) % (1 << 64) for n in i], type=pa.uint64()),
+            "score": masked([math.nan if n % 50 == 7 else (n % 97) / 8 - 4 for n in i], pa.float64()),
+            "caption": masked([labels[n % len(labels)] + (" dog" if n % 4 == 0 else "") for n in i], pa.string()),
+            "ok": masked([n % 3 == 0 for n in i], pa.bool_()),
+            "tags": masked([list(range(n % 4)) for n in i], pa.list_(pa.int64())),
+            "nothing": pa.nulls(rows),
+            "label": pa.array([labels[n % 3] if n % 13 else None for n in i]).dictionary_encode(),
+            "meta": masked([{"w": int(n % 500), "h": int((n * 3) % 400)} for n in i],
+                           pa.struct([("w", pa.int64()), ("h", pa.int64())])),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    path = tmp_path_factory.mktemp("views") / "ds"
+    dataset = bcd.Dataset.create(path, keyed=True, max_shard_size=4096)
+    dataset.extend_arrow(table(), value_column="value", key_column="key")
+    return dataset
+
+
+# Expressions both engines read the same way (DuckDB's LIKE has no escape
+# character unless ESCAPE gives one, as here; its len() is the list's length).
+EXPRESSIONS = [
+    "n = 5",
+    "n > 100 AND n <= 300",
+    "n <> 0",
+    "n BETWEEN -10 AND 10",
+    "n NOT BETWEEN -400 AND 400",
+    "n IN (1, 2, 3, -500, 499)",
+    "n NOT IN (1, 2, 3)",
+    "n IN (1, NULL)",
+    "n NOT IN (1, NULL)",
+    "n IS NULL",
+    "n IS NOT NULL AND small < 0",
+    "small >= -5 AND small < 300",
+    "small > n",
+    "big > 9223372036854775808",
+    "big < 1000000000",
+    "score > 2.5",
+    "score < 0 OR score IS NULL",
+    "score = 0.5",
+    "score > n",
+    "n > 2.5",
+    "caption = 'cat'",
+    "caption LIKE '%dog%'",
+    "caption NOT LIKE '%dog%'",
+    "caption ILIKE 'cat%'",
+    "caption LIKE '50\\%' ESCAPE '\\'",
+    "caption LIKE 'x_y%'",
+    "caption > 'b'",
+    "caption = 'caf\u00e9'",
+    "ok",
+    "NOT ok",
+    "ok = FALSE",
+    "ok IS NOT TRUE",
+    "ok IS FALSE",
+    "label = 'dog'",
+    "label IN ('ant', 'cat')",
+    "label LIKE 'c%'",
+    "label IS NULL",
+    "nothing IS NULL",
+    "nothing = 1 OR n = 5",
+    "tags IS NULL",
+    "array_has(tags, 2)",
+    "NOT array_has(tags, 0)",
+    "len(tags) = 0",
+    "len(tags) >= 2",
+    "meta.w > 250 AND meta.h < 100",
+    "meta.w IS NULL",
+    "(n > 0 OR caption LIKE 'a%') AND NOT (ok OR label = 'ant')",
+]
+
+
+def nan_free(rows: list) -> list:
+    """Rows with NaN made comparable (NaN != NaN)."""
+    return [{k: "NaN" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()} for row in rows]
+
+
+def reference_rows(fields: pa.Table, expression: str, engine: str) -> list:
+    """The row numbers `expression` selects, by DuckDB or polars over the fields."""
+    numbered = fields.append_column("__row", pa.array(np.arange(fields.num_rows)))
+    if engine == "duckdb":
+        import duckdb
+
+        connection = duckdb.connect()
+        connection.register("t", numbered)
+        result = connection.execute(f'SELECT "__row" FROM t WHERE {expression} ORDER BY "__row"').fetchall()
+        return [row[0] for row in result]
+    import polars as pl
+
+    frame = pl.from_arrow(numbered)
+    context = pl.SQLContext(t=frame)
+    out = context.execute(f"SELECT __row FROM t WHERE {expression} ORDER BY __row", eager=True)
+    return out["__row"].to_list()
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_a_selection_is_what_duckdb_selects_over_the_fields(ds, expression):
+    got = ds.select(where=expression).indices.tolist()
+    assert got == reference_rows(ds.fields(), expression, "duckdb"), expression
+
+
+# polars' SQL has no LIKE ... ESCAPE, len() of lists, array_has, struct access
+# by dots nor LIKE on a categorical column, and its IS NOT TRUE leaves nulls
+# unknown (the standard, and DuckDB, make it true there).
+POLARS = [
+    e
+    for e in EXPRESSIONS
+    if not any(word in e for word in ("ESCAPE", "len(", "meta.", "array_has", "nothing", "IS NOT TRUE", "label LIKE"))
+]
+
+
+@pytest.mark.parametrize("expression", POLARS)
+def test_a_selection_is_what_polars_selects_over_the_fields(ds, expression):
+    got = ds.select(where=expression).indices.tolist()
+    assert got == reference_rows(ds.fields(), expression, "polars"), expression
+
+
+def test_the_pseudo_columns_index_key_and_size(ds):
+    keys = [bytes(ds.key_at(i)) for i in range(len(ds))]
+    sizes = [len(ds.at(i)) for i in range(len(ds))]
+    assert ds.select(where="index >= 390").indices.tolist() == list(range(390, 400))
+    assert ds.select(where="key LIKE 'val/%'").indices.tolist() == [i for i, k in enumerate(keys) if k.startswith(b"val/")]
+    assert ds.select(where="size > 30 AND key LIKE 'train/%'").indices.tolist() == [
+        i for i in range(len(ds)) if sizes[i] > 30 and keys[i].startswith(b"train/")
+    ]
+
+
+def test_mistakes_are_value_errors_naming_the_field(ds):
+    with pytest.raises(ValueError, match='no field "lable"'):
+        ds.select(where="lable = 'cat'")
+    with pytest.raises(ValueError, match='field "caption": is Utf8; it cannot be compared with the integer 3'):
+        ds.create_view("bad", where="caption = 3")
+    with pytest.raises(ValueError, match='field "tags"'):
+        ds.select(where="tags = 1")
+    with pytest.raises(ValueError, match="invalid expression"):
+        ds.select(where="n = = 1")
+    with pytest.raises(TypeError, match="one of them"):
+        ds.select([1], where="n = 1")
+    with pytest.raises(KeyError, match="no view named"):
+        ds.view("bad")
+
+
+def test_a_view_reads_as_a_dataset_of_its_records(ds, tmp_path):
+    view = ds.create_view("dogs", where="caption LIKE '%dog%'", replace=True)
+    expected = reference_rows(ds.fields(), "caption LIKE '%dog%'", "duckdb")
+    assert view.name == "dogs" and view.expression == "caption LIKE '%dog%'"
+    assert view.evaluated_over == len(ds) and len(view) == len(expected)
+    assert view.indices.dtype == np.uint32 and not view.indices.flags.writeable
+    assert [bytes(view.at(i)) for i in range(len(view))] == [bytes(ds.at(i)) for i in expected]
+    assert bytes(view.at(-1)) == bytes(ds.at(expected[-1]))
+    assert bytes(view.key_at(2)) == bytes(ds.key_at(expected[2]))
+    with pytest.raises(IndexError):
+        view.at(len(view))
+    inside, outside = ds.key_at(expected[3]), ds.key_at(expected[3] + 1)
+    assert bytes(view[inside]) == bytes(ds[inside]) and inside in view
+    if expected[3] + 1 not in expected:
+        assert outside not in view
+        with pytest.raises(KeyError):
+            view[outside]
+    batch = view.get_batch([0, 5, -1])
+    assert [bytes(v) for v in batch] == [bytes(ds.at(expected[i])) for i in (0, 5, -1)]
+    assert nan_free(view.fields().to_pylist()) == nan_free(ds.fields().take(expected).to_pylist())
+    assert view.sample(1) == ds.sample(expected[1])
+    stats = view.stats()
+    assert stats["records"] == len(expected)
+    assert stats["fields"]["n"]["count"] == sum(1 for i in expected if ds.sample(i)["n"] is not None)
+    assert stats == ds.select(expected).stats()
+    # Pickles as the dataset and the view's name.
+    copy = pickle.loads(pickle.dumps(view))
+    assert copy.name == "dogs" and copy.indices.tolist() == expected
+    assert {v["name"]: v["records"] for v in ds.views()}["dogs"] == len(expected)
+
+
+def test_views_from_indices_of_any_integer_type(ds):
+    for indices in [np.array([9, 1, 1, 4], dtype=np.int16), np.array([9, 4, 1], dtype=np.uint64), [4, 1, 9], pa.array([1, 4, 9])]:
+        view = ds.create_view("picked", indices=indices, replace=True)
+        assert view.indices.tolist() == [1, 4, 9] and view.expression is None
+        assert ds.select(indices).indices.tolist() == [1, 4, 9]
+    with pytest.raises(ValueError, match="negative"):
+        ds.create_view("picked", indices=[3, -1], replace=True)
+    with pytest.raises(IndexError, match="out of range"):
+        ds.create_view("picked", indices=[len(ds)], replace=True)
+    with pytest.raises(TypeError, match="integers"):
+        ds.select([1.5])
+    with pytest.raises(FileExistsError):
+        ds.create_view("picked", indices=[1])
+    with pytest.raises(ValueError, match="made from a list of indices"):
+        ds.refresh_view("picked")
+    ds.drop_view("picked")
+    with pytest.raises(KeyError):
+        ds.view("picked")
+
+
+def test_a_view_after_appends_and_refresh_is_the_selection_over_everything(tmp_path):
+    path = tmp_path / "grows"
+    dataset = bcd.Dataset.create(path, keyed=True, max_shard_size=4096)
+    dataset.extend_arrow(table(200), value_column="value", key_column="key")
+    expression = "n > 0 AND caption LIKE '%dog%'"
+    view = dataset.create_view("v", where=expression)
+    before = view.indices.tolist()
+    dataset.extend_arrow(table(150, start=200), value_column="value", key_column="key")
+    reopened = bcd.Dataset(path)
+    # A snapshot: the appended records are not in it until it is refreshed.
+    assert reopened.view("v").indices.tolist() == before
+    refreshed = reopened.refresh_view("v")
+    assert refreshed.evaluated_over == 350
+    assert refreshed.indices.tolist() == reference_rows(reopened.fields(), expression, "duckdb")
+    assert refreshed.indices.tolist()[: len(before)] == before
+
+
+def test_a_view_of_a_dataset_rewritten_underneath_is_refused(tmp_path):
+    path = tmp_path / "rewritten"
+    dataset = bcd.Dataset.create(path, keyed=True, max_shard_size=4096)
+    dataset.extend_arrow(table(100), value_column="value", key_column="key")
+    dataset.create_view("v", where="n > 0")
+    kept = (path / "view.v").read_bytes()
+    shutil.rmtree(path)
+    other = bcd.Dataset.create(path, keyed=True, max_shard_size=4096)
+    other.extend_arrow(table(100, start=1000), value_column="value", key_column="key")
+    (path / "view.v").write_bytes(kept)
+    with pytest.raises(ValueError, match="does not belong to this dataset"):
+        bcd.Dataset(path).view("v")
+    assert "does not belong" in bcd.Dataset(path).views()[0]["problem"]
+
+
+def test_views_survive_a_merge_and_travel_with_a_copy(tmp_path):
+    target = tmp_path / "target"
+    dataset = bcd.Dataset.create(target, keyed=True, max_shard_size=4096)
+    dataset.extend_arrow(table(100), value_column="value", key_column="key")
+    view = dataset.create_view("v", where="ok")
+    part = tmp_path / "part"
+    bcd.Dataset.create(part, keyed=True, max_shard_size=4096).extend_arrow(table(50, start=100), value_column="value", key_column="key")
+    bcd.merge([part], target)
+    merged = bcd.Dataset(target)
+    assert len(merged) == 150 and merged.view("v").indices.tolist() == view.indices.tolist()
+    # `bcd export --into` carries views, remapped to the records copied.
+    binary = ROOT / "target" / "debug" / "bcd"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "bcd-cli"], cwd=ROOT, check=True)
+    copy = tmp_path / "copy"
+    subprocess.run([str(binary), "export", str(target), "--where", "n > 0", "--into", str(copy)], check=True, capture_output=True)
+    copied = bcd.Dataset(copy)
+    selected = merged.select(where="n > 0").indices.tolist()
+    carried = copied.view("v")
+    assert [bytes(copied.key_at(i)) for i in carried.indices] == [
+        bytes(merged.key_at(i)) for i in selected if i in set(view.indices.tolist())
+    ]

@@ -1,0 +1,106 @@
+"""bcd.torch over a view (``MapDataset(path, view=...)``, ``IterableDataset(path,
+view=...)``): samples are the view's records, a DataLoader epoch with fork and
+spawn workers yields each exactly once, and the Sampler's settings
+(``balance_by`` from a stored field, ``weights``, ``block_size``) work over the
+view's records."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import bcd
+import bcd.torch
+from loaders import index_of, make_dataset
+
+N = 301
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    path = tmp_path_factory.mktemp("views") / "d"
+    labels = make_dataset(path, N, compression="lz4", classes=(60, 30, 10))
+    # The records of the smaller classes, and the first 40.
+    view = bcd.Dataset(path).create_view("some", where="label <> 0 OR index < 40")
+    return path, labels, view.indices.tolist()
+
+
+def records_of(batches) -> list:
+    out = []
+    for values, _labels in batches:
+        out.extend(index_of(v) for v in values)
+    return out
+
+
+def test_samples_are_the_views_records(stored):
+    path, labels, records = stored
+    dataset = bcd.torch.MapDataset(path, view="some", fields=["label"])
+    assert len(dataset) == len(records) < N
+    assert dataset.records.tolist() == records
+    for i in [0, 5, -1]:
+        value, label = dataset[i]
+        assert index_of(value) == records[i] and label == labels[records[i]]
+    samples = dataset.__getitems__([3, 0])
+    assert [(index_of(v), l) for v, l in samples] == [(records[3], labels[records[3]]), (records[0], labels[records[0]])]
+    tensors = bcd.torch.MapDataset(path, view="some", output="tensor", fields=["label"])
+    batch = tensors.read_batch([1, 2])
+    assert [index_of(bytes(batch[i][0].numpy())) for i in range(2)] == records[1:3]
+    assert batch.fields["label"].tolist() == [labels[r] for r in records[1:3]]
+    with pytest.raises(IndexError):
+        dataset[len(records)]
+    copy = pickle.loads(pickle.dumps(dataset))
+    assert index_of(copy[2][0]) == records[2]
+    with pytest.raises(KeyError, match="no view named"):
+        bcd.torch.MapDataset(path, view="missing")
+
+
+@pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")])
+def test_an_epoch_over_a_view_yields_each_of_its_records_once(stored, workers, context):
+    path, labels, records = stored
+    dataset = bcd.torch.MapDataset(path, view="some", fields=["label"])
+    sampler = bcd.torch.Sampler(dataset, seed=3)
+    options = {} if not workers else {"num_workers": workers, "multiprocessing_context": context}
+    loader = torch.utils.data.DataLoader(dataset, batch_size=16, sampler=sampler, **options)
+    sampler.set_epoch(1)
+    got = records_of(loader)
+    assert sorted(got) == records and got != records
+
+
+def test_the_samplers_settings_work_over_the_views_records(stored):
+    path, labels, records = stored
+    dataset = bcd.torch.MapDataset(path, view="some", fields=["label"])
+    view_labels = labels[records]
+    # balance_by a stored field: the view's records' classes, balanced on every prefix.
+    sampler = bcd.torch.Sampler(dataset, balance_by="label", seed=1)
+    order = list(sampler)
+    assert sorted(order) == list(range(len(records)))
+    counts = collections.Counter(view_labels.tolist())
+    seen = collections.Counter()
+    for t, position in enumerate(order, start=1):
+        seen[view_labels[position]] += 1
+        for label, total in counts.items():
+            assert abs(seen[label] - t * total / len(records)) <= 1 + 1e-9
+    # weights per view record, with num_samples: only records of positive weight.
+    weights = np.where(view_labels == 2, 1.0, 0.0)
+    picked = list(bcd.torch.Sampler(dataset, weights=weights, num_samples=int(weights.sum()), seed=2))
+    assert sorted(picked) == sorted(np.flatnonzero(weights).tolist())
+    # block_size: blocks of consecutive view positions.
+    blocks = list(bcd.torch.Sampler(dataset, block_size=8, seed=4))
+    assert sorted(blocks) == list(range(len(records)))
+    assert all(abs(a - b) < 8 for a, b in zip(blocks[::8], blocks[1::8]))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_iterable_dataset_over_a_view_splits_its_records_over_workers(stored, workers):
+    path, labels, records = stored
+    dataset = bcd.torch.IterableDataset(path, view="some", fields=["label"], seed=5, balance_by="label")
+    dataset.set_epoch(0)
+    options = {} if not workers else {"num_workers": workers, "multiprocessing_context": "fork"}
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, **options)
+    got = [index_of(value) for value, label in loader]
+    assert sorted(got) == records
