@@ -358,6 +358,7 @@ fn remove_part_files(
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)
             || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+            || name.starts_with(crate::format::CONTENT_HASH_TMP_PREFIX)
             || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
             || crate::format::parse_view_file_name(name).is_some();
         if ours {
