@@ -64,6 +64,12 @@ pub struct ExtendOptions {
     /// Memory the duplicate checks may hold before they spill to disk. Default
     /// (`None`): the dataset's ([`Dataset::set_memory_limit`]).
     pub memory_limit: Option<u64>,
+    /// Writes each new record's content hash beside its shard
+    /// (`NNNNNN.xxh128`) whatever `dedup` says: for a copy of records from a
+    /// dataset that has them (`export --into`). Default (`false`): content
+    /// hashes are written with [`Dedup::Content`] or when a committed shard
+    /// has them.
+    pub content_hashes: bool,
 }
 
 /// A record a batch push left out because its value equals an earlier record's
@@ -149,7 +155,7 @@ impl Dataset {
         self.apply_manifest(manifest)?;
         self.remove_stale_files()?;
         let dedup_values = options.dedup == Dedup::Content;
-        let keep_hashes = dedup_values || self.keeps_content_hashes()?;
+        let keep_hashes = dedup_values || options.content_hashes || self.keeps_content_hashes()?;
         let mut writer = ShardWriter::new(
             &self.dir,
             self.storage.clone(),

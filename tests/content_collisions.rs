@@ -16,7 +16,7 @@ fn a_forced_hash_collision_keeps_both_records() {
     let mut dataset = Dataset::create(dir.path().join("d"), options).unwrap();
     let content = ExtendOptions {
         dedup: Dedup::Content,
-        memory_limit: None,
+        ..ExtendOptions::default()
     };
     let mut extend = dataset.begin_extend_with(content).unwrap();
     let batch: [(&[u8], &[u8]); 5] = [

@@ -17,6 +17,7 @@ use bcd_test_support::{read_all, Rng};
 const CONTENT: ExtendOptions = ExtendOptions {
     dedup: Dedup::Content,
     memory_limit: None,
+    content_hashes: false,
 };
 
 fn create(dir: &Path, keyed: bool, compression: Compression) -> Dataset {

@@ -113,7 +113,7 @@ mod model {
                 .map(|i| (format!("c-{i}").into_bytes(), value(i as u16)))
                 .collect();
             let mut content_before = dataset
-                .begin_extend_with(ExtendOptions { dedup: Dedup::Content, memory_limit: None })
+                .begin_extend_with(ExtendOptions { dedup: Dedup::Content, ..ExtendOptions::default() })
                 .unwrap();
             content_before.push_batch(&before).unwrap();
             content_before.commit().unwrap();
@@ -127,7 +127,7 @@ mod model {
             let mut kept: Vec<(Vec<u8>, Vec<u8>)> = before.clone();
             let dedup = if content { Dedup::Content } else { Dedup::Keys };
             let mut extend = dataset
-                .begin_extend_with(ExtendOptions { dedup, memory_limit: limit })
+                .begin_extend_with(ExtendOptions { dedup, memory_limit: limit, ..ExtendOptions::default() })
                 .unwrap();
             for batch in &batches {
                 let records: Vec<(Vec<u8>, Vec<u8>)> = batch

@@ -3,8 +3,9 @@
 //! `--dedup-report`), a forced hash collision (the test hook's environment
 //! variable) keeping both records, `bcd merge --dedup content`, `bcd
 //! dedup-index` of a dataset the reference wrote, then read and extended by the
-//! reference, `bcd verify --content` naming a flipped byte, and an ingest whose
-//! key check spills under `--memory-limit`.
+//! reference, `bcd verify --content` naming a flipped byte, an ingest whose
+//! key check spills under `--memory-limit`, and `export --into` keeping the
+//! content hashes of a dataset that has them.
 
 use std::fs;
 use std::path::Path;
@@ -479,4 +480,78 @@ fn an_ingest_spilling_its_keys_under_a_small_memory_limit_finds_every_duplicate(
     assert_eq!(summary["records"], 1000);
     assert_eq!(summary["skipped_values"], 29_000);
     assert!(!second.join(".bcd-spill").exists(), "{}", show(&again));
+}
+
+/// Every shard's content hashes, concatenated in record order, or `None` when
+/// a shard has none.
+fn content_hashes(ds: &Path) -> Option<Vec<u8>> {
+    let dataset = Dataset::open(ds).unwrap();
+    let mut all = Vec::new();
+    for shard in 0..dataset.shards() {
+        all.extend(fs::read(dataset.sidecar_path(shard, "xxh128")).ok()?);
+    }
+    Some(all)
+}
+
+#[test]
+fn export_into_keeps_the_content_hashes_of_a_dataset_that_has_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    // 40 distinct values of up to 5000 bytes: several shards of 40K.
+    repeating_tree(&tree, 40, 41, 9);
+    let (hashed, plain) = (tmp.path().join("hashed"), tmp.path().join("plain"));
+    for (ds, dedup) in [(&hashed, true), (&plain, false)] {
+        let mut args = vec![
+            "ingest",
+            s(&tree),
+            "--into",
+            s(ds),
+            "--max-shard-size",
+            "40K",
+        ];
+        if dedup {
+            args.extend(["--dedup", "content"]);
+        }
+        ok(&args);
+    }
+    let source = read_all(&Dataset::open(&hashed).unwrap());
+    let source_hashes = content_hashes(&hashed).unwrap();
+    assert_eq!(source_hashes.len(), 16 * source.len());
+    let hash_of = |key: &[u8]| {
+        let at = source.iter().position(|(k, _)| k == key).unwrap();
+        source_hashes[16 * at..16 * (at + 1)].to_vec()
+    };
+
+    // The whole dataset: the same hashes, record for record.
+    let whole = tmp.path().join("whole");
+    ok(&["export", s(&hashed), "--into", s(&whole)]);
+    assert!(Dataset::open(&whole).unwrap().shards() > 1);
+    assert_eq!(content_hashes(&whole).unwrap(), source_hashes);
+    ok(&["verify", s(&whole), "--content"]);
+    // A sample: each copied record's hash is its source record's.
+    let sample = tmp.path().join("sample");
+    ok(&[
+        "export",
+        s(&hashed),
+        "--into",
+        s(&sample),
+        "--sample",
+        "7",
+        "--seed",
+        "3",
+    ]);
+    let copied = read_all(&Dataset::open(&sample).unwrap());
+    assert_eq!(copied.len(), 7);
+    let expected: Vec<u8> = copied.iter().flat_map(|(k, _)| hash_of(k)).collect();
+    assert_eq!(content_hashes(&sample).unwrap(), expected);
+    ok(&["verify", s(&sample), "--content"]);
+    // A dataset without them is copied without them, as before.
+    let copy = tmp.path().join("copy");
+    ok(&["export", s(&plain), "--into", s(&copy)]);
+    assert_eq!(content_hashes(&copy), None);
+    assert!(!fs::read_dir(&copy).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".xxh128")));
 }

@@ -435,6 +435,7 @@ fn run(
         store: bcd::ExtendOptions {
             dedup: options.dedup,
             memory_limit: options.memory_limit,
+            ..bcd::ExtendOptions::default()
         },
         ..FieldsExtendOptions::default()
     };

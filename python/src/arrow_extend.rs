@@ -176,6 +176,7 @@ pub fn extend_arrow<'py>(
         store: bcd::ExtendOptions {
             dedup: options.dedup,
             memory_limit: options.memory_limit,
+            ..bcd::ExtendOptions::default()
         },
         ..FieldsExtendOptions::default()
     };

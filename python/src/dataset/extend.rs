@@ -84,6 +84,7 @@ impl PyDataset {
             store: ExtendOptions {
                 dedup: checks.dedup,
                 memory_limit: checks.memory_limit,
+                ..ExtendOptions::default()
             },
             ..FieldsExtendOptions::default()
         };
