@@ -9,7 +9,9 @@ use crate::format::{
 };
 
 mod probe;
+mod state;
 pub use probe::is_incompressible;
+use state::Search;
 
 /// How values are compressed when written. Any mode produces blocks that every
 /// LZ4 decoder, including the reference's, reads.
@@ -73,22 +75,31 @@ fn check_input(value: &[u8]) -> Result<(), BlockError> {
 /// form into `out`.
 fn search_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(), BlockError> {
     let search = match mode {
-        Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => {
-            lz4::block::CompressionMode::HIGHCOMPRESSION(level)
-        }
-        Lz4Mode::Fast(acceleration) => lz4::block::CompressionMode::FAST(acceleration),
+        Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => Search::High(level),
+        Lz4Mode::Fast(acceleration) => Search::Fast(acceleration),
     };
     let bound =
         lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
     out.clear();
     out.resize(LZ4_SIZE_PREFIX + bound, 0);
-    let written = lz4::block::compress_to_buffer(value, Some(search), true, out)
-        .map_err(|e| BlockError(format!("lz4: {e}")))?;
-    out.truncate(written);
+    let size = u32::try_from(value.len()).map_err(|_| {
+        BlockError(format!(
+            "lz4: a value of {} bytes has no size prefix",
+            value.len()
+        ))
+    })?;
+    out[..LZ4_SIZE_PREFIX].copy_from_slice(&size.to_le_bytes());
+    let block = state::compress(value, &mut out[LZ4_SIZE_PREFIX..], search).ok_or_else(|| {
+        BlockError(format!(
+            "lz4: liblz4 did not compress a value of {} bytes",
+            value.len()
+        ))
+    })?;
+    out.truncate(LZ4_SIZE_PREFIX + block);
     // The adaptive mode never stores more than the literal-only block: when the
     // search found too little to pay for its sequences, the literals are smaller
     // and are read in place.
-    if matches!(mode, Lz4Mode::Adaptive(_)) && written >= literal_block_len(value.len()) {
+    if matches!(mode, Lz4Mode::Adaptive(_)) && out.len() >= literal_block_len(value.len()) {
         literal_block_into(value, out);
     }
     Ok(())

@@ -50,13 +50,7 @@ fn scratch_len(n: usize) -> usize {
 /// Bytes `window` takes in liblz4's fast mode (acceleration 1), or `None` if
 /// liblz4 refused (never for windows this small and a buffer this large).
 fn fast_len(window: &[u8], scratch: &mut [u8]) -> Option<usize> {
-    lz4::block::compress_to_buffer(
-        window,
-        Some(lz4::block::CompressionMode::FAST(1)),
-        false,
-        scratch,
-    )
-    .ok()
+    super::state::compress(window, scratch, super::state::Search::Fast(1))
 }
 
 /// Whether `value` looks incompressible to LZ4 (see the module's steps).
