@@ -366,23 +366,34 @@ def test_a_source_keyword_given_as_none_is_not_given(tmp_path):
 
 def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
     # A source that takes seconds to compress (2 bits of entropy a byte: many
-    # short matches for the high-compression search, on one thread), in several
-    # batches: the pipeline checks for the interrupt between batches.
+    # short matches for the high-compression search, on one thread), in many
+    # batches: the pipeline checks for the interrupt between batches. The
+    # interrupt comes once the ingest is seen writing (its directory exists),
+    # not after a delay raced against the machine's speed.
     source = tmp_path / "big"
     source.mkdir()
     rng = np.random.default_rng(0)
-    for i in range(600):
-        (source / f"{i:03d}.bin").write_bytes(rng.integers(0, 4, 8 << 10, dtype=np.uint8).tobytes())
-    timer = threading.Timer(0.05, _thread.interrupt_main)
-    started = time.monotonic()
-    timer.start()
+    for i in range(4000):
+        (source / f"{i:04d}.bin").write_bytes(rng.integers(0, 4, 8 << 10, dtype=np.uint8).tobytes())
+    target = tmp_path / "d"
+    stop = threading.Event()
+
+    def interrupt_once_writing():
+        while not stop.is_set():
+            if target.exists():
+                _thread.interrupt_main()
+                return
+            stop.wait(0.001)
+
+    watcher = threading.Thread(target=interrupt_once_writing)
+    watcher.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            bcd.ingest([source], tmp_path / "d", level="reference", jobs=1)
+            bcd.ingest([source], target, level="reference", jobs=1)
     finally:
-        timer.cancel()
-    assert time.monotonic() - started < 10
-    assert not (tmp_path / "d").exists()
+        stop.set()
+        watcher.join()
+    assert not target.exists()
 
 
 def test_a_save_to_disk_directory_is_ingested_by_split_with_its_class_names(tmp_path):
