@@ -6,7 +6,6 @@ from __future__ import annotations
 import _thread
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
