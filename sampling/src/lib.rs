@@ -47,6 +47,8 @@ mod dealt;
 pub mod elastic;
 mod index;
 mod interleave;
+mod interleave_chunks;
+mod interleave_fit;
 mod mixture;
 mod plan;
 pub mod rng;

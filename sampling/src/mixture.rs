@@ -40,6 +40,7 @@ use crate::blocks::BlockShuffle;
 use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
+use crate::interleave_chunks::classes_into;
 use crate::plan::Order;
 use crate::rng::{stream_key, Purpose};
 use crate::shuffle::Shuffle;
@@ -367,23 +368,14 @@ impl Mixture<'_> {
                 buckets.push((source, bucket));
             }
         }
-        // The interleave on a thread of its own, writing each slot's source into
+        // The interleave on threads of its own, writing each slot's source into
         // `out` (a class fits any index type: fewer than 2^32 sources), while the
         // draws of the sources are made on the others (a shuffle uses the cores
         // on its own only for sources of more than 2^18 records).
         let threads = crate::shuffle::threads().min(buckets.len()).max(1);
         let per_thread = buckets.len().div_ceil(threads);
         let skipped = thread::scope(|scope| {
-            let classes = scope.spawn(|| {
-                let mut skipped = vec![0u64; counts.len()];
-                for (slot, class) in interleave.enumerate() {
-                    match (slot as u64).checked_sub(start) {
-                        Some(at) => out[at as usize] = I::from_u64(u64::from(class)),
-                        None => skipped[class as usize] += 1,
-                    }
-                }
-                skipped
-            });
+            let classes = scope.spawn(|| classes_into(&dealing, rank, start, out));
             for group in buckets.chunks_mut(per_thread.max(1)) {
                 let (dealing, offsets) = (&dealing, &offsets);
                 scope.spawn(move || {
@@ -401,7 +393,7 @@ impl Mixture<'_> {
             classes
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
+        })?;
         // Each slot takes its source's next draw, in place.
         let mut taken: Vec<u64> = bucket_start[..counts.len()]
             .iter()
