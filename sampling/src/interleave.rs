@@ -179,7 +179,7 @@ pub struct Interleave {
 /// records placed and for the next one, kept by adding `T / N_c` and `T mod
 /// N_c` at each record, so that a release or deadline costs no division.
 #[derive(Clone, Copy, Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     /// Records left to place.
     left: u64,
     quotient: u64,
@@ -193,6 +193,46 @@ struct Progress {
 }
 
 impl Progress {
+    /// Class `c` (`n` of the epoch's `total` entries, `count` of them this
+    /// rank's) after its first `placed` records.
+    pub(crate) fn after(placed: u64, count: u64, n: u64, total: u64) -> Progress {
+        let (quotient, remainder) = match n {
+            0 => (0, 0),
+            n => {
+                let product = u128::from(placed) * u128::from(total);
+                (
+                    (product / u128::from(n)) as u64,
+                    (product % u128::from(n)) as u64,
+                )
+            }
+        };
+        Progress {
+            left: count - placed,
+            quotient,
+            remainder,
+            whole: total.checked_div(n).unwrap_or(0),
+            part: total.checked_rem(n).unwrap_or(0),
+            share: n,
+            ..Progress::default()
+        }
+    }
+
+    /// The records left to place.
+    pub(crate) fn left(&self) -> u64 {
+        self.left
+    }
+
+    /// The next record's release and deadline ([`Progress::next_record`]),
+    /// moving past it.
+    #[inline]
+    pub(crate) fn take(&mut self) -> (u64, u64) {
+        let window = self.next_record();
+        self.quotient = self.next_quotient;
+        self.remainder = self.next_remainder;
+        self.left -= 1;
+        window
+    }
+
     /// Computes `⌊(j+1) T / N_c⌋` and `(j+1) T mod N_c` from the placed count's:
     /// the next record's release is `⌊j T / N_c⌋ + 1`, its deadline
     /// `⌈(j+1) T / N_c⌉`.
@@ -480,27 +520,7 @@ impl Interleave {
             .zip(&dealing.shares)
             .enumerate()
             .map(|(c, (&count, &n))| {
-                // ⌊j T / N_c⌋ and j T mod N_c for the j records placed.
-                let j = placed.get(c).copied().unwrap_or(0);
-                let (quotient, remainder) = match n {
-                    0 => (0, 0),
-                    n => {
-                        let product = u128::from(j) * u128::from(total);
-                        (
-                            (product / u128::from(n)) as u64,
-                            (product % u128::from(n)) as u64,
-                        )
-                    }
-                };
-                Progress {
-                    left: count - j,
-                    quotient,
-                    remainder,
-                    whole: total.checked_div(n).unwrap_or(0),
-                    part: total.checked_rem(n).unwrap_or(0),
-                    share: n,
-                    ..Progress::default()
-                }
+                Progress::after(placed.get(c).copied().unwrap_or(0), count, n, total)
             })
             .collect();
         let mut interleave = Interleave {

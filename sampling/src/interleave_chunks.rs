@@ -29,6 +29,7 @@ use std::thread;
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
 use crate::interleave_fit::run_by_deadline;
+use crate::shuffle::{join_all, threads};
 use crate::PlanError;
 
 /// A chunk starts this many of the longest windows of a class before its
@@ -51,7 +52,7 @@ pub(crate) fn classes_into<I: Index>(
     out: &mut [I],
 ) -> Result<Vec<u64>, PlanError> {
     let chunks = Chunks {
-        count: crate::shuffle::threads() as u64,
+        count: threads() as u64,
         warm_up: None,
         min_slots: PARALLEL_SLOTS,
     };
@@ -159,14 +160,7 @@ pub(crate) fn classes_in_chunks<I: Index>(
                     })
                 })
                 .collect();
-            workers
-                .into_iter()
-                .map(|worker| {
-                    worker
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect::<Result<Vec<_>, _>>()
+            join_all(workers).into_iter().collect::<Result<Vec<_>, _>>()
         })?
     };
 
@@ -247,16 +241,7 @@ fn guess(dealing: &Dealing, counts: &[u64], a: u64) -> Option<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A xorshift stream for the cases.
-    fn stream(mut state: u64) -> impl FnMut() -> u64 {
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        }
-    }
+    use crate::tests::xorshift as stream;
 
     /// The sequential order of rank `rank` from `start` on, and the classes'
     /// records before `start`.

@@ -23,40 +23,13 @@
 //! instead.
 
 use crate::index::Index;
-use crate::interleave::Dealing;
+use crate::interleave::{Dealing, Progress};
 
 /// Slots of the ring of free slots (a power of two): a record is placed at most
 /// this far past the first free slot.
 const RING: u64 = 1 << 16;
 /// Deadlines marked at a time.
 const BLOCK: u64 = 1 << 12;
-
-/// One class's next record: `⌊j T / N_c⌋` and `j T mod N_c` for the `j`
-/// records before it, and how many are left.
-#[derive(Clone, Copy, Debug)]
-struct Next {
-    left: u64,
-    quotient: u64,
-    remainder: u64,
-    whole: u64,
-    part: u64,
-    share: u64,
-}
-
-impl Next {
-    /// The next record's release and deadline as 0-based positions (`r_j − 1`
-    /// and `d_j − 1`), and moves past it.
-    #[inline]
-    fn take(&mut self) -> (u64, u64) {
-        let (sum, carry) = self.remainder.overflowing_add(self.part);
-        let wrap = carry | (sum >= self.share);
-        let release = self.quotient;
-        self.quotient += self.whole + u64::from(wrap);
-        self.remainder = sum.wrapping_sub(if wrap { self.share } else { 0 });
-        self.left -= 1;
-        (release, self.quotient + u64::from(self.remainder != 0) - 1)
-    }
-}
 
 /// Runs the interleave of a rank with `counts[c]` records of class `c` under
 /// `dealing`, from the state after `from` slots in which class `c` placed
@@ -80,33 +53,15 @@ pub(crate) fn run_by_deadline<I: Index>(
         return Some(placed.to_vec());
     }
     let out_start = to - out.len() as u64;
-    let start = |c: usize| -> Next {
-        let (j, n) = (placed[c], dealing.shares()[c]);
-        let product = u128::from(j) * u128::from(total);
-        let (quotient, remainder) = match n {
-            0 => (0, 0),
-            n => (
-                (product / u128::from(n)) as u64,
-                (product % u128::from(n)) as u64,
-            ),
-        };
-        Next {
-            left: counts[c] - j,
-            quotient,
-            remainder,
-            whole: total.checked_div(n).unwrap_or(0),
-            part: total.checked_rem(n).unwrap_or(0),
-            share: n,
-        }
-    };
+    let start = |c: usize| Progress::after(placed[c], counts[c], dealing.shares()[c], total);
     // `marker` runs ahead marking deadlines, `taker` places the records.
-    let mut taker: Vec<Next> = (0..classes).map(start).collect();
+    let mut taker: Vec<Progress> = (0..classes).map(start).collect();
     let mut marker = taker.clone();
     let mut marked_deadline: Vec<u64> = marker
         .iter_mut()
         .map(|next| {
-            if next.left > 0 {
-                next.take().1
+            if next.left() > 0 {
+                next.take().1 - 1
             } else {
                 u64::MAX
             }
@@ -130,8 +85,8 @@ pub(crate) fn run_by_deadline<I: Index>(
             while *deadline < end {
                 due[(*deadline - block) as usize] |= 1 << c;
                 any = true;
-                *deadline = if marker[c].left > 0 {
-                    marker[c].take().1
+                *deadline = if marker[c].left() > 0 {
+                    marker[c].take().1 - 1
                 } else {
                     u64::MAX
                 };
@@ -147,8 +102,10 @@ pub(crate) fn run_by_deadline<I: Index>(
             while bits != 0 {
                 let c = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
+                // 0-based: the release slot `r_j` is position `r_j − 1`.
                 let (release, due_at) = taker[c].take();
-                debug_assert_eq!(due_at, deadline);
+                let release = release - 1;
+                debug_assert_eq!(due_at - 1, deadline);
                 // The earliest free slot at or after the release.
                 let slot = first_free(&ring, release.max(free));
                 if slot > deadline || slot - free >= RING - 64 {
@@ -195,15 +152,7 @@ fn first_free(ring: &[u64], from: u64) -> u64 {
 mod tests {
     use super::*;
     use crate::interleave::Interleave;
-
-    fn stream(mut state: u64) -> impl FnMut() -> u64 {
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        }
-    }
+    use crate::tests::xorshift as stream;
 
     #[test]
     fn deadline_order_places_what_the_slots_place() {

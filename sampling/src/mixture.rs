@@ -37,14 +37,15 @@
 use std::thread;
 
 use crate::blocks::BlockShuffle;
-use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
+use crate::elastic::{Classifier, FirstRun};
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
 use crate::interleave_chunks::classes_into;
+use crate::part::{split_len, Epoch};
 use crate::plan::Order;
 use crate::rng::{stream_key, Purpose};
 use crate::shuffle::Shuffle;
-use crate::{check_part, PlanError};
+use crate::PlanError;
 
 /// One epoch of a mixture, as described in the module documentation.
 #[derive(Clone, Copy, Debug)]
@@ -151,20 +152,25 @@ impl<'a> Mixture<'a> {
     /// `m` of the epoch laid out on `world` ranks.
     fn per_rank_on(&self, world: u64) -> Result<u64, PlanError> {
         let samples = self.samples()?;
-        Ok(if self.drop_last {
-            samples / world
-        } else {
-            samples.div_ceil(world)
-        })
+        if world == 0 {
+            return Err(PlanError::WorldSize);
+        }
+        Ok(split_len(samples, world, self.drop_last))
     }
 
     /// `m`, the samples each rank of the current run gets.
     pub fn per_rank(&self) -> Result<u64, PlanError> {
-        if self.resumed_from.is_empty() {
-            self.validate()?;
-            self.per_rank_on(self.world_size)
-        } else {
-            resumed_per_rank(self, self.resumed_from, self.world_size, self.drop_last)
+        self.epoch().per_rank()
+    }
+
+    /// The epoch as the current run sees it: its first run (this mixture's
+    /// settings) and the runs before this one.
+    fn epoch(&self) -> Epoch<'a, Mixture<'a>> {
+        Epoch {
+            first: *self,
+            resumed_from: self.resumed_from,
+            world_size: self.world_size,
+            drop_last: self.drop_last,
         }
     }
 
@@ -219,10 +225,8 @@ impl<'a> Mixture<'a> {
     /// Rank `rank`'s part from position `start` on, as a new vector of indices
     /// in the index space ([`Mixture::source_of`] splits them).
     pub fn rank<I: Index>(&self, rank: u64, start: u64) -> Result<Vec<I>, PlanError> {
-        let per_rank = self.per_rank()?;
-        let mut out = vec![I::default(); per_rank.saturating_sub(start) as usize];
-        self.rank_into(rank, start, &mut out)?;
-        Ok(out)
+        self.epoch()
+            .new_part(start, |out| self.rank_into(rank, start, out))
     }
 
     /// Writes rank `rank`'s part from position `start` on into `out`, which must
@@ -244,24 +248,7 @@ impl<'a> Mixture<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
-        self.validate()?;
-        let total = self.total_records()?;
-        if total > 0 && total - 1 > I::MAX_INDEX {
-            return Err(PlanError::IndexType { len: total });
-        }
-        if self.resumed_from.is_empty() {
-            self.first_rank_into(self.world_size, rank, start, out)
-        } else {
-            resumed_into(
-                self,
-                self.resumed_from,
-                self.world_size,
-                self.drop_last,
-                rank,
-                start,
-                out,
-            )
-        }
+        self.epoch().fill(rank, start, out)
     }
 
     /// The first `count` entries of `L_k` from `from` on, as indices of the
@@ -307,18 +294,19 @@ impl FirstRun for Mixture<'_> {
         self.per_rank_on(world)
     }
 
-    fn first_rank_into<I: Index>(
+    fn records(&self) -> Result<u64, PlanError> {
+        self.validate()?;
+        self.total_records()
+    }
+
+    fn first_fill<I: Index>(
         &self,
         world: u64,
         rank: u64,
         start: u64,
+        per_rank: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
-        let per_rank = self.per_rank_on(world)?;
-        check_part(per_rank, world, rank, start, out)?;
-        if out.is_empty() {
-            return Ok(());
-        }
         // The draws wait in the narrowest type that holds them (half the memory
         // of 64-bit output below 2^32 records).
         if self.total_records()? <= 1 << 32 {
