@@ -513,7 +513,7 @@ impl bcd::DataFiles for RemoteCache {
         }
         let file = self.files.fetch(id)?;
         if let Some(prefetcher) = prefetcher {
-            prefetcher.read();
+            prefetcher.read(id);
         }
         Ok(file)
     }

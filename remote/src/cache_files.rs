@@ -162,13 +162,21 @@ impl ShardFiles {
                     .map_err(|e| RemoteError::io(&checksum, "write", e))?,
                 None => remove_if_present(&checksum)?,
             }
-            if ahead {
-                // Best effort: without it the file only counts as read.
-                let _ = OpenOptions::new()
-                    .write(true)
-                    .open(&tmp)
-                    .and_then(|f| f.set_modified(unread_time()));
-            }
+            // Its place in the eviction order, on the clock the readers' opens
+            // use: the time a write gives a file comes from a coarser clock
+            // (the kernel's tick), which would make a shard fetched for a reader
+            // an instant ago look older than one opened before it, and evicted
+            // first. Best effort: without it a file fetched ahead only counts as
+            // read.
+            let time = if ahead {
+                unread_time()
+            } else {
+                SystemTime::now()
+            };
+            let _ = OpenOptions::new()
+                .write(true)
+                .open(&tmp)
+                .and_then(|f| f.set_modified(time));
             fs::rename(&tmp, &path).map_err(|e| RemoteError::io(&tmp, "rename", e))
         };
         if let Err(e) = finish() {
@@ -214,6 +222,26 @@ impl ShardFiles {
             let _ = fs::remove_file(&path);
             total -= len;
         }
+    }
+
+    /// The shards whose data files a reader opened (or fetched) at or after
+    /// `since`, as far as the cache still holds them: the most recently read
+    /// files are the last evicted.
+    pub(crate) fn read_since(&self, since: SystemTime) -> Vec<u64> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let unread = unread_time();
+        entries
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let FileKind::Shard(id) = FileKind::of(entry.file_name().to_str()?) else {
+                    return None;
+                };
+                let time = entry.metadata().ok()?.modified().ok()?;
+                (time != unread && time >= since).then_some(id)
+            })
+            .collect()
     }
 
     /// Bytes of data files now in the cache.

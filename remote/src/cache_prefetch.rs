@@ -23,13 +23,19 @@
 //!   `data/.bcd-prefetch-order.lock`, and the default order of every process
 //!   stops: DataLoader workers do not prefetch in shard order what the main
 //!   process's sampler prefetches in epoch order;
+//! - an order never fetches a shard behind its readers: once a reader opened
+//!   a shard of the order (in this process, or in another one, as the file
+//!   times of a bounded cache tell: `ShardFiles::read_since`), the shards
+//!   before it in the order that are not cached are left to their readers. An
+//!   order that fell behind (its task not scheduled on a busy machine) would
+//!   otherwise fetch again what the readers fetched, read and the limit evicted;
 //! - the first error (the remote unreachable, a shard written again since the
 //!   sync) stops the order; readers then fetch what they need themselves.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bcd::fork::{FileLock, LockKind};
 use futures::stream::FuturesUnordered;
@@ -84,6 +90,12 @@ pub(crate) struct Prefetcher {
 struct State {
     /// Shards still to consider, first first.
     queue: VecDeque<u64>,
+    /// Each shard's place in the order.
+    places: HashMap<u64, usize>,
+    /// The shards at places below this one are behind the readers.
+    behind: usize,
+    /// When the order was given: a shard file read since is a reader's.
+    since: Option<SystemTime>,
     /// Keep the shards fetched ahead and unread within half the cache limit.
     paced: bool,
     /// The shared lock announcing an order given to `prefetch`.
@@ -102,6 +114,27 @@ struct State {
     waiting: usize,
     fetched: u64,
     fetched_bytes: u64,
+}
+
+impl State {
+    /// A new order, first first.
+    fn set_order(&mut self, order: VecDeque<u64>) {
+        self.places = order
+            .iter()
+            .enumerate()
+            .map(|(place, &id)| (id, place))
+            .collect();
+        self.queue = order;
+        self.behind = 0;
+        self.since = Some(SystemTime::now());
+    }
+
+    /// A reader opened shard `id`.
+    fn reached(&mut self, id: u64) {
+        if let Some(&place) = self.places.get(&id) {
+            self.behind = self.behind.max(place + 1);
+        }
+    }
 }
 
 /// What the task does next.
@@ -136,6 +169,7 @@ impl Prefetcher {
     pub(crate) fn prefetch(self: &Arc<Self>, shards: &[u64], wait: bool) -> Result<usize> {
         let mut seen = HashSet::new();
         let mut order = VecDeque::new();
+        let mut queued = 0;
         let mut total = 0u64;
         for &id in shards {
             if !seen.insert(id) {
@@ -146,9 +180,10 @@ impl Prefetcher {
                 .stamp(id)
                 .map_err(|e| RemoteError::io(self.files.path(id), "prefetch", e))?;
             total += stamp.len;
-            if !self.files.is_cached(id) {
-                order.push_back(id);
-            }
+            // The cached ones too: a reader opening one tells how far the
+            // readers got (`next` passes them by).
+            order.push_back(id);
+            queued += usize::from(!self.files.is_cached(id));
         }
         if let (true, Some(limit)) = (wait, self.files.limit) {
             if total > limit {
@@ -158,13 +193,12 @@ impl Prefetcher {
                 ))));
             }
         }
-        let queued = order.len();
         let path = self.files.dir.join(ORDER_LOCK);
         let announcement = FileLock::acquire(&path, LockKind::Shared)
             .map_err(|e| RemoteError::io(&path, "lock", e))?;
         {
             let mut state = self.state();
-            state.queue = order;
+            state.set_order(order);
             state.paced = !wait && self.files.limit.is_some();
             state.given = true;
             state.stopped = false;
@@ -215,7 +249,7 @@ impl Prefetcher {
             return;
         }
         state.default_for = Some(shards);
-        state.queue = (first + 1..shards).chain(0..first).collect();
+        state.set_order((first + 1..shards).chain(0..first).collect());
         state.paced = false;
         state.stopped = false;
         state.error = None;
@@ -256,9 +290,12 @@ impl Prefetcher {
         self.wake.notify_one();
     }
 
-    /// A reader opened a shard: a paced order may go on.
-    pub(crate) fn read(&self) {
-        if self.state().paced {
+    /// A reader opened shard `id`: the order's shards before it are behind the
+    /// readers, and a paced order may go on.
+    pub(crate) fn read(&self, id: u64) {
+        let mut state = self.state();
+        state.reached(id);
+        if state.paced {
             self.wake.notify_one();
         }
     }
@@ -318,8 +355,9 @@ impl Prefetcher {
                         let this = &self;
                         downloads.push(async move {
                             let result = this.files.download(ctx, id, &stamp, true).await;
-                            drop((lock, slot));
-                            (id, stamp.len, result)
+                            // The shard's lock and the slot are let go once the
+                            // download no longer counts as in flight (`done`).
+                            (id, stamp.len, result, (lock, slot))
                         });
                     }
                     Next::Later => {
@@ -336,7 +374,10 @@ impl Prefetcher {
                 continue;
             }
             tokio::select! {
-                Some((id, len, result)) = downloads.next() => self.done(id, len, result),
+                Some((id, len, result, held)) = downloads.next() => {
+                    self.done(id, len, result);
+                    drop(held);
+                }
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(POLL), if later => {}
             }
@@ -346,6 +387,7 @@ impl Prefetcher {
     /// The next shard to start, if one can start now.
     fn next(&self) -> Next {
         let mut state = self.state();
+        let mut looked = false;
         loop {
             if state.stopped || state.error.is_some() {
                 state.queue.clear();
@@ -354,6 +396,14 @@ impl Prefetcher {
             let Some(&id) = state.queue.front() else {
                 return Next::Done;
             };
+            if state
+                .places
+                .get(&id)
+                .is_some_and(|&place| place < state.behind)
+            {
+                state.queue.pop_front();
+                continue;
+            }
             let stamp = match self.files.stamp(id) {
                 Ok(stamp) if !state.in_flight.contains_key(&id) && !self.files.is_cached(id) => {
                     stamp
@@ -363,6 +413,17 @@ impl Prefetcher {
                     continue;
                 }
             };
+            if !looked && self.files.limit.is_some() {
+                // About to fetch a shard a bounded cache may have held and
+                // evicted: first see how far readers of other processes got.
+                looked = true;
+                if let Some(since) = state.since {
+                    for read in self.files.read_since(since) {
+                        state.reached(read);
+                    }
+                    continue;
+                }
+            }
             if state.announced.is_none() && self.order_given_elsewhere() {
                 // The default order gives way to a sampler's.
                 state.queue.clear();

@@ -56,9 +56,17 @@ fn names(shards: &[u64]) -> Vec<String> {
     shards.iter().map(|s| format!("{s:06}.bin")).collect()
 }
 
-/// Waits (yielding, no timer) until `cache`'s prefetching is idle.
+/// Waits (yielding) until `cache`'s prefetching is idle. The generous bound only
+/// turns an order that never ends (one waiting for readers that are done) into
+/// a failure rather than a hang.
 fn until_idle(cache: &RemoteCache) {
+    let start = std::time::Instant::now();
     while cache.prefetch_status().running {
+        let status = cache.prefetch_status();
+        assert!(
+            start.elapsed().as_secs() < 300,
+            "the order never ends: {status:?}"
+        );
         std::thread::yield_now();
     }
 }
@@ -301,6 +309,101 @@ fn a_bounded_cache_keeps_the_shards_fetched_ahead_and_unread_within_half_its_lim
     let mut reads = store.data_reads();
     reads.sort();
     assert_eq!(reads, names(&order));
+}
+
+/// The records of `dataset` in shard `shard`.
+fn of_shard(dataset: &Dataset, shard: u64) -> Vec<usize> {
+    (0..dataset.len())
+        .filter(|&i| dataset.value_location(i).unwrap().shard == shard)
+        .collect()
+}
+
+/// Reads every record of `shards` through `remote`, checked against `local`.
+fn read_shards(remote: &Dataset, local: &Dataset, shards: impl IntoIterator<Item = u64>) {
+    for shard in shards {
+        for i in of_shard(local, shard) {
+            assert_eq!(
+                &*remote.at(i).unwrap(),
+                &*local.at(i).unwrap(),
+                "record {i}"
+            );
+        }
+    }
+}
+
+/// A bounded cache of `p/` on `store` prefetching one at a time, its order held
+/// at the store on its first shard; returns the cache's dataset and cache.
+fn held_order(
+    store: &Arc<FaultStore>,
+    dir: &Path,
+    local: &Dataset,
+    limit: u64,
+) -> (Dataset, Arc<RemoteCache>) {
+    let (remote, cache) = open(store, dir, |o| {
+        o.prefetch = 1;
+        o.limit = Some(limit);
+    });
+    store.hold("000000.bin");
+    let order: Vec<u64> = (0..local.shards()).collect();
+    remote.prefetch_shards(&order, false).unwrap();
+    store.wait_until_holding();
+    (remote, cache)
+}
+
+#[test]
+fn an_order_fallen_behind_its_reader_never_fetches_again_what_the_reader_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, store) = pushed(dir.path());
+    let sizes: Vec<u64> = (0..local.shards())
+        .map(|s| std::fs::metadata(local.shard_data_path(s)).unwrap().len())
+        .collect();
+    let largest = *sizes.iter().max().unwrap();
+    let limit = 3 * largest + 1;
+    // The order's task is stuck on its first shard (as on a busy machine) while
+    // the reader goes on past it, fetching shards 1 to 5 itself.
+    let (remote, cache) = held_order(&store, dir.path(), &local, limit);
+    read_shards(&remote, &local, 1..=5);
+    let read: u64 = sizes[1..=5].iter().sum();
+    assert!(
+        cache.cached_bytes() < read,
+        "some of what was read is evicted"
+    );
+    store.release();
+    // The order passes by the shards behind its reader, evicted or not, and
+    // fetches the ones after them; the reader goes on to the end.
+    read_shards(&remote, &local, (6..local.shards()).chain([0]));
+    until_idle(&cache);
+    let mut reads = store.data_reads();
+    reads.sort();
+    let all: Vec<u64> = (0..local.shards()).collect();
+    assert_eq!(reads, names(&all), "each shard once");
+}
+
+#[test]
+fn an_order_fallen_behind_the_readers_of_another_process_never_fetches_again_what_they_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, store) = pushed(dir.path());
+    let largest = (0..local.shards())
+        .map(|s| std::fs::metadata(local.shard_data_path(s)).unwrap().len())
+        .max()
+        .unwrap();
+    let limit = 3 * largest + 1;
+    // The order runs in one process (a sampler's), the readers in another (a
+    // DataLoader worker): another cache object on the same directory, whose
+    // locks and reads it knows only through the cache's files.
+    let (_, cache) = held_order(&store, dir.path(), &local, limit);
+    let (worker, _worker_cache) = open(&store, dir.path(), |o| {
+        o.prefetch = 0;
+        o.limit = Some(limit);
+    });
+    read_shards(&worker, &local, 1..=5);
+    store.release();
+    read_shards(&worker, &local, (6..local.shards()).chain([0]));
+    until_idle(&cache);
+    let mut reads = store.data_reads();
+    reads.sort();
+    let all: Vec<u64> = (0..local.shards()).collect();
+    assert_eq!(reads, names(&all), "each shard once");
 }
 
 #[test]
