@@ -3,14 +3,14 @@
 //!
 //! The interleave places one record per slot, each chosen from the state before
 //! it, so it is a chain: at 10^8 slots of a mixture of 10 sources, 1.6 CPU-s
-//! slot by slot, 1.0 in deadline order ([`run_by_deadline`]), on one core. What
-//! breaks the chain is that the
-//! state after `t` slots is only the number of records each class has placed
-//! ([`Interleave::resumed`] starts from any such state), and that two runs of
-//! the same order from different states after the same slot meet again: both
-//! keep every class within one record of its share, and once the records due
-//! in the longest window of a class (`⌈T / N_c⌉ + 2` slots) have been placed
-//! in both, they have in practice placed the same ones.
+//! slot by slot, 1.0 in deadline order ([`run_by_deadline`]), on one core.
+//! What breaks the chain is that the state after `t` slots is only the number
+//! of records each class has placed ([`Interleave::resumed`] starts from any
+//! such state), and that two runs of the same order from different states
+//! after the same slot meet again: both keep every class within one record of
+//! its share, and once the records due in the longest window of a class
+//! (`⌈T / N_c⌉ + 2` slots) have been placed in both, they have in practice
+//! placed the same ones.
 //!
 //! So the rank's `m` slots are cut into chunks, one per thread, and the chunk
 //! of slots `b .. b'` (after the first) starts [`WARM_UP_WINDOWS`] longest
