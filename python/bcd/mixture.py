@@ -137,7 +137,7 @@ class MixEpochSampler(EpochSampler):
         )
 
     def _order(self, start: int):
-        return partition_mix(self.lengths, self.source_weights, pairs=False, **self._part_settings(start))
+        return partition_mix(self.lengths, self.source_weights, pairs=False, **self._part_arguments(start))
 
     def set_length(self, length, categories=None, weights=None) -> None:
         raise TypeError("a mixture's sources are fixed when it is made: make a new one to take in appended records")

@@ -320,9 +320,9 @@ class EpochSampler:
 
     def _order(self, start: int):
         """The current epoch's indices from ``start`` on."""
-        return partition(self.length, categories=self.categories, weights=self.weights, **self._part_settings(start))
+        return partition(self.length, categories=self.categories, weights=self.weights, **self._part_arguments(start))
 
-    def _part_settings(self, start: int) -> dict:
+    def _part_arguments(self, start: int) -> dict:
         """The settings of this rank's part of the current epoch from ``start``
         on that every sampler of epochs has (:func:`partition`'s and
         :func:`bcd.partition_mix`'s)."""
