@@ -219,14 +219,14 @@ def _part_settings(seed, epoch, rank, world_size, start, block_size, num_samples
     """The integer settings of one rank's part of an epoch (:func:`partition`'s
     and :func:`bcd.partition_mix`'s), checked, in this order; ``block_size`` and
     ``num_samples`` may be None."""
-    optional = [None if v is None else _check_int(name, v) for name, v in (("block_size", block_size), ("num_samples", num_samples))]
     return (
         _check_int("seed", seed),
         _check_int("epoch", epoch),
         _check_int("rank", rank),
         _check_int("world_size", world_size),
         _check_int("start", start),
-        *optional,
+        None if block_size is None else _check_int("block_size", block_size),
+        None if num_samples is None else _check_int("num_samples", num_samples),
     )
 
 
