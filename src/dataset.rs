@@ -12,7 +12,7 @@ use crate::format::DEFAULT_MAX_SHARD_SIZE;
 use crate::lz4_block::{self, Lz4Mode};
 use crate::manifest::{Compression, Manifest, ManifestVersion};
 use crate::mapping::ShardData;
-use crate::reader::{Index, Location};
+use crate::reader::{FilePolicy, Index, Location, NewKeys};
 use crate::shard::DataFiles;
 use crate::storage::{FileSystem, Storage};
 
@@ -64,6 +64,10 @@ pub struct Dataset {
     pub(crate) data_files: Option<Arc<dyn DataFiles>>,
     pub(crate) lz4_mode: Lz4Mode,
     pub(crate) threads: usize,
+    /// Memory for an extend's or merge's duplicate checks; `None`: the default.
+    memory_limit: Option<u64>,
+    /// Whether reads check values against their content hashes.
+    pub(crate) verify_content_on_read: bool,
     options: OpenOptions,
 }
 
@@ -163,6 +167,12 @@ impl Dataset {
                 .remove(leftover)
                 .map_err(|e| Error::io("remove leftover", leftover, e))?;
         }
+        let spill = dir.join(crate::format::SPILL_DIR);
+        if spill.is_dir() {
+            storage
+                .remove_dir(&spill)
+                .map_err(|e| Error::io("remove leftover", &spill, e))?;
+        }
         let manifest = Manifest {
             keyed: options.keyed,
             compression: options.compression,
@@ -252,6 +262,8 @@ impl Dataset {
             data_files,
             lz4_mode: Lz4Mode::default(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_limit: None,
+            verify_content_on_read: false,
             options,
         };
         dataset.maybe_persist_index();
@@ -262,28 +274,17 @@ impl Dataset {
     /// dataset is large enough. Best effort: a read-only directory, a full disk or
     /// a race with another writer of the file leave the in-memory index in use.
     fn maybe_persist_index(&mut self) {
-        let OpenOptions {
-            index_file_min_records,
-            index_file_min_bytes,
-            index_file_min_tail,
-        } = self.options;
-        let over = |records: u64, bytes: u64| {
-            index_file_min_records.is_some_and(|n| records >= n)
-                || index_file_min_bytes.is_some_and(|n| bytes >= n)
-        };
-        let tail_records = self.index.tail_len() as u64;
-        if tail_records == 0 || !over(self.len() as u64, self.stored_bytes()) {
-            return;
-        }
-        // A file that covers most of the dataset is rewritten (in full) only once
-        // the records after it are worth it; until then opens index those from
-        // their shards.
-        let tail_bytes = self.index.tail_stored_bytes();
-        let rewrite = !self.index.uses_file()
-            || tail_records >= index_file_min_tail
-            || index_file_min_bytes.is_some_and(|n| tail_bytes >= n);
-        if rewrite {
+        if self.index.wants_file(self.file_policy()) {
             let _ = self.index.persist(self.storage.as_ref(), &self.dir);
+        }
+    }
+
+    /// When the persisted index is (re)written, from the open options.
+    fn file_policy(&self) -> FilePolicy {
+        FilePolicy {
+            min_records: self.options.index_file_min_records,
+            min_bytes: self.options.index_file_min_bytes,
+            min_tail: self.options.index_file_min_tail,
         }
     }
 
@@ -306,6 +307,25 @@ impl Dataset {
         self.threads = threads.max(1);
     }
 
+    /// Sets how much memory the duplicate checks of later extends and merges may
+    /// hold (the fingerprints of the keys, and with
+    /// [`Dedup::Content`](crate::Dedup::Content) of the values, they have
+    /// written): past it they spill sorted runs to the dataset's `.bcd-spill/`
+    /// directory and keep a summary of them, so a check needs about this much
+    /// memory whatever the number of records. `None` restores the default, a
+    /// quarter of the machine's memory ([`default_memory_limit`]); values below
+    /// 64 KiB count as 64 KiB.
+    pub fn set_memory_limit(&mut self, bytes: Option<u64>) {
+        self.memory_limit = bytes;
+    }
+
+    /// The memory limit of the duplicate checks (see [`Dataset::set_memory_limit`]).
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit
+            .unwrap_or_else(default_memory_limit)
+            .max(crate::key_set::MIN_MEMORY_LIMIT)
+    }
+
     /// Picks up shards committed since this handle was opened (by another handle or
     /// process). On error the handle is unchanged.
     pub fn refresh(&mut self) -> Result<()> {
@@ -314,14 +334,15 @@ impl Dataset {
     }
 
     pub(crate) fn apply_manifest(&mut self, manifest: Manifest) -> Result<()> {
-        self.apply_manifest_with(manifest, None)
+        self.apply_manifest_with(manifest, NewKeys::Read)
     }
 
-    /// [`Dataset::apply_manifest`] for shards whose key hashes are already known.
+    /// [`Dataset::apply_manifest`] for shards whose keys a writer already
+    /// checked: their hashes are not read back (see [`Index::add_shards`]).
     pub(crate) fn apply_manifest_with(
         &mut self,
         manifest: Manifest,
-        known: Option<&[u64]>,
+        keys: NewKeys<'_>,
     ) -> Result<()> {
         let changed = |reason: String| Error::ChangedOnDisk {
             path: self.dir.join(crate::format::MANIFEST_NAME),
@@ -339,9 +360,15 @@ impl Dataset {
                 self.index.shard_count()
             )));
         }
-        self.index.add_shards(&self.dir, manifest.shards, known)?;
+        let file = (self.storage.as_ref(), self.file_policy());
+        self.index
+            .add_shards(&self.dir, manifest.shards, keys, Some(file))?;
         self.manifest = manifest;
-        self.maybe_persist_index();
+        // Shards whose keys came sorted had the index file written with them if
+        // the policy wanted it (once: a failure is not retried).
+        if matches!(keys, NewKeys::Read) {
+            self.maybe_persist_index();
+        }
         Ok(())
     }
 
@@ -444,21 +471,34 @@ impl Dataset {
     pub fn at(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
-        match self.compression() {
-            Compression::None => Ok(Cow::Borrowed(location.stored)),
+        let value = match self.compression() {
+            Compression::None => Cow::Borrowed(location.stored),
             Compression::Lz4 => match lz4_block::literal_range(location.stored) {
-                Some(range) => Ok(Cow::Borrowed(&location.stored[range])),
+                Some(range) => Cow::Borrowed(&location.stored[range]),
                 None => lz4_block::decompress(location.stored)
                     .map(Cow::Owned)
-                    .map_err(|e| Self::corrupt(index, &location, e)),
+                    .map_err(|e| Self::corrupt(index, &location, e))?,
             },
-        }
+        };
+        self.check_content(index, &value)?;
+        Ok(value)
     }
 
     /// The value at `index`, decompressing into `buffer` when compressed (the buffer
     /// only ever grows, so a reused one stops allocating) and borrowing from the
     /// mapping when not.
     pub fn at_with_buffer<'a>(&'a self, index: usize, buffer: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let value = self.read_value(index, buffer)?;
+        self.check_content(index, value)?;
+        Ok(value)
+    }
+
+    /// [`Dataset::at_with_buffer`] without the content check.
+    pub(crate) fn read_value<'a>(
+        &'a self,
+        index: usize,
+        buffer: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8]> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
         match self.compression() {
@@ -504,19 +544,14 @@ impl Dataset {
             )));
         }
         match self.compression() {
-            Compression::None => {
-                out.copy_from_slice(location.stored);
-                Ok(())
-            }
+            Compression::None => out.copy_from_slice(location.stored),
             Compression::Lz4 => match lz4_block::literal_range(location.stored) {
-                Some(range) => {
-                    out.copy_from_slice(&location.stored[range]);
-                    Ok(())
-                }
+                Some(range) => out.copy_from_slice(&location.stored[range]),
                 None => lz4_block::decompress_to_slice(location.stored, out)
-                    .map_err(|e| Self::corrupt(index, &location, e)),
+                    .map_err(|e| Self::corrupt(index, &location, e))?,
             },
         }
+        self.check_content(index, out)
     }
 
     /// The value of `key` via [`Dataset::at_with_buffer`].
@@ -567,6 +602,10 @@ impl Dataset {
     /// blocks (see [`lz4_block::literal_range`]); `None` when it must be
     /// decompressed. Lets a caller hand out a view of the bytes instead of a copy
     /// (the Python package's zero-copy values).
+    ///
+    /// The bytes are not checked against their content hash: a caller handing
+    /// them out while [`Dataset::verifies_content`] checks them first
+    /// ([`Dataset::at`] borrows such a value and checks it).
     pub fn verbatim_location(&self, index: usize) -> Result<Option<ValueLocation>> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
@@ -610,6 +649,32 @@ impl Dataset {
             reason: error.0,
         }
     }
+}
+
+/// The default memory limit of the duplicate checks: a quarter of the
+/// machine's physical memory (4 GiB where it cannot be read).
+pub fn default_memory_limit() -> u64 {
+    physical_memory().map_or(4 << 30, |bytes| bytes / 4)
+}
+
+#[cfg(unix)]
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf only reads its integer argument.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(page_size)) {
+        (Ok(pages), Ok(size)) if pages > 0 && size > 0 => pages.checked_mul(size),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+fn physical_memory() -> Option<u64> {
+    None
 }
 
 #[cfg(test)]

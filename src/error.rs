@@ -286,6 +286,38 @@ pub enum Error {
     /// An earlier error in this extend left it unusable; it must be dropped.
     #[error("this extend already failed and was rolled back; start a new one")]
     Poisoned,
+    /// A committed shard without content hashes, where they are needed (an
+    /// extend or merge dropping duplicate values, a read checking them).
+    #[error("{}: shard {shard} has no content hashes ({} is missing): build them first for every shard of {} (`dedup-index`)", dataset.display(), path.display(), dataset.display())]
+    NoContentHashes {
+        /// The missing file.
+        path: PathBuf,
+        /// Its shard.
+        shard: u64,
+        /// The dataset.
+        dataset: PathBuf,
+    },
+    /// A content hashes file that does not fit its shard.
+    #[error("{}: corrupt content hashes: {reason}; remove it and build it again (`dedup-index`)", path.display())]
+    CorruptContentHashes {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A value that does not match the content hash written with it: the shard's
+    /// bytes changed after they were written (a flipped bit on disk, say).
+    #[error("{}: record {record} (dataset index {index}): the value does not match its content hash in {}: the shard's bytes changed after they were written", path.display(), hashes.display())]
+    ContentMismatch {
+        /// The shard's data file.
+        path: PathBuf,
+        /// The record's position in its shard.
+        record: u64,
+        /// The record's dataset index.
+        index: u64,
+        /// The content hashes file.
+        hashes: PathBuf,
+    },
 }
 
 impl Error {

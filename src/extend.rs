@@ -3,26 +3,28 @@
 
 use std::mem::ManuallyDrop;
 
-use hashbrown::HashTable;
-
 use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
 use crate::dataset::Dataset;
 use crate::error::{DisplayKey, Error, Result};
 use crate::fork;
 use crate::format::{
     commit_file_path, parse_commit_file_name, parse_merge_record_name, parse_sidecar_name,
-    COMMIT_FILE_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
+    COMMIT_FILE_TMP_PREFIX, CONTENT_HASH_TMP_PREFIX, LZ4_MAX_INPUT_SIZE,
 };
+use crate::key_set::{KeySet, SpillDir};
 use crate::lz4_block;
 use crate::manifest::{Compression, Manifest, ManifestVersion};
+use crate::reader::NewKeys;
 use crate::shard_writer::{ShardWriter, WrittenShard};
 
 mod batch;
+mod check;
 mod commit;
 mod sidecar;
 
 use batch::Batch;
 pub use batch::{batch_limits, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD};
+use check::Verdict;
 pub(crate) use commit::{write_durably, write_read_back};
 pub use sidecar::SidecarWriter;
 
@@ -37,6 +39,61 @@ pub struct ExtendSummary {
     pub bytes_stored: u64,
 }
 
+/// Which records an extend leaves out as duplicates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dedup {
+    /// Records whose key is already in the dataset (keyed datasets: the
+    /// format's rule; keyless datasets take every record).
+    #[default]
+    Keys,
+    /// Also records whose value equals an earlier record's (committed, or pushed
+    /// earlier in this extend), keyed or keyless: the value's content hash
+    /// (XXH3-128) is looked up among every earlier record's, and a value whose
+    /// hash matches is compared byte for byte before it is called a duplicate.
+    /// Content hashes are kept beside the shards (`NNNNNN.xxh128`); every
+    /// committed shard must have them (see [`Dataset::build_content_hashes`]).
+    Content,
+}
+
+/// How an extend checks and writes records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtendOptions {
+    /// Which records are duplicates. Default: [`Dedup::Keys`].
+    pub dedup: Dedup,
+    /// Memory the duplicate checks may hold before they spill to disk. Default
+    /// (`None`): the dataset's ([`Dataset::set_memory_limit`]).
+    pub memory_limit: Option<u64>,
+    /// Writes each new record's content hash beside its shard
+    /// (`NNNNNN.xxh128`) whatever `dedup` says: for a copy of records from a
+    /// dataset that has them (`export --into`). Default (`false`): content
+    /// hashes are written with [`Dedup::Content`] or when a committed shard
+    /// has them.
+    pub content_hashes: bool,
+}
+
+/// A record a batch push left out because its value equals an earlier record's
+/// ([`Dedup::Content`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueDuplicate {
+    /// Its position in the batch.
+    pub position: usize,
+    /// The dataset index of the record whose value it repeats: a committed
+    /// record, or one this extend added (its index once committed).
+    pub of: u64,
+    /// That record's key (empty for a keyless dataset).
+    pub of_key: Vec<u8>,
+}
+
+/// The records a batch push left out: [`Extend::push_batch_deduplicated`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Positions in the batch of the records whose key was seen before, in order.
+    pub keys: Vec<usize>,
+    /// The records whose value repeats an earlier record's, in order.
+    pub values: Vec<ValueDuplicate>,
+}
+
 /// An extend in progress, from [`Dataset::begin_extend`]. Records pushed are written
 /// to new shard files that no reader sees until [`Extend::commit`]. Dropping it
 /// without committing, or any failed write, removes those files and leaves the
@@ -45,20 +102,29 @@ pub struct ExtendSummary {
 /// It holds the dataset's writer lock from start to end. A copy of it inherited by
 /// a forked child process is inert: it writes, commits and removes nothing, and
 /// fails with [`Error::ForkedExtend`] (see [`crate::fork`]).
+///
+/// Its duplicate checks hold no key and no value: fingerprints (a 64-bit hash and
+/// a record number, 12 to 16 bytes each) of the keys, and with [`Dedup::Content`]
+/// of the values, in a set that spills to the dataset's `.bcd-spill/` directory
+/// past the dataset's memory limit ([`Dataset::set_memory_limit`]); a hash that
+/// matches is confirmed against the bytes written.
 pub struct Extend<'d> {
     dataset: &'d mut Dataset,
     /// Not dropped by a forked child's copy: dropping flushes its buffers, which
     /// would write into the parent's files (the child shares their offsets).
     writer: ManuallyDrop<ShardWriter>,
-    /// Keys pushed so far (the committed ones are in the dataset's index), hashed
-    /// with the index's hasher.
-    new_keys: HashTable<(u64, Box<[u8]>)>,
-    /// Those hashes in push order, so the commit indexes the new shards without
-    /// reading their keys back.
-    new_hashes: Vec<u64>,
-    scratch: Vec<u8>,
+    /// The keys pushed so far (the committed ones are in the dataset's index),
+    /// by dataset record number, hashed with the index's hasher; keyed datasets.
+    keys: Option<ManuallyDrop<KeySet>>,
+    /// With [`Dedup::Content`]: the content hash fingerprints of every record,
+    /// committed and pushed.
+    values: Option<ManuallyDrop<KeySet>>,
+    /// The committed shards' content hashes, loaded as lookups need them.
+    committed_hashes: std::collections::HashMap<u64, crate::ShardData>,
     /// The commit file to write with the commit ([`Extend::set_commit_file`]).
     commit_file: Option<Vec<u8>>,
+    /// Records left out for their value.
+    skipped_values: u64,
     poisoned: bool,
     /// The fork generation it began in.
     generation: u64,
@@ -70,6 +136,14 @@ impl Dataset {
     /// shards another handle committed, so they are never overwritten), and
     /// prepares to write the next shard number.
     pub fn begin_extend(&mut self) -> Result<Extend<'_>> {
+        self.begin_extend_with(ExtendOptions::default())
+    }
+
+    /// [`Dataset::begin_extend`] with `options`. With [`Dedup::Content`], every
+    /// committed record's content hash is read first (16 bytes per record), and
+    /// a committed shard without them is an error
+    /// ([`Error::NoContentHashes`]).
+    pub fn begin_extend_with(&mut self, options: ExtendOptions) -> Result<Extend<'_>> {
         if self.data_files.is_some() {
             return Err(Error::InvalidOption(format!(
                 "{} is a read-only mirror of a dataset elsewhere (object storage): extend the dataset itself",
@@ -80,20 +154,40 @@ impl Dataset {
         let manifest = Manifest::read(&self.dir)?;
         self.apply_manifest(manifest)?;
         self.remove_stale_files()?;
-        let writer = ManuallyDrop::new(ShardWriter::new(
+        let dedup_values = options.dedup == Dedup::Content;
+        let keep_hashes = dedup_values || options.content_hashes || self.keeps_content_hashes()?;
+        let mut writer = ShardWriter::new(
             &self.dir,
             self.storage.clone(),
             self.manifest.keyed,
             self.manifest.max_shard_size,
             self.manifest.shards,
-        ));
+        );
+        if keep_hashes {
+            writer.keep_content_hashes();
+        }
+        let spill = SpillDir::new(&self.dir, self.storage.clone());
+        let budget = options.memory_limit.map_or_else(
+            || self.memory_limit(),
+            |limit| limit.max(crate::key_set::MIN_MEMORY_LIMIT),
+        );
+        let sets = usize::from(self.keyed()) + usize::from(dedup_values);
+        let share = budget / sets.max(1) as u64;
+        let keys = self
+            .keyed()
+            .then(|| ManuallyDrop::new(KeySet::new(spill.clone(), "keys", share)));
+        let values = match dedup_values {
+            true => Some(ManuallyDrop::new(self.committed_value_set(spill, share)?)),
+            false => None,
+        };
         Ok(Extend {
             dataset: self,
-            writer,
-            new_keys: HashTable::new(),
-            new_hashes: Vec::new(),
-            scratch: Vec::new(),
+            writer: ManuallyDrop::new(writer),
+            keys,
+            values,
+            committed_hashes: std::collections::HashMap::new(),
             commit_file: None,
+            skipped_values: 0,
             poisoned: false,
             generation: fork::generation(),
             _lock: lock,
@@ -114,7 +208,8 @@ impl Dataset {
             let stale = parse_sidecar_name(name).is_some_and(|(id, _)| id >= shards)
                 || parse_commit_file_name(name).is_some_and(|n| n > shards)
                 || parse_merge_record_name(name).is_some_and(|n| n > shards)
-                || name.starts_with(COMMIT_FILE_TMP_PREFIX);
+                || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+                || name.starts_with(CONTENT_HASH_TMP_PREFIX);
             if stale {
                 let path = entry.path();
                 self.storage
@@ -122,7 +217,8 @@ impl Dataset {
                     .map_err(|e| Error::io("remove stale file", &path, e))?;
             }
         }
-        Ok(())
+        // The runs a writer that died while spilling left.
+        crate::key_set::remove_spill_leftovers(self.storage.as_ref(), &self.dir)
     }
 
     /// Adds `(key, value)` records to a keyed dataset, all or nothing: on any error
@@ -235,63 +331,30 @@ impl<'d> Extend<'d> {
         self.writer.bytes()
     }
 
+    /// Records left out so far because their value repeats an earlier record's.
+    pub fn skipped_values(&self) -> u64 {
+        self.skipped_values
+    }
+
     /// Whether `key` is committed or already pushed in this extend.
-    pub fn contains_key(&self, key: &[u8]) -> bool {
-        self.contains_hashed(self.dataset.index.hash_key(key), key)
-    }
-
-    /// [`Extend::contains_key`] for a key whose index hash is `hash`.
-    fn contains_hashed(&self, hash: u64, key: &[u8]) -> bool {
-        self.dataset.index.position_hashed(hash, key).is_some()
-            || self
-                .new_keys
-                .find(hash, |(h, k)| *h == hash && &**k == key)
-                .is_some()
-    }
-
-    /// Each key's index hash (computed once per key, for the checks and the
-    /// commit's index alike), and whether it is a duplicate: committed, pushed
-    /// earlier in this extend, or earlier in `records`.
-    fn classify<K: AsRef<[u8]>, V>(&self, records: &[(K, V)]) -> (Vec<u64>, Vec<bool>) {
-        let mut batch_keys: HashTable<(u64, &[u8])> = HashTable::with_capacity(records.len());
-        let mut hashes = Vec::with_capacity(records.len());
-        let mut duplicate = Vec::with_capacity(records.len());
-        for (key, _) in records {
-            let key = key.as_ref();
-            let hash = self.dataset.index.hash_key(key);
-            let seen = self.contains_hashed(hash, key)
-                || batch_keys
-                    .find(hash, |(h, k)| *h == hash && *k == key)
-                    .is_some();
-            if !seen {
-                batch_keys.insert_unique(hash, (hash, key), |(h, _)| *h);
-            }
-            hashes.push(hash);
-            duplicate.push(seen);
-        }
-        (hashes, duplicate)
+    pub fn contains_key(&mut self, key: &[u8]) -> Result<bool> {
+        let hash = self.dataset.index.hash_key(key);
+        self.key_seen(hash, key)
     }
 
     /// Adds a record to a keyed dataset, compressing the value if the dataset does.
-    /// A duplicate key is an error that leaves the extend usable (nothing was written).
+    /// A duplicate key is an error that leaves the extend usable (nothing was
+    /// written); with [`Dedup::Content`] a duplicate value is left out (see
+    /// [`Extend::skipped_values`]).
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_usable(true)?;
-        self.check_new_key(key)?;
-        self.check_value(value)?;
-        let stored = self.encode(value)?;
-        self.write(key, &stored)?;
-        self.scratch = stored;
-        Ok(())
+        self.push_batch(&[(key, value)])
     }
 
     /// Adds a value to a keyless dataset.
     pub fn push_value(&mut self, value: &[u8]) -> Result<()> {
         self.check_usable(false)?;
-        self.check_value(value)?;
-        let stored = self.encode(value)?;
-        self.write(&[], &stored)?;
-        self.scratch = stored;
-        Ok(())
+        self.push_value_batch(&[value])
     }
 
     /// Adds many records to a keyed dataset, compressing their values on all cores
@@ -299,75 +362,96 @@ impl<'d> Extend<'d> {
     /// key writes none of the batch and leaves the extend usable.
     pub fn push_batch<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, records: &[(K, V)]) -> Result<()> {
         self.check_usable(true)?;
-        let (hashes, duplicate) = self.classify(records);
-        if let Some(at) = duplicate.iter().position(|&d| d) {
+        let (hashes, verdicts) = self.classify(records)?;
+        if let Some(at) = verdicts.iter().position(|v| *v == Verdict::DuplicateKey) {
             return Err(Error::DuplicateKey {
                 key: DisplayKey(records[at].0.as_ref().to_vec()),
             });
         }
-        self.push_classified(records, &hashes, &duplicate)
+        self.push_classified(records, &hashes, &verdicts)?;
+        Ok(())
     }
 
     /// Like [`Extend::push_batch`], but a record whose key is a duplicate
     /// (committed, pushed earlier in this extend, or earlier in `records`) is left
     /// out instead of failing the batch: the first occurrence wins. Returns the
-    /// positions in `records` left out, in order. Each key is hashed once.
+    /// positions in `records` left out for their key, in order. Each key is
+    /// hashed once.
     pub fn push_batch_skipping_duplicates<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &mut self,
         records: &[(K, V)],
     ) -> Result<Vec<usize>> {
         self.check_usable(true)?;
-        let (hashes, duplicate) = self.classify(records);
-        self.push_classified(records, &hashes, &duplicate)?;
-        Ok(duplicate
-            .iter()
-            .enumerate()
-            .filter_map(|(at, &d)| d.then_some(at))
-            .collect())
+        Ok(self.push_batch_deduplicated(records)?.keys)
     }
 
-    /// Writes the records of `records` not marked `skip`, with their `hashes`.
+    /// Adds many records (keys empty for a keyless dataset), leaving out those
+    /// whose key was seen before (keyed datasets) and, with [`Dedup::Content`],
+    /// those whose value repeats an earlier record's; the first occurrence wins.
+    /// Returns what was left out.
+    pub fn push_batch_deduplicated<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        records: &[(K, V)],
+    ) -> Result<Skipped> {
+        self.check_process()?;
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        if !self.dataset.keyed() && records.iter().any(|(k, _)| !k.as_ref().is_empty()) {
+            return Err(Error::WrongKeying("keyless datasets take no keys"));
+        }
+        let (hashes, verdicts) = self.classify(records)?;
+        self.push_classified(records, &hashes, &verdicts)
+    }
+
+    /// Writes the records `verdicts` calls new, with their key `hashes`; returns
+    /// the others.
     fn push_classified<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &mut self,
         records: &[(K, V)],
-        hashes: &[u64],
-        skip: &[bool],
-    ) -> Result<()> {
+        hashes: &[check::Hashes],
+        verdicts: &[Verdict],
+    ) -> Result<Skipped> {
         let kept = || {
             records
                 .iter()
-                .zip(skip)
-                .filter(|(_, &skip)| !skip)
+                .zip(hashes)
+                .zip(verdicts)
+                .filter(|(_, v)| **v == Verdict::New)
                 .map(|(record, _)| record)
         };
-        for (key, value) in kept() {
+        for ((key, value), _) in kept() {
             ShardWriter::check_sizes(key.as_ref(), &[])?;
             self.check_value(value.as_ref())?;
         }
-        let values: Vec<&[u8]> = kept().map(|(_, v)| v.as_ref()).collect();
+        let values: Vec<&[u8]> = kept().map(|((_, v), _)| v.as_ref()).collect();
         let stored = self.encode_many(&values)?;
-        let kept_hashes = hashes
-            .iter()
-            .zip(skip)
-            .filter(|(_, &s)| !s)
-            .map(|(h, _)| *h);
-        for (((key, _), stored), hash) in kept().zip(&stored).zip(kept_hashes) {
-            self.write_hashed(key.as_ref(), stored, Some(hash))?;
+        for (((key, _), hashes), stored) in kept().zip(&stored) {
+            self.write_hashed(key.as_ref(), stored, hashes)?;
         }
-        Ok(())
+        let mut skipped = Skipped::default();
+        for (position, verdict) in verdicts.iter().enumerate() {
+            match verdict {
+                Verdict::New => {}
+                Verdict::DuplicateKey => skipped.keys.push(position),
+                Verdict::DuplicateValue { of, of_key } => {
+                    skipped.values.push(ValueDuplicate {
+                        position,
+                        of: *of,
+                        of_key: of_key.clone(),
+                    });
+                }
+            }
+        }
+        self.skipped_values += skipped.values.len() as u64;
+        Ok(skipped)
     }
 
     /// Adds many values to a keyless dataset, compressing them on all cores.
     pub fn push_value_batch<V: AsRef<[u8]>>(&mut self, values: &[V]) -> Result<()> {
         self.check_usable(false)?;
-        let values: Vec<&[u8]> = values.iter().map(AsRef::as_ref).collect();
-        for value in &values {
-            self.check_value(value)?;
-        }
-        let stored = self.encode_many(&values)?;
-        for stored in &stored {
-            self.write(&[], stored)?;
-        }
+        let records: Vec<(&[u8], &[u8])> = values.iter().map(|v| (&[][..], v.as_ref())).collect();
+        self.push_batch_deduplicated(&records)?;
         Ok(())
     }
 
@@ -380,8 +464,8 @@ impl<'d> Extend<'d> {
                 .collect()),
             Compression::Lz4 => {
                 lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
-                    .map(|all| all.into_iter().map(std::borrow::Cow::Owned).collect())
                     .map_err(|(_, e)| Error::InvalidOption(e.0))
+                    .map(|all| all.into_iter().map(std::borrow::Cow::Owned).collect())
             }
         }
     }
@@ -390,11 +474,24 @@ impl<'d> Extend<'d> {
     /// value with its size prefix, or raw): for pipelines that compress in
     /// parallel. `key` must be empty for keyless datasets.
     pub fn push_stored(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        match self.push_stored_deduplicated(key, stored)? {
+            Some(LeftOut::Key) => Err(Error::DuplicateKey {
+                key: DisplayKey(key.to_vec()),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Extend::push_stored`], leaving the record out (and saying why) when its
+    /// key was seen before or, with [`Dedup::Content`], its value was.
+    pub fn push_stored_deduplicated(
+        &mut self,
+        key: &[u8],
+        stored: &[u8],
+    ) -> Result<Option<LeftOut>> {
         let keyed = self.dataset.keyed();
         self.check_usable(keyed)?;
-        if keyed {
-            self.check_new_key(key)?;
-        } else if !key.is_empty() {
+        if !keyed && !key.is_empty() {
             return Err(Error::WrongKeying("keyless datasets take no keys"));
         }
         if self.dataset.compression() == Compression::Lz4 {
@@ -402,7 +499,27 @@ impl<'d> Extend<'d> {
                 Error::InvalidOption(format!("pushed value is not a stored LZ4 value: {}", e.0))
             })?;
         }
-        self.write(key, stored)
+        // The value, for its content hash and comparisons.
+        let needs_value = self.writer.keeps_content_hashes();
+        let value = match (needs_value, self.dataset.compression()) {
+            (false, _) | (true, Compression::None) => std::borrow::Cow::Borrowed(stored),
+            (true, Compression::Lz4) => std::borrow::Cow::Owned(
+                lz4_block::decompress(stored)
+                    .map_err(|e| Error::InvalidOption(format!("pushed value: {}", e.0)))?,
+            ),
+        };
+        let (hashes, verdicts) = self.classify(&[(key, &*value)])?;
+        match verdicts.into_iter().next() {
+            Some(Verdict::New) | None => {
+                self.write_hashed(key, stored, &hashes[0])?;
+                Ok(None)
+            }
+            Some(Verdict::DuplicateKey) => Ok(Some(LeftOut::Key)),
+            Some(Verdict::DuplicateValue { of, of_key }) => {
+                self.skipped_values += 1;
+                Ok(Some(LeftOut::Value { of, of_key }))
+            }
+        }
     }
 
     fn check_usable(&self, keyed: bool) -> Result<()> {
@@ -421,15 +538,6 @@ impl<'d> Extend<'d> {
         }
     }
 
-    fn check_new_key(&self, key: &[u8]) -> Result<()> {
-        if self.contains_key(key) {
-            return Err(Error::DuplicateKey {
-                key: DisplayKey(key.to_vec()),
-            });
-        }
-        Ok(())
-    }
-
     fn check_value(&self, value: &[u8]) -> Result<()> {
         if self.dataset.compression() == Compression::Lz4 && value.len() > LZ4_MAX_INPUT_SIZE {
             return Err(Error::TooLarge {
@@ -441,41 +549,44 @@ impl<'d> Extend<'d> {
         Ok(())
     }
 
-    /// The stored form of `value`, in the reused scratch buffer.
-    fn encode(&mut self, value: &[u8]) -> Result<Vec<u8>> {
-        let mut stored = std::mem::take(&mut self.scratch);
-        match self.dataset.compression() {
-            Compression::None => {
-                stored.clear();
-                stored.extend_from_slice(value);
-            }
-            Compression::Lz4 => {
-                lz4_block::compress_into(value, self.dataset.lz4_mode, &mut stored)
-                    .map_err(|e| Error::InvalidOption(e.0))?;
-            }
-        }
-        Ok(stored)
-    }
-
-    fn write(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.write_hashed(key, stored, None)
-    }
-
-    /// Writes one record; `hash` is the key's index hash when already computed.
-    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hash: Option<u64>) -> Result<()> {
+    /// Writes one record, with its key hash and content hash (computed before),
+    /// and adds their fingerprints to the sets.
+    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hashes: &check::Hashes) -> Result<()> {
         ShardWriter::check_sizes(key, stored)?;
-        if let Err(e) = self.writer.append(key, stored) {
+        let record = self.dataset.len() as u64 + self.writer.records();
+        let content = hashes.content.as_ref();
+        if let Err(e) = self.writer.append_hashed(key, stored, content) {
             self.poison();
             return Err(e);
         }
-        if self.dataset.keyed() {
-            let hash = hash.unwrap_or_else(|| self.dataset.index.hash_key(key));
-            self.new_keys
-                .insert_unique(hash, (hash, key.into()), |(h, _)| *h);
-            self.new_hashes.push(hash);
+        let mut added = Ok(());
+        if let Some(keys) = &mut self.keys {
+            added = keys.insert(hashes.key, record);
+        }
+        if let (Some(values), Some(content), Ok(())) = (&mut self.values, content, &added) {
+            added = values.insert(crate::content::fingerprint(content), record);
+        }
+        if let Err(e) = added {
+            self.poison();
+            return Err(e);
         }
         Ok(())
     }
+}
+
+/// Why [`Extend::push_stored_deduplicated`] left a record out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeftOut {
+    /// Its key was seen before.
+    Key,
+    /// Its value equals that of the record at dataset index `of`, whose key is
+    /// `of_key` (empty when keyless).
+    Value {
+        /// The dataset index of the record it repeats.
+        of: u64,
+        /// That record's key.
+        of_key: Vec<u8>,
+    },
 }
 
 impl Drop for Extend<'_> {
@@ -484,11 +595,20 @@ impl Drop for Extend<'_> {
     fn drop(&mut self) {
         if self.forked() {
             // A child's copy: the files are the parent's. The writer (its buffers
-            // and descriptors) is leaked, once per fork of an extend in progress.
+            // and descriptors) and the key sets (whose runs are the parent's) are
+            // leaked, once per fork of an extend in progress.
             return;
         }
         self.writer.abort();
-        // SAFETY: dropped once, here; the field is not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.writer) };
+        // SAFETY: dropped once, here; the fields are not used afterwards.
+        unsafe {
+            ManuallyDrop::drop(&mut self.writer);
+            if let Some(keys) = &mut self.keys {
+                ManuallyDrop::drop(keys);
+            }
+            if let Some(values) = &mut self.values {
+                ManuallyDrop::drop(values);
+            }
+        }
     }
 }

@@ -15,6 +15,11 @@ pub const LOCK_NAME: &str = ".bcd.lock";
 pub const INDEX_FILE_NAME: &str = ".bcd-index";
 /// Prefix of the temporary names an index file is written under before its rename.
 pub const INDEX_FILE_TMP_PREFIX: &str = ".bcd-index.tmp-";
+/// Directory inside a dataset where a writer spills the fingerprints of the keys
+/// (and contents) it has written when they pass its memory budget: temporary
+/// files, removed when the writer finishes, and by the next writer or `gc` when
+/// it died first (FORMAT.md section 7). The reference ignores it.
+pub const SPILL_DIR: &str = ".bcd-spill";
 /// Datasets with at least this many records get a persisted index when opened or
 /// extended (smaller ones index faster than they would map and check the file).
 pub const DEFAULT_INDEX_FILE_MIN_RECORDS: u64 = 100_000;
@@ -256,6 +261,17 @@ pub fn parse_merge_record_name(name: &str) -> Option<u64> {
     }
     stem.parse().ok()
 }
+
+/// Suffix of a shard's content hashes (`000003.xxh128`): the XXH3-128 of each
+/// record's value, uncompressed, [`CONTENT_HASH_SIZE`] bytes per record in
+/// record order (FORMAT.md section 7). The reference ignores it.
+pub const CONTENT_HASH_SUFFIX: &str = "xxh128";
+/// Bytes of one content hash: the 128-bit digest in its canonical byte order
+/// (big-endian, as `xxhash.xxh3_128(value).digest()` gives it).
+pub const CONTENT_HASH_SIZE: usize = 16;
+/// Prefix of the temporary name content hashes built for a committed shard
+/// (`bcd dedup-index`) are written under before their rename.
+pub const CONTENT_HASH_TMP_PREFIX: &str = ".bcd-content.tmp-";
 
 /// Prefix of a view file's name: `view.NAME` holds the records of the view
 /// `NAME` (FORMAT.md, "Views"). The reference ignores it.

@@ -136,6 +136,11 @@ impl Dataset {
             }
             emptied.push(staging);
         }
+        // The spill directory of a writer that died, once its runs are gone.
+        let spill = dir.join(crate::format::SPILL_DIR);
+        if spill.is_dir() && !kept_any {
+            emptied.insert(0, spill);
+        }
         // A directory of leftovers loses its lock too, last, once nothing of a
         // writer is left in it.
         if leftovers.is_some() && !kept_any && report.kept_jobs.is_empty() {

@@ -321,19 +321,22 @@ impl IndexFile {
 
     /// Writes an index file for `dir` atomically through `storage`: a temporary
     /// file, synced, then renamed over the old one. `firsts` has one entry per
-    /// shard plus the record count; `starts` yields each record's start (it is
-    /// run twice: once to compute the checksum, which sits in the header, and once
-    /// to write); `entries` holds `(hash, record)` sorted, one per record, when
-    /// keyed. The directory is not synced: the file is a cache, and a rename lost
-    /// to a power failure only means it is rebuilt.
-    pub(crate) fn write<I: Iterator<Item = u64>>(
+    /// shard plus the record count; `starts` gives each record's start, and
+    /// `entries` the `(hash, record)` pairs sorted, one per record, when keyed.
+    /// Both are streams read more than once (the checksum, which sits in the
+    /// header, is computed in a first pass; the bucket starts, before the
+    /// entries, are counted off the sorted entries as they go by), so nothing
+    /// proportional to the record count is held. The directory is not synced:
+    /// the file is a cache, and a rename lost to a power failure only means it is
+    /// rebuilt.
+    pub(crate) fn write(
         storage: &dyn Storage,
         dir: &Path,
         keyed: bool,
         stamps: &[ShardStamp],
         firsts: &[u64],
-        starts: impl Fn() -> I,
-        entries: &[(u64, u64)],
+        starts: Each<'_, u64>,
+        entries: Each<'_, (u64, u64)>,
     ) -> io::Result<()> {
         let records = firsts.last().copied().unwrap_or(0);
         let bucket_bits = if keyed { bucket_bits_for(records) } else { 0 };
@@ -357,24 +360,27 @@ impl IndexFile {
                     out.write_all(&field.to_le_bytes())?;
                 }
             }
-            for start in starts() {
-                out.write_all(&start.to_le_bytes())?;
+            let mut written = 0u64;
+            starts(&mut |start| {
+                written += 1;
+                out.write_all(&start.to_le_bytes())
+            })?;
+            if written != records {
+                return Err(mismatch("record starts", written, records));
             }
             if keyed {
-                let mut bucket_starts = vec![0u64; (1usize << bucket_bits) + 1];
-                for &(hash, _) in entries {
-                    bucket_starts[bucket_of(hash, bucket_bits) + 1] += 1;
-                }
-                for i in 1..bucket_starts.len() {
-                    bucket_starts[i] += bucket_starts[i - 1];
-                }
-                for position in bucket_starts {
-                    out.write_all(&position.to_le_bytes())?;
-                }
-                for &(hash, record) in entries {
+                write_buckets(out, bucket_bits, records, entries)?;
+                let mut previous: Option<(u64, u64)> = None;
+                entries(&mut |(hash, record)| {
+                    if previous.is_some_and(|p| p >= (hash, record)) {
+                        return Err(io::Error::other(format!(
+                            "the key table is not sorted at record {record}"
+                        )));
+                    }
+                    previous = Some((hash, record));
                     out.write_all(&hash.to_le_bytes())?;
-                    out.write_all(&record.to_le_bytes())?;
-                }
+                    out.write_all(&record.to_le_bytes())
+                })?;
             }
             Ok(())
         };
@@ -408,6 +414,44 @@ impl IndexFile {
         }
         result
     }
+}
+
+/// A stream of `T`s read more than once: each call hands every item, in the
+/// same order, to its argument, and stops at the argument's first error.
+pub(crate) type Each<'a, T> = &'a dyn Fn(&mut dyn FnMut(T) -> io::Result<()>) -> io::Result<()>;
+
+fn mismatch(what: &str, got: u64, records: u64) -> io::Error {
+    io::Error::other(format!("{got} {what} for {records} records"))
+}
+
+/// The bucket starts of the sorted `entries`: for each bucket `b` of `2^bits`
+/// (and one past the last), the number of entries in the buckets before it.
+fn write_buckets(
+    out: &mut dyn Write,
+    bits: u32,
+    records: u64,
+    entries: Each<'_, (u64, u64)>,
+) -> io::Result<()> {
+    let buckets = 1usize << bits;
+    let mut next = 0usize;
+    let mut position = 0u64;
+    entries(&mut |(hash, _)| {
+        let bucket = bucket_of(hash, bits);
+        while next <= bucket {
+            out.write_all(&position.to_le_bytes())?;
+            next += 1;
+        }
+        position += 1;
+        Ok(())
+    })?;
+    if position != records {
+        return Err(mismatch("key table entries", position, records));
+    }
+    while next <= buckets {
+        out.write_all(&position.to_le_bytes())?;
+        next += 1;
+    }
+    Ok(())
 }
 
 /// Writes through to `inner`, hashing everything written, with the checksum
@@ -515,8 +559,8 @@ mod tests {
             true,
             &stamps,
             &[0, 600, 1000],
-            || (0..records).map(|r| r * 3),
-            &entries,
+            &|f| (0..records).try_for_each(|r| f(r * 3)),
+            &|f| entries.iter().try_for_each(|&e| f(e)),
         )
         .unwrap();
         let file = IndexFile::open(dir.path(), true, 2).unwrap();
@@ -558,8 +602,8 @@ mod tests {
             true,
             &[stamp(8 * 64)],
             &[0, 64],
-            || 0..64,
-            &entries,
+            &|f| (0..64).try_for_each(&mut *f),
+            &|f| entries.iter().try_for_each(|&e| f(e)),
         )
         .unwrap();
         let path = IndexFile::path(dir.path());

@@ -79,7 +79,7 @@ impl KeyTable {
 }
 
 /// Merges two sorted runs into `out`.
-pub(crate) fn merge_sorted(
+fn merge_sorted(
     first: impl Iterator<Item = (u64, u64)>,
     second: Vec<(u64, u64)>,
     out: &mut Vec<(u64, u64)>,

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod commit;
+mod content;
 mod dataset;
 mod error;
 mod extend;
@@ -33,6 +34,7 @@ pub mod format;
 mod gc;
 mod import;
 mod index_file;
+mod key_set;
 mod key_table;
 pub mod lz4_block;
 mod manifest;
@@ -54,11 +56,12 @@ mod views;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use dataset::{CreateOptions, Dataset, OpenOptions, ValueLocation};
+pub use content::{force_content_collisions, ContentIndexSummary, FORCE_COLLISIONS_ENV};
+pub use dataset::{default_memory_limit, CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
-    batch_limits, Extend, ExtendSummary, SidecarWriter, BATCH_BYTES_PER_THREAD,
-    BATCH_RECORDS_PER_THREAD,
+    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, SidecarWriter, Skipped,
+    ValueDuplicate, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};
@@ -68,8 +71,8 @@ pub use manifest::{Compression, Manifest, ManifestVersion};
 pub use mapping::ShardData;
 pub use merge::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, PartSource, RewrittenSidecar, SidecarOut,
-    SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, RewrittenSidecar,
+    SidecarOut, SidecarRewrite,
 };
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;

@@ -28,11 +28,12 @@ mod options;
 mod placement;
 mod rerun;
 mod sidecar_out;
-use keys::known_hashes;
+mod values;
+use keys::{gained_keys, Renumbering};
 pub use options::{
     CommitFileHook, DropSidecars, HookError, MergeCommitInput, MergeOnDuplicate, MergeOptions,
-    MergeSummary, MergedPart, MergedShard, PartSource, RewrittenSidecar, SidecarOut,
-    SidecarRewrite,
+    MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, RewrittenSidecar,
+    SidecarOut, SidecarRewrite,
 };
 use placement::{list_sidecars, Created, Part, Plan};
 use rerun::{Merged, Opened};
@@ -68,7 +69,21 @@ impl Dataset {
         self.remove_stale_files()?;
         let (mut parts, mut merged_before) = self.separate_merged(self.open_parts(parts)?)?;
         let check = self.check_keys(&parts, options.on_duplicate)?;
-        let plan = self.plan(&parts, &check.dropped);
+        let skipped_keys: u64 = check.dropped.iter().map(|d| d.len() as u64).sum();
+        let mut dropped = check.dropped;
+        let values = match options.dedup {
+            crate::Dedup::Content => Some(self.check_values(&parts, &dropped)?),
+            _ => None,
+        };
+        if let Some(values) = &values {
+            for (dropped, by_value) in dropped.iter_mut().zip(&values.dropped) {
+                dropped.extend_from_slice(by_value);
+                dropped.sort_unstable();
+            }
+        }
+        // Every shard the target gains gets content hashes when it keeps them.
+        let keep_hashes = values.is_some() || self.keeps_content_hashes()?;
+        let plan = self.plan(&parts, &dropped);
 
         let storage = self.storage.clone();
         let mut created = Created {
@@ -77,14 +92,25 @@ impl Dataset {
         };
         let mut summary = MergeSummary {
             parts: parts.len(),
-            skipped: check.dropped.iter().map(|d| d.len() as u64).sum(),
+            skipped: skipped_keys,
             already_merged: merged_before.iter().map(|m| m.dir().to_owned()).collect(),
             ..MergeSummary::default()
         };
+        if let Some(values) = &values {
+            let renumbering = Renumbering::new(self.len() as u64, &parts, &plan);
+            summary.value_duplicates = self.value_duplicates(&parts, values, &renumbering)?;
+        }
         let mut fingerprints = Vec::with_capacity(plan.len());
         for planned in &plan {
             let part = &parts[planned.part];
-            fingerprints.push(self.place(part, planned, options, &mut created, &mut summary)?);
+            fingerprints.push(self.place(
+                part,
+                planned,
+                options,
+                keep_hashes,
+                &mut created,
+                &mut summary,
+            )?);
         }
         let shards = self.shards() + plan.len() as u64;
         if plan.is_empty() {
@@ -113,16 +139,14 @@ impl Dataset {
             version: ManifestVersion::V0_3,
             ..self.manifest
         };
-        let known = self
-            .keyed()
-            .then(|| known_hashes(&parts, &plan, &check.hashes));
+        let renumbering = Renumbering::new(self.len() as u64, &parts, &plan);
         let dir = self.dir.clone();
         match write_manifest(storage.as_ref(), &dir, &manifest) {
             Ok(()) => {}
             Err(ManifestWriteError::NotCommitted(e)) => return Err(e),
             Err(ManifestWriteError::NotDurable(e)) => {
                 created.keep();
-                let _ = self.apply_manifest_with(manifest, known.as_deref());
+                let _ = self.load_merged(manifest, &parts, &renumbering);
                 return Err(e);
             }
         }
@@ -135,7 +159,7 @@ impl Dataset {
             .count() as u64;
 
         // Committed: what follows must not read as a failed merge.
-        let loaded = self.apply_manifest_with(manifest, known.as_deref());
+        let loaded = self.load_merged(manifest, &parts, &renumbering);
         if !options.copy {
             remove_parts(
                 storage.as_ref(),
@@ -149,6 +173,52 @@ impl Dataset {
             source: Box::new(e),
         })?;
         Ok(summary)
+    }
+
+    /// Moves the handle to the merged state: the new shards indexed from the
+    /// parts' key tables (no key read back), straight into a new persisted
+    /// index when the dataset wants one.
+    fn load_merged(
+        &mut self,
+        manifest: Manifest,
+        parts: &[Part],
+        renumbering: &Renumbering,
+    ) -> Result<()> {
+        let sorted = |out: &mut dyn FnMut((u64, u64)) -> std::io::Result<()>| {
+            gained_keys(parts, renumbering, out)
+        };
+        self.apply_manifest_with(manifest, crate::reader::NewKeys::Sorted(&sorted))
+    }
+
+    /// The records the content check left out, named for the summary.
+    fn value_duplicates(
+        &self,
+        parts: &[Part],
+        values: &values::ValueCheck,
+        renumbering: &Renumbering,
+    ) -> Result<Vec<MergedValueDuplicate>> {
+        let key_of = |dataset: &Dataset, record: u64| -> Result<Vec<u8>> {
+            match dataset.keyed() {
+                true => Ok(dataset.key_at(record as usize)?.to_vec()),
+                false => Ok(Vec::new()),
+            }
+        };
+        let mut found = Vec::with_capacity(values.found.len());
+        for &(part, record, of) in &values.found {
+            let of_index = match of.0 {
+                None => Some(of.1),
+                Some(p) => renumbering.of(parts, p, of.1),
+            };
+            found.push(MergedValueDuplicate {
+                part: parts[part].dataset.dir.clone(),
+                record,
+                key: key_of(&parts[part].dataset, record)?,
+                // The record kept is in the target: its new index exists.
+                of: of_index.unwrap_or(u64::MAX),
+                of_key: key_of(self.dataset_of(parts, of), of.1)?,
+            });
+        }
+        Ok(found)
     }
 
     /// Opens and locks every part, checking that it can be merged; a part
@@ -288,6 +358,7 @@ fn remove_part_files(
             || name == INDEX_FILE_NAME
             || name.starts_with(INDEX_FILE_TMP_PREFIX)
             || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+            || name.starts_with(crate::format::CONTENT_HASH_TMP_PREFIX)
             || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
             || crate::format::parse_view_file_name(name).is_some();
         if ours {
@@ -295,6 +366,8 @@ fn remove_part_files(
         }
     }
     names.sort_unstable();
+    // What a writer of the part that died while spilling left.
+    crate::key_set::remove_spill_leftovers(storage, dir)?;
     // The lock last: it is held until the part is gone.
     names.push(LOCK_NAME.to_owned());
     for name in names {

@@ -10,16 +10,24 @@
 //! on open: opening checks their sizes, and a shard nobody reads costs neither a
 //! mapping nor a descriptor.
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DisplayKey, Error, Result};
-use crate::format::{idx_records, read_idx, record_sizes, shard_paths};
-use crate::index_file::{self, IndexFile, ShardStamp};
-use crate::key_table::{merge_sorted, KeyTable};
+use crate::format::{
+    idx_records, index_fields, read_idx, record_sizes, shard_paths, INDEX_FIELD_SIZE,
+};
+use crate::index_file::{self, Each, IndexFile, ShardStamp};
+use crate::key_table::KeyTable;
 use crate::mapping::{open_regular, Mapping, ShardData};
 use crate::shard::{open_error, stat_shard, Shard};
 use crate::storage::Storage;
+
+mod persist;
+
+/// Bytes of a mapped file read through in order after which its pages are given
+/// back ([`Mapping::release`]): reading a large file costs no more memory than
+/// this.
+const RELEASE_EVERY: u64 = 32 << 20;
 
 /// Where records are, without the key table (split out so the table can be
 /// updated while keys are read through the layout).
@@ -175,13 +183,13 @@ impl Index {
             let mut index = Index::new(keyed);
             index.layout.data_files = data_files.clone();
             if index.adopt(dir, file).is_ok() {
-                index.add_shards(dir, count, None)?;
+                index.add_shards(dir, count, NewKeys::Read, None)?;
                 return Ok(index);
             }
         }
         let mut index = Index::new(keyed);
         index.layout.data_files = data_files;
-        index.add_shards(dir, count, None)?;
+        index.add_shards(dir, count, NewKeys::Read, None)?;
         Ok(index)
     }
 
@@ -322,18 +330,22 @@ impl Index {
     /// Indexes shards `self.shard_count()..count` of `dir`. On error the
     /// index is left exactly as it was.
     ///
-    /// `known` may give the [`Index::hash_key`] hashes of every key in those shards,
-    /// in record order, from a writer that already checked them for duplicates:
-    /// then no key is read back from the new shards (which would page in the
-    /// values around them).
+    /// `keys` says where the new keys' hashes come from: read back from the new
+    /// shards (which pages in the values around them), or given by a writer that
+    /// already checked them for duplicates. With [`NewKeys::Sorted`] and a
+    /// `file` policy that wants the persisted index written now, the new index
+    /// file is written straight from the sorted stream, the old file and the new
+    /// shards' sizes, holding nothing per record; otherwise (or should writing it
+    /// fail) the new records are indexed in memory.
     pub(crate) fn add_shards(
         &mut self,
         dir: &Path,
         count: u64,
-        known: Option<&[u64]>,
+        keys: NewKeys<'_>,
+        file: Option<(&dyn Storage, FilePolicy)>,
     ) -> Result<()> {
         let before = (self.layout.shards.len(), self.layout.len);
-        let result = self.try_add_shards(dir, count, known);
+        let result = self.try_add_shards(dir, count, keys, file);
         if result.is_err() {
             let layout = &mut self.layout;
             layout.shards.truncate(before.0);
@@ -346,32 +358,38 @@ impl Index {
         result
     }
 
-    fn try_add_shards(&mut self, dir: &Path, count: u64, known: Option<&[u64]>) -> Result<()> {
-        // (hash, record) of the new keys: read from the shards, or known.
+    fn try_add_shards(
+        &mut self,
+        dir: &Path,
+        count: u64,
+        keys: NewKeys<'_>,
+        file: Option<(&dyn Storage, FilePolicy)>,
+    ) -> Result<()> {
+        if let NewKeys::Sorted(sorted) = keys {
+            return self.add_shards_sorted(dir, count, sorted, file);
+        }
+        // (hash, record) of the new keys, read from the shards.
         let mut read = Vec::new();
-        let mut given = Vec::new();
-        let added = self.add_shard_files(dir, count, known, &mut read, &mut given);
+        let added = self.add_shard_files(dir, count, Some(&mut read), true);
         // The keys read are all in shards before any that failed, so a duplicate
         // among them is the first problem in shard order.
         read.sort_unstable();
         self.check_new_keys(&read)?;
         added?;
-        given.sort_unstable();
-        let mut new = Vec::with_capacity(read.len() + given.len());
-        merge_sorted(read.into_iter(), given, &mut new);
-        self.tail_keys.add_sorted(new);
+        self.tail_keys.add_sorted(read);
         Ok(())
     }
 
+    /// Adds shards `self.shard_count()..count`, checking each `.idx` against
+    /// its data file; keeps their record starts when `keep_starts`, and reads
+    /// their keys' `(hash, record)` into `read` when given.
     fn add_shard_files(
         &mut self,
         dir: &Path,
         count: u64,
-        known: Option<&[u64]>,
-        read: &mut Vec<(u64, u64)>,
-        given: &mut Vec<(u64, u64)>,
+        mut read: Option<&mut Vec<(u64, u64)>>,
+        keep_starts: bool,
     ) -> Result<()> {
-        let base = self.len();
         let keyed = self.layout.keyed;
         for id in self.shard_count()..count {
             let (data_path, index_path) = shard_paths(dir, id);
@@ -384,23 +402,37 @@ impl Index {
             let stamp = self.stamp(id, &data_path, &sizes_meta, count)?;
             let first = self.len() as u64;
             let tail_starts = &mut self.layout.tail_starts;
-            tail_starts.reserve(records as usize);
+            if keep_starts {
+                tail_starts.reserve(records as usize);
+            }
+            // Read once to check; the pages go back as it goes (a later read maps
+            // them again), so a large shard's `.idx` is never all resident.
+            let entry = (INDEX_FIELD_SIZE * index_fields(keyed)) as u64;
+            let (mut checked, mut released) = (0u64, 0u64);
             let records = read_idx(
                 &sizes,
                 keyed,
                 stamp.data_len,
                 &data_path,
                 &index_path,
-                |start| tail_starts.push(start),
+                |start| {
+                    if keep_starts {
+                        tail_starts.push(start)
+                    }
+                    if checked >= released + RELEASE_EVERY {
+                        sizes.release(released as usize, (checked - released) as usize);
+                        released = checked;
+                    }
+                    checked += entry;
+                },
             )? as usize;
+            sizes.release(0, sizes.len());
             let shard = self.shard(id, data_path, first, stamp, Some(sizes));
             self.layout.shards.push(shard);
             self.layout.len += records;
             if keyed {
-                let range = first as usize - base..self.len() - base;
-                match known.and_then(|hashes| hashes.get(range)) {
-                    Some(hashes) => given.extend(hashes.iter().zip(first..).map(|(&h, i)| (h, i))),
-                    None => self.read_keys(first as usize, read)?,
+                if let Some(read) = read.as_deref_mut() {
+                    self.read_keys(first as usize, read)?;
                 }
             }
         }
@@ -449,7 +481,6 @@ impl Index {
         // Reading the keys maps pages (and the kernel maps neighbours with them);
         // give them back every RELEASE_EVERY bytes so opening a large keyed dataset
         // does not make its whole size resident.
-        const RELEASE_EVERY: u64 = 32 << 20;
         let mut released = 0u64;
         let file_records = layout.file_records();
         for i in from..layout.len {
@@ -511,60 +542,24 @@ impl Index {
             key: DisplayKey(layout.key(record as usize).unwrap_or_default().to_vec()),
         })
     }
+}
 
-    /// Writes an index file covering every loaded shard and switches to it,
-    /// dropping the in-memory tail. Nothing changes on error.
-    pub(crate) fn persist(&mut self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
-        let layout = &self.layout;
-        let mut entries = Vec::new();
-        if layout.keyed {
-            let tail = self.tail_keys.entries().to_vec();
-            entries.reserve_exact(layout.len);
-            match &layout.file {
-                Some(file) => merge_sorted(file.entries(), tail, &mut entries),
-                None => entries = tail,
-            }
-        }
-        let stamps: Vec<ShardStamp> = layout.shards.iter().map(|s| s.stamp).collect();
-        let mut firsts: Vec<u64> = layout.shards.iter().map(|s| s.first).collect();
-        firsts.push(layout.len as u64);
-        let file_records = layout.file_records();
-        let starts = || {
-            (0..layout.len).map(move |i| match &layout.file {
-                Some(file) if i < file_records => file.start(i),
-                _ => layout.tail_starts[i - file_records],
-            })
-        };
-        IndexFile::write(
-            storage,
-            dir,
-            layout.keyed,
-            &stamps,
-            &firsts,
-            starts,
-            &entries,
-        )?;
-        drop(entries);
+/// Where the key hashes of shards being added come from ([`Index::add_shards`]).
+#[derive(Clone, Copy)]
+pub(crate) enum NewKeys<'a> {
+    /// Read back from the shards, and checked for duplicates.
+    Read,
+    /// Every new record's `(hash, dataset record number)`, sorted, from a writer
+    /// that checked them.
+    Sorted(Each<'a, (u64, u64)>),
+}
 
-        // Another process may have replaced it meanwhile: switch only to a file
-        // describing exactly these shards.
-        let written = IndexFile::open(dir, layout.keyed, self.shard_count())
-            .filter(|f| {
-                (0..f.shards())
-                    .map(|id| f.stamp(id))
-                    .eq(stamps.iter().copied().map(Some))
-            })
-            .filter(|f| f.records() == layout.len as u64);
-        let Some(written) = written else {
-            return Err(io::Error::other(
-                "the index file changed while being written",
-            ));
-        };
-        self.layout.file = Some(written);
-        self.layout.tail_starts = Vec::new();
-        self.tail_keys = KeyTable::default();
-        Ok(())
-    }
+/// When the persisted index is written: [`crate::OpenOptions`]' thresholds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FilePolicy {
+    pub(crate) min_records: Option<u64>,
+    pub(crate) min_bytes: Option<u64>,
+    pub(crate) min_tail: u64,
 }
 
 /// Two sorted iterators merged into one.

@@ -61,6 +61,9 @@ pub(crate) struct Shard {
     /// with this shard's sizes, checked on the first read of the shard (see
     /// [`IndexFile::check_starts`]).
     pub(crate) starts_checked: OnceLock<Result<(), String>>,
+    /// Its content hashes (`NNNNNN.xxh128`), loaded on the first read that
+    /// checks a value against them.
+    pub(crate) content_hashes: OnceLock<crate::ShardData>,
 }
 
 impl Shard {
@@ -80,6 +83,7 @@ impl Shard {
             first,
             stamp,
             starts_checked: OnceLock::new(),
+            content_hashes: OnceLock::new(),
         }
     }
 

@@ -7,19 +7,40 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintBuilder, ShardFingerprint};
-use crate::format::{shard_paths, MAX_FIELD_SIZE};
+use crate::format::{
+    index_fields, record_sizes, shard_paths, sidecar_path, CONTENT_HASH_SIZE, CONTENT_HASH_SUFFIX,
+    INDEX_FIELD_SIZE, MAX_FIELD_SIZE,
+};
 use crate::storage::{Storage, StorageFile};
 
 const BUFFER: usize = 1 << 20;
+/// The byte offset of every this many records is kept, so a record written
+/// earlier is found by reading at most this many `.idx` entries.
+const CHECKPOINT_EVERY: u64 = 64;
 
 struct OpenShard {
     data: BufWriter<Box<dyn StorageFile>>,
     index: BufWriter<Box<dyn StorageFile>>,
+    /// The content hashes (`NNNNNN.xxh128`), when the writer keeps them.
+    content: Option<BufWriter<Box<dyn StorageFile>>>,
     data_path: PathBuf,
     index_path: PathBuf,
     size: u64,
     id: u64,
     fingerprint: FingerprintBuilder,
+}
+
+/// A shard this writer started: where its records are, to read them back.
+struct Started {
+    id: u64,
+    /// The writer's number of its first record.
+    first: u64,
+}
+
+/// A record this writer wrote, read back.
+pub(crate) struct ReadBack {
+    pub(crate) key: Vec<u8>,
+    pub(crate) stored: Vec<u8>,
 }
 
 /// A shard a writer finished: flushed and fsynced, not yet committed.
@@ -45,6 +66,12 @@ pub struct ShardWriter {
     bytes: u64,
     /// Shards finished and not yet taken by [`ShardWriter::take_finished`].
     finished: Vec<WrittenShard>,
+    /// Whether each record's content hash is written beside it.
+    content_hashes: bool,
+    /// Every shard started, in order.
+    started: Vec<Started>,
+    /// Byte offset in its shard of every [`CHECKPOINT_EVERY`]th record.
+    checkpoints: Vec<u64>,
 }
 
 impl ShardWriter {
@@ -67,7 +94,23 @@ impl ShardWriter {
             records: 0,
             bytes: 0,
             finished: Vec::new(),
+            content_hashes: false,
+            started: Vec::new(),
+            checkpoints: Vec::new(),
         }
+    }
+
+    /// Writes each record's content hash (given to [`ShardWriter::append`]) to
+    /// its shard's sidecar `NNNNNN.xxh128` too, flushed and fsynced with it.
+    /// Set before the first record.
+    pub(crate) fn keep_content_hashes(&mut self) {
+        debug_assert_eq!(self.records, 0);
+        self.content_hashes = true;
+    }
+
+    /// Whether content hashes are written.
+    pub(crate) fn keeps_content_hashes(&self) -> bool {
+        self.content_hashes
     }
 
     /// The number the next new shard gets (one past the last shard written).
@@ -108,6 +151,23 @@ impl ShardWriter {
     /// when the current one is non-empty and this record would take it past
     /// `max_shard_size`; a record larger than that gets a shard of its own.
     pub fn append(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
+        self.append_hashed(key, stored, None)
+    }
+
+    /// [`ShardWriter::append`] with the value's content hash (the XXH3-128 of
+    /// its uncompressed bytes, in the sidecar's byte order), written when the
+    /// writer keeps content hashes (and required then).
+    pub(crate) fn append_hashed(
+        &mut self,
+        key: &[u8],
+        stored: &[u8],
+        content_hash: Option<&[u8; CONTENT_HASH_SIZE]>,
+    ) -> Result<()> {
+        if self.content_hashes != content_hash.is_some() {
+            return Err(Error::InvalidOption(
+                "a record's content hash is written exactly when the writer keeps them".into(),
+            ));
+        }
         Self::check_sizes(key, stored)?;
         let record_size = (key.len() + stored.len()) as u64;
         let full = self
@@ -121,6 +181,18 @@ impl ShardWriter {
             self.open_next()?;
         }
         let shard = self.current.as_mut().expect("a shard was just opened");
+        if self.records.is_multiple_of(CHECKPOINT_EVERY) {
+            self.checkpoints.push(shard.size);
+        }
+        if let (Some(out), Some(hash)) = (&mut shard.content, content_hash) {
+            out.write_all(hash).map_err(|e| {
+                Error::io(
+                    "write",
+                    sidecar_path(&self.dir, shard.id, CONTENT_HASH_SUFFIX),
+                    e,
+                )
+            })?;
+        }
         shard
             .data
             .write_all(key)
@@ -156,9 +228,26 @@ impl ShardWriter {
             .storage
             .create(&index_path)
             .map_err(|e| Error::io("create", &index_path, e))?;
+        let content = match self.content_hashes {
+            false => None,
+            true => {
+                let path = sidecar_path(&self.dir, self.next_id, CONTENT_HASH_SUFFIX);
+                self.created.push(path.clone());
+                let file = self
+                    .storage
+                    .create(&path)
+                    .map_err(|e| Error::io("create", &path, e))?;
+                Some(BufWriter::with_capacity(BUFFER / 4, file))
+            }
+        };
+        self.started.push(Started {
+            id: self.next_id,
+            first: self.records,
+        });
         self.current = Some(OpenShard {
             data: BufWriter::with_capacity(BUFFER, data),
             index: BufWriter::with_capacity(BUFFER / 8, index),
+            content,
             data_path,
             index_path,
             size: 0,
@@ -175,10 +264,15 @@ impl ShardWriter {
                 id: shard.id,
                 fingerprint: shard.fingerprint.finish(),
             };
-            for (writer, path) in [
+            let content = shard.content.map(|writer| {
+                let path = sidecar_path(&self.dir, shard.id, CONTENT_HASH_SUFFIX);
+                (writer, path)
+            });
+            let files = [
                 (shard.data, shard.data_path),
                 (shard.index, shard.index_path),
-            ] {
+            ];
+            for (writer, path) in files.into_iter().chain(content) {
                 let mut file = writer
                     .into_inner()
                     .map_err(|e| Error::io("write", &path, e.into_error()))?;
@@ -216,6 +310,100 @@ impl ShardWriter {
     /// [`ShardWriter::abort`] leaves them alone.
     pub fn keep(&mut self) {
         self.created.clear();
+    }
+
+    /// Record `record` (the writer's number: 0 for its first) as written, for a
+    /// check against a new record. A record of the shard being written is
+    /// flushed to its file first.
+    pub(crate) fn read_back(&mut self, record: u64) -> Result<ReadBack> {
+        let (shard_at, entry) = self.locate(record)?;
+        let Started { id, .. } = self.started[shard_at];
+        let (key_len, stored_len, offset) = entry;
+        let (data_path, _) = shard_paths(&self.dir, id);
+        let file = std::fs::File::open(&data_path).map_err(|e| Error::io("open", &data_path, e))?;
+        let mut bytes = vec![0u8; (key_len + stored_len) as usize];
+        crate::key_set::read_at(&file, &mut bytes, offset)
+            .map_err(|e| Error::io("read back", &data_path, e))?;
+        let stored = bytes.split_off(key_len as usize);
+        Ok(ReadBack { key: bytes, stored })
+    }
+
+    /// The content hash of record `record`, as written.
+    pub(crate) fn read_back_content_hash(
+        &mut self,
+        record: u64,
+    ) -> Result<[u8; CONTENT_HASH_SIZE]> {
+        let shard_at = self.shard_of(record)?;
+        let Started { id, first } = self.started[shard_at];
+        self.flush_if_current(id)?;
+        let path = sidecar_path(&self.dir, id, CONTENT_HASH_SUFFIX);
+        let file = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let mut hash = [0u8; CONTENT_HASH_SIZE];
+        let at = (record - first) * CONTENT_HASH_SIZE as u64;
+        crate::key_set::read_at(&file, &mut hash, at)
+            .map_err(|e| Error::io("read back", &path, e))?;
+        Ok(hash)
+    }
+
+    fn shard_of(&self, record: u64) -> Result<usize> {
+        if record >= self.records {
+            return Err(Error::InvalidOption(format!(
+                "record {record} was not written by this writer ({} were)",
+                self.records
+            )));
+        }
+        Ok(self.started.partition_point(|s| s.first <= record) - 1)
+    }
+
+    /// Flushes the buffers of the shard being written if it is shard `id`.
+    fn flush_if_current(&mut self, id: u64) -> Result<()> {
+        let Some(shard) = self.current.as_mut().filter(|s| s.id == id) else {
+            return Ok(());
+        };
+        shard
+            .data
+            .flush()
+            .map_err(|e| Error::io("write", &shard.data_path, e))?;
+        shard
+            .index
+            .flush()
+            .map_err(|e| Error::io("write", &shard.index_path, e))?;
+        if let Some(content) = &mut shard.content {
+            let path = sidecar_path(&self.dir, id, CONTENT_HASH_SUFFIX);
+            content.flush().map_err(|e| Error::io("write", path, e))?;
+        }
+        Ok(())
+    }
+
+    /// The shard (its place in `started`) of record `record`, and its key size,
+    /// stored value size and byte offset in the shard's data file, from the
+    /// checkpoint before it and the `.idx` entries after that.
+    fn locate(&mut self, record: u64) -> Result<(usize, (u64, u64, u64))> {
+        let shard_at = self.shard_of(record)?;
+        let Started { id, first } = self.started[shard_at];
+        self.flush_if_current(id)?;
+        let checkpoint = record / CHECKPOINT_EVERY * CHECKPOINT_EVERY;
+        let (from, mut offset) = match checkpoint >= first {
+            true => (
+                checkpoint,
+                self.checkpoints[(record / CHECKPOINT_EVERY) as usize],
+            ),
+            false => (first, 0),
+        };
+        let (_, index_path) = shard_paths(&self.dir, id);
+        let entry = INDEX_FIELD_SIZE * index_fields(self.keyed);
+        let mut sizes = vec![0u8; (record - from + 1) as usize * entry];
+        let file =
+            std::fs::File::open(&index_path).map_err(|e| Error::io("open", &index_path, e))?;
+        crate::key_set::read_at(&file, &mut sizes, (from - first) * entry as u64)
+            .map_err(|e| Error::io("read back", &index_path, e))?;
+        let last = (record - from) as usize;
+        for local in 0..last {
+            let (key, value) = record_sizes(&sizes, self.keyed, local);
+            offset += key + value;
+        }
+        let (key, value) = record_sizes(&sizes, self.keyed, last);
+        Ok((shard_at, (key, value, offset)))
     }
 
     /// Removes every file this writer created. Best effort: files left behind are

@@ -40,6 +40,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn copy(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes an empty directory; a missing one is not an error.
     fn remove_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates the directory `dir` (its parent must exist); one already there is
+    /// not an error. Writers make only temporary directories this way (the
+    /// spilled key runs of a large extend, `.bcd-spill/`), so its entry is not
+    /// made durable.
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        match fs::create_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+            other => other,
+        }
+    }
 }
 
 /// The operating system's file system.

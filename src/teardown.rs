@@ -10,7 +10,7 @@ use crate::commit::WriterLock;
 use crate::error::{Error, Result};
 use crate::format::{
     parse_commit_file_name, parse_shard_name, parse_sidecar_name, COMMIT_FILE_TMP_PREFIX,
-    INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX, LOCK_NAME, MANIFEST_NAME, MANIFEST_TMP_NAME,
+    INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX, LOCK_NAME, MANIFEST_NAME, MANIFEST_TMP_NAME, SPILL_DIR,
     STAGING_DIR,
 };
 use crate::manifest::Manifest;
@@ -52,6 +52,9 @@ impl Dataset {
         for leftover in uncommitted_files_in(&dir, 0)? {
             remove(&leftover)?;
         }
+        storage
+            .remove_dir(&dir.join(SPILL_DIR))
+            .map_err(|e| Error::io("remove directory", dir.join(SPILL_DIR), e))?;
         remove(&dir.join(INDEX_FILE_NAME))?;
         // Views of the empty state select nothing.
         for view in crate::views::view_names_in(&dir)? {
@@ -82,6 +85,7 @@ fn is_writer_file(name: &str) -> bool {
         || name == INDEX_FILE_NAME
         || name.starts_with(INDEX_FILE_TMP_PREFIX)
         || name.starts_with(COMMIT_FILE_TMP_PREFIX)
+        || name.starts_with(crate::format::CONTENT_HASH_TMP_PREFIX)
         || name.starts_with(crate::format::VIEW_FILE_TMP_PREFIX)
         || crate::format::parse_view_file_name(name).is_some()
         || parse_shard_name(name).is_some()
@@ -101,7 +105,8 @@ pub(crate) fn holds_writer_files(dir: &Path) -> Result<bool> {
             .map_err(|e| Error::io("stat", entry.path(), e))?;
         let name = entry.file_name();
         let name = name.to_str().unwrap_or("");
-        if (kind.is_file() && is_writer_file(name)) || (kind.is_dir() && name == STAGING_DIR) {
+        let our_dir = name == STAGING_DIR || name == SPILL_DIR;
+        if (kind.is_file() && is_writer_file(name)) || (kind.is_dir() && our_dir) {
             return Ok(true);
         }
     }
@@ -111,7 +116,8 @@ pub(crate) fn holds_writer_files(dir: &Path) -> Result<bool> {
 /// The files in `dir`, a directory without a manifest, that a writer killed
 /// while creating a dataset there (or removing the one it had created) left:
 /// regular files named as [`is_writer_file`] says, sorted. A staging directory
-/// (`_staging/`) may be there too and is not listed. Anything else makes the
+/// (`_staging/`) may be there too and is not listed; the files of a spill
+/// directory (`.bcd-spill/`) are listed. Anything else makes the
 /// directory someone else's: [`Error::ForeignFile`] names the first such entry,
 /// and nothing is to be removed.
 pub(crate) fn leftovers_without_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -126,7 +132,7 @@ pub(crate) fn leftovers_without_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
         let name = name.to_str().unwrap_or("");
         let ours = match (kind.is_file(), kind.is_dir()) {
             (true, _) => is_writer_file(name),
-            (_, true) => name == STAGING_DIR,
+            (_, true) => name == STAGING_DIR || name == SPILL_DIR,
             _ => false,
         };
         if !ours {
@@ -137,6 +143,10 @@ pub(crate) fn leftovers_without_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
         }
         if kind.is_file() {
             found.push(entry.path());
+        }
+        // The runs a writer spilled (its directory is removed once emptied).
+        if kind.is_dir() && name == SPILL_DIR {
+            found.extend(crate::key_set::spill_leftovers(&entry.path())?);
         }
     }
     found.sort();

@@ -165,6 +165,27 @@ pub enum Command {
     Verify {
         /// The dataset: a directory, or an s3://, gs:// or az:// URI.
         dataset: OsString,
+        /// Also check every value against the content hash written with it
+        /// (NNNNNN.xxh128, see `bcd dedup-index`): a flipped bit in a shard is
+        /// named by shard and record. Local datasets.
+        #[arg(long)]
+        content: bool,
+    },
+    /// Give every shard of a dataset without content hashes its file
+    /// (NNNNNN.xxh128, the XXH3-128 of each value), in one pass over the values:
+    /// then ingest, merge and extend with --dedup content check new values
+    /// against every record, and `verify --content` covers it. Later extends
+    /// keep them.
+    DedupIndex {
+        /// The local dataset directory.
+        dataset: OsString,
+        /// Threads hashing values [default: all cores].
+        #[arg(long, short = 'j', value_name = "N")]
+        jobs: Option<usize>,
+        /// Print one JSON object (shards_built, shards_present, records, bytes,
+        /// seconds) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Named subsets of a dataset's records chosen by an expression over
     /// their fields, kept beside the shards: create, list, refresh, drop.
@@ -294,9 +315,57 @@ pub struct MergeArgs {
     /// target's, then earlier parts').
     #[arg(long, value_enum, default_value_t = DuplicateArg::Error)]
     pub on_duplicate: DuplicateArg,
-    /// Print the summary as one JSON object on stdout.
+    #[command(flatten)]
+    pub dedup: DedupArgs,
+    /// Print the summary as one JSON object on stdout (with --dedup content,
+    /// every record left out for its value).
     #[arg(long)]
     pub json: bool,
+}
+
+/// The duplicate checks' flags, shared by `ingest` and `merge`.
+#[derive(Debug, clap::Args)]
+pub struct DedupArgs {
+    /// Also leave out a record whose value is byte for byte an earlier record's
+    /// (committed, or earlier in this run), found by its content hash (XXH3-128,
+    /// kept beside the shards as NNNNNN.xxh128) and confirmed by comparing the
+    /// bytes; such records are counted and reported, whatever --on-duplicate
+    /// says. Every committed shard needs content hashes (`bcd dedup-index`).
+    #[arg(long, value_enum, value_name = "WHAT", help_heading = "Dataset")]
+    pub dedup: Option<DedupArg>,
+    /// With --dedup content: write every record left out for its value to FILE,
+    /// one JSON object per line (its key, or index, where it came from, and the
+    /// record it repeats), once the run commits.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "dedup",
+        help_heading = "Dataset"
+    )]
+    pub dedup_report: Option<PathBuf>,
+    /// Memory the duplicate checks may hold (fingerprints of the keys and
+    /// values written, 12-16 bytes each); past it they spill sorted runs to
+    /// DATASET/.bcd-spill/ (removed when the run ends, or by the next writer or
+    /// `bcd gc`) [default: a quarter of the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Dataset")]
+    pub memory_limit: Option<u64>,
+}
+
+/// `--dedup` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DedupArg {
+    /// Repeated values, by content hash then bytes.
+    Content,
+}
+
+impl DedupArgs {
+    /// The library's setting.
+    pub fn dedup(&self) -> bcd::Dedup {
+        match self.dedup {
+            Some(DedupArg::Content) => bcd::Dedup::Content,
+            None => bcd::Dedup::Keys,
+        }
+    }
 }
 
 const MERGE_AFTER_HELP: &str = "\
@@ -306,7 +375,8 @@ nothing is copied: the cost is proportional to the shards and keys, not the byte
 
 Examples:
   bcd merge part-0 part-1 part-2 --into train.bcd
-  bcd merge nightly/*.bcd --into train.bcd --on-duplicate skip --copy";
+  bcd merge nightly/*.bcd --into train.bcd --on-duplicate skip --copy
+  bcd merge nightly/*.bcd --into train.bcd --dedup content --json";
 
 /// `--on-duplicate` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -355,6 +425,7 @@ Examples:
   bcd ingest list.csv --into ds --field-type label=int64
   bcd ingest corpus_text_document --into ds
   bcd ingest train.lmdb --into ds --lmdb-value pickle
+  bcd ingest crawl-*.tar --into ds --on-duplicate skip --dedup content --dedup-report dups.jsonl
   bcd ingest mds/train/ --into ds --value-column jpg --key-column id
   bcd ingest litdata_out/ --into ds --fields label,caption
 
@@ -408,6 +479,8 @@ pub struct IngestArgs {
     /// What to do with a key seen before.
     #[arg(long, value_enum, default_value_t = DuplicateArg::Error, help_heading = "Dataset")]
     pub on_duplicate: DuplicateArg,
+    #[command(flatten)]
+    pub dedup: DedupArgs,
     /// Compression threads [default: all cores].
     #[arg(long, short = 'j', value_name = "N", help_heading = "Output")]
     pub jobs: Option<usize>,

@@ -88,6 +88,10 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
             DuplicateArg::Error => OnDuplicate::Error,
             DuplicateArg::Skip => OnDuplicate::Skip,
         },
+        dedup: args.dedup.dedup(),
+        dedup_report: args.dedup.dedup_report.clone(),
+        list_content_duplicates: args.json,
+        memory_limit: args.dedup.memory_limit,
         jobs: args
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),

@@ -9,6 +9,7 @@
 
 mod args;
 mod create_cmd;
+mod dedup_index_cmd;
 mod export_cmd;
 mod gc_cmd;
 mod get_cmd;
@@ -114,7 +115,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             older_than,
             json,
         } => gc_cmd::run(&dataset, dry_run, older_than, json),
-        Command::Verify { dataset } => verify_cmd::run(&dataset),
+        Command::Verify { dataset, content } => verify_cmd::run(&dataset, content),
+        Command::DedupIndex {
+            dataset,
+            jobs,
+            json,
+        } => dedup_index_cmd::run(&dataset, jobs, json),
         Command::Push {
             dataset,
             uri,

@@ -15,6 +15,9 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             DuplicateArg::Error => bcd_pipeline::OnDuplicate::Error,
             DuplicateArg::Skip => bcd_pipeline::OnDuplicate::Skip,
         },
+        dedup: args.dedup.dedup(),
+        dedup_report: args.dedup.dedup_report.clone(),
+        memory_limit: args.dedup.memory_limit,
     };
     // A URI would otherwise name a local folder `s3:/...`.
     let into = local(args.into.as_os_str(), "the dataset merged into")?;

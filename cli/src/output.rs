@@ -280,18 +280,11 @@ pub fn record_identity(
     index: usize,
 ) -> Result<serde_json::Map<String, serde_json::Value>> {
     let mut object = serde_json::Map::new();
-    if dataset.keyed() {
-        let key = dataset.key_at(index)?;
-        match std::str::from_utf8(key) {
-            Ok(text) => object.insert("key".into(), text.into()),
-            Err(_) => object.insert(
-                "key_hex".into(),
-                bcd::DisplayKey(key.to_vec()).to_string().into(),
-            ),
-        };
-    } else {
-        object.insert("index".into(), index.into());
-    }
+    let key = match dataset.keyed() {
+        true => Some(dataset.key_at(index)?),
+        false => None,
+    };
+    bcd_pipeline::add_record_name(&mut object, key, index as u64);
     Ok(object)
 }
 
@@ -375,8 +368,12 @@ pub fn print_ingest_summary(
         true => String::new(),
         false => format!(", passed over {}", passed_over.join(", ")),
     };
+    let values = match summary.skipped_values {
+        0 => String::new(),
+        n => format!(", {n} repeated values skipped"),
+    };
     say!(
-        "{} {} records into {} ({} duplicates skipped{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
+        "{} {} records into {} ({} duplicates skipped{values}{passed_over}): {:.1} MB in, {:.1} MB stored (ratio {:.2}), {:.2} s, {:.1} MB/s",
         if summary.created { "created, wrote" } else { "wrote" },
         summary.records,
         into,

@@ -10,19 +10,23 @@ use bcd::{Compression, Dataset};
 use bcd_remote::{RemoteDataset, RemoteUri};
 
 use crate::location::{location, remote, Location};
-use crate::output::{chain, say, stdout_error, stdout_text};
+use crate::output::{chain, say, stdout_error, stdout_text, UsageError};
 
 /// Problems listed by `verify` before it only counts the rest.
 const VERIFY_SHOWN: usize = 20;
 
-pub fn run(dataset: &OsStr) -> Result<ExitCode> {
+pub fn run(dataset: &OsStr, content: bool) -> Result<ExitCode> {
     match location(dataset)? {
-        Location::Local(path) => verify_local(&path),
+        Location::Local(path) => verify_local(&path, content),
+        Location::Remote(_) if content => Err(UsageError(
+            "--content checks a local dataset: pull it first (`bcd pull`)".into(),
+        )
+        .into()),
         Location::Remote(uri) => verify_remote(uri),
     }
 }
 
-fn verify_local(path: &Path) -> Result<ExitCode> {
+fn verify_local(path: &Path, content: bool) -> Result<ExitCode> {
     let dataset = match Dataset::open(path) {
         Ok(dataset) => dataset,
         Err(error) => {
@@ -30,7 +34,11 @@ fn verify_local(path: &Path) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let problems = dataset.verify();
+    // With --content every value is decoded (and checked) once, on all cores.
+    let problems = match content {
+        true => dataset.verify_content(),
+        false => dataset.verify(),
+    };
     say_problems(&problems);
     let leftovers = dataset.uncommitted_files()?;
     if !leftovers.is_empty() {
@@ -49,14 +57,35 @@ fn verify_local(path: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     if !problems.is_empty() {
-        say!(
-            "bcd: verify failed: {} of {} records cannot be decoded",
-            problems.len(),
-            dataset.len()
-        );
+        match content {
+            true => say!(
+                "bcd: verify failed: {} problem(s) in the values of {} records",
+                problems.len(),
+                dataset.len()
+            ),
+            false => say!(
+                "bcd: verify failed: {} of {} records cannot be decoded",
+                problems.len(),
+                dataset.len()
+            ),
+        }
         return Ok(ExitCode::FAILURE);
     }
+    if content {
+        return say_ok_text(&format!(
+            "ok: {} records in {} shards, every value matches its content hash\n",
+            dataset.len(),
+            dataset.shards()
+        ));
+    }
     say_ok(dataset.len(), dataset.shards(), dataset.compression())
+}
+
+fn say_ok_text(text: &str) -> Result<ExitCode> {
+    stdout_text(text).map_err(stdout_error(
+        "the dataset verified ok; writing the result to stdout failed",
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn verify_remote(uri: RemoteUri) -> Result<ExitCode> {

@@ -258,3 +258,120 @@ fn injected_failures_into_a_new_dataset_leave_none_or_a_complete_one_and_never_p
     let Some(strace) = strace() else { return };
     check_every_injection(&strace, None);
 }
+
+/// An ingest whose key check spills to `.bcd-spill/` (`--memory-limit 64K`),
+/// SIGKILLed at each of its writes in turn (`strace -e inject=write:signal=KILL`,
+/// a deterministic kill point): the dataset is old or new, and the runs the dead
+/// writer left are gone after the next run or `bcd gc`, whichever comes first.
+#[test]
+fn kills_during_a_spilling_ingest_leave_the_dataset_old_or_new_and_no_runs_after_the_next_run_or_gc(
+) {
+    let Some(strace) = strace() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("records.jsonl");
+    let mut lines = String::new();
+    let mut new: Records = Vec::new();
+    for i in 0..4000 {
+        let key = format!("k{i:05}");
+        let text = format!("value {}", i % 97);
+        lines.push_str(&format!("{{\"id\": \"{key}\", \"text\": \"{text}\"}}\n"));
+        new.push((key.into_bytes(), text.into_bytes()));
+    }
+    std::fs::write(&source, lines).unwrap();
+    let (old_path, old) = old_dataset(dir.path());
+    let complete: Records = old.iter().chain(&new).cloned().collect();
+    let target = dir.path().join("target");
+    let log = dir.path().join("strace.log");
+    let run = |inject: Option<String>| {
+        let mut command = Command::new(&strace);
+        command
+            .env_remove("LD_LIBRARY_PATH")
+            .args(["-f", "-qq", "-y", "-o"])
+            .arg(&log)
+            .args(["-e", "trace=write"]);
+        if let Some(inject) = inject {
+            command.arg("-e").arg(inject);
+        }
+        command
+            .arg(env!("CARGO_BIN_EXE_bcd"))
+            .args([
+                "ingest",
+                s(&source),
+                "--into",
+                s(&target),
+                "--key-field",
+                "id",
+            ])
+            .args(["--memory-limit", "64K", "--jobs", "1"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run strace")
+    };
+    let records = |path: &Path| read_all(&Dataset::open(path).unwrap());
+
+    let _ = std::fs::remove_dir_all(&target);
+    copy_dir(&old_path, &target);
+    let out = run(None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(records(&target), complete);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let writes = text.lines().filter(|l| l.contains(" write(")).count();
+    let spilled = text.lines().filter(|l| l.contains(".bcd-spill/")).count();
+    assert!(spilled > 5, "the ingest spilled {spilled} times");
+    eprintln!("{writes} writes, {spilled} of them to spilled runs");
+
+    let mut killed_with_runs = 0;
+    for n in 1..=writes {
+        let _ = std::fs::remove_dir_all(&target);
+        copy_dir(&old_path, &target);
+        let out = run(Some(format!("inject=write:signal=KILL:when={n}")));
+        let what = format!("killed at write {n}: {:?}", out.status);
+        let got = records(&target);
+        assert!(got == old || got == complete, "{what}: neither old nor new");
+        let spill = target.join(".bcd-spill");
+        if spill.exists() {
+            killed_with_runs += 1;
+        }
+        // The next run, or gc, removes what the dead writer spilled.
+        if n % 2 == 0 {
+            let gc = Command::new(env!("CARGO_BIN_EXE_bcd"))
+                .args(["gc", s(&target)])
+                .output()
+                .unwrap();
+            assert!(
+                gc.status.success(),
+                "{what}: gc: {}",
+                String::from_utf8_lossy(&gc.stderr)
+            );
+            assert_eq!(records(&target), got, "{what}: gc changed the records");
+        } else {
+            let rerun = Command::new(env!("CARGO_BIN_EXE_bcd"))
+                .args([
+                    "ingest",
+                    s(&source),
+                    "--into",
+                    s(&target),
+                    "--key-field",
+                    "id",
+                ])
+                .args(["--memory-limit", "64K", "--on-duplicate", "skip"])
+                .output()
+                .unwrap();
+            assert!(
+                rerun.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&rerun.stderr)
+            );
+            assert_eq!(records(&target), complete, "{what}: the re-run");
+        }
+        assert!(
+            !spill.exists(),
+            "{what}: runs left after the next run or gc"
+        );
+    }
+    assert!(killed_with_runs > 0, "no kill left runs behind");
+}

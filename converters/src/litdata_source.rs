@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use crate::litdata_chunks::Chunk;
 use crate::litdata_index::{parse_config, split_item, Config, LeafFormat, Wrap};
 use crate::sample_columns::Cell;
+use crate::sample_plan::ColumnOptions;
 use crate::sample_plan::{Layout, Part, Plan};
-use crate::sample_shards::{file_in, read_index, ColumnOptions};
+use crate::sample_shards::{file_in, read_index};
 use crate::sample_source::{Opener, SampleSource, Shard};
 use crate::{Fused, SourceError};
 

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 
 use crate::mds_index::{parse_index, split_sample, Column, Encoding, ShardEntry};
 use crate::sample_columns::Cell;
+use crate::sample_plan::ColumnOptions;
 use crate::sample_plan::{describe, Layout, Part, Plan};
-use crate::sample_shards::{read_index, ColumnOptions, ShardReader};
+use crate::sample_shards::{read_index, ShardReader};
 use crate::sample_source::{Opener, SampleSource, Shard};
 use crate::{Fused, SourceError};
 

@@ -10,8 +10,20 @@ use std::sync::Arc;
 use arrow_array::ArrayRef;
 
 use crate::sample_columns::{row_fields, Cell, ColumnBuilder, Kind, MAX_FIELD_BYTES};
-use crate::sample_shards::ColumnOptions;
 use crate::{FieldSelection, Fields, Origin, Record, SourceError};
+
+/// Which columns (MDS) or leaves (LitData) a source of these shards makes
+/// the value, the key and the fields.
+#[derive(Clone, Debug, Default)]
+pub struct ColumnOptions {
+    /// The column holding the values. Default: the only column of a binary
+    /// kind (bytes, an image, an array), else the only text one.
+    pub value_column: Option<String>,
+    /// The column holding the keys; without it the records are keyless.
+    pub key_column: Option<String>,
+    /// Which other columns become fields. Default: all of them.
+    pub fields: crate::FieldSelection,
+}
 
 /// Samples read at once: their fields are built as one batch.
 const BATCH_SAMPLES: usize = 256;

@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
 use crate::regular_file::open_regular;
 pub(crate) use crate::regular_file::regular_error;
+/// Which columns or leaves become the value, the key and the fields: the
+/// sample plan's input, named here too beside the shards' reader.
+pub use crate::sample_plan::ColumnOptions;
 pub(crate) use crate::shard_hashes::HashCheck;
 use crate::shard_hashes::{Hashing, Mismatch};
 use crate::SourceError;
@@ -35,19 +38,6 @@ pub const MAX_SHARD_SIZE: u64 = u32::MAX as u64;
 /// Bytes set aside at once for a length the file declares but has not yet
 /// shown (a compressed shard's samples grow past this as they arrive).
 const RESERVE_STEP: u64 = 8 << 20;
-
-/// Which columns (MDS) or leaves (LitData) a source of these shards makes
-/// the value, the key and the fields.
-#[derive(Clone, Debug, Default)]
-pub struct ColumnOptions {
-    /// The column holding the values. Default: the only column of a binary
-    /// kind (bytes, an image, an array), else the only text one.
-    pub value_column: Option<String>,
-    /// The column holding the keys; without it the records are keyless.
-    pub key_column: Option<String>,
-    /// Which other columns become fields. Default: all of them.
-    pub fields: crate::FieldSelection,
-}
 
 /// Reads `index.json` (or another JSON file) of at most [`MAX_INDEX_SIZE`]
 /// bytes, as a regular file only.

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{DataType, Schema, SchemaRef};
+use arrow_schema::{Schema, SchemaRef};
 
 use crate::conform::conform_batch;
 use crate::error::{FieldsError, Result};
-use crate::shard_dictionaries::SharedDictionaries;
+use crate::shard_dictionaries::{has_dictionary, SharedDictionaries};
 
 /// Rows a writer puts in one record batch of a shard's fields file, at most.
 pub const BATCH_ROWS: usize = 65_536;
@@ -203,22 +203,6 @@ impl ShardBatches {
     }
 }
 
-/// Whether `t` is or holds a dictionary.
-pub(crate) fn has_dictionary(t: &DataType) -> bool {
-    match t {
-        DataType::Dictionary(..) => true,
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => has_dictionary(f.data_type()),
-        DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
-        DataType::RunEndEncoded(_, v) => has_dictionary(v.data_type()),
-        _ => false,
-    }
-}
-
 fn scratch_error(dir: &Path, what: &str) -> impl FnOnce(std::io::Error) -> FieldsError {
     let what = format!(
         "{what} the scratch file of a shard's fields (in {})",
@@ -375,7 +359,7 @@ mod tests {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int32Type;
     use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, StringArray};
-    use arrow_schema::Field;
+    use arrow_schema::{DataType, Field};
 
     fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(columns).unwrap()

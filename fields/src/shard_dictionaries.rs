@@ -54,7 +54,7 @@ impl SharedDictionaries {
                     pieces: Vec::new(),
                     values: None,
                 }),
-                t if crate::shard_batches::has_dictionary(t) => return None,
+                t if has_dictionary(t) => return None,
                 _ => {}
             }
         }
@@ -260,5 +260,21 @@ fn identity(values: &dyn Array, data: &ArrayData, i: usize, out: &mut Vec<u8>) {
             let start = (data.offset() + i) * width;
             out.extend_from_slice(&data.buffers()[0].as_slice()[start..start + width]);
         }
+    }
+}
+
+/// Whether `t` is or holds a dictionary.
+pub(crate) fn has_dictionary(t: &DataType) -> bool {
+    match t {
+        DataType::Dictionary(..) => true,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => has_dictionary(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
+        DataType::RunEndEncoded(_, v) => has_dictionary(v.data_type()),
+        _ => false,
     }
 }

@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 use std::fmt::Display;
 
-use bcd::{Compression, Dataset, DisplayKey, Extend};
+#[cfg(doc)]
+use bcd::Dedup;
+use bcd::{Compression, Dataset, DisplayKey, Extend, ExtendOptions, LeftOut, Skipped};
 use bcd_fields::{DatasetSchema, Fields};
 use serde_json::{Map, Value};
 
@@ -53,12 +55,27 @@ impl Display for Numbered {
 pub struct Extended {
     /// Records added.
     pub records: u64,
-    /// Records left out as duplicates ([`OnDuplicate::Skip`]).
+    /// Records left out as duplicate keys ([`OnDuplicate::Skip`]).
     pub skipped: u64,
+    /// Records left out because their value repeats an earlier record's
+    /// ([`Dedup::Content`]).
+    pub skipped_values: u64,
     /// Shards added.
     pub shards: u64,
     /// Bytes added to shard data files (keys plus stored values).
     pub bytes_stored: u64,
+}
+
+/// How a [`FieldsExtend`] checks and writes records. Default: the store's
+/// defaults ([`ExtendOptions::default`]) and the fields' batches of
+/// [`FieldsBuffering::default`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldsExtendOptions {
+    /// The store's checks: which records are duplicates, and their memory.
+    pub store: ExtendOptions,
+    /// How large the fields' batches are and how much of a shard's fields is
+    /// kept in memory.
+    pub buffering: FieldsBuffering,
 }
 
 /// An extend with fields in progress. Dropping it uncommitted (after any
@@ -70,6 +87,7 @@ pub struct FieldsExtend<'d> {
     keyed: bool,
     added: u64,
     skipped: u64,
+    skipped_values: u64,
 }
 
 impl<'d> FieldsExtend<'d> {
@@ -80,19 +98,22 @@ impl<'d> FieldsExtend<'d> {
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
-        FieldsExtend::begin_with(dataset, on_duplicate, FieldsBuffering::default())
+        FieldsExtend::begin_with(dataset, on_duplicate, FieldsExtendOptions::default())
     }
 
-    /// [`FieldsExtend::begin`], the fields' batches and the memory they take
-    /// bounded by `buffering` (see [`FieldsWriter::begin_with`]).
+    /// [`FieldsExtend::begin`] with `options`: the store's checks (which
+    /// records are duplicates, [`Dedup::Content`] also skipping and reporting
+    /// repeated values whatever `on_duplicate` says of keys, and the memory of
+    /// the checks) and the fields' batches and the memory they take (see
+    /// [`FieldsWriter::begin_with`]).
     pub fn begin_with(
         dataset: &'d mut Dataset,
         on_duplicate: OnDuplicate,
-        buffering: FieldsBuffering,
+        options: FieldsExtendOptions,
     ) -> Result<FieldsExtend<'d>, FieldsIoError> {
         let keyed = dataset.keyed();
-        let extend = dataset.begin_extend()?;
-        let writer = FieldsWriter::begin_with(extend.dataset(), buffering)?;
+        let extend = dataset.begin_extend_with(options.store)?;
+        let writer = FieldsWriter::begin_with(extend.dataset(), options.buffering)?;
         Ok(FieldsExtend {
             extend,
             writer,
@@ -100,6 +121,7 @@ impl<'d> FieldsExtend<'d> {
             keyed,
             added: 0,
             skipped: 0,
+            skipped_values: 0,
         })
     }
 
@@ -135,9 +157,14 @@ impl<'d> FieldsExtend<'d> {
         self.added
     }
 
-    /// Duplicates left out so far.
+    /// Duplicate keys left out so far.
     pub fn skipped(&self) -> u64 {
         self.skipped
+    }
+
+    /// Records left out so far because their value repeats an earlier one's.
+    pub fn skipped_values(&self) -> u64 {
+        self.skipped_values
     }
 
     /// Bytes written so far (keys plus stored values).
@@ -148,23 +175,22 @@ impl<'d> FieldsExtend<'d> {
     /// Adds `records` in order, their values compressed on all cores. A key
     /// seen before (committed, earlier in this extend, or earlier in `records`)
     /// is left out with [`OnDuplicate::Skip`] (the first wins) and fails the
-    /// extend with [`FieldsIoError::Duplicate`] with [`OnDuplicate::Error`].
-    /// Returns the positions in `records` left out. After an error the extend
-    /// must be dropped.
-    pub fn push_batch(&mut self, records: &[NewRecord<'_>]) -> Result<Vec<usize>, FieldsIoError> {
-        let skipped = if self.keyed {
-            let pairs: Vec<(&[u8], &[u8])> = records.iter().map(|r| (r.key, r.value)).collect();
-            let skipped = self.extend.push_batch_skipping_duplicates(&pairs)?;
-            if let Some(&first) = skipped.first() {
-                self.refuse_duplicate(&records[first], first)?;
-            }
-            skipped
-        } else {
-            let values: Vec<&[u8]> = records.iter().map(|r| r.value).collect();
-            self.extend.push_value_batch(&values)?;
-            Vec::new()
-        };
-        let mut left_out = skipped.iter().peekable();
+    /// extend with [`FieldsIoError::Duplicate`] with [`OnDuplicate::Error`];
+    /// with [`Dedup::Content`] a value seen before is left out. Returns what was
+    /// left out. After an error the extend must be dropped.
+    pub fn push_batch(&mut self, records: &[NewRecord<'_>]) -> Result<Skipped, FieldsIoError> {
+        let pairs: Vec<(&[u8], &[u8])> = records
+            .iter()
+            .map(|r| (if self.keyed { r.key } else { &[][..] }, r.value))
+            .collect();
+        let skipped = self.extend.push_batch_deduplicated(&pairs)?;
+        if let Some(&first) = skipped.keys.first() {
+            self.refuse_duplicate(&records[first], first)?;
+        }
+        let mut left_out: Vec<usize> = skipped.keys.clone();
+        left_out.extend(skipped.values.iter().map(|v| v.position));
+        left_out.sort_unstable();
+        let mut left_out = left_out.iter().peekable();
         for (at, record) in records.iter().enumerate() {
             if left_out.next_if_eq(&&at).is_none() {
                 let key_len = if self.keyed { record.key.len() } else { 0 };
@@ -174,39 +200,46 @@ impl<'d> FieldsExtend<'d> {
             }
         }
         self.writer.shards_finished(&mut self.extend)?;
-        self.skipped += skipped.len() as u64;
-        self.added += (records.len() - skipped.len()) as u64;
+        self.skipped += skipped.keys.len() as u64;
+        self.skipped_values += skipped.values.len() as u64;
+        self.added += (records.len() - skipped.keys.len() - skipped.values.len()) as u64;
         Ok(skipped)
     }
 
     /// Adds one record whose value is already in the dataset's stored form (a
     /// copy from a dataset of the same compression: LZ4 values are not
     /// compressed again), under the same duplicate policy as
-    /// [`FieldsExtend::push_batch`]. Returns whether it was added.
+    /// [`FieldsExtend::push_batch`]. Returns why it was left out, if it was.
     pub fn push_stored(
         &mut self,
         key: &[u8],
         stored: &[u8],
         fields: &Fields,
         origin: &dyn Display,
-    ) -> Result<bool, FieldsIoError> {
-        if self.keyed && self.extend.contains_key(key) {
-            self.refuse_duplicate_key(key, origin, 0)?;
-            self.skipped += 1;
-            return Ok(false);
+    ) -> Result<Option<LeftOut>, FieldsIoError> {
+        let key = if self.keyed { key } else { &[][..] };
+        match self.extend.push_stored_deduplicated(key, stored)? {
+            Some(LeftOut::Key) => {
+                self.refuse_duplicate_key(key, origin, 0)?;
+                self.skipped += 1;
+                return Ok(Some(LeftOut::Key));
+            }
+            Some(duplicate) => {
+                self.skipped_values += 1;
+                return Ok(Some(duplicate));
+            }
+            None => {}
         }
-        self.extend.push_stored(key, stored)?;
         // The statistics count the value's uncompressed size: an LZ4 value
         // declares it in its size prefix (checked by the push).
         let raw_len = match self.extend.dataset().compression() {
             Compression::None => stored.len(),
             Compression::Lz4 => bcd::lz4_block::declared_len(stored).unwrap_or(0),
         };
-        let key_len = if self.keyed { key.len() } else { 0 };
-        self.writer.push(key_len, raw_len, fields, origin)?;
+        self.writer.push(key.len(), raw_len, fields, origin)?;
         self.writer.shards_finished(&mut self.extend)?;
         self.added += 1;
-        Ok(true)
+        Ok(None)
     }
 
     fn refuse_duplicate(&self, record: &NewRecord<'_>, at: usize) -> Result<(), FieldsIoError> {
@@ -238,6 +271,7 @@ impl<'d> FieldsExtend<'d> {
             mut extend,
             writer,
             skipped,
+            skipped_values,
             ..
         } = self;
         writer.finish(&mut extend)?;
@@ -245,6 +279,7 @@ impl<'d> FieldsExtend<'d> {
         Ok(Extended {
             records: committed.records,
             skipped,
+            skipped_values,
             shards: committed.shards,
             bytes_stored: committed.bytes_stored,
         })

@@ -10,12 +10,13 @@ use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bcd::{Compression, CreateOptions, Dataset, DisplayKey, Lz4Mode};
+use bcd::{Compression, CreateOptions, Dataset, Dedup, DisplayKey, Lz4Mode};
 use bcd_converters::{Origin, Record, Skipped, Source, SourceError};
 use serde_json::{Map, Value};
 
+use crate::dedup_report::{ContentDuplicate, DedupReport, ReportError};
 use crate::fields::FieldsIoError;
-use crate::fields_extend::{FieldsExtend, NewRecord};
+use crate::fields_extend::{FieldsExtend, FieldsExtendOptions, NewRecord};
 use crate::{DEFAULT_INGEST_LEVEL, INTERRUPT_POLL};
 
 /// What to do with a key seen before (committed, or earlier in the same run).
@@ -40,8 +41,23 @@ pub struct IngestOptions {
     /// `max_shard_size` of a dataset this run creates (default 1 GiB). For an
     /// existing dataset, a different value is an error.
     pub max_shard_size: Option<u64>,
-    /// Duplicate policy.
+    /// Duplicate policy (for keys).
     pub on_duplicate: OnDuplicate,
+    /// Which records are duplicates: those with a key seen before (the
+    /// default), or with [`Dedup::Content`] also those whose value repeats an
+    /// earlier record's (committed or in this run), which are skipped, counted
+    /// and reported whatever `on_duplicate` says.
+    pub dedup: Dedup,
+    /// With [`Dedup::Content`]: write every record left out for its value to
+    /// this file, one JSON object per line ([`ContentDuplicate::to_json`]); the
+    /// file takes its name when the run commits.
+    pub dedup_report: Option<PathBuf>,
+    /// Keep every record left out for its value in the summary
+    /// ([`IngestSummary::content_duplicates`]), for front ends that print them.
+    pub list_content_duplicates: bool,
+    /// Memory the duplicate checks may hold before they spill to disk
+    /// ([`Dataset::set_memory_limit`]); `None`: the default.
+    pub memory_limit: Option<u64>,
     /// Compression threads (default: available cores).
     pub jobs: usize,
     /// How values are compressed. Default: adaptive high compression at
@@ -60,6 +76,10 @@ impl Default for IngestOptions {
             compression: None,
             max_shard_size: None,
             on_duplicate: OnDuplicate::Error,
+            dedup: Dedup::Keys,
+            dedup_report: None,
+            list_content_duplicates: false,
+            memory_limit: None,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             lz4_mode: Lz4Mode::Adaptive(DEFAULT_INGEST_LEVEL),
             interrupt: None,
@@ -72,8 +92,10 @@ impl Default for IngestOptions {
 pub struct Progress {
     /// Records written so far.
     pub records: u64,
-    /// Duplicates skipped so far.
+    /// Duplicate keys skipped so far.
     pub skipped: u64,
+    /// Records skipped so far because their value repeats an earlier one's.
+    pub skipped_values: u64,
     /// Value bytes read so far.
     pub bytes_in: u64,
     /// Bytes written so far (keys plus stored values).
@@ -87,6 +109,11 @@ pub struct IngestSummary {
     pub records: u64,
     /// Duplicate keys skipped (with [`OnDuplicate::Skip`]).
     pub skipped: u64,
+    /// Records skipped because their value repeats an earlier record's
+    /// ([`Dedup::Content`]).
+    pub skipped_values: u64,
+    /// Those records, when [`IngestOptions::list_content_duplicates`] asks.
+    pub content_duplicates: Vec<ContentDuplicate>,
     /// Source items passed over, by kind (symlinks, devices, ...).
     pub skipped_members: BTreeMap<&'static str, u64>,
     /// Value bytes read from the source.
@@ -163,6 +190,10 @@ pub enum IngestError {
     /// with earlier records'), or a corrupt file of fields; nothing was committed.
     #[error(transparent)]
     Fields(FieldsIoError),
+    /// The dedup report could not be written (before the commit: nothing was
+    /// committed; after it, the message says so).
+    #[error(transparent)]
+    Report(#[from] ReportError),
     /// A bug: a thread of the pipeline panicked (the dataset is still unchanged).
     #[error("internal error (this is a bug, please report it): {0}; nothing was committed")]
     Internal(&'static str),
@@ -211,6 +242,8 @@ impl IngestSummary {
             "created": self.created,
             "records": self.records,
             "skipped": self.skipped,
+            "skipped_values": self.skipped_values,
+            "content_duplicates": self.content_duplicates.iter().map(ContentDuplicate::to_json).collect::<Vec<_>>(),
             "skipped_members": self.skipped_members,
             "bytes_in": self.bytes_in,
             "bytes_stored": self.bytes_stored,
@@ -391,10 +424,22 @@ fn run(
     dataset.set_threads(jobs);
     dataset.set_lz4_mode(options.lz4_mode);
     let (max_records, max_bytes) = bcd::batch_limits(jobs);
+    let mut report = DedupReport::new(
+        options.dedup_report.as_deref(),
+        options.list_content_duplicates,
+    )?;
 
     // Records go in whole (value, key, fields, statistics) through the one
     // extend with fields, which applies the duplicate policy.
-    let mut extend = FieldsExtend::begin(dataset, options.on_duplicate)?;
+    let checks = FieldsExtendOptions {
+        store: bcd::ExtendOptions {
+            dedup: options.dedup,
+            memory_limit: options.memory_limit,
+            ..bcd::ExtendOptions::default()
+        },
+        ..FieldsExtendOptions::default()
+    };
+    let mut extend = FieldsExtend::begin_with(dataset, options.on_duplicate, checks)?;
     // The class names are known when the source is opened: the records' indices
     // are renumbered to the dataset's names as they are written.
     extend.add_metadata(source.metadata())?;
@@ -405,6 +450,9 @@ fn run(
         }
     }
     let mut state = Progress::default();
+    // Records read before the current batch: a keyless duplicate is named by
+    // its position among them.
+    let mut read_before = 0u64;
     let (sender, receiver) = sync_channel::<Result<Batch, IngestError>>(1);
     let interrupt = options.interrupt.clone();
     // Not a scoped thread: an early return must not wait for a read that may never
@@ -451,8 +499,21 @@ fn run(
             }
             Err(error) => return Err(error.into()),
         };
-        state.skipped += skipped.len() as u64;
-        state.records += (records.len() - skipped.len()) as u64;
+        let keyed = extend.dataset().keyed();
+        for duplicate in &skipped.values {
+            let record = &batch[duplicate.position];
+            report.add(ContentDuplicate {
+                key: keyed.then(|| record.key.clone()),
+                index: read_before + duplicate.position as u64,
+                origin: record.origin.to_string(),
+                of: duplicate.of,
+                of_key: keyed.then(|| duplicate.of_key.clone()),
+            })?;
+        }
+        read_before += batch.len() as u64;
+        state.skipped += skipped.keys.len() as u64;
+        state.skipped_values += skipped.values.len() as u64;
+        state.records += (records.len() - skipped.keys.len() - skipped.values.len()) as u64;
         state.bytes_stored = extend.bytes_stored();
         progress(&state);
     }
@@ -467,9 +528,18 @@ fn run(
     }
 
     let committed = extend.commit()?;
+    let content_duplicates = report.finish().map_err(|e| ReportError {
+        what: format!(
+            "the ingest was committed ({} records), but {}",
+            committed.records, e.what
+        ),
+        ..e
+    })?;
     Ok(IngestSummary {
         records: committed.records,
         skipped: state.skipped,
+        skipped_values: state.skipped_values,
+        content_duplicates,
         skipped_members: skipped_members.0,
         bytes_in: state.bytes_in,
         bytes_stored: committed.bytes_stored,

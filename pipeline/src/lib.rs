@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod categories;
+mod dedup_report;
 mod destination;
 mod export;
 mod export_megatron;
@@ -46,6 +47,7 @@ mod subset;
 pub mod views;
 
 pub use categories::{field_categories, CategoriesError};
+pub use dedup_report::{add_record_name, ContentDuplicate, DedupReport, ReportError};
 pub use destination::Destination;
 pub use export::{
     export, ExportError, ExportOptions, ExportProgress, ExportProgressFn, ExportRecords, Naming,
@@ -54,13 +56,13 @@ pub use export_megatron::{
     export_megatron, MegatronExportError, MegatronExportOptions, MegatronExportSummary,
 };
 pub use export_parquet::{export_parquet, ParquetExportOptions, ParquetExportSummary};
-pub use fields_extend::{Extended, FieldsExtend, NewRecord, Numbered};
+pub use fields_extend::{Extended, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered};
 pub use fields_writer::FieldsBuffering;
 pub use ingest::{ingest, IngestError, IngestOptions, IngestSummary, OnDuplicate, Progress};
 pub use ingest_remote::{ingest_into_remote, RemoteIngestSummary, Staging};
 pub use merge::{gc_json, merge, parse_duration, MergeReport, MergeRunOptions};
 pub use options::{
-    fields_from_names, parse_delimiter, parse_field_type, parse_fields, parse_labels,
+    fields_from_names, parse_dedup, parse_delimiter, parse_field_type, parse_fields, parse_labels,
     parse_lz4_mode, parse_size, parse_value_ext, parse_value_exts, InvalidValue,
 };
 pub use schema_file::{parse_schema, read_schema, SchemaFileError};

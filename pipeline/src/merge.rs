@@ -6,19 +6,30 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bcd::{
-    CreateOptions, Dataset, GcOptions, GcReport, Manifest, MergeOnDuplicate, MergeOptions,
-    MergeSummary, PartSource,
+    CreateOptions, Dataset, Dedup, GcOptions, GcReport, Manifest, MergeOnDuplicate, MergeOptions,
+    MergeSummary, MergedValueDuplicate, PartSource,
 };
 
+use crate::dedup_report::{ContentDuplicate, DedupReport};
 use crate::OnDuplicate;
 
 /// Settings of one merge run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MergeRunOptions {
     /// Copy the parts' files and leave the parts as they are (default: move them).
     pub copy: bool,
     /// What to do with a key found twice.
     pub on_duplicate: OnDuplicate,
+    /// Which records are duplicates: keys (the default), or with
+    /// [`Dedup::Content`] also a part record whose value repeats an earlier
+    /// record's (left out and reported whatever `on_duplicate` says).
+    pub dedup: Dedup,
+    /// Write each record left out for its value to this file, one JSON object
+    /// per line, once the merge commits.
+    pub dedup_report: Option<PathBuf>,
+    /// Memory the duplicate checks may hold before they spill to disk
+    /// ([`Dataset::set_memory_limit`]); `None`: the default.
+    pub memory_limit: Option<u64>,
 }
 
 /// What a merge run did.
@@ -35,14 +46,19 @@ pub struct MergeReport {
 impl MergeReport {
     /// The summary as one JSON object: `parts`, `records`, `skipped`, `shards`,
     /// `rewritten_shards`, `linked_files`, `copied_files`, `bytes_stored`,
-    /// `created`, `seconds`, `parts_not_removed` (`[{"path", "error"}]`) and
-    /// `already_merged` (paths of parts an interrupted merge had committed).
+    /// `created`, `seconds`, `parts_not_removed` (`[{"path", "error"}]`),
+    /// `already_merged` (paths of parts an interrupted merge had committed),
+    /// `skipped_values` and `content_duplicates` (the records left out for their
+    /// value, as [`ContentDuplicate::to_json`] gives them: `origin` is the part).
     pub fn to_json(&self) -> serde_json::Value {
         let s = &self.summary;
         serde_json::json!({
             "parts": s.parts,
             "records": s.records,
             "skipped": s.skipped,
+            "skipped_values": s.value_duplicates.len(),
+            "content_duplicates": s.value_duplicates.iter()
+                .map(|d| content_duplicate(d).to_json()).collect::<Vec<_>>(),
             "shards": s.shards,
             "rewritten_shards": s.rewritten_shards,
             "linked_files": s.linked_files,
@@ -77,10 +93,27 @@ impl MergeReport {
                     .join(", ")
             ),
         };
+        let values = match s.value_duplicates.len() {
+            0 => String::new(),
+            n => format!(", {n} repeated values skipped"),
+        };
         format!(
-            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped, {} shards rewritten, {:.2} s{before}",
+            "merged {} part(s): {} records in {} shards ({how}), {} duplicates skipped{values}, {} shards rewritten, {:.2} s{before}",
             s.parts, s.records, s.shards, s.skipped, s.rewritten_shards, self.seconds
         )
+    }
+}
+
+/// A part record left out for its value, as the reports name it.
+fn content_duplicate(duplicate: &MergedValueDuplicate) -> ContentDuplicate {
+    // A keyless record has an empty key here; keyless parts are named by index.
+    let keyed = !duplicate.key.is_empty() || !duplicate.of_key.is_empty();
+    ContentDuplicate {
+        key: keyed.then(|| duplicate.key.clone()),
+        index: duplicate.record,
+        origin: duplicate.part.display().to_string(),
+        of: duplicate.of,
+        of_key: keyed.then(|| duplicate.of_key.clone()),
     }
 }
 
@@ -119,6 +152,7 @@ pub fn merge(
     } else {
         (Dataset::open(into)?, false)
     };
+    dataset.set_memory_limit(options.memory_limit);
     let sources: Vec<PartSource> = parts.iter().map(PartSource::new).collect();
     // The parts' metadata merged into the target's before anything is written:
     // a conflict leaves the target as it was.
@@ -146,15 +180,46 @@ pub fn merge(
             OnDuplicate::Error => MergeOnDuplicate::Error,
             OnDuplicate::Skip => MergeOnDuplicate::Skip,
         },
+        dedup: options.dedup,
         sidecars: &fields,
         commit_file: Some(&commit_file),
     };
+    // Created before the merge, so that an unwritable path fails it first.
+    let report_error = |what: &str, e: crate::ReportError| bcd::Error::Hook {
+        what: what.to_owned(),
+        source: Box::new(e),
+    };
+    let report = DedupReport::new(options.dedup_report.as_deref(), false)
+        .map_err(|e| report_error("nothing was merged", e));
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            if created {
+                let _ = dataset.remove_empty(true);
+            }
+            return Err(e);
+        }
+    };
     match dataset.merge(&sources, &merge_options) {
-        Ok(summary) => Ok(MergeReport {
-            summary,
-            created,
-            seconds: started.elapsed().as_secs_f64(),
-        }),
+        Ok(summary) => {
+            let mut report = report;
+            let written = summary
+                .value_duplicates
+                .iter()
+                .try_for_each(|d| report.add(content_duplicate(d)))
+                .and_then(|()| report.finish().map(drop));
+            written.map_err(|e| {
+                report_error(
+                    "the merge was committed, but its dedup report was not written",
+                    e,
+                )
+            })?;
+            Ok(MergeReport {
+                summary,
+                created,
+                seconds: started.elapsed().as_secs_f64(),
+            })
+        }
         Err(e) => {
             if created {
                 let _ = dataset.remove_empty(true);

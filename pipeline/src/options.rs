@@ -150,6 +150,16 @@ impl FromStr for OnDuplicate {
     }
 }
 
+/// Parses which records are duplicates: `keys` (only keys, the default) or
+/// `content` (also repeated values), as `--dedup` and `dedup=` take it.
+pub fn parse_dedup(text: &str) -> Result<bcd::Dedup, InvalidValue> {
+    match text {
+        "keys" => Ok(bcd::Dedup::Keys),
+        "content" => Ok(bcd::Dedup::Content),
+        _ => Err(InvalidValue::new(text, "expected content (or keys)")),
+    }
+}
+
 /// Parses a byte count: a number with an optional unit. `K`, `M`, `G`, `T` and
 /// `KiB`, `MiB`, `GiB`, `TiB` are powers of 1024; `KB`, `MB`, `GB`, `TB` are powers
 /// of 1000; `B` or nothing is bytes. Units are case-insensitive; a decimal number

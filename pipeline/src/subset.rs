@@ -20,7 +20,7 @@ use bcd_sampling::PlanError;
 
 use crate::export::ExportError;
 use crate::fields::{DatasetFields, ShardRows};
-use crate::fields_extend::FieldsExtend;
+use crate::fields_extend::{FieldsExtend, FieldsExtendOptions};
 use crate::OnDuplicate;
 
 /// How many records to sample, and with which seed.
@@ -225,8 +225,16 @@ fn copy_records(
         .map(|field| Arc::from(field.name().as_str()))
         .collect();
     let mut columns = ShardColumns::default();
-    // The one extend with fields: each record whole, its statistics its own.
-    let mut extend = FieldsExtend::begin(target, OnDuplicate::Error)?;
+    // The one extend with fields: each record whole, its statistics its own;
+    // the source's content hashes, when it keeps them, kept by the copy too.
+    let options = FieldsExtendOptions {
+        store: bcd::ExtendOptions {
+            content_hashes: dataset.keeps_content_hashes()?,
+            ..bcd::ExtendOptions::default()
+        },
+        ..FieldsExtendOptions::default()
+    };
+    let mut extend = FieldsExtend::begin_with(target, OnDuplicate::Error, options)?;
     extend.add_metadata(source.metadata.clone())?;
     for field in source.schema.fields() {
         for (key, value) in field.metadata() {

@@ -15,7 +15,8 @@ use bcd::{CreateOptions, Dataset, ViewRecords};
 use bcd_fields::{decode_shard, FieldValue, Fields, Fingerprint, FIELDS_SUFFIX};
 use bcd_pipeline::fields::{records_stats_report, stats_report, DatasetFields};
 use bcd_pipeline::{
-    FieldsBuffering, FieldsExtend, MergeRunOptions, NewRecord, Numbered, OnDuplicate,
+    FieldsBuffering, FieldsExtend, FieldsExtendOptions, MergeRunOptions, NewRecord, Numbered,
+    OnDuplicate,
 };
 use serde_json::{Map, Value};
 
@@ -112,7 +113,11 @@ fn extend(
         })
         .collect();
     let mut dataset = Dataset::open(path).unwrap();
-    let mut extend = FieldsExtend::begin_with(&mut dataset, OnDuplicate::Skip, buffering).unwrap();
+    let options = FieldsExtendOptions {
+        buffering,
+        ..FieldsExtendOptions::default()
+    };
+    let mut extend = FieldsExtend::begin_with(&mut dataset, OnDuplicate::Skip, options).unwrap();
     let mut metadata = Map::new();
     metadata.insert("class_names".into(), serde_json::json!(names));
     extend.add_metadata(metadata).unwrap();
@@ -290,6 +295,7 @@ fn a_merge_rewrites_shards_of_several_batches_a_batch_at_a_time() {
         let options = MergeRunOptions {
             copy: true,
             on_duplicate: OnDuplicate::Skip,
+            ..MergeRunOptions::default()
         };
         let report = bcd_pipeline::merge(&[a, b], &into, &options).unwrap();
         assert!(report.summary.rewritten_shards > 0, "{report:?}");

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
-use bcd::{CreateOptions, Dataset};
+use bcd::{CreateOptions, Dataset, LeftOut};
 use bcd_fields::{FieldValue, Fields};
 use bcd_fields::{FIELDS_SUFFIX, STATS_SUFFIX};
 use bcd_pipeline::fields::{DatasetFields, FieldsIoError};
@@ -216,12 +216,18 @@ fn a_stored_copy_follows_the_same_duplicate_policy() {
     drop(refusing);
 
     let mut skipping = FieldsExtend::begin(&mut dataset, OnDuplicate::Skip).unwrap();
-    assert!(!skipping
-        .push_stored(b"a0", &stored, &labelled(7), &origin)
-        .unwrap());
-    assert!(skipping
-        .push_stored(b"c0", &stored, &labelled(7), &origin)
-        .unwrap());
+    assert_eq!(
+        skipping
+            .push_stored(b"a0", &stored, &labelled(7), &origin)
+            .unwrap(),
+        Some(LeftOut::Key)
+    );
+    assert_eq!(
+        skipping
+            .push_stored(b"c0", &stored, &labelled(7), &origin)
+            .unwrap(),
+        None
+    );
     let added = skipping.commit().unwrap();
     assert_eq!((added.records, added.skipped), (1, 1));
     let reopened = Dataset::open(&path).unwrap();

@@ -42,6 +42,8 @@ class WriteSettings:
         on_duplicate: str,
         keyed: bool,
         fields: Any = "all",
+        dedup: Optional[str] = None,
+        memory_limit: Any = None,
     ) -> None:
         self.path = path
         self.job = job
@@ -50,6 +52,12 @@ class WriteSettings:
         self.compression = compression
         self.max_shard_size = max_shard_size
         self.on_duplicate = on_duplicate
+        # None or "content": repeated values left out within each part and,
+        # by the driver's merge, across parts and the target.
+        self.dedup = dedup
+        # The duplicate checks' memory (bytes or a size string), in each task
+        # and in the driver's merge.
+        self.memory_limit = memory_limit
         self.keyed = keyed
         # Which other columns become fields ("all", "none", or names), as
         # Dataset.extend_arrow takes them.
@@ -79,6 +87,8 @@ class WriteSettings:
             on_duplicate=self.on_duplicate,
             level=5,
             fields=self.fields,
+            dedup=self.dedup,
+            memory_limit=self.memory_limit,
         )
         return {"task": task, "path": str(part), **added}
 
@@ -130,6 +140,8 @@ def settings_for(
     compression: Optional[str],
     max_shard_size: Optional[int],
     on_duplicate: str,
+    dedup: Optional[str] = None,
+    memory_limit: Any = None,
 ) -> WriteSettings:
     """Checks a job's options against the target (if it exists) and names the
     job."""
@@ -137,6 +149,8 @@ def settings_for(
         fields = "all"
     if on_duplicate not in ON_DUPLICATE:
         raise ValueError(f"on_duplicate: {on_duplicate!r}: expected 'error' or 'skip'")
+    if dedup not in (None, "keys", "content"):
+        raise ValueError(f"dedup: {dedup!r}: expected 'content' (or None)")
     if compression not in ("lz4", None, "none"):
         raise ValueError(f"compression: {compression!r}: expected 'lz4' or None")
     compression = None if compression == "none" else compression
@@ -162,7 +176,29 @@ def settings_for(
         on_duplicate=on_duplicate,
         keyed=keyed,
         fields=fields,
+        dedup=dedup,
+        memory_limit=memory_limit,
     )
+
+
+def _add_task_duplicates(summary: Dict[str, Any], tasks: List[Any]) -> None:
+    """Adds to the merge's ``summary`` the repeated values each task left out
+    of its own part: counted in ``skipped_values`` and listed first in
+    ``content_duplicates``, ``origin`` naming the task. Such a duplicate's
+    ``duplicate_of`` names the kept record by its ``key`` (keyless: its
+    ``task_index``, its place among the records the task kept); one found
+    across tasks (by the merge) has its ``index`` in the dataset too."""
+    found = []
+    for task, description in tasks:
+        for part in description.get("parts", [description]):
+            for duplicate in part.get("content_duplicates", []):
+                entry = dict(duplicate)
+                entry["origin"] = f"task {task}: {duplicate['origin']}"
+                of = duplicate["duplicate_of"]
+                entry["duplicate_of"] = {"key": of["key"]} if "key" in of else {"task_index": of["index"]}
+                found.append(entry)
+    summary["skipped_values"] = summary.get("skipped_values", 0) + len(found)
+    summary["content_duplicates"] = found + summary.get("content_duplicates", [])
 
 
 class Job:
@@ -201,11 +237,19 @@ class Job:
             for part in by_task[task].get("parts", [by_task[task]])
         ]
         try:
-            summary = _bcd.merge(parts, self.settings.path, on_duplicate=self.settings.on_duplicate)
+            summary = _bcd.merge(
+                parts,
+                self.settings.path,
+                on_duplicate=self.settings.on_duplicate,
+                dedup=self.settings.dedup,
+                memory_limit=self.settings.memory_limit,
+            )
         except BaseException:
             self.abort()
             raise
         self._finish()
+        if self.settings.dedup == "content":
+            _add_task_duplicates(summary, [(task, by_task[task]) for task in sorted(by_task)])
         return summary
 
     def abort(self) -> None:

@@ -77,6 +77,8 @@ def write(
     compression: Optional[str] = "lz4",
     max_shard_size: int = DEFAULT_MAX_SHARD_SIZE,
     on_duplicate: str = "error",
+    dedup: Optional[str] = None,
+    memory_limit: Any = None,
     ray_remote_args: Optional[Dict[str, Any]] = None,
     concurrency: Optional[int] = None,
 ) -> Dict[str, Any]:
@@ -90,6 +92,12 @@ def write(
     contributes its last attempt only; a job that fails commits nothing.
     ``on_duplicate`` applies within a task and across tasks and the existing
     records: ``"error"`` fails the job naming the key, ``"skip"`` keeps the first.
+    With ``dedup="content"`` a row whose value repeats an earlier record's
+    (within its task, then, in the commit's merge, across tasks and the
+    existing records, which need content hashes: ``bcd dedup-index``) is left
+    out and listed in the summary's ``content_duplicates``. ``memory_limit``
+    (bytes, or a size such as ``"4G"``) bounds the memory of the duplicate
+    checks in each task and in the merge.
 
     The other columns become fields beside the records (``fields``:
     ``"all"``, the default when None, ``"none"``, or a list of names), with
@@ -105,6 +113,8 @@ def write(
         compression=compression,
         max_shard_size=max_shard_size,
         on_duplicate=on_duplicate,
+        dedup=dedup,
+        memory_limit=memory_limit,
     )
     sink = BcdDatasink(settings)
     ds.write_datasink(sink, ray_remote_args=ray_remote_args or {}, concurrency=concurrency)

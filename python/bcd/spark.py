@@ -18,8 +18,10 @@ run ``bcd gc --older-than`` with a duration longer than your jobs.
 
 Options: ``value_column`` (default ``value``), ``key_column`` (none: keyless),
 ``compression`` (``lz4`` or ``none``), ``max_shard_size`` (bytes),
-``on_duplicate`` (``error`` or ``skip``), and for reading ``shards_per_partition``
-(default 1). Only ``append`` (and ``errorifexists`` / ``ignore`` on a new path)
+``on_duplicate`` (``error`` or ``skip``), ``dedup`` (``content``: repeated values
+left out, within each task's part and across parts in the commit's merge),
+``memory_limit`` (the duplicate checks' memory: bytes or a size such as ``4G``),
+and for reading ``shards_per_partition`` (default 1). Only ``append`` (and ``errorifexists`` / ``ignore`` on a new path)
 is supported: a bcd dataset cannot be overwritten in place.
 """
 
@@ -104,6 +106,8 @@ class BcdDataSource(DataSource):
             compression=self.options.get("compression", "lz4"),
             max_shard_size=int(max_shard_size) if max_shard_size else DEFAULT_MAX_SHARD_SIZE,
             on_duplicate=self.options.get("on_duplicate", "error"),
+            dedup=self.options.get("dedup"),
+            memory_limit=self.options.get("memory_limit"),
         )
         _staging.Job(settings).start(lock=False)
         return BcdWriter(settings)

@@ -1,6 +1,8 @@
 //! Arguments both `bcd.Dataset` and `bcd.ingest` take: paths (local or in
 //! object storage) and `fields=`. Shared here so neither module needs the other.
 
+use std::path::PathBuf;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -59,4 +61,21 @@ pub fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FieldSele
     fields_from_names(names)
         .map(Some)
         .map_err(|expected| PyValueError::new_err(format!("fields: {expected}")))
+}
+
+/// `dedup_report=`: a path, given only with `dedup="content"`.
+pub(crate) fn dedup_report_arg(
+    py: Python<'_>,
+    dedup: Option<&str>,
+    report: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<PathBuf>> {
+    let Some(report) = report.filter(|r| !r.is_none()) else {
+        return Ok(None);
+    };
+    if dedup != Some("content") {
+        return Err(PyValueError::new_err(
+            "dedup_report applies only with dedup=\"content\"",
+        ));
+    }
+    Ok(Some(PathBuf::from(fspath(py, report)?)))
 }

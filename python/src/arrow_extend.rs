@@ -20,7 +20,9 @@ use bcd::{Dataset, Lz4Mode};
 use bcd_converters::arrow_batches::BatchColumns;
 use bcd_converters::field_options::FieldSelection;
 use bcd_converters::{FieldValue, Fields};
-use bcd_pipeline::{FieldsExtend, NewRecord, Numbered, OnDuplicate};
+use bcd_pipeline::{
+    ContentDuplicate, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered, OnDuplicate,
+};
 
 use crate::errors::fields_to_py;
 use crate::handle::Handle;
@@ -94,6 +96,10 @@ pub struct ArrowExtend<'a> {
     pub value_column: &'a str,
     pub key_column: Option<&'a str>,
     pub on_duplicate: OnDuplicate,
+    /// `dedup=`: keys, or repeated values too.
+    pub dedup: bcd::Dedup,
+    /// `memory_limit=` of the duplicate checks.
+    pub memory_limit: Option<u64>,
     pub mode: Lz4Mode,
     pub threads: usize,
     /// Which other columns become fields.
@@ -166,11 +172,20 @@ pub fn extend_arrow<'py>(
     let mut batches = batches(data)?;
     // Records go in whole through the one extend with fields, which applies
     // the duplicate policy.
+    let checks = FieldsExtendOptions {
+        store: bcd::ExtendOptions {
+            dedup: options.dedup,
+            memory_limit: options.memory_limit,
+            ..bcd::ExtendOptions::default()
+        },
+        ..FieldsExtendOptions::default()
+    };
     let mut extend = py
-        .detach(|| FieldsExtend::begin(dataset, options.on_duplicate))
+        .detach(|| FieldsExtend::begin_with(dataset, options.on_duplicate, checks))
         .map_err(fields_to_py)?;
     let (batch_records, batch_bytes) = bcd::batch_limits(options.threads);
     let mut rows: u64 = 0;
+    let mut duplicates: Vec<ContentDuplicate> = Vec::new();
     let outcome = (|| -> PyResult<()> {
         loop {
             // With the GIL: a stream may be made by Python code (a generator
@@ -185,6 +200,7 @@ pub fn extend_arrow<'py>(
                 batch.map_err(|e| PyValueError::new_err(format!("reading Arrow data: {e}")))?;
             let extend = &mut extend;
             let rows = &mut rows;
+            let duplicates = &mut duplicates;
             py.detach(move || -> PyResult<()> {
                 let field_columns = field_columns(&batch, options)?;
                 // A column's field metadata (an Arrow extension type: `arrow.uuid`,
@@ -250,7 +266,17 @@ pub fn extend_arrow<'py>(
                             origin,
                         })
                         .collect();
-                    extend.push_batch(&records).map_err(fields_to_py)?;
+                    let skipped = extend.push_batch(&records).map_err(fields_to_py)?;
+                    for duplicate in skipped.values {
+                        let record = &records[duplicate.position];
+                        duplicates.push(ContentDuplicate {
+                            key: keyed.then(|| record.key.to_vec()),
+                            index: *rows + (start + duplicate.position) as u64,
+                            origin: record.origin.to_string(),
+                            of: duplicate.of,
+                            of_key: keyed.then_some(duplicate.of_key),
+                        });
+                    }
                     start = end;
                 }
                 *rows += columns.len() as u64;
@@ -269,5 +295,15 @@ pub fn extend_arrow<'py>(
     result.set_item("skipped", summary.skipped)?;
     result.set_item("shards", summary.shards)?;
     result.set_item("bytes_stored", summary.bytes_stored)?;
+    if options.dedup == bcd::Dedup::Content {
+        let listed =
+            serde_json::Value::Array(duplicates.iter().map(ContentDuplicate::to_json).collect());
+        result.set_item("skipped_values", summary.skipped_values)?;
+        result.set_item(
+            "content_duplicates",
+            py.import("json")?
+                .call_method1("loads", (listed.to_string(),))?,
+        )?;
+    }
     Ok(result)
 }

@@ -39,6 +39,9 @@ pub fn to_py(error: bcd::Error) -> PyErr {
         | E::CorruptShard { .. }
         | E::CorruptIndexFile { .. }
         | E::CorruptValue { .. }
+        | E::ContentMismatch { .. }
+        | E::NoContentHashes { .. }
+        | E::CorruptContentHashes { .. }
         | E::DuplicateKeyInDataset { .. }
         | E::DuplicateKey { .. }
         | E::DuplicateKeyInMerge { .. }

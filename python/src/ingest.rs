@@ -20,9 +20,9 @@ use bcd_pipeline::{
     SourceSetupError,
 };
 
-use crate::args::location;
+use crate::args::{dedup_report_arg, location};
 use crate::errors::{message, os_error, to_py};
-use crate::options::{invalid, lz4_mode_arg, shard_size_arg};
+use crate::options::{dedup_arg, invalid, lz4_mode_arg, memory_limit_arg, shard_size_arg};
 use crate::source_keywords::{source_options, strings};
 
 /// How often the calling thread checks for Ctrl-C while the pipeline runs.
@@ -105,6 +105,7 @@ fn ingest_error(error: IngestError) -> PyErr {
         IngestError::Store(error) => to_py(error),
         IngestError::Remote(error) => crate::errors::remote_to_py(error),
         IngestError::Interrupted => PyKeyboardInterrupt::new_err(message),
+        IngestError::Report(error) => os_error(&error.source, message),
         IngestError::Internal(_) => PyRuntimeError::new_err(message),
         // Duplicates, and options that contradict the dataset or the source.
         _ => PyValueError::new_err(message),
@@ -126,8 +127,9 @@ fn ingest_error(error: IngestError) -> PyErr {
 #[pyo3(signature = (
     sources, into, *, format = None, keyless = false,
     compression = CompressionChoice::Unset, max_shard_size = None, on_duplicate = "error",
-    jobs = None, level = None, **source_keywords,
-), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, **source_keywords)")]
+    jobs = None, level = None, dedup = None, dedup_report = None, memory_limit = None,
+    **source_keywords,
+), text_signature = "(sources, into, *, format=None, keyless=False, compression=..., max_shard_size=None, on_duplicate='error', jobs=None, level=None, dedup=None, dedup_report=None, memory_limit=None, **source_keywords)")]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -140,6 +142,9 @@ pub fn ingest<'py>(
     on_duplicate: &str,
     jobs: Option<usize>,
     level: Option<&Bound<'py, PyAny>>,
+    dedup: Option<&str>,
+    dedup_report: Option<&Bound<'py, PyAny>>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
     source_keywords: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sources = strings(Some(sources), "sources")?;
@@ -172,6 +177,11 @@ pub fn ingest<'py>(
             None => IngestOptions::default().jobs,
         },
         lz4_mode: lz4_mode_arg(level, IngestOptions::default().lz4_mode)?,
+        dedup: dedup_arg(dedup)?,
+        dedup_report: dedup_report_arg(py, dedup, dedup_report)?,
+        // The summary dict lists them, as `bcd ingest --json` does.
+        list_content_duplicates: true,
+        memory_limit: memory_limit_arg(memory_limit)?,
         interrupt: Some(Arc::clone(&interrupt)),
     };
 

@@ -34,15 +34,26 @@ fn paths(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<P
 }
 
 /// Appends the datasets `parts`, in order, to the dataset `into` in one commit
-/// (`bcd merge`); returns the summary `bcd merge --json` prints.
+/// (`bcd merge`); returns the summary `bcd merge --json` prints. With
+/// `dedup="content"` a part record whose value repeats an earlier record's is
+/// left out and listed (`content_duplicates`; also written to `dedup_report`,
+/// JSON Lines); `memory_limit` bounds the duplicate checks' memory (an int or
+/// a size such as `"4G"`).
 #[pyfunction]
-#[pyo3(signature = (parts, into, *, copy = false, on_duplicate = "error"))]
+#[pyo3(signature = (
+    parts, into, *, copy = false, on_duplicate = "error", dedup = None,
+    dedup_report = None, memory_limit = None,
+))]
+#[allow(clippy::too_many_arguments)]
 pub fn merge<'py>(
     py: Python<'py>,
     parts: &Bound<'py, PyAny>,
     into: PathBuf,
     copy: bool,
     on_duplicate: &str,
+    dedup: Option<&str>,
+    dedup_report: Option<&Bound<'py, PyAny>>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let parts = paths(py, parts, "parts")?;
     let options = MergeRunOptions {
@@ -50,6 +61,9 @@ pub fn merge<'py>(
         on_duplicate: on_duplicate
             .parse::<OnDuplicate>()
             .map_err(|error| invalid("on_duplicate", error))?,
+        dedup: crate::options::dedup_arg(dedup)?,
+        dedup_report: crate::args::dedup_report_arg(py, dedup, dedup_report)?,
+        memory_limit: crate::options::memory_limit_arg(memory_limit)?,
     };
     let report = py
         .detach(|| bcd_pipeline::merge(&parts, &into, &options))

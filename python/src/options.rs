@@ -84,3 +84,19 @@ pub fn shard_size_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {
     }
     Ok(size)
 }
+
+/// `dedup=`: `None` or `"keys"` (keys only), `"content"` (repeated values too).
+pub(crate) fn dedup_arg(dedup: Option<&str>) -> PyResult<bcd::Dedup> {
+    match dedup {
+        None => Ok(bcd::Dedup::Keys),
+        Some(text) => bcd_pipeline::parse_dedup(text).map_err(|error| invalid("dedup", error)),
+    }
+}
+
+/// `memory_limit=`: bytes as an int or a size string (`"4G"`), or `None`.
+pub(crate) fn memory_limit_arg(limit: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    limit
+        .filter(|l| !l.is_none())
+        .map(|l| size_arg(l, "memory_limit"))
+        .transpose()
+}

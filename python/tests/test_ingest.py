@@ -17,6 +17,7 @@ from helpers import FIXTURES, read_all, snapshot
 SUMMARY_FIELDS = {
     "dataset", "created", "records", "skipped", "skipped_members", "bytes_in",
     "bytes_stored", "compression_ratio", "shards", "seconds", "mb_per_s",
+    "skipped_values", "content_duplicates",
 }
 
 
@@ -54,6 +55,8 @@ def test_an_imagefolder_tree_becomes_a_keyed_dataset_of_its_files(tmp_path):
     }
     summary = bcd.ingest([root], tmp_path / "images")
     assert set(summary) == SUMMARY_FIELDS
+    # Without dedup="content" no record is left out for its value.
+    assert (summary["skipped_values"], summary["content_duplicates"]) == (0, [])
     assert summary["created"] is True
     assert summary["records"] == len(files) == 19
     assert summary["bytes_in"] == sum(map(len, files.values()))

@@ -89,7 +89,9 @@ def test_ingest_returns_the_summary_bcd_ingest_json_prints(tmp_path):
     assert sorted(summary) == sorted([
         "dataset", "created", "records", "skipped", "skipped_members", "bytes_in",
         "bytes_stored", "compression_ratio", "shards", "seconds", "mb_per_s",
+        "skipped_values", "content_duplicates",
     ])
+    assert (summary["skipped_values"], summary["content_duplicates"]) == (0, [])
     assert (summary["records"], summary["bytes_in"], summary["created"]) == (2, len(NOISE) + len(TEXT), True)
     assert summary["compression_ratio"] == summary["bytes_in"] / summary["bytes_stored"]
     assert summary["mb_per_s"] == (summary["bytes_in"] / 1e6 / summary["seconds"] if summary["seconds"] > 0 else 0.0)

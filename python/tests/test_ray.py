@@ -283,3 +283,25 @@ def test_a_task_given_blocks_with_different_columns_keeps_every_column(tmp_path)
     assert dict(zip(read_all(dataset), dataset.fields(["label"]).column("label").to_pylist())) == {
         b"a": None, b"b": None, b"c": 7,
     }
+
+
+def test_dedup_content_leaves_out_repeated_values_within_and_across_tasks(tmp_path):
+    items = [{"id": f"img/{i:05d}.jpg", "image": f"pixels {i % 30} ".encode() * 3} for i in range(120)]
+    summary = bcd.ray.write(
+        ray.data.from_items(items, override_num_blocks=4),
+        tmp_path / "out",
+        value_column="image",
+        key_column="id",
+        dedup="content",
+        memory_limit="1M",
+    )
+    dataset = bcd.Dataset(tmp_path / "out")
+    # The first occurrence of each value, in task order.
+    assert read_all(dataset) == as_records(items[:30])
+    assert summary["skipped_values"] == 90 == len(summary["content_duplicates"])
+    keys = {d["key"] for d in summary["content_duplicates"]}
+    assert keys == {r["id"] for r in items[30:]}
+    for duplicate in summary["content_duplicates"]:
+        kept = duplicate["duplicate_of"]["key"]
+        assert items[int(kept[4:9])]["image"] == items[int(duplicate["key"][4:9])]["image"]
+    assert not (tmp_path / "out" / "_staging").exists()

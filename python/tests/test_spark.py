@@ -208,3 +208,21 @@ def test_timestamps_written_in_the_session_time_zone_read_back_through_spark(spa
         assert len(back) == 5
     finally:
         spark.conf.set("spark.sql.session.timeZone", previous)
+
+
+def test_dedup_content_leaves_out_repeated_values_across_partitions(spark, tmp_path):
+    items = [(f"img/{i:05d}.jpg", f"pixels {i % 25} ".encode() * 3) for i in range(100)]
+    df = frame(spark, items)
+    path = str(tmp_path / "out")
+    df.write.format("bcd").option("value_column", "image").option("key_column", "id").option(
+        "dedup", "content"
+    ).option("memory_limit", "1M").mode("append").save(path)
+    got = read_all(bcd.Dataset(path))
+    # The first occurrence of each value, in partition order.
+    seen, expected = set(), []
+    for key, value in expected_order(df):
+        if value not in seen:
+            seen.add(value)
+            expected.append((key, value))
+    assert got == expected and len(got) == 25
+    assert not (tmp_path / "out" / "_staging").exists()

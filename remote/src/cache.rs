@@ -311,7 +311,10 @@ impl RemoteCache {
             let kind = FileKind::of(name);
             matches!(
                 kind,
-                FileKind::Sidecar(_) | FileKind::Commit(_) | FileKind::View
+                FileKind::Sidecar(_)
+                    | FileKind::ContentHashes(_)
+                    | FileKind::Commit(_)
+                    | FileKind::View
             ) && kind.committed(shards)
                 && (!unchanged(&versions, object) || !self.mirror.join(name).is_file())
         });

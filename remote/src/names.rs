@@ -12,7 +12,8 @@
 
 use bcd::format::{
     parse_commit_file_name, parse_merge_record_name, parse_shard_name, parse_sidecar_name,
-    parse_view_file_name, DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME, MANIFEST_NAME,
+    parse_view_file_name, CONTENT_HASH_SUFFIX, DATA_EXTENSION, INDEX_EXTENSION, INDEX_FILE_NAME,
+    MANIFEST_NAME,
 };
 
 /// What a file name in a dataset's directory (or under its prefix) is.
@@ -25,6 +26,11 @@ pub enum FileKind {
     /// `NNNNNN.<suffix>` other than `.bin`/`.idx`: a file beside shard `n`
     /// (the suffix as `bcd::format::is_sidecar_suffix` allows).
     Sidecar(u64),
+    /// `NNNNNN.xxh128`: the content hash of each record of shard `n`, a
+    /// sidecar written once (with its shard, or later by `bcd dedup-index`),
+    /// which travels like the others; the remote cache mirrors it too, so that
+    /// reads checking values (`verify=True`) work on a cached dataset.
+    ContentHashes(u64),
     /// `commit.M.json`: written by the commit that made the shard count `M`.
     Commit(u64),
     /// `merged.M.json`: the record of a local merge that made the shard count
@@ -54,8 +60,11 @@ impl FileKind {
             FileKind::MergeRecord(m)
         } else if let Some(n) = parse_shard_name(name) {
             FileKind::Shard(n)
-        } else if let Some((n, _)) = parse_sidecar_name(name) {
-            FileKind::Sidecar(n)
+        } else if let Some((n, suffix)) = parse_sidecar_name(name) {
+            match suffix == CONTENT_HASH_SUFFIX {
+                true => FileKind::ContentHashes(n),
+                false => FileKind::Sidecar(n),
+            }
         } else {
             FileKind::Other
         }
@@ -66,7 +75,7 @@ impl FileKind {
     pub fn committed(self, shards: u64) -> bool {
         match self {
             FileKind::Manifest | FileKind::IndexFile | FileKind::View => true,
-            FileKind::Shard(n) | FileKind::Sidecar(n) => n < shards,
+            FileKind::Shard(n) | FileKind::Sidecar(n) | FileKind::ContentHashes(n) => n < shards,
             FileKind::Commit(m) => m <= shards,
             FileKind::MergeRecord(_) | FileKind::Other => false,
         }
@@ -77,7 +86,10 @@ impl FileKind {
     pub fn immutable(self) -> bool {
         matches!(
             self,
-            FileKind::Shard(_) | FileKind::Sidecar(_) | FileKind::Commit(_)
+            FileKind::Shard(_)
+                | FileKind::Sidecar(_)
+                | FileKind::ContentHashes(_)
+                | FileKind::Commit(_)
         )
     }
 
@@ -86,7 +98,7 @@ impl FileKind {
     /// interrupted write, or a write in progress).
     pub fn pending(self, shards: u64) -> bool {
         match self {
-            FileKind::Shard(n) | FileKind::Sidecar(n) => n >= shards,
+            FileKind::Shard(n) | FileKind::Sidecar(n) | FileKind::ContentHashes(n) => n >= shards,
             FileKind::Commit(m) => m > shards,
             _ => false,
         }
@@ -134,6 +146,10 @@ mod tests {
         assert_eq!(FileKind::of("1000000.idx"), FileKind::Shard(1_000_000));
         assert_eq!(FileKind::of("000003.fields.arrow"), FileKind::Sidecar(3));
         assert_eq!(FileKind::of("000003.stats.json"), FileKind::Sidecar(3));
+        assert_eq!(FileKind::of("000003.xxh128"), FileKind::ContentHashes(3));
+        assert!(FileKind::of("000003.xxh128").committed(4));
+        assert!(FileKind::of("000003.xxh128").immutable());
+        assert!(FileKind::of("000004.xxh128").pending(4));
         assert_eq!(FileKind::of("commit.000004.json"), FileKind::Commit(4));
         assert_eq!(FileKind::of(".bcd-index"), FileKind::IndexFile);
         assert_eq!(FileKind::of("view.cats"), FileKind::View);
@@ -146,6 +162,8 @@ mod tests {
             ".bcd.lock",
             ".manifest.json.tmp",
             ".bcd-index.tmp-1-2",
+            ".bcd-content.tmp-000003",
+            ".bcd-spill",
             "00003.bin",
             "000003",
             "000003.",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bcd::{Compression, Dataset};
 use bcd_remote::cache::{open_cache, refresh, CacheOptions, RemoteCache};
-use bcd_remote::{push, TransferOptions};
+use bcd_remote::{pull, push, TransferOptions};
 use common::*;
 use object_store::memory::InMemory;
 
@@ -399,4 +399,65 @@ fn cached_shards_are_kept_or_dropped_by_their_checksums_never_their_sizes() {
     push(second.path(), &remote(), &TransferOptions::default()).unwrap();
     let (reopened, _) = open();
     assert_eq!(records(&reopened), records(&second));
+}
+
+#[test]
+fn content_hashes_built_after_a_push_travel_by_push_pull_and_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let mut local = dataset(&source, true, Compression::Lz4, 200, 1500);
+    let hashes = |dir: &std::path::Path, shards: u64| -> Vec<Option<Vec<u8>>> {
+        (0..shards)
+            .map(|shard| std::fs::read(dir.join(format!("{shard:06}.xxh128"))).ok())
+            .collect()
+    };
+    // Pushed, and cached, before the dataset has content hashes.
+    let memory = Arc::new(InMemory::new());
+    let remote = || memory_remote(memory.clone(), "p");
+    push(&source, &remote(), &TransferOptions::default()).unwrap();
+    let options = CacheOptions::new(dir.path().join("cache"));
+    let open = || {
+        open_cache(Arc::new(
+            RemoteCache::with_remote(remote(), &options).unwrap(),
+        ))
+        .unwrap()
+    };
+    let (mut cached, _) = open();
+    assert!(cached.set_verify_content(true).is_err(), "no hashes yet");
+
+    // `bcd dedup-index`: one file per shard beside an unchanged manifest.
+    local.build_content_hashes().unwrap();
+    let shards = local.shards();
+    assert!(shards > 1);
+    let built = hashes(&source, shards);
+    assert!(built.iter().all(Option::is_some));
+    let summary = push(&source, &remote(), &TransferOptions::default()).unwrap();
+    assert_eq!(summary.files, shards);
+    assert!(summary.committed, "the manifest is written again");
+
+    // A current cache mirrors them, and reads checking values work through it.
+    let (mut cached, cache) = open();
+    assert_eq!(hashes(cache.mirror(), shards), built);
+    cached.set_verify_content(true).unwrap();
+    assert_eq!(records(&cached), records(&local));
+    assert!(cached.verify_content().is_empty());
+
+    // A pull brings them too, and the copy's values check against them.
+    let copy = dir.path().join("copy");
+    pull(&remote(), &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(hashes(&copy, shards), built);
+    let pulled = Dataset::open(&copy).unwrap();
+    assert!(pulled.verify_content().is_empty());
+
+    // An append to the hashed dataset writes the new shards' hashes, which
+    // travel with their shards.
+    append(&mut local, 200..260);
+    let more = local.shards();
+    assert!(hashes(&source, more).iter().all(Option::is_some));
+    push(&source, &remote(), &TransferOptions::default()).unwrap();
+    pull(&remote(), &copy, &TransferOptions::default()).unwrap();
+    assert_eq!(hashes(&copy, more), hashes(&source, more));
+    let (_, cache) = open();
+    assert_eq!(hashes(cache.mirror(), more), hashes(&source, more));
+    assert_eq!(files(&copy), files(&source));
 }

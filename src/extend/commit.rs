@@ -54,9 +54,7 @@ impl Extend<'_> {
             }
             Err(ManifestWriteError::NotDurable(e)) => {
                 self.writer.keep();
-                let known = std::mem::take(&mut self.new_hashes);
-                let known = self.dataset.keyed().then_some(&known[..]);
-                let _ = self.dataset.apply_manifest_with(manifest, known);
+                let _ = self.load_committed(manifest);
                 return Err(e);
             }
         }
@@ -67,17 +65,30 @@ impl Extend<'_> {
         };
         // The files are committed now: dropping the extend must not remove them.
         self.writer.keep();
-        let known = std::mem::take(&mut self.new_hashes);
-        let known = self.dataset.keyed().then_some(&known[..]);
         // Whatever happens now, the extend is done: a failure to load what it
         // committed must not read as a failed (and so retryable) extend.
-        self.dataset
-            .apply_manifest_with(manifest, known)
+        self.load_committed(manifest)
             .map_err(|e| Error::CommittedNotLoaded {
                 path: dir,
                 source: Box::new(e),
             })?;
         Ok(summary)
+    }
+
+    /// Moves the handle to the committed state: the new shards are indexed from
+    /// the key set (sorted, no key read back), straight into a new persisted
+    /// index when the dataset wants one.
+    fn load_committed(&mut self, manifest: Manifest) -> Result<()> {
+        let keys = self.keys.as_deref();
+        let sorted = |out: &mut dyn FnMut((u64, u64)) -> std::io::Result<()>| {
+            let Some(keys) = keys else { return Ok(()) };
+            for entry in keys.sorted().map_err(std::io::Error::other)? {
+                out(entry.map_err(std::io::Error::other)?)?;
+            }
+            Ok(())
+        };
+        self.dataset
+            .apply_manifest_with(manifest, NewKeys::Sorted(&sorted))
     }
 }
 

@@ -21,8 +21,6 @@ struct Place {
 pub(super) struct KeyCheck {
     /// Per part, its records dropped as duplicates, sorted.
     pub(super) dropped: Vec<Vec<u64>>,
-    /// Per part, each record's key hash (empty for keyless datasets).
-    pub(super) hashes: Vec<Vec<u64>>,
 }
 
 impl Dataset {
@@ -32,17 +30,12 @@ impl Dataset {
     pub(super) fn check_keys(&self, parts: &[Part], policy: MergeOnDuplicate) -> Result<KeyCheck> {
         let mut dropped = vec![Vec::new(); parts.len()];
         if !self.keyed() {
-            return Ok(KeyCheck {
-                dropped,
-                hashes: Vec::new(),
-            });
+            return Ok(KeyCheck { dropped });
         }
-        let mut hashes: Vec<Vec<u64>> = Vec::with_capacity(parts.len());
+        // One bit per part record: the key tables must list each exactly once.
         let mut seen: Vec<Vec<u64>> = Vec::with_capacity(parts.len());
         for part in parts {
-            let len = part.dataset.len();
-            hashes.push(vec![0; len]);
-            seen.push(vec![0; len.div_ceil(64)]);
+            seen.push(vec![0; part.dataset.len().div_ceil(64)]);
         }
         let mut cursors: Vec<_> = parts
             .iter()
@@ -62,13 +55,12 @@ impl Dataset {
             }
             let listed = usize::try_from(record)
                 .ok()
-                .filter(|&r| r < hashes[part].len())
+                .filter(|&r| r < parts[part].dataset.len())
                 .filter(|&r| seen[part][r / 64] & (1 << (r % 64)) == 0);
             let Some(r) = listed else {
                 return Err(bad_key_table(&parts[part].dataset));
             };
             seen[part][r / 64] |= 1 << (r % 64);
-            hashes[part][r] = hash;
             group.push(Place {
                 part: Some(part),
                 record,
@@ -98,7 +90,7 @@ impl Dataset {
         // A table that leaves a record out (a damaged index file) would let its
         // key through unchecked.
         for (part, seen) in seen.iter().enumerate() {
-            let len = hashes[part].len();
+            let len = parts[part].dataset.len();
             let listed: usize = seen.iter().map(|w| w.count_ones() as usize).sum();
             if listed != len {
                 return Err(bad_key_table(&parts[part].dataset));
@@ -107,7 +99,7 @@ impl Dataset {
         for d in &mut dropped {
             d.sort_unstable();
         }
-        Ok(KeyCheck { dropped, hashes })
+        Ok(KeyCheck { dropped })
     }
 
     /// The duplicates among `group` (part records whose keys hash to `hash`, in
@@ -183,22 +175,95 @@ impl Dataset {
     }
 }
 
-/// Each part's key hashes in the order of the records the target gains.
-pub(super) fn known_hashes(parts: &[Part], plan: &[Planned], hashes: &[Vec<u64>]) -> Vec<u64> {
-    let mut known = Vec::with_capacity(plan.iter().map(|p| p.records as usize).sum());
-    for planned in plan {
-        let dataset = &parts[planned.part].dataset;
-        let first = dataset.shard_first_record(planned.from) as usize;
-        let records = dataset.shard_records(planned.from) as usize;
-        let hashes = &hashes[planned.part][first..first + records];
-        match &planned.plan {
-            Plan::Move => known.extend_from_slice(hashes),
-            Plan::Rewrite(kept) => {
-                known.extend(hashes.iter().zip(kept).filter(|(_, &k)| k).map(|(&h, _)| h))
-            }
+/// Where each part record goes in the target: its new dataset index, or none
+/// (dropped).
+pub(super) struct Renumbering {
+    /// Per part, per shard: where its records go; `None` for a shard left out.
+    shards: Vec<Vec<Option<ShardNumbers>>>,
+}
+
+/// Where the records of one placed part shard go.
+struct ShardNumbers {
+    /// The dataset index its first kept record gets.
+    first: u64,
+    /// For a rewritten shard, the rank of each record among the kept ones
+    /// (`None` where dropped).
+    ranks: Option<Vec<Option<u32>>>,
+}
+
+impl Renumbering {
+    /// The renumbering of `plan`, the target having `target_len` records.
+    pub(super) fn new(target_len: u64, parts: &[Part], plan: &[Planned]) -> Renumbering {
+        let mut shards: Vec<Vec<Option<ShardNumbers>>> = parts
+            .iter()
+            .map(|p| (0..p.dataset.shards()).map(|_| None).collect())
+            .collect();
+        let mut next = target_len;
+        for planned in plan {
+            let ranks = match &planned.plan {
+                Plan::Move => None,
+                Plan::Rewrite(kept) => {
+                    let mut rank = 0u32;
+                    Some(
+                        kept.iter()
+                            .map(|&k| {
+                                k.then(|| {
+                                    rank += 1;
+                                    rank - 1
+                                })
+                            })
+                            .collect(),
+                    )
+                }
+            };
+            shards[planned.part][planned.from as usize] = Some(ShardNumbers { first: next, ranks });
+            next += planned.records;
+        }
+        Renumbering { shards }
+    }
+
+    /// The target's dataset index of record `record` of part `part`.
+    pub(super) fn of(&self, parts: &[Part], part: usize, record: u64) -> Option<u64> {
+        let dataset = &parts[part].dataset;
+        let shard = shard_of(dataset, record);
+        let local = record - dataset.shard_first_record(shard);
+        let ShardNumbers { first, ranks } = self.shards[part].get(shard as usize)?.as_ref()?;
+        match ranks {
+            None => Some(first + local),
+            Some(ranks) => Some(first + u64::from((*ranks.get(local as usize)?)?)),
         }
     }
-    known
+}
+
+/// The `(hash, record)` of every record the target gains, by its index in the
+/// target, sorted: the parts' key tables merged in hash order (as the check
+/// reads them), the dropped records left out. Nothing per record is held.
+pub(super) fn gained_keys(
+    parts: &[Part],
+    renumbering: &Renumbering,
+    out: &mut dyn FnMut((u64, u64)) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut cursors: Vec<_> = parts
+        .iter()
+        .map(|p| p.dataset.index.key_entries())
+        .collect();
+    let mut heap = BinaryHeap::with_capacity(parts.len());
+    for (part, cursor) in cursors.iter_mut().enumerate() {
+        if let Some((hash, record)) = cursor.next() {
+            heap.push(Reverse((hash, part, record)));
+        }
+    }
+    // Equal hashes come out part by part, each part's in record order: so in
+    // the order of their new indexes too.
+    while let Some(Reverse((hash, part, record))) = heap.pop() {
+        if let Some((next_hash, next_record)) = cursors[part].next() {
+            heap.push(Reverse((next_hash, part, next_record)));
+        }
+        if let Some(new) = renumbering.of(parts, part, record) {
+            out((hash, new))?;
+        }
+    }
+    Ok(())
 }
 
 /// The shard holding record `record` of `dataset`.

@@ -188,6 +188,14 @@ pub struct MergeOptions<'h> {
     pub copy: bool,
     /// What to do with a key found twice. Default: [`MergeOnDuplicate::Error`].
     pub on_duplicate: MergeOnDuplicate,
+    /// Which records are duplicates: keys (the default), or with
+    /// [`Dedup::Content`](crate::Dedup::Content) also a part record whose value
+    /// equals an earlier record's (the target's, an earlier part's, or earlier
+    /// in its part), which is left out whatever `on_duplicate` says, its shard
+    /// rewritten without it ([`MergeSummary::value_duplicates`]). Every shard of
+    /// the target must have content hashes; a part shard without them has them
+    /// computed.
+    pub dedup: crate::Dedup,
     /// Sidecars of rewritten shards. Default: [`DropSidecars`].
     pub sidecars: &'h dyn SidecarRewrite,
     /// The commit file of the merged state. Default: none.
@@ -199,6 +207,7 @@ impl Default for MergeOptions<'_> {
         MergeOptions {
             copy: false,
             on_duplicate: MergeOnDuplicate::Error,
+            dedup: crate::Dedup::Keys,
             sidecars: &DropSidecars,
             commit_file: None,
         }
@@ -210,6 +219,7 @@ impl std::fmt::Debug for MergeOptions<'_> {
         f.debug_struct("MergeOptions")
             .field("copy", &self.copy)
             .field("on_duplicate", &self.on_duplicate)
+            .field("dedup", &self.dedup)
             .field("commit_file", &self.commit_file.is_some())
             .finish_non_exhaustive()
     }
@@ -255,6 +265,22 @@ pub struct MergeCommitInput<'a> {
     pub shards: u64,
 }
 
+/// A part record a merge left out because its value repeats an earlier
+/// record's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergedValueDuplicate {
+    /// The part it was in.
+    pub part: PathBuf,
+    /// Its index in the part.
+    pub record: u64,
+    /// Its key (empty when keyless).
+    pub key: Vec<u8>,
+    /// The index, in the merged target, of the record whose value it repeats.
+    pub of: u64,
+    /// That record's key (empty when keyless).
+    pub of_key: Vec<u8>,
+}
+
 /// What a committed merge did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MergeSummary {
@@ -262,8 +288,11 @@ pub struct MergeSummary {
     pub parts: usize,
     /// Records added to the target.
     pub records: u64,
-    /// Records of the parts left out as duplicates.
+    /// Records of the parts left out as duplicate keys.
     pub skipped: u64,
+    /// Records of the parts left out because their value repeats an earlier
+    /// record's ([`MergeOptions::dedup`]), in merge order.
+    pub value_duplicates: Vec<MergedValueDuplicate>,
     /// Shards added to the target.
     pub shards: u64,
     /// Of those, shards rewritten without their duplicates.

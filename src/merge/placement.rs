@@ -14,7 +14,8 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::fingerprint::ShardFingerprint;
 use crate::format::{
-    commit_file_path, parse_sidecar_name, shard_paths, sidecar_path, MAX_COMMIT_FILE_BYTES,
+    commit_file_path, parse_sidecar_name, shard_paths, sidecar_path, CONTENT_HASH_SUFFIX,
+    MAX_COMMIT_FILE_BYTES,
 };
 use crate::shard_writer::ShardWriter;
 use crate::storage::Storage;
@@ -122,17 +123,27 @@ impl Dataset {
 
     /// Puts one part shard, and its sidecars, in place as shard `planned.to`;
     /// returns the new shard's fingerprint if it was rewritten.
+    /// With `keep_hashes`, a shard whose part shard has no content hashes gets
+    /// them computed.
     pub(super) fn place(
         &self,
         part: &Part,
         planned: &Planned,
         options: &MergeOptions<'_>,
+        keep_hashes: bool,
         created: &mut Created<'_>,
         summary: &mut MergeSummary,
     ) -> Result<Option<ShardFingerprint>> {
         let source = &part.dataset;
         let suffixes = &part.sidecars[planned.from as usize];
         let storage = self.storage.as_ref();
+        if keep_hashes {
+            if let Some(bytes) = computed_content_hashes(part, planned)? {
+                let path = sidecar_path(&self.dir, planned.to, CONTENT_HASH_SUFFIX);
+                created.paths.push(path.clone());
+                crate::extend::write_read_back(storage, &path, &bytes)?;
+            }
+        }
         match &planned.plan {
             Plan::Move => {
                 let (from_data, from_index) = shard_paths(&source.dir, planned.from);
@@ -141,6 +152,11 @@ impl Dataset {
                 for suffix in suffixes {
                     let from = sidecar_path(&source.dir, planned.from, suffix);
                     let to = sidecar_path(&self.dir, planned.to, suffix);
+                    // The store's own sidecar: its records are the shard's.
+                    if suffix == CONTENT_HASH_SUFFIX {
+                        files.push((from, to));
+                        continue;
+                    }
                     created.paths.push(to.clone());
                     let mut out = SidecarOut::new(storage, to.clone());
                     let moved = options
@@ -182,6 +198,13 @@ impl Dataset {
                         continue;
                     };
                     let path = sidecar_path(&self.dir, planned.to, suffix);
+                    if suffix == CONTENT_HASH_SUFFIX {
+                        let hashes = source.content_hashes_of(planned.from)?;
+                        let kept_hashes = crate::content::kept_hashes(&hashes, kept);
+                        created.paths.push(path.clone());
+                        crate::extend::write_read_back(storage, &path, &kept_hashes)?;
+                        continue;
+                    }
                     created.paths.push(path.clone());
                     let mut out = SidecarOut::new(storage, path.clone());
                     let rewritten = options.sidecars.rewrite_into(
@@ -300,6 +323,23 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// The content hashes of the target shard `planned` makes, when its part shard
+/// has none (else they come with its sidecars): its kept records'.
+fn computed_content_hashes(part: &Part, planned: &Planned) -> Result<Option<Vec<u8>>> {
+    let dataset = &part.dataset;
+    if dataset
+        .map_sidecar(planned.from, CONTENT_HASH_SUFFIX)?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let all = crate::content::shard_content_hashes(dataset, planned.from)?;
+    Ok(Some(match &planned.plan {
+        Plan::Move => all,
+        Plan::Rewrite(kept) => crate::content::kept_hashes(&all, kept),
+    }))
 }
 
 /// The sidecars of each committed shard of `dataset`, by suffix.

@@ -32,6 +32,7 @@
 //! * [`second_writer`]: a second writer meets the lock;
 //! * [`index_file`]: the same for the extend's rewrite of `.bcd-index`;
 //! * [`merge`]: the same three kinds of failure for `Dataset::merge`;
+//! * [`spill`]: an extend whose key check spills to `.bcd-spill/`;
 //! * [`views`]: a view's write, failing at every operation and cut by a crash.
 
 mod fixture;
@@ -43,6 +44,7 @@ mod merge;
 mod merge_rerun;
 mod power_loss;
 mod second_writer;
+mod spill;
 mod views;
 
 use std::collections::BTreeMap;
@@ -197,6 +199,13 @@ pub(crate) fn scratch_dir() -> TempDir {
         }
     }
     tempfile::tempdir().unwrap()
+}
+
+/// Copies the files of `from` (not its directories) into `to`.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    for (name, bytes) in snapshot(from) {
+        fs::write(to.join(name), bytes).unwrap();
+    }
 }
 
 /// A new temporary directory holding `files`.

@@ -196,6 +196,7 @@ impl MergeFixture {
             },
             sidecars: &KeepRows,
             commit_file: Some(&commit_file),
+            ..MergeOptions::default()
         };
         dataset.merge(&parts, &options)
     }

@@ -7,9 +7,11 @@ use std::borrow::Cow;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator};
 
-use bcd::{Dataset, Lz4Mode};
+use bcd::{Dataset, Dedup, ExtendOptions, Lz4Mode};
 use bcd_fields::Fields;
-use bcd_pipeline::{FieldsExtend, NewRecord, Numbered, OnDuplicate};
+use bcd_pipeline::{
+    ContentDuplicate, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered, OnDuplicate,
+};
 
 use super::PyDataset;
 use crate::buffers;
@@ -18,15 +20,22 @@ use crate::field_values;
 use crate::handle::Handle;
 use crate::options::lz4_mode_arg;
 
+/// `extend`'s duplicate checks: `dedup=` and `memory_limit=`.
+pub(crate) struct Checks {
+    pub(crate) dedup: Dedup,
+    pub(crate) memory_limit: Option<u64>,
+}
+
 impl PyDataset {
     /// `extend`: checks the arguments, then runs the transaction.
-    pub(super) fn extend_entries(
+    pub(super) fn extend_entries<'py>(
         &self,
-        py: Python<'_>,
-        entries: &Bound<'_, PyAny>,
-        level: Option<&Bound<'_, PyAny>>,
-        metadata: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+        py: Python<'py>,
+        entries: &Bound<'py, PyAny>,
+        level: Option<&Bound<'py, PyAny>>,
+        metadata: Option<&Bound<'py, PyAny>>,
+        checks: Checks,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let metadata = field_values::metadata_arg(metadata)?;
         // Without `level`, the reference's bytes: level 9 on every value.
         let mode = lz4_mode_arg(level, Lz4Mode::default())?;
@@ -35,7 +44,22 @@ impl PyDataset {
         let handle = self.handle(py)?;
         // The iterator outlives the lock: dropping a generator runs its cleanup
         // code, which may use this dataset.
-        self.extend_locked(py, &handle, &mut entries, mode, metadata)
+        let dedup = checks.dedup;
+        let (records, duplicates) =
+            self.extend_locked(py, &handle, &mut entries, mode, metadata, checks)?;
+        if dedup == Dedup::Keys {
+            return Ok(None);
+        }
+        let summary = serde_json::json!({
+            "records": records,
+            "skipped_values": duplicates.len(),
+            "content_duplicates": duplicates.iter().map(ContentDuplicate::to_json).collect::<Vec<_>>(),
+        });
+        Ok(Some(
+            py.import("json")?
+                .call_method1("loads", (summary.to_string(),))?
+                .cast_into::<PyDict>()?,
+        ))
     }
 
     /// `extend` with the entries' iterator: takes the write lock and runs the
@@ -47,7 +71,8 @@ impl PyDataset {
         entries: &mut Bound<'_, PyIterator>,
         mode: Lz4Mode,
         metadata: serde_json::Map<String, serde_json::Value>,
-    ) -> PyResult<()> {
+        checks: Checks,
+    ) -> PyResult<(u64, Vec<ContentDuplicate>)> {
         let mut guard = handle.write(py)?;
         let dataset: &mut Dataset = &mut guard;
         dataset.set_lz4_mode(mode);
@@ -55,9 +80,18 @@ impl PyDataset {
         // Takes the writer lock and picks up shards other handles committed, so
         // they are never overwritten. Records go in whole through the one extend
         // with fields (a duplicate key fails it).
+        let options = FieldsExtendOptions {
+            store: ExtendOptions {
+                dedup: checks.dedup,
+                memory_limit: checks.memory_limit,
+                ..ExtendOptions::default()
+            },
+            ..FieldsExtendOptions::default()
+        };
         let mut extend = py
-            .detach(|| FieldsExtend::begin(dataset, OnDuplicate::Error))
+            .detach(|| FieldsExtend::begin_with(dataset, OnDuplicate::Error, options))
             .map_err(fields_to_py)?;
+        let mut duplicates: Vec<ContentDuplicate> = Vec::new();
         if let Err(error) = extend.add_metadata(metadata) {
             py.detach(move || drop(extend));
             return Err(fields_to_py(error));
@@ -119,6 +153,7 @@ impl PyDataset {
                 }
                 // Compress on all cores and write, without the GIL.
                 let extend = &mut extend;
+                let duplicates = &mut duplicates;
                 let (pairs, values, rows) = (&mut pairs, &mut values, &mut rows);
                 let first = pulled;
                 pulled += rows.len() as u64;
@@ -144,7 +179,17 @@ impl PyDataset {
                             origin,
                         })
                         .collect();
-                    extend.push_batch(&records).map_err(fields_to_py)?;
+                    let skipped = extend.push_batch(&records).map_err(fields_to_py)?;
+                    for duplicate in skipped.values {
+                        let position = duplicate.position;
+                        duplicates.push(ContentDuplicate {
+                            key: keyed.then(|| records[position].key.to_vec()),
+                            index: first + position as u64,
+                            origin: records[position].origin.to_string(),
+                            of: duplicate.of,
+                            of_key: keyed.then_some(duplicate.of_key),
+                        });
+                    }
                     drop(records);
                     pairs.clear();
                     values.clear();
@@ -157,10 +202,10 @@ impl PyDataset {
             }
         })();
         match outcome {
-            Ok(()) => {
-                py.detach(move || extend.commit()).map_err(fields_to_py)?;
-                Ok(())
-            }
+            Ok(()) => py
+                .detach(move || extend.commit())
+                .map(|committed| (committed.records, duplicates))
+                .map_err(fields_to_py),
             Err(error) => {
                 // Removes the uncommitted shard files (a forked child's copy
                 // removes nothing).

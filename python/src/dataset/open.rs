@@ -40,6 +40,16 @@ impl RemoteSource {
     }
 }
 
+/// The dataset `opened`, checking every value read against its content hash
+/// when `verify`.
+fn open_verifying(opened: bcd::Result<Dataset>, verify: bool) -> bcd::Result<Dataset> {
+    let mut dataset = opened?;
+    if verify {
+        dataset.set_verify_content(true)?;
+    }
+    Ok(dataset)
+}
+
 /// `compression=`: `"lz4"` or `None`.
 #[derive(Clone, Copy)]
 pub struct CompressionArg(pub Compression);
@@ -70,6 +80,7 @@ impl PyDataset {
         cache_dir: Option<&Bound<'_, PyAny>>,
         cache_limit: Option<&Bound<'_, PyAny>>,
         prefetch: Option<usize>,
+        verify: bool,
     ) -> PyResult<PyDataset> {
         let cache_dir = cache_dir.filter(|d| !d.is_none());
         let cache_limit = cache_limit.filter(|l| !l.is_none());
@@ -83,12 +94,15 @@ impl PyDataset {
                 }
                 let path = py.import("pathlib")?.getattr("Path")?.call1((path,))?;
                 let dir: PathBuf = path.extract()?;
-                let store = py.detach(|| Dataset::open(&dir)).map_err(to_py)?;
+                let store = py
+                    .detach(|| open_verifying(Dataset::open(&dir), verify))
+                    .map_err(to_py)?;
                 return Ok(PyDataset::with_store(
                     path.unbind(),
                     std::path::absolute(&dir).unwrap_or(dir),
                     store,
                     None,
+                    verify,
                 ));
             }
         };
@@ -110,6 +124,7 @@ impl PyDataset {
             cache: Arc::new(cache),
         };
         let store = py.detach(|| source.open()).map_err(remote_to_py)?;
+        let store = open_verifying(Ok(store), verify).map_err(to_py)?;
         let dir = store.path().to_owned();
         let text = pyo3::types::PyString::new(py, &uri.to_string()).into_any();
         Ok(PyDataset::with_store(
@@ -117,6 +132,7 @@ impl PyDataset {
             dir,
             store,
             Some(source),
+            verify,
         ))
     }
 
@@ -125,6 +141,7 @@ impl PyDataset {
         dir: PathBuf,
         store: Dataset,
         remote: Option<RemoteSource>,
+        verify: bool,
     ) -> PyDataset {
         PyDataset {
             path,
@@ -135,15 +152,17 @@ impl PyDataset {
             current: Mutex::new(Arc::new(Handle::new(store))),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             remote,
+            verify,
         }
     }
 
     /// Opens the dataset again (in a forked child): by path, or through the cache.
     pub(super) fn reopen(&self, py: Python<'_>) -> PyResult<Dataset> {
-        match &self.remote {
-            None => py.detach(|| Dataset::open(&self.dir)).map_err(to_py),
-            Some(remote) => py.detach(|| remote.open()).map_err(remote_to_py),
-        }
+        let store = match &self.remote {
+            None => py.detach(|| Dataset::open(&self.dir)).map_err(to_py)?,
+            Some(remote) => py.detach(|| remote.open()).map_err(remote_to_py)?,
+        };
+        open_verifying(Ok(store), self.verify).map_err(to_py)
     }
 
     /// `refresh`: picks up records committed since; how many were added.

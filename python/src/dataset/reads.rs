@@ -97,6 +97,7 @@ impl PyDataset {
         index: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         if let Some(location) = dataset.verbatim_location(index).map_err(to_py)? {
+            check_verbatim(dataset, &[index])?;
             return handle.views.slice(py, dataset, location);
         }
         // Decompressed straight into the new bytes object, which nothing else can
@@ -141,7 +142,10 @@ impl PyDataset {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
-            Compression::None => PyList::new(py, handle.views.slices(py, &dataset, &locations)?),
+            Compression::None => {
+                check_verbatim(&dataset, &resolved)?;
+                PyList::new(py, handle.views.slices(py, &dataset, &locations)?)
+            }
             Compression::Lz4 => {
                 // Values stored as literal-only blocks are views of the shard;
                 // the others are decompressed in parallel.
@@ -159,6 +163,13 @@ impl PyDataset {
                     }
                 }
                 let in_place: Vec<_> = verbatim.iter().flatten().copied().collect();
+                let in_place_indices: Vec<usize> = resolved
+                    .iter()
+                    .zip(&verbatim)
+                    .filter(|(_, verbatim)| verbatim.is_some())
+                    .map(|(&index, _)| index)
+                    .collect();
+                check_verbatim(&dataset, &in_place_indices)?;
                 let mut views = handle.views.slices(py, &dataset, &in_place)?.into_iter();
                 let mut decoded = batch_read::decompress_many(
                     py,
@@ -291,6 +302,21 @@ pub(super) fn resolve_all(dataset: &Dataset, indices: &[i64]) -> PyResult<Vec<us
         .map(|&index| dataset.resolve_index(index))
         .collect::<Result<Vec<_>, _>>()
         .map_err(to_py)
+}
+
+/// With `verify=True`, checks the values at `indices`, which the shards hold
+/// verbatim (uncompressed, or LZ4 literal-only blocks), against their content
+/// hashes before views of them are handed out: `Dataset::at` borrows such a
+/// value and checks it. The decompressed paths decode through
+/// `Dataset::read_into`, which checks.
+fn check_verbatim(dataset: &Dataset, indices: &[usize]) -> PyResult<()> {
+    if !dataset.verifies_content() {
+        return Ok(());
+    }
+    for &index in indices {
+        dataset.at(index).map(drop).map_err(to_py)?;
+    }
+    Ok(())
 }
 
 /// `memoryview(bytes)`: read-only, as the values of the reference.

@@ -41,6 +41,8 @@ pub enum OpKind {
     Copy,
     /// `Storage::remove_dir`.
     RemoveDir,
+    /// `Storage::create_dir`.
+    CreateDir,
 }
 
 /// One storage operation, as the writer asked for it.
@@ -581,5 +583,17 @@ impl Storage for SimStorage {
             dir.display()
         );
         FileSystem.remove_dir(dir)
+    }
+
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = self.state();
+        state.begin(OpKind::CreateDir, dir)?;
+        FileSystem.create_dir(dir)?;
+        // A directory of temporary files (spilled key runs): watched, so the
+        // writer may create files in it, and empty when made.
+        if !state.model.dirs.contains_key(dir) {
+            state.model.watch(dir);
+        }
+        Ok(())
     }
 }
