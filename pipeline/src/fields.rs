@@ -347,26 +347,14 @@ pub(crate) fn read_fields_file(
     }
 }
 
-/// The rows of a shard's `batches` whose `kept` is set, as one batch (a
-/// merge's kept records, a view's records).
-pub(crate) fn filter(batches: &[RecordBatch], kept: &[bool]) -> Result<RecordBatch, FieldsIoError> {
-    let arrow = |context: &str| {
-        let context = context.to_owned();
-        move |source| FieldsIoError::from(FieldsError::Arrow { context, source })
-    };
-    let schema = match batches.first() {
-        Some(batch) => batch.schema(),
-        None => {
-            return Ok(RecordBatch::new_empty(Arc::new(
-                arrow_schema::Schema::empty(),
-            )))
-        }
-    };
-    let whole = arrow_select::concat::concat_batches(&schema, batches)
-        .map_err(arrow("joining a shard's fields"))?;
+/// The rows of `batch` whose `kept` is set (`kept` holds one flag per row):
+/// a view's records, a merge's kept records, a batch at a time.
+pub(crate) fn filter(batch: &RecordBatch, kept: &[bool]) -> Result<RecordBatch, FieldsError> {
     let mask = BooleanArray::from(kept.to_vec());
-    arrow_select::filter::filter_record_batch(&whole, &mask)
-        .map_err(arrow("keeping the fields of the records a merge kept"))
+    arrow_select::filter::filter_record_batch(batch, &mask).map_err(|source| FieldsError::Arrow {
+        context: "keeping the fields of the chosen records".into(),
+        source,
+    })
 }
 
 /// Decodes a shard's fields file (`bytes`, named `name`) a batch at a time,
@@ -486,11 +474,24 @@ pub fn records_stats_report(
             kept[(index - start) as usize] = true;
         }
         let mut stats = size_stats(dataset, shard, |row| kept[row])?;
-        let batches = fields.shard_batches(dataset, shard, None)?;
-        let chosen = filter(&batches, &kept)?;
-        if chosen.num_columns() > 0 {
-            stats.add_fields(&chosen)?;
-        }
+        // A batch of the shard's fields at a time: memory for one batch, not
+        // for the shard's.
+        let mut row = 0;
+        fields.each_shard_batch(dataset, shard, |batch| {
+            let rows = batch.num_rows();
+            let kept = kept.get(row..row + rows).ok_or_else(|| {
+                FieldsError::Unsupported(format!(
+                    "shard {shard}'s fields hold more rows than its {} records",
+                    dataset.shard_records(shard)
+                ))
+            })?;
+            row += rows;
+            let chosen = filter(&batch, kept)?;
+            if chosen.num_columns() > 0 {
+                stats.add_fields(&chosen)?;
+            }
+            Ok(())
+        })?;
         totals.merge(&stats)?;
     }
     let mut out = report(&totals, &order);

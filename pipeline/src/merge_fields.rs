@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use std::io::Write;
 
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::RecordBatch;
 use bcd::{
     Dataset, HookError, MergeCommitInput, RewrittenSidecar, ShardFingerprint, SidecarOut,
     SidecarRewrite,
@@ -33,7 +33,7 @@ use bcd_fields::{
     FIELDS_SUFFIX, STATS_SUFFIX,
 };
 
-use crate::fields::{fingerprint, size_stats, DatasetFields, FieldsIoError};
+use crate::fields::{filter, fingerprint, size_stats, DatasetFields, FieldsIoError};
 use crate::fields_writer::encode_stats_file;
 use crate::read_back::{check_fields_file, checked_commit_file};
 
@@ -315,15 +315,6 @@ fn print_key(print: &Fingerprint) -> String {
         "{}:{}:{:016x}:{:016x}",
         print.records, print.data_len, print.index_xxh3, print.edges_xxh3
     )
-}
-
-/// The rows of `batch` where `kept` is true.
-fn filter(batch: &RecordBatch, kept: &[bool]) -> Result<RecordBatch, FieldsError> {
-    let mask = BooleanArray::from(kept.to_vec());
-    arrow_select::filter::filter_record_batch(batch, &mask).map_err(|source| FieldsError::Arrow {
-        context: "keeping the fields of the records a merge kept".into(),
-        source,
-    })
 }
 
 impl SidecarRewrite for FieldsMerge {

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch};
-use bcd::{CreateOptions, Dataset};
+use bcd::{CreateOptions, Dataset, ViewRecords};
 use bcd_fields::{decode_shard, FieldValue, Fields, Fingerprint, FIELDS_SUFFIX};
-use bcd_pipeline::fields::{stats_report, DatasetFields};
+use bcd_pipeline::fields::{records_stats_report, stats_report, DatasetFields};
 use bcd_pipeline::{
     FieldsBuffering, FieldsExtend, FieldsExtendOptions, MergeRunOptions, NewRecord, Numbered,
     OnDuplicate,
@@ -365,4 +365,50 @@ fn readers_of_a_record_s_fields_find_it_among_a_shards_batches() {
     assert_eq!(small.0, whole.0, "copies differ");
     assert!(small.1 == whole.1, "Parquet exports differ");
     assert!(small.2 == whole.2, "sample exports differ");
+}
+
+/// Which records a view holds.
+type Pick = fn(u64) -> bool;
+
+/// The statistics report of the records of the dataset at `path` that `pick`
+/// chooses (a view's), without its path.
+fn view_report(path: &Path, pick: impl Fn(u64) -> bool) -> Value {
+    let dataset = Dataset::open(path).unwrap();
+    let mut records = ViewRecords::new(dataset.len() as u64);
+    for index in (0..dataset.len() as u64).filter(|&i| pick(i)) {
+        records.push(index).unwrap();
+    }
+    let mut report = records_stats_report(&dataset, &records.finish()).unwrap();
+    report.as_object_mut().unwrap().remove("path");
+    report
+}
+
+#[test]
+fn a_views_statistics_over_shards_of_several_batches_are_those_of_one_batch_per_shard() {
+    // A view's records filtered a batch at a time from files of batches of 7
+    // rows give the report the one batch per shard gave (filtered whole).
+    let dir = tempfile::tempdir().unwrap();
+    let (small, whole) = (dir.path().join("small"), dir.path().join("whole"));
+    two_extends(&small, SMALL);
+    two_extends(&whole, WHOLE);
+    let several = batch_counts(&small).iter().filter(|&&n| n > 1).count();
+    assert!(several >= 3, "{:?}", batch_counts(&small));
+    assert!(batch_counts(&whole).iter().all(|&n| n == 1));
+    let picks: [(&str, Pick); 5] = [
+        ("every third", |i| i % 3 == 0),
+        ("one run across shards", |i| (20..95).contains(&i)),
+        ("the last of a batch of 7", |i| i % 7 == 6),
+        ("one record", |i| i == 64),
+        ("all", |_| true),
+    ];
+    for (what, pick) in picks {
+        let report = view_report(&small, pick);
+        assert_eq!(report, view_report(&whole, pick), "{what}");
+        let chosen = (0..150).filter(|&i| pick(i)).count() as u64;
+        assert_eq!(report["records"], chosen, "{what}");
+    }
+    // Every record: the dataset's own report.
+    let mut all = report(&small);
+    all.as_object_mut().unwrap().remove("per_shard");
+    assert_eq!(view_report(&small, |_| true), all);
 }

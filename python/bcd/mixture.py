@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple
 
 from ._bcd import _mix_rank_len, _partition_mix
 from ._states import checked_resumed_from
-from .sampling import EpochSampler, _check_int
+from .sampling import EpochSampler, _check_int, _part_settings
 
 __all__ = ["MixEpochSampler", "mix_offsets", "partition_mix", "split_indices"]
 
@@ -95,15 +95,9 @@ def partition_mix(
     work.
     """
     lengths = _lengths(lengths)
-    seed = _check_int("seed", seed)
-    epoch = _check_int("epoch", epoch)
-    rank = _check_int("rank", rank)
-    world_size = _check_int("world_size", world_size)
-    start = _check_int("start", start)
-    if num_samples is not None:
-        num_samples = _check_int("num_samples", num_samples)
-    if block_size is not None:
-        block_size = _check_int("block_size", block_size)
+    seed, epoch, rank, world_size, start, block_size, num_samples = _part_settings(
+        seed, epoch, rank, world_size, start, block_size, num_samples
+    )
     return _partition_mix(
         lengths, _source_weights(weights), num_samples, seed, epoch, rank, world_size, bool(shuffle),
         block_size, bool(drop_last), checked_resumed_from(resumed_from), start, dtype, bool(pairs),
@@ -143,22 +137,7 @@ class MixEpochSampler(EpochSampler):
         )
 
     def _order(self, start: int):
-        return partition_mix(
-            self.lengths,
-            self.source_weights,
-            seed=self.seed,
-            epoch=self.epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-            num_samples=self.num_samples,
-            shuffle=self.shuffle,
-            block_size=self.block_size,
-            drop_last=self.drop_last,
-            start=start,
-            resumed_from=self._resumed_from or None,
-            dtype="uint32" if self.length <= 1 << 32 else "int64",
-            pairs=False,
-        )
+        return partition_mix(self.lengths, self.source_weights, pairs=False, **self._part_arguments(start))
 
     def set_length(self, length, categories=None, weights=None) -> None:
         raise TypeError("a mixture's sources are fixed when it is made: make a new one to take in appended records")
@@ -171,13 +150,7 @@ class MixEpochSampler(EpochSampler):
     def _settings(self) -> dict:
         return {
             "mixture": {"lengths": list(self.lengths), "weights": [float(w) for w in self.source_weights]},
-            "seed": self.seed,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "block_size": self.block_size,
-            "num_samples": self.num_samples,
+            **self._common_settings(),
         }
 
     def _load_length(self, state: dict, differ: list) -> None:

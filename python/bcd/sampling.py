@@ -205,19 +205,28 @@ def partition(
     GIL). Raises ValueError naming the setting that cannot work.
     """
     n = _check_int("n", n)
-    seed = _check_int("seed", seed)
-    epoch = _check_int("epoch", epoch)
-    world_size = _check_int("world_size", world_size)
-    rank = _check_int("rank", rank)
-    start = _check_int("start", start)
-    if block_size is not None:
-        block_size = _check_int("block_size", block_size)
-    if num_samples is not None:
-        num_samples = _check_int("num_samples", num_samples)
+    seed, epoch, rank, world_size, start, block_size, num_samples = _part_settings(
+        seed, epoch, rank, world_size, start, block_size, num_samples
+    )
     codes = None if categories is None else category_codes(categories)
     return _partition(
         n, seed, epoch, rank, world_size, bool(shuffle), block_size, bool(drop_last),
         codes, _weights(weights, n), num_samples, checked_resumed_from(resumed_from), start, dtype,
+    )
+
+
+def _part_settings(seed, epoch, rank, world_size, start, block_size, num_samples) -> tuple:
+    """The integer settings of one rank's part of an epoch (:func:`partition`'s
+    and :func:`bcd.partition_mix`'s), checked, in this order; ``block_size`` and
+    ``num_samples`` may be None."""
+    return (
+        _check_int("seed", seed),
+        _check_int("epoch", epoch),
+        _check_int("rank", rank),
+        _check_int("world_size", world_size),
+        _check_int("start", start),
+        None if block_size is None else _check_int("block_size", block_size),
+        None if num_samples is None else _check_int("num_samples", num_samples),
     )
 
 
@@ -311,22 +320,25 @@ class EpochSampler:
 
     def _order(self, start: int):
         """The current epoch's indices from ``start`` on."""
-        return partition(
-            self.length,
-            seed=self.seed,
-            epoch=self.epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-            shuffle=self.shuffle,
-            drop_last=self.drop_last,
-            block_size=self.block_size,
-            categories=self.categories,
-            weights=self.weights,
-            num_samples=self.num_samples,
-            resumed_from=self._resumed_from or None,
-            start=start,
-            dtype="uint32" if self.length <= 1 << 32 else "int64",
-        )
+        return partition(self.length, categories=self.categories, weights=self.weights, **self._part_arguments(start))
+
+    def _part_arguments(self, start: int) -> dict:
+        """The settings of this rank's part of the current epoch from ``start``
+        on that every sampler of epochs has (:func:`partition`'s and
+        :func:`bcd.partition_mix`'s)."""
+        return {
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "block_size": self.block_size,
+            "num_samples": self.num_samples,
+            "resumed_from": self._resumed_from or None,
+            "start": start,
+            "dtype": "uint32" if self.length <= 1 << 32 else "int64",
+        }
 
     def set_length(self, length: int, categories: Any = None, weights: Any = None) -> None:
         """Use ``length`` records from the next epoch on (after a refresh picked
@@ -402,6 +414,14 @@ class EpochSampler:
     def _settings(self) -> dict:
         return {
             "length": self.length,
+            **self._common_settings(),
+            "balanced": self.categories is not None,
+            "weights": None if self.weights is None else ("inverse_frequency" if isinstance(self.weights, str) else "per_record"),
+        }
+
+    def _common_settings(self) -> dict:
+        """The settings a state saves that every sampler of epochs has."""
+        return {
             "seed": self.seed,
             "rank": self.rank,
             "world_size": self.world_size,
@@ -409,8 +429,6 @@ class EpochSampler:
             "drop_last": self.drop_last,
             "block_size": self.block_size,
             "num_samples": self.num_samples,
-            "balanced": self.categories is not None,
-            "weights": None if self.weights is None else ("inverse_frequency" if isinstance(self.weights, str) else "per_record"),
         }
 
     def state_dict(self, consumed: Optional[int] = None) -> dict:

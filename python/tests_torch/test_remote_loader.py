@@ -4,7 +4,8 @@ with two fork workers reads every sample and its stored label exactly once,
 equal to the local dataset's, and the workers share one shard cache, so each
 shard is downloaded once; the sampler hands each epoch's order to the cache,
 which fetches the shards in the order the epoch first needs them (before any
-worker reads), and an IterableDataset hands each worker's own order."""
+worker reads; over a view, the shards of the view's records), and an
+IterableDataset hands each worker's own order."""
 
 from __future__ import annotations
 
@@ -170,3 +171,42 @@ def test_a_sampler_over_a_mix_has_each_source_fetch_its_own_records_shards_in_or
         prefix = f"torch-mix-{number}"
         _until(lambda: len(s3.downloads_in_order(prefix)) >= len(expected), "the prefetch")
         assert s3.downloads_in_order(prefix) == expected, number
+
+
+def test_a_sampler_over_a_view_has_the_cache_fetch_the_shards_of_the_views_records_in_order(s3, tmp_path):
+    local_path = tmp_path / "local"
+    local = bcd.Dataset.create(local_path, compression=None, max_shard_size=2048)
+    local.extend(b"%04d|" % i * (3 + i % 40) for i in range(300))
+    # Records of the later shards only: the view's positions taken for record
+    # indices would reach the first shards.
+    chosen = [i for i in range(120, 300) if i % 7 != 3]
+    local.create_view("later", indices=chosen)
+    uri = f"s3://{BUCKET}/torch-view"
+    _push(local_path, uri)
+    s3.reset()
+
+    dataset = bcd.torch.MapDataset(uri, view="later", cache_dir=tmp_path / "cache", prefetch=1)
+    assert len(dataset) == len(chosen)
+    # Opening the view checks it against the last shard it was evaluated over
+    # (FORMAT.md section 12), which fetches that shard.
+    opened = s3.downloads_in_order("torch-view")
+    assert opened == [f"{len(local.shard_ranges()) - 1:06}.bin"], opened
+    sampler = bcd.torch.Sampler(dataset, shuffle=True, seed=4)
+    # Iterating the sampler reads nothing: what is fetched is what it handed over.
+    positions = np.array(list(sampler))
+    assert sorted(positions.tolist()) == list(range(len(chosen)))
+    records = [chosen[p] for p in positions]
+    expected = [f"{s:06}.bin" for s in _first_touch(local, records)]
+    shards = len(local.shard_ranges())
+    assert 1 < len(expected) < shards and "000000.bin" not in expected, (expected, shards)
+    # The epoch's shards in the order it first needs them (the one the open
+    # fetched again where the epoch reaches it, unless the cache kept it).
+    kept = [name for name in expected if name not in opened]
+
+    def fetched():
+        return s3.downloads_in_order("torch-view")[len(opened):]
+
+    _until(lambda: fetched() in (expected, kept) or len(fetched()) >= len(expected), "the prefetch")
+    assert fetched() in (expected, kept), (fetched(), expected)
+    # The samples are the view's records, in the sampler's order.
+    assert [bytes(dataset[int(p)]) for p in positions[:30]] == [bytes(local.at(i)) for i in records[:30]]

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
+use crate::interleave_chunks::classes_into;
 use crate::PlanError;
 
 /// An epoch list `E[p] = list[p mod L]` of `per_rank · world` entries, dealt to
@@ -103,14 +104,12 @@ impl<I: Index> Dealt<I> {
                 mine[(bucket_start[c] + j) as usize] = entry;
             }
         }
-        let mut taken = vec![0u64; classes];
-        for (slot, class) in interleave.enumerate() {
-            let c = class as usize;
-            let entry = mine[(bucket_start[c] + taken[c]) as usize];
+        // Each slot's class, then in place the class's next entry.
+        let mut taken = classes_into(&self.dealing, rank, start, out)?;
+        for slot in out.iter_mut() {
+            let c = slot.to_u64() as usize;
+            *slot = mine[(bucket_start[c] + taken[c]) as usize];
             taken[c] += 1;
-            if slot as u64 >= start {
-                out[slot - start as usize] = entry;
-            }
         }
         Ok(())
     }

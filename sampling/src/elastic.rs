@@ -34,6 +34,7 @@
 
 use crate::dealt::{Classes, Dealt};
 use crate::index::Index;
+use crate::part::{check_index_type, split_len};
 use crate::{check_part, PlanError};
 
 /// The class of each entry, for dealing a rest by class.
@@ -75,16 +76,39 @@ impl Classifier<'_> {
 pub(crate) trait FirstRun {
     /// `m`, the entries of each rank, of the first run on `world` ranks.
     fn first_per_rank(&self, world: u64) -> Result<u64, PlanError>;
-    /// Rank `rank`'s part of the first run on `world` ranks, from `start` on.
+    /// The records the entries index: every entry is below it.
+    fn records(&self) -> Result<u64, PlanError>;
+    /// Rank `rank`'s part of the first run on `world` ranks (`per_rank`
+    /// entries each), from `start` on, into `out`, which
+    /// [`FirstRun::first_rank_into`] has checked.
+    fn first_fill<I: Index>(
+        &self,
+        world: u64,
+        rank: u64,
+        start: u64,
+        per_rank: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError>;
+    /// The classes the rest is dealt by (`None`: contiguous parts).
+    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError>;
+
+    /// Rank `rank`'s part of the first run on `world` ranks, from `start` on,
+    /// after checking the rank, the position, `out`'s length and its index type.
     fn first_rank_into<I: Index>(
         &self,
         world: u64,
         rank: u64,
         start: u64,
         out: &mut [I],
-    ) -> Result<(), PlanError>;
-    /// The classes the rest is dealt by (`None`: contiguous parts).
-    fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError>;
+    ) -> Result<(), PlanError> {
+        let per_rank = self.first_per_rank(world)?;
+        check_part(per_rank, world, rank, start, out)?;
+        check_index_type::<I>(self.records()?)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.first_fill(world, rank, start, per_rank, out)
+    }
 }
 
 /// Whether run `positions` (of `world` ranks) followed by `next_world` ranks
@@ -105,15 +129,6 @@ fn next_world(runs: &[Vec<u64>], run: usize, world_size: u64) -> Result<u64, Pla
         }),
         0 => Err(PlanError::WorldSize),
         world => Ok(world),
-    }
-}
-
-/// `m'` for a rest of `rest` entries on `world` ranks.
-fn split_len(rest: u64, world: u64, drop_last: bool) -> u64 {
-    if drop_last {
-        rest / world
-    } else {
-        rest.div_ceil(world)
     }
 }
 

@@ -76,6 +76,9 @@
 //! and `T mod N_c` at each record, so no division per record). Time `O(m log
 //! K)` for `K` classes; for up to 64 classes the records wait in a calendar
 //! of bitmasks instead of heaps (see `Queue`), constant time per record.
+//! The crate's orders use the same schedule computed faster: in deadline order
+//! (`interleave_fit.rs`) and in chunks on several threads
+//! (`interleave_chunks.rs`), both checked against this iterator.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -176,7 +179,7 @@ pub struct Interleave {
 /// records placed and for the next one, kept by adding `T / N_c` and `T mod
 /// N_c` at each record, so that a release or deadline costs no division.
 #[derive(Clone, Copy, Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     /// Records left to place.
     left: u64,
     quotient: u64,
@@ -190,6 +193,46 @@ struct Progress {
 }
 
 impl Progress {
+    /// Class `c` (`n` of the epoch's `total` entries, `count` of them this
+    /// rank's) after its first `placed` records.
+    pub(crate) fn after(placed: u64, count: u64, n: u64, total: u64) -> Progress {
+        let (quotient, remainder) = match n {
+            0 => (0, 0),
+            n => {
+                let product = u128::from(placed) * u128::from(total);
+                (
+                    (product / u128::from(n)) as u64,
+                    (product % u128::from(n)) as u64,
+                )
+            }
+        };
+        Progress {
+            left: count - placed,
+            quotient,
+            remainder,
+            whole: total.checked_div(n).unwrap_or(0),
+            part: total.checked_rem(n).unwrap_or(0),
+            share: n,
+            ..Progress::default()
+        }
+    }
+
+    /// The records left to place.
+    pub(crate) fn left(&self) -> u64 {
+        self.left
+    }
+
+    /// The next record's release and deadline ([`Progress::next_record`]),
+    /// moving past it.
+    #[inline]
+    pub(crate) fn take(&mut self) -> (u64, u64) {
+        let window = self.next_record();
+        self.quotient = self.next_quotient;
+        self.remainder = self.next_remainder;
+        self.left -= 1;
+        window
+    }
+
     /// Computes `⌊(j+1) T / N_c⌋` and `(j+1) T mod N_c` from the placed count's:
     /// the next record's release is `⌊j T / N_c⌋ + 1`, its deadline
     /// `⌈(j+1) T / N_c⌉`.
@@ -424,7 +467,36 @@ impl Interleave {
         Interleave::with_queue(dealing, rank, Queue::new(&dealing.shares, total))
     }
 
+    /// The interleave of rank `rank` under `dealing` after its first
+    /// `placed.iter().sum()` slots, in which class `c` took `placed[c]` of its
+    /// records: those numbers are the whole state of the order (each class's
+    /// next record, its release and its deadline follow from them). Errors if
+    /// `rank` is not one of the dealing's ranks, `placed` does not give one
+    /// number per class, or a class took more records than it has.
+    pub(crate) fn resumed(
+        dealing: &Dealing,
+        rank: u64,
+        placed: &[u64],
+    ) -> Result<Interleave, PlanError> {
+        let total = dealing.shares.iter().sum();
+        Interleave::with_queue_at(
+            dealing,
+            rank,
+            Queue::new(&dealing.shares, total),
+            Some(placed),
+        )
+    }
+
     fn with_queue(dealing: &Dealing, rank: u64, queue: Queue) -> Result<Interleave, PlanError> {
+        Interleave::with_queue_at(dealing, rank, queue, None)
+    }
+
+    fn with_queue_at(
+        dealing: &Dealing,
+        rank: u64,
+        queue: Queue,
+        placed: Option<&[u64]>,
+    ) -> Result<Interleave, PlanError> {
         if rank >= dealing.world_size {
             return Err(PlanError::Rank {
                 rank,
@@ -437,21 +509,24 @@ impl Interleave {
         let total: u64 = dealing.shares.iter().sum();
         let slots: u64 = counts.iter().sum();
         debug_assert_eq!(slots * dealing.world_size, total);
+        let placed = placed.unwrap_or(&[]);
+        if !placed.is_empty()
+            && (placed.len() != counts.len() || placed.iter().zip(&counts).any(|(p, k)| p > k))
+        {
+            return Err(PlanError::InterleaveCounts);
+        }
         let classes = counts
             .iter()
             .zip(&dealing.shares)
-            .map(|(&left, &n)| Progress {
-                left,
-                whole: total.checked_div(n).unwrap_or(0),
-                part: total.checked_rem(n).unwrap_or(0),
-                share: n,
-                ..Progress::default()
+            .enumerate()
+            .map(|(c, (&count, &n))| {
+                Progress::after(placed.get(c).copied().unwrap_or(0), count, n, total)
             })
             .collect();
         let mut interleave = Interleave {
             counts,
             classes,
-            slot: 1,
+            slot: placed.iter().sum::<u64>() + 1,
             slots,
             queue,
         };
@@ -466,6 +541,16 @@ impl Interleave {
     /// `k_c`: the entries of each class this rank takes.
     pub fn counts(&self) -> &[u64] {
         &self.counts
+    }
+
+    /// The records each class has placed so far (the state
+    /// [`Interleave::resumed`] starts from).
+    pub(crate) fn placed(&self) -> Vec<u64> {
+        self.counts
+            .iter()
+            .zip(&self.classes)
+            .map(|(count, progress)| count - progress.left)
+            .collect()
     }
 
     /// Queues class `class`'s next record `j`: released at `r_j = ⌊(j−1) T /

@@ -47,7 +47,10 @@ mod dealt;
 pub mod elastic;
 mod index;
 mod interleave;
+mod interleave_chunks;
+mod interleave_fit;
 mod mixture;
+mod part;
 mod plan;
 pub mod rng;
 mod shuffle;
@@ -309,4 +312,17 @@ pub(crate) fn check_part<I>(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A xorshift64 stream: the cases of the unit tests.
+    pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
 }

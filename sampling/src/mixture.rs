@@ -37,13 +37,15 @@
 use std::thread;
 
 use crate::blocks::BlockShuffle;
-use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
+use crate::elastic::{Classifier, FirstRun};
 use crate::index::Index;
 use crate::interleave::{Dealing, Interleave};
+use crate::interleave_chunks::classes_into;
+use crate::part::{split_len, Epoch};
 use crate::plan::Order;
 use crate::rng::{stream_key, Purpose};
 use crate::shuffle::Shuffle;
-use crate::{check_part, PlanError};
+use crate::PlanError;
 
 /// One epoch of a mixture, as described in the module documentation.
 #[derive(Clone, Copy, Debug)]
@@ -150,20 +152,25 @@ impl<'a> Mixture<'a> {
     /// `m` of the epoch laid out on `world` ranks.
     fn per_rank_on(&self, world: u64) -> Result<u64, PlanError> {
         let samples = self.samples()?;
-        Ok(if self.drop_last {
-            samples / world
-        } else {
-            samples.div_ceil(world)
-        })
+        if world == 0 {
+            return Err(PlanError::WorldSize);
+        }
+        Ok(split_len(samples, world, self.drop_last))
     }
 
     /// `m`, the samples each rank of the current run gets.
     pub fn per_rank(&self) -> Result<u64, PlanError> {
-        if self.resumed_from.is_empty() {
-            self.validate()?;
-            self.per_rank_on(self.world_size)
-        } else {
-            resumed_per_rank(self, self.resumed_from, self.world_size, self.drop_last)
+        self.epoch().per_rank()
+    }
+
+    /// The epoch as the current run sees it: its first run (this mixture's
+    /// settings) and the runs before this one.
+    fn epoch(&self) -> Epoch<'a, Mixture<'a>> {
+        Epoch {
+            first: *self,
+            resumed_from: self.resumed_from,
+            world_size: self.world_size,
+            drop_last: self.drop_last,
         }
     }
 
@@ -218,10 +225,8 @@ impl<'a> Mixture<'a> {
     /// Rank `rank`'s part from position `start` on, as a new vector of indices
     /// in the index space ([`Mixture::source_of`] splits them).
     pub fn rank<I: Index>(&self, rank: u64, start: u64) -> Result<Vec<I>, PlanError> {
-        let per_rank = self.per_rank()?;
-        let mut out = vec![I::default(); per_rank.saturating_sub(start) as usize];
-        self.rank_into(rank, start, &mut out)?;
-        Ok(out)
+        self.epoch()
+            .new_part(start, |out| self.rank_into(rank, start, out))
     }
 
     /// Writes rank `rank`'s part from position `start` on into `out`, which must
@@ -243,24 +248,7 @@ impl<'a> Mixture<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
-        self.validate()?;
-        let total = self.total_records()?;
-        if total > 0 && total - 1 > I::MAX_INDEX {
-            return Err(PlanError::IndexType { len: total });
-        }
-        if self.resumed_from.is_empty() {
-            self.first_rank_into(self.world_size, rank, start, out)
-        } else {
-            resumed_into(
-                self,
-                self.resumed_from,
-                self.world_size,
-                self.drop_last,
-                rank,
-                start,
-                out,
-            )
-        }
+        self.epoch().fill(rank, start, out)
     }
 
     /// The first `count` entries of `L_k` from `from` on, as indices of the
@@ -306,18 +294,19 @@ impl FirstRun for Mixture<'_> {
         self.per_rank_on(world)
     }
 
-    fn first_rank_into<I: Index>(
+    fn records(&self) -> Result<u64, PlanError> {
+        self.validate()?;
+        self.total_records()
+    }
+
+    fn first_fill<I: Index>(
         &self,
         world: u64,
         rank: u64,
         start: u64,
+        per_rank: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
-        let per_rank = self.per_rank_on(world)?;
-        check_part(per_rank, world, rank, start, out)?;
-        if out.is_empty() {
-            return Ok(());
-        }
         // The draws wait in the narrowest type that holds them (half the memory
         // of 64-bit output below 2^32 records).
         if self.total_records()? <= 1 << 32 {
@@ -367,23 +356,14 @@ impl Mixture<'_> {
                 buckets.push((source, bucket));
             }
         }
-        // The interleave on a thread of its own, writing each slot's source into
+        // The interleave on threads of its own, writing each slot's source into
         // `out` (a class fits any index type: fewer than 2^32 sources), while the
         // draws of the sources are made on the others (a shuffle uses the cores
         // on its own only for sources of more than 2^18 records).
         let threads = crate::shuffle::threads().min(buckets.len()).max(1);
         let per_thread = buckets.len().div_ceil(threads);
         let skipped = thread::scope(|scope| {
-            let classes = scope.spawn(|| {
-                let mut skipped = vec![0u64; counts.len()];
-                for (slot, class) in interleave.enumerate() {
-                    match (slot as u64).checked_sub(start) {
-                        Some(at) => out[at as usize] = I::from_u64(u64::from(class)),
-                        None => skipped[class as usize] += 1,
-                    }
-                }
-                skipped
-            });
+            let classes = scope.spawn(|| classes_into(&dealing, rank, start, out));
             for group in buckets.chunks_mut(per_thread.max(1)) {
                 let (dealing, offsets) = (&dealing, &offsets);
                 scope.spawn(move || {
@@ -401,7 +381,7 @@ impl Mixture<'_> {
             classes
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
+        })?;
         // Each slot takes its source's next draw, in place.
         let mut taken: Vec<u64> = bucket_start[..counts.len()]
             .iter()

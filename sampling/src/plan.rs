@@ -31,11 +31,12 @@
 
 use crate::blocks::BlockShuffle;
 use crate::dealt::{Classes, Dealt};
-use crate::elastic::{resumed_into, resumed_per_rank, Classifier, FirstRun};
+use crate::elastic::{Classifier, FirstRun};
 use crate::index::Index;
+use crate::part::{split_len, Epoch};
 use crate::shuffle::Shuffle;
 use crate::weighted::weighted_order;
-use crate::{check_part, PlanError};
+use crate::PlanError;
 
 /// The order of the records before ranks take their parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,28 +169,21 @@ impl<'a> Plan<'a> {
 
     /// `m`, the entries each rank (of the current run) gets.
     pub fn per_rank(&self) -> Result<u64, PlanError> {
-        if !self.resumed_from.is_empty() {
-            return resumed_per_rank(
-                &self.first_run(),
-                self.resumed_from,
-                self.world_size,
-                self.drop_last,
-            );
-        }
-        let list = self.list_len()?;
-        Ok(if self.drop_last {
-            list / self.world_size
-        } else {
-            list.div_ceil(self.world_size)
-        })
+        self.epoch().per_rank()
     }
 
-    /// The epoch as the first run laid it out (no `resumed_from`).
-    fn first_run(&self) -> FirstPlan<'a> {
-        FirstPlan(Plan {
-            resumed_from: &[],
-            ..*self
-        })
+    /// The epoch as the current run sees it: its first run (the plan without
+    /// `resumed_from`) and the runs before this one.
+    fn epoch(&self) -> Epoch<'a, FirstPlan<'a>> {
+        Epoch {
+            first: FirstPlan(Plan {
+                resumed_from: &[],
+                ..*self
+            }),
+            resumed_from: self.resumed_from,
+            world_size: self.world_size,
+            drop_last: self.drop_last,
+        }
     }
 
     /// Checks that `rank` is one of the plan's ranks (below `world_size`).
@@ -208,10 +202,8 @@ impl<'a> Plan<'a> {
 
     /// Rank `rank`'s part from position `start` on, as a new vector.
     pub fn rank<I: Index>(&self, rank: u64, start: u64) -> Result<Vec<I>, PlanError> {
-        let per_rank = self.per_rank()?;
-        let mut out = vec![I::default(); per_rank.saturating_sub(start) as usize];
-        self.rank_into(rank, start, &mut out)?;
-        Ok(out)
+        self.epoch()
+            .new_part(start, |out| self.rank_into(rank, start, out))
     }
 
     /// Writes rank `rank`'s part from position `start` on into `out`, which must
@@ -233,28 +225,18 @@ impl<'a> Plan<'a> {
         start: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
-        if !self.resumed_from.is_empty() {
-            if self.len > 0 && self.len - 1 > I::MAX_INDEX {
-                return Err(PlanError::IndexType { len: self.len });
-            }
-            return resumed_into(
-                &self.first_run(),
-                self.resumed_from,
-                self.world_size,
-                self.drop_last,
-                rank,
-                start,
-                out,
-            );
-        }
-        let per_rank = self.per_rank()?;
-        check_part(per_rank, self.world_size, rank, start, out)?;
-        if self.len > 0 && self.len - 1 > I::MAX_INDEX {
-            return Err(PlanError::IndexType { len: self.len });
-        }
-        if out.is_empty() {
-            return Ok(());
-        }
+        self.epoch().fill(rank, start, out)
+    }
+
+    /// Steps 1 to 3 of the first run (`world_size` ranks of `per_rank`
+    /// entries) for rank `rank` from `start` on, into `out` (checked).
+    fn first_fill<I: Index>(
+        &self,
+        rank: u64,
+        start: u64,
+        per_rank: u64,
+        out: &mut [I],
+    ) -> Result<(), PlanError> {
         let list_len = self.list_len()?;
         let base = Base::new(self, list_len)?;
         match self.categories {
@@ -291,25 +273,29 @@ struct FirstPlan<'a>(Plan<'a>);
 
 impl FirstRun for FirstPlan<'_> {
     fn first_per_rank(&self, world: u64) -> Result<u64, PlanError> {
-        Plan {
-            world_size: world,
-            ..self.0
+        if world == 0 {
+            return Err(PlanError::WorldSize);
         }
-        .per_rank()
+        Ok(split_len(self.0.list_len()?, world, self.0.drop_last))
     }
 
-    fn first_rank_into<I: Index>(
+    fn records(&self) -> Result<u64, PlanError> {
+        Ok(self.0.len)
+    }
+
+    fn first_fill<I: Index>(
         &self,
         world: u64,
         rank: u64,
         start: u64,
+        per_rank: u64,
         out: &mut [I],
     ) -> Result<(), PlanError> {
         Plan {
             world_size: world,
             ..self.0
         }
-        .fill_rank(rank, start, out)
+        .first_fill(rank, start, per_rank, out)
     }
 
     fn classifier(&self) -> Result<Option<Classifier<'_>>, PlanError> {

@@ -44,6 +44,19 @@ pub(crate) fn threads() -> usize {
         .min(8)
 }
 
+/// The results of scoped threads, in order; a thread's panic goes on in the
+/// caller.
+pub(crate) fn join_all<T>(workers: Vec<thread::ScopedJoinHandle<'_, T>>) -> Vec<T> {
+    workers
+        .into_iter()
+        .map(|worker| {
+            worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+        .collect()
+}
+
 /// A uniform random permutation of `0..len`, determined by `(seed, epoch)` and
 /// the purposes of its two streams. Making it counts the buckets (one pass over
 /// the random numbers, no output); [`Shuffle::fill`] then writes any range.
@@ -120,14 +133,7 @@ impl Shuffle {
                         })
                     })
                     .collect();
-                workers
-                    .into_iter()
-                    .map(|worker| {
-                        worker
-                            .join()
-                            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                    })
-                    .collect()
+                join_all(workers)
             })
         };
         let segment_chunks = if bucket_count == 1 {

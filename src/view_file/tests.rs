@@ -229,3 +229,40 @@ fn a_binding_holds_only_for_the_state_it_names() {
         .unwrap();
     assert!(other.contains("shard 1 is not the one"), "{other}");
 }
+
+/// Indices are checked a block of [`SCAN_BLOCK`] bytes at a time: an index
+/// that does not follow the one before it is refused wherever it is, at the
+/// first or last entry of a block as within one, in narrow and wide files.
+#[test]
+fn an_index_out_of_order_is_found_at_every_block_edge() {
+    for (records, width) in [(1_000_000u64, 4usize), (5_000_000_000, 8)] {
+        let per_block = SCAN_BLOCK / width;
+        let count = 3 * per_block + 5;
+        let indices: Vec<u64> = (0..count as u64).map(|i| 1 + i * 3).collect();
+        let good = view(records, &indices, None).encode();
+        assert!(decode(good.clone()).is_ok());
+        let start = VIEW_HEADER_LEN;
+        for position in [
+            1,
+            per_block - 1,
+            per_block,
+            per_block + 1,
+            2 * per_block,
+            count - 1,
+        ] {
+            for value in [indices[position - 1], indices[position - 1] - 1] {
+                let mut bytes = good.clone();
+                let at = start + position * width;
+                bytes[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+                reseal(&mut bytes);
+                let message = decode(bytes).unwrap_err().0;
+                assert!(
+                    message.contains(&format!(
+                        "index {value} at position {position} does not follow"
+                    )),
+                    "width {width}, position {position}: {message}"
+                );
+            }
+        }
+    }
+}
