@@ -1,6 +1,7 @@
 //! Extending a dataset: an all-or-nothing transaction that writes new shards and
 //! commits them with one manifest rename.
 
+use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 
 use crate::commit::{write_manifest, ManifestWriteError, WriterLock};
@@ -426,8 +427,8 @@ impl<'d> Extend<'d> {
         }
         let values: Vec<&[u8]> = kept().map(|((_, v), _)| v.as_ref()).collect();
         let stored = self.encode_many(&values)?;
-        for (((key, _), hashes), stored) in kept().zip(&stored) {
-            self.write_hashed(key.as_ref(), stored, hashes)?;
+        for (((key, _), hashes), [head, tail]) in kept().zip(&stored) {
+            self.write_hashed(key.as_ref(), [head.as_ref(), tail.as_ref()], hashes)?;
         }
         let mut skipped = Skipped::default();
         for (position, verdict) in verdicts.iter().enumerate() {
@@ -455,17 +456,32 @@ impl<'d> Extend<'d> {
         Ok(())
     }
 
-    /// Stored forms of `values`, compressed in parallel when the dataset compresses.
-    fn encode_many<'v>(&self, values: &[&'v [u8]]) -> Result<Vec<std::borrow::Cow<'v, [u8]>>> {
+    /// Stored forms of `values`, compressed in parallel when the dataset
+    /// compresses: each as the two parts written one after the other (see
+    /// [`lz4_block::Encoded::parts`]; an uncompressed value, or the value of a
+    /// literal-only block, is not copied).
+    fn encode_many<'v>(&self, values: &[&'v [u8]]) -> Result<Vec<[Cow<'v, [u8]>; 2]>> {
         match self.dataset.compression() {
             Compression::None => Ok(values
                 .iter()
-                .map(|v| std::borrow::Cow::Borrowed(*v))
+                .map(|v| [Cow::Borrowed(*v), Cow::Borrowed(&[][..])])
                 .collect()),
             Compression::Lz4 => {
-                lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
-                    .map_err(|(_, e)| Error::InvalidOption(e.0))
-                    .map(|all| all.into_iter().map(std::borrow::Cow::Owned).collect())
+                let encoded =
+                    lz4_block::compress_many(values, self.dataset.lz4_mode, self.dataset.threads)
+                        .map_err(|(_, e)| Error::InvalidOption(e.0))?;
+                Ok(encoded
+                    .into_iter()
+                    .zip(values)
+                    .map(|(encoded, value)| match encoded {
+                        lz4_block::Encoded::Stored(stored) => {
+                            [Cow::Owned(stored), Cow::Borrowed(&[][..])]
+                        }
+                        lz4_block::Encoded::LiteralHeader(header) => {
+                            [Cow::Owned(header), Cow::Borrowed(*value)]
+                        }
+                    })
+                    .collect())
             }
         }
     }
@@ -502,8 +518,8 @@ impl<'d> Extend<'d> {
         // The value, for its content hash and comparisons.
         let needs_value = self.writer.keeps_content_hashes();
         let value = match (needs_value, self.dataset.compression()) {
-            (false, _) | (true, Compression::None) => std::borrow::Cow::Borrowed(stored),
-            (true, Compression::Lz4) => std::borrow::Cow::Owned(
+            (false, _) | (true, Compression::None) => Cow::Borrowed(stored),
+            (true, Compression::Lz4) => Cow::Owned(
                 lz4_block::decompress(stored)
                     .map_err(|e| Error::InvalidOption(format!("pushed value: {}", e.0)))?,
             ),
@@ -511,7 +527,7 @@ impl<'d> Extend<'d> {
         let (hashes, verdicts) = self.classify(&[(key, &*value)])?;
         match verdicts.into_iter().next() {
             Some(Verdict::New) | None => {
-                self.write_hashed(key, stored, &hashes[0])?;
+                self.write_hashed(key, [stored, &[]], &hashes[0])?;
                 Ok(None)
             }
             Some(Verdict::DuplicateKey) => Ok(Some(LeftOut::Key)),
@@ -549,10 +565,17 @@ impl<'d> Extend<'d> {
         Ok(())
     }
 
-    /// Writes one record, with its key hash and content hash (computed before),
-    /// and adds their fingerprints to the sets.
-    fn write_hashed(&mut self, key: &[u8], stored: &[u8], hashes: &check::Hashes) -> Result<()> {
-        ShardWriter::check_sizes(key, stored)?;
+    /// Writes one record whose stored value is `stored`'s two parts, one after
+    /// the other, with its key hash and content hash (computed before), and adds
+    /// their fingerprints to the sets.
+    fn write_hashed(
+        &mut self,
+        key: &[u8],
+        stored: [&[u8]; 2],
+        hashes: &check::Hashes,
+    ) -> Result<()> {
+        // Refused before writing anything, so the extend stays usable.
+        ShardWriter::check_lens(key.len(), stored[0].len() + stored[1].len())?;
         let record = self.dataset.len() as u64 + self.writer.records();
         let content = hashes.content.as_ref();
         if let Err(e) = self.writer.append_hashed(key, stored, content) {

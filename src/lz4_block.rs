@@ -8,6 +8,11 @@ use crate::format::{
     LZ4_SIZE_PREFIX,
 };
 
+mod probe;
+mod state;
+pub use probe::is_incompressible;
+use state::Search;
+
 /// How values are compressed when written. Any mode produces blocks that every
 /// LZ4 decoder, including the reference's, reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,10 +23,12 @@ pub enum Lz4Mode {
     /// liblz4's fast mode with this acceleration (1 = best ratio of the fast modes).
     Fast(i32),
     /// High compression at this level, except for values that a quick probe finds
-    /// incompressible (JPEG, PNG, audio, video, already-compressed data): those are
-    /// stored as literal-only LZ4 blocks, which every decoder reads, without paying
-    /// for the high-compression search. The probe compresses up to four 8 KiB
-    /// windows in fast mode; see [`is_incompressible`].
+    /// incompressible (JPEG, PNG, audio, video, already-compressed data, random
+    /// token ids), of any size: those are stored as literal-only LZ4 blocks, which
+    /// every decoder reads (and this project's readers hand out in place),
+    /// without paying for the high-compression search. The probe compresses the
+    /// value, or four 8 KiB windows of a longer one, in fast mode; see
+    /// [`is_incompressible`]. Never stores more than the literal-only block.
     Adaptive(i32),
 }
 
@@ -45,65 +52,65 @@ pub fn compress_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(
     if value.is_empty() {
         return Ok(());
     }
+    check_input(value)?;
+    // The probe uses `out` as its scratch space: it is overwritten below.
+    if matches!(mode, Lz4Mode::Adaptive(_)) && probe::is_incompressible_with(value, out) {
+        literal_block_into(value, out);
+        return Ok(());
+    }
+    search_into(value, mode, out)
+}
+
+fn check_input(value: &[u8]) -> Result<(), BlockError> {
     if value.len() > LZ4_MAX_INPUT_SIZE {
         return Err(BlockError(format!(
             "value of {} bytes exceeds LZ4's input limit of {LZ4_MAX_INPUT_SIZE} bytes",
             value.len()
         )));
     }
-    let mode = match mode {
-        Lz4Mode::Adaptive(_) if is_incompressible(value) => {
-            literal_block_into(value, out);
-            return Ok(());
-        }
-        Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => {
-            lz4::block::CompressionMode::HIGHCOMPRESSION(level)
-        }
-        Lz4Mode::Fast(acceleration) => lz4::block::CompressionMode::FAST(acceleration),
-    };
-    let bound =
-        lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
-    out.resize(LZ4_SIZE_PREFIX + bound, 0);
-    let written = lz4::block::compress_to_buffer(value, Some(mode), true, out)
-        .map_err(|e| BlockError(format!("lz4: {e}")))?;
-    out.truncate(written);
     Ok(())
 }
 
-/// Values shorter than this are always compressed: the probe would not pay off.
-const PROBE_MIN_LEN: usize = 16 << 10;
-/// Size of each probed window.
-const PROBE_WINDOW: usize = 8 << 10;
-/// A probe that saves less than this fraction (1/32, about 3%) means incompressible.
-const PROBE_MIN_SAVING_SHIFT: u32 = 5;
+/// The LZ4 search of `mode` over a non-empty `value` (no probe), its stored
+/// form into `out`.
+fn search_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(), BlockError> {
+    let search = match mode {
+        Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => Search::High(level),
+        Lz4Mode::Fast(acceleration) => Search::Fast(acceleration),
+    };
+    let bound =
+        lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
+    out.clear();
+    out.resize(LZ4_SIZE_PREFIX + bound, 0);
+    let size = u32::try_from(value.len()).map_err(|_| {
+        BlockError(format!(
+            "lz4: a value of {} bytes has no size prefix",
+            value.len()
+        ))
+    })?;
+    out[..LZ4_SIZE_PREFIX].copy_from_slice(&size.to_le_bytes());
+    let block = state::compress(value, &mut out[LZ4_SIZE_PREFIX..], search).ok_or_else(|| {
+        BlockError(format!(
+            "lz4: liblz4 did not compress a value of {} bytes",
+            value.len()
+        ))
+    })?;
+    out.truncate(LZ4_SIZE_PREFIX + block);
+    // The adaptive mode never stores more than the literal-only block: when the
+    // search found too little to pay for its sequences, the literals are smaller
+    // and are read in place.
+    if matches!(mode, Lz4Mode::Adaptive(_)) && out.len() >= literal_block_len(value.len()) {
+        literal_block_into(value, out);
+    }
+    Ok(())
+}
 
-/// Whether `value` looks incompressible: up to four 8 KiB windows spread over it
-/// (start, end and two between) compress in liblz4's fast mode to more than
-/// 31/32 of their size. Short values (< 16 KiB) are never called incompressible.
-pub fn is_incompressible(value: &[u8]) -> bool {
-    if value.len() < PROBE_MIN_LEN {
-        return false;
-    }
-    let last_start = value.len() - PROBE_WINDOW;
-    let mut probed = 0usize;
-    let mut compressed = 0usize;
-    let mut buffer =
-        vec![0u8; lz4::block::compress_bound(PROBE_WINDOW).unwrap_or(2 * PROBE_WINDOW)];
-    for k in 0..4 {
-        let start = last_start * k / 3;
-        let window = &value[start..start + PROBE_WINDOW];
-        match lz4::block::compress_to_buffer(
-            window,
-            Some(lz4::block::CompressionMode::FAST(1)),
-            false,
-            &mut buffer,
-        ) {
-            Ok(n) => compressed += n,
-            Err(_) => return false,
-        }
-        probed += PROBE_WINDOW;
-    }
-    compressed > probed - (probed >> PROBE_MIN_SAVING_SHIFT)
+/// Size of the stored value [`literal_block_into`] writes for a value of `n`
+/// bytes: the size prefix, the token, `(n - 15) / 255 + 1` literal-length
+/// bytes when `n >= 15`, the value.
+pub fn literal_block_len(n: usize) -> usize {
+    let length_bytes = if n >= 15 { (n - 15) / 255 + 1 } else { 0 };
+    LZ4_SIZE_PREFIX + 1 + length_bytes + n
 }
 
 /// Writes `value` as a stored value whose LZ4 block holds only literals: the size
@@ -111,9 +118,16 @@ pub fn is_incompressible(value: &[u8]) -> bool {
 /// last sequence is literals only) at 1 + 1/255 of the value's size.
 pub fn literal_block_into(value: &[u8], out: &mut Vec<u8>) {
     out.clear();
-    out.reserve(LZ4_SIZE_PREFIX + 2 + value.len() / 255 + value.len());
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    let n = value.len();
+    out.reserve(literal_block_len(value.len()));
+    literal_header_into(value.len(), out);
+    out.extend_from_slice(value);
+}
+
+/// Appends to `out` what comes before the value in its literal-only stored
+/// form (what [`literal_block_into`] writes, less the value): the size prefix,
+/// the token and the literal-length bytes of a value of `n` bytes.
+pub fn literal_header_into(n: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(n as u32).to_le_bytes());
     if n < 15 {
         out.push((n as u8) << 4);
     } else {
@@ -125,7 +139,6 @@ pub fn literal_block_into(value: &[u8], out: &mut Vec<u8>) {
         }
         out.push(rest as u8);
     }
-    out.extend_from_slice(value);
 }
 
 /// Where the value's own bytes lie inside a stored value whose LZ4 block holds
@@ -160,40 +173,93 @@ pub fn literal_range(stored: &[u8]) -> Option<std::ops::Range<usize>> {
     (literals == rest.len() && literals == declared).then(|| stored.len() - literals..stored.len())
 }
 
-/// Compresses every value into its stored form, spreading the work over up to
-/// `threads` threads; the results are in input order. On failure returns the
-/// position of a value that could not be compressed.
+/// The stored form of one value, as [`compress_many`] made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Encoded {
+    /// The whole stored value (size prefix and LZ4 block; empty for the empty
+    /// value).
+    Stored(Vec<u8>),
+    /// A literal-only block: these bytes ([`literal_header_into`]), then the
+    /// value itself, which is not copied.
+    LiteralHeader(Vec<u8>),
+}
+
+impl Encoded {
+    /// The stored value as two parts, written one after the other.
+    pub fn parts<'a>(&'a self, value: &'a [u8]) -> [&'a [u8]; 2] {
+        match self {
+            Encoded::Stored(stored) => [stored, &[]],
+            Encoded::LiteralHeader(header) => [header, value],
+        }
+    }
+
+    /// The stored value in one vector (copying the value of a literal block).
+    pub fn into_stored(self, value: &[u8]) -> Vec<u8> {
+        match self {
+            Encoded::Stored(stored) => stored,
+            Encoded::LiteralHeader(mut header) => {
+                header.extend_from_slice(value);
+                header
+            }
+        }
+    }
+}
+
+/// Encodes every value in its stored form, the results in input order, as
+/// [`compress_into`] would (the same bytes), in two steps: on the calling
+/// thread, the empty values and, in the adaptive mode, the probe, whose
+/// incompressible values become [`Encoded::LiteralHeader`]s (nothing copied);
+/// then the LZ4 search of the rest, spread over up to `threads` threads (none
+/// started for fewer than two values). A batch of incompressible values thus
+/// costs a probe each and no thread. On failure returns the position of a value
+/// that could not be compressed.
 pub fn compress_many(
     values: &[&[u8]],
     mode: Lz4Mode,
     threads: usize,
-) -> Result<Vec<Vec<u8>>, (usize, BlockError)> {
-    let threads = threads.clamp(1, values.len().max(1));
+) -> Result<Vec<Encoded>, (usize, BlockError)> {
+    let mut encoded = Vec::with_capacity(values.len());
+    let mut pending = Vec::new();
+    let mut scratch = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        if value.is_empty() {
+            encoded.push(Encoded::Stored(Vec::new()));
+            continue;
+        }
+        check_input(value).map_err(|e| (i, e))?;
+        if matches!(mode, Lz4Mode::Adaptive(_))
+            && probe::is_incompressible_with(value, &mut scratch)
+        {
+            let mut header = Vec::new();
+            literal_header_into(value.len(), &mut header);
+            encoded.push(Encoded::LiteralHeader(header));
+        } else {
+            encoded.push(Encoded::Stored(Vec::new()));
+            pending.push(i);
+        }
+    }
+    let threads = threads.clamp(1, pending.len().max(1));
     if threads == 1 {
-        return values
-            .iter()
-            .enumerate()
-            .map(|(i, value)| {
-                let mut stored = Vec::new();
-                compress_into(value, mode, &mut stored).map_err(|e| (i, e))?;
-                Ok(stored)
-            })
-            .collect();
+        for &i in &pending {
+            if let Encoded::Stored(out) = &mut encoded[i] {
+                search_into(values[i], mode, out).map_err(|e| (i, e))?;
+            }
+        }
+        return Ok(encoded);
     }
     // Threads take the next value from a shared counter, so one large value does
     // not leave the others idle.
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Vec<u8>> = vec![Vec::new(); values.len()];
     let done = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     let mut out = Vec::new();
                     loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(value) = values.get(i) else { break };
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = pending.get(k) else { break };
                         let mut stored = Vec::new();
-                        compress_into(value, mode, &mut stored).map_err(|e| (i, e))?;
+                        search_into(values[i], mode, &mut stored).map_err(|e| (i, e))?;
                         out.push((i, stored));
                     }
                     Ok::<_, (usize, BlockError)>(out)
@@ -209,9 +275,9 @@ pub fn compress_many(
             .collect::<Result<Vec<_>, _>>()
     })?;
     for (i, stored) in done.into_iter().flatten() {
-        results[i] = stored;
+        encoded[i] = Encoded::Stored(stored);
     }
-    Ok(results)
+    Ok(encoded)
 }
 
 /// The uncompressed size a stored value declares, checked against what its
@@ -317,24 +383,43 @@ mod tests {
                 one
             );
         }
-        for (stored, value) in one.iter().zip(&values) {
-            assert_eq!(&decompress(stored).unwrap(), value);
+        for (encoded, value) in one.into_iter().zip(&values) {
+            assert_eq!(&decompress(&encoded.into_stored(value)).unwrap(), value);
         }
     }
 
     #[test]
-    fn literal_blocks_decode_with_lz4_flex_and_liblz4() {
-        for n in [1usize, 14, 15, 16, 269, 270, 271, 524, 525, 100_000] {
-            let value: Vec<u8> = (0..n).map(|i| (i * 7919 % 251) as u8).collect();
-            let mut stored = Vec::new();
-            literal_block_into(&value, &mut stored);
-            assert_eq!(decompress(&stored).unwrap(), value, "liblz4, n={n}");
-            // An independent decoder agrees.
-            assert_eq!(
-                lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
-                value,
-                "lz4_flex, n={n}"
-            );
+    fn compress_many_stores_what_compress_into_stores_in_every_mode() {
+        // Noise, text, runs, tiny and empty values, mixed.
+        let text = b"the quick brown fox jumps over the lazy dog; ".repeat(3000);
+        let noise = noise(300_000);
+        let values: Vec<&[u8]> = (0..60usize)
+            .map(|i| match i % 5 {
+                0 => &noise[i * 1000..i * 1000 + 100 * i],
+                1 => &text[i..i * 900],
+                2 => &noise[..i],
+                3 => &[],
+                _ => &text[..i * 2000],
+            })
+            .collect();
+        for mode in [Lz4Mode::Adaptive(5), Lz4Mode::High(9), Lz4Mode::Fast(1)] {
+            for threads in [1, 2, 7] {
+                let encoded = compress_many(&values, mode, threads).unwrap();
+                let mut literal_headers = 0;
+                for (i, (encoded, value)) in encoded.into_iter().zip(&values).enumerate() {
+                    let mut stored = Vec::new();
+                    compress_into(value, mode, &mut stored).unwrap();
+                    let [head, tail] = encoded.parts(value);
+                    assert_eq!([head, tail].concat(), stored, "{mode:?}, value {i}");
+                    if let Encoded::LiteralHeader(header) = &encoded {
+                        assert_eq!(header.len(), literal_block_len(value.len()) - value.len());
+                        literal_headers += 1;
+                    }
+                    assert_eq!(encoded.into_stored(value), stored);
+                }
+                let adaptive = matches!(mode, Lz4Mode::Adaptive(_));
+                assert_eq!(literal_headers > 0, adaptive, "{mode:?}");
+            }
         }
     }
 
@@ -399,35 +484,137 @@ mod tests {
         }
     }
 
-    #[test]
-    fn adaptive_mode_stores_noise_as_literals_and_compresses_text() {
+    /// Bytes of xorshift noise: nothing for LZ4 to find.
+    fn noise(n: usize) -> Vec<u8> {
         let mut state = 0x2545F4914F6CDD1Du64;
-        let noise: Vec<u8> = (0..200_000)
+        (0..n)
             .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
                 state as u8
             })
-            .collect();
-        assert!(is_incompressible(&noise));
-        let mut stored = Vec::new();
-        compress_into(&noise, Lz4Mode::Adaptive(9), &mut stored).unwrap();
-        let mut literal = Vec::new();
-        literal_block_into(&noise, &mut literal);
-        assert_eq!(stored, literal);
-        assert_eq!(decompress(&stored).unwrap(), noise);
+            .collect()
+    }
 
+    #[test]
+    fn adaptive_mode_stores_noise_as_literals_and_compresses_text_at_every_size() {
         let text = b"the quick brown fox jumps over the lazy dog; ".repeat(5000);
-        assert!(!is_incompressible(&text));
-        let mut high = Vec::new();
-        compress_into(&text, Lz4Mode::Adaptive(9), &mut stored).unwrap();
-        compress_into(&text, Lz4Mode::High(9), &mut high).unwrap();
-        assert_eq!(stored, high);
-        assert!(
-            !is_incompressible(&noise[..PROBE_MIN_LEN - 1]),
-            "short values are always compressed"
-        );
+        let (mut stored, mut literal, mut high) = (Vec::new(), Vec::new(), Vec::new());
+        for n in [1usize, 14, 15, 100, 4096, 16 << 10, 100_000, 200_000] {
+            let noise = noise(n);
+            assert!(is_incompressible(&noise), "n={n}");
+            compress_into(&noise, Lz4Mode::Adaptive(9), &mut stored).unwrap();
+            literal_block_into(&noise, &mut literal);
+            assert_eq!(stored, literal, "noise, n={n}");
+            assert_eq!(decompress(&stored).unwrap(), noise);
+
+            let text = &text[..n.min(text.len())];
+            if n >= 100 {
+                assert!(!is_incompressible(text), "n={n}");
+                compress_into(text, Lz4Mode::Adaptive(9), &mut stored).unwrap();
+                compress_into(text, Lz4Mode::High(9), &mut high).unwrap();
+                assert_eq!(stored, high, "text, n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn literal_block_len_is_the_written_size() {
+        let mut stored = Vec::new();
+        for n in [
+            0usize, 1, 14, 15, 16, 269, 270, 271, 524, 525, 65_535, 65_536,
+        ] {
+            literal_block_into(&vec![1u8; n], &mut stored);
+            assert_eq!(literal_block_len(n), stored.len(), "n={n}");
+        }
+    }
+
+    #[test]
+    fn literal_blocks_at_the_length_byte_boundaries_and_large_round_trip() {
+        // 15 is the first length that needs length bytes, 15 + 255 = 270 the
+        // first that needs two, 65_535 + the 64 KiB window of LZ4 matches, and
+        // 16 MiB one larger than any probe.
+        let mut stored = Vec::new();
+        for n in [
+            1usize,
+            14,
+            15,
+            16,
+            254,
+            255,
+            256,
+            269,
+            270,
+            271,
+            65_535,
+            65_536,
+            65_537,
+            65_550,
+            (1 << 20) + 3,
+            16 << 20,
+        ] {
+            let value = noise(n);
+            literal_block_into(&value, &mut stored);
+            assert_eq!(literal_range(&stored), Some(stored.len() - n..stored.len()));
+            assert_eq!(decompress(&stored).unwrap(), value, "liblz4, n={n}");
+            assert_eq!(
+                lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
+                value,
+                "lz4_flex, n={n}"
+            );
+            // The adaptive mode writes the same block for it.
+            let mut adaptive = Vec::new();
+            compress_into(&value, Lz4Mode::Adaptive(5), &mut adaptive).unwrap();
+            assert!(adaptive == stored, "adaptive, n={n}");
+        }
+        // The empty value is stored empty in every mode.
+        compress_into(b"", Lz4Mode::Adaptive(5), &mut stored).unwrap();
+        assert!(stored.is_empty());
+    }
+
+    /// Values made of pieces: noise, runs of one byte, repeats of a short
+    /// phrase; so both sides of the probe's decision are drawn.
+    fn pieces() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..3000),
+            (any::<u8>(), 0usize..3000).prop_map(|(b, n)| vec![b; n]),
+            (proptest::collection::vec(any::<u8>(), 1..40), 1usize..200)
+                .prop_map(|(phrase, n)| phrase.repeat(n)),
+        ];
+        proptest::collection::vec(piece, 0..30).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// Whatever the value, the adaptive mode's stored value decodes to it
+        /// with liblz4 and lz4_flex, and is never larger than its literal-only
+        /// block.
+        #[test]
+        fn adaptive_blocks_round_trip_and_never_exceed_the_literal_bound(
+            value in pieces(),
+            level in 1i32..=12,
+        ) {
+            let mut stored = Vec::new();
+            compress_into(&value, Lz4Mode::Adaptive(level), &mut stored).unwrap();
+            if value.is_empty() {
+                proptest::prop_assert!(stored.is_empty());
+            } else {
+                proptest::prop_assert!(stored.len() <= literal_block_len(value.len()));
+                proptest::prop_assert_eq!(&decompress(&stored).unwrap(), &value);
+                proptest::prop_assert_eq!(
+                    &lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
+                    &value
+                );
+                if is_incompressible(&value) {
+                    proptest::prop_assert_eq!(
+                        literal_range(&stored),
+                        Some(stored.len() - value.len()..stored.len())
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -135,11 +135,16 @@ impl ShardWriter {
 
     /// Checks that a record fits the format, without writing anything.
     pub fn check_sizes(key: &[u8], stored: &[u8]) -> Result<()> {
-        for (what, field) in [("key", key), ("stored value", stored)] {
-            if field.len() as u64 > MAX_FIELD_SIZE {
+        Self::check_lens(key.len(), stored.len())
+    }
+
+    /// [`check_sizes`](Self::check_sizes) by the lengths.
+    pub(crate) fn check_lens(key: usize, stored: usize) -> Result<()> {
+        for (what, len) in [("key", key), ("stored value", stored)] {
+            if len as u64 > MAX_FIELD_SIZE {
                 return Err(Error::TooLarge {
                     what,
-                    size: field.len() as u64,
+                    size: len as u64,
                     limit: MAX_FIELD_SIZE,
                 });
             }
@@ -151,16 +156,18 @@ impl ShardWriter {
     /// when the current one is non-empty and this record would take it past
     /// `max_shard_size`; a record larger than that gets a shard of its own.
     pub fn append(&mut self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.append_hashed(key, stored, None)
+        self.append_hashed(key, [stored, &[]], None)
     }
 
-    /// [`ShardWriter::append`] with the value's content hash (the XXH3-128 of
-    /// its uncompressed bytes, in the sidecar's byte order), written when the
-    /// writer keeps content hashes (and required then).
+    /// [`ShardWriter::append`] of a stored value given as two parts written one
+    /// after the other (a literal-only LZ4 block's header, then the value
+    /// itself, without copying them together), with the value's content hash
+    /// (the XXH3-128 of its uncompressed bytes, in the sidecar's byte order),
+    /// written when the writer keeps content hashes (and required then).
     pub(crate) fn append_hashed(
         &mut self,
         key: &[u8],
-        stored: &[u8],
+        stored: [&[u8]; 2],
         content_hash: Option<&[u8; CONTENT_HASH_SIZE]>,
     ) -> Result<()> {
         if self.content_hashes != content_hash.is_some() {
@@ -168,8 +175,9 @@ impl ShardWriter {
                 "a record's content hash is written exactly when the writer keeps them".into(),
             ));
         }
-        Self::check_sizes(key, stored)?;
-        let record_size = (key.len() + stored.len()) as u64;
+        let stored_len = stored[0].len() + stored[1].len();
+        Self::check_lens(key.len(), stored_len)?;
+        let record_size = (key.len() + stored_len) as u64;
         let full = self
             .current
             .as_ref()
@@ -196,18 +204,20 @@ impl ShardWriter {
         shard
             .data
             .write_all(key)
-            .and_then(|()| shard.data.write_all(stored))
+            .and_then(|()| shard.data.write_all(stored[0]))
+            .and_then(|()| shard.data.write_all(stored[1]))
             .map_err(|e| Error::io("write", &shard.data_path, e))?;
         let mut entry = [0u8; 8];
         entry[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        entry[4..].copy_from_slice(&(stored.len() as u32).to_le_bytes());
+        entry[4..].copy_from_slice(&(stored_len as u32).to_le_bytes());
         let entry = if self.keyed { &entry[..] } else { &entry[4..] };
         shard
             .index
             .write_all(entry)
             .map_err(|e| Error::io("write", &shard.index_path, e))?;
         shard.fingerprint.data(key);
-        shard.fingerprint.data(stored);
+        shard.fingerprint.data(stored[0]);
+        shard.fingerprint.data(stored[1]);
         shard.fingerprint.index(entry, 1);
         shard.size += record_size;
         self.records += 1;

@@ -455,3 +455,99 @@ fn appends_of_megatron_datasets_keep_the_dataset_meaning_or_are_refused() {
     );
     assert!(!out.with_extension("bin").exists() && !out.with_extension("idx").exists());
 }
+
+/// Writes `PREFIX.bin` and `PREFIX.idx` in Megatron's MMIDIDX layout (as
+/// `_IndexWriter` does): uint16 tokens, one document per sequence.
+fn write_uint16_megatron(prefix: &Path, sequences: &[Vec<u16>]) {
+    let bin: Vec<u8> = sequences
+        .iter()
+        .flatten()
+        .flat_map(|t| t.to_le_bytes())
+        .collect();
+    fs::write(prefix.with_extension("bin"), bin).unwrap();
+    let n = sequences.len() as u64;
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(8); // uint16
+    idx.extend(n.to_le_bytes());
+    idx.extend((n + 1).to_le_bytes());
+    for sequence in sequences {
+        idx.extend((sequence.len() as i32).to_le_bytes());
+    }
+    let mut pointer = 0i64;
+    for sequence in sequences {
+        idx.extend(pointer.to_le_bytes());
+        pointer += 2 * sequence.len() as i64;
+    }
+    for document in 0..=n as i64 {
+        idx.extend(document.to_le_bytes());
+    }
+    fs::write(prefix.with_extension("idx"), idx).unwrap();
+}
+
+/// Random token ids are incompressible: the default ingest stores each such
+/// sequence as a literal-only LZ4 block, which a read hands out in place
+/// (borrowed from the shard, at the location `verbatim_location` gives), while
+/// sequences that repeat are still compressed; the export gives the files back.
+#[test]
+fn an_ingest_of_random_tokens_stores_them_literally_and_reads_them_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = bcd_test_support::Rng::new(23);
+    let mut sequences: Vec<Vec<u16>> = Vec::new();
+    for i in 0..120 {
+        let len = 64 + rng.below(4096 - 64 + 1);
+        let random: Vec<u16> = (0..len).map(|_| rng.below(50257) as u16).collect();
+        if i % 4 == 3 {
+            // A phrase repeated: what LZ4 does compress.
+            sequences.push(random[..32].repeat(32 + len / 32));
+        } else {
+            sequences.push(random);
+        }
+    }
+    let prefix = dir.path().join("corpus_text_document");
+    write_uint16_megatron(&prefix, &sequences);
+    let ds = dir.path().join("ds");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&ok(&["ingest", s(&prefix), "--into", s(&ds), "--json"])).unwrap();
+    assert_eq!(summary["records"], 120);
+
+    let dataset = bcd::Dataset::open(&ds).unwrap();
+    let mut literal = Vec::new();
+    for (i, sequence) in sequences.iter().enumerate() {
+        let tokens: Vec<u8> = sequence.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let stored = dataset.stored_at(i).unwrap();
+        let value = dataset.at(i).unwrap();
+        assert!(*value == tokens[..], "sequence {i}");
+        if i % 4 == 3 {
+            assert!(
+                stored.len() < tokens.len() / 4,
+                "sequence {i} is compressed"
+            );
+            assert_eq!(dataset.verbatim_location(i).unwrap(), None);
+            assert!(matches!(value, std::borrow::Cow::Owned(_)), "sequence {i}");
+            continue;
+        }
+        bcd::lz4_block::literal_block_into(&tokens, &mut literal);
+        assert!(stored == literal, "sequence {i} is a literal-only block");
+        // Read in place: a borrow of the shard's bytes, where the location says.
+        assert!(
+            matches!(value, std::borrow::Cow::Borrowed(_)),
+            "sequence {i}"
+        );
+        let location = dataset.verbatim_location(i).unwrap().unwrap();
+        let shard = fs::read(dataset.shard_data_path(location.shard)).unwrap();
+        let start = location.offset as usize;
+        assert!(shard[start..start + location.len as usize] == tokens[..]);
+    }
+    drop(dataset);
+
+    let out = dir.path().join("out");
+    ok(&["export", s(&ds), "--to", s(&out), "--format", "megatron"]);
+    for suffix in ["bin", "idx"] {
+        assert!(
+            fs::read(out.with_extension(suffix)).unwrap()
+                == fs::read(prefix.with_extension(suffix)).unwrap(),
+            "{suffix}"
+        );
+    }
+}

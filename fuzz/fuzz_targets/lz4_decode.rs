@@ -39,10 +39,12 @@ fuzz_target!(|data: &[u8]| {
     let (mode, value) = match data.split_first() {
         Some((&m, rest)) => {
             let level = (m & 0x3f) as i32 - 16; // out-of-range levels included
-            let mode = if m & 0x40 == 0 {
-                Lz4Mode::High(level)
-            } else {
+            let mode = if m & 0x80 != 0 {
+                Lz4Mode::Adaptive(level)
+            } else if m & 0x40 != 0 {
                 Lz4Mode::Fast(level)
+            } else {
+                Lz4Mode::High(level)
             };
             (mode, rest)
         }
@@ -55,4 +57,10 @@ fuzz_target!(|data: &[u8]| {
     }
     assert_eq!(lz4_block::declared_len(&stored), Ok(value.len()));
     assert_eq!(lz4_block::decompress(&stored).expect("round trip"), value);
+    if let Lz4Mode::Adaptive(_) = mode {
+        assert!(stored.len() <= lz4_block::literal_block_len(value.len()));
+    }
+    // The batch encoder stores the same bytes, with its parts in order.
+    let many = lz4_block::compress_many(&[value], mode, 2).expect("small values compress");
+    assert_eq!(many[0].parts(value).concat(), stored);
 });

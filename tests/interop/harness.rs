@@ -131,6 +131,12 @@ pub fn compress_step(value: &[u8]) -> Value {
     json!({"command": "compress", "path": hex(value)})
 }
 
+/// The value the reference reads from the stored LZ4 value `stored` (its
+/// `lz4.block.decompress`), hex in the result.
+pub fn decompress_step(stored: &[u8]) -> Value {
+    json!({"command": "decompress", "path": hex(stored)})
+}
+
 /// What the reference read from a dataset.
 #[derive(Debug)]
 pub struct Dump {

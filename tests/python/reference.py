@@ -13,6 +13,7 @@ Usage (datasets are described as JSON on stdin/stdout, bytes as hex strings):
     reference.py VERSION extend PATH [--max-shard-size N]   # stdin: [[key, value], ...] or [value, ...]
     reference.py VERSION dump PATH                         # stdout: {"keyed", "compression", "shards", "records"}
     reference.py VERSION compress HEX                       # stdout: the stored LZ4 block, hex
+    reference.py VERSION decompress HEX                     # stdout: the value the reference reads from a stored LZ4 value, hex
     reference.py VERSION batch                              # stdin: [step, ...]; stdout: [result, ...]
 
 A batch runs many commands in one process, as each start costs ~0.3 s. A step is
@@ -124,6 +125,10 @@ def run(
     if command == "compress":
         stored = module._compress((b"", memoryview(bytes.fromhex(path))))[1]
         return bytes(stored).hex()
+    if command == "decompress":
+        # As the reference's `at` reads a non-empty LZ4 value: its module's
+        # `lz4.block.decompress` of the stored bytes, size prefix included.
+        return bytes(module.block.decompress(bytes.fromhex(path))).hex()
     if command == "create":
         options = {"keyed": keyed, "compression": _compression(compression)}
         if max_shard_size is not None:
@@ -165,7 +170,7 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("version", choices=["0.2.0", "0.3.0"])
-    parser.add_argument("command", choices=["create", "extend", "dump", "compress", "batch"])
+    parser.add_argument("command", choices=["create", "extend", "dump", "compress", "decompress", "batch"])
     parser.add_argument("path", nargs="?")
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--compression", default="lz4")
@@ -190,7 +195,7 @@ def main() -> None:
         max_shard_size=args.max_shard_size,
         input=input,
     )
-    if args.command == "compress":
+    if args.command in ("compress", "decompress"):
         print(result)
     elif result is not None:
         json.dump(result, sys.stdout)
