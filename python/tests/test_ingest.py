@@ -367,12 +367,14 @@ def test_a_source_keyword_given_as_none_is_not_given(tmp_path):
 def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
     # A source that takes seconds to compress (2 bits of entropy a byte: many
     # short matches for the high-compression search, on one thread), in several
-    # batches: the pipeline checks for the interrupt between batches.
+    # batches: the pipeline checks for the interrupt between batches. 32 KiB
+    # values: since the compressors reuse their state, 600 values of 8 KiB took
+    # 0.17 s, and on a loaded machine the 0.05 s timer could fire after the end.
     source = tmp_path / "big"
     source.mkdir()
     rng = np.random.default_rng(0)
     for i in range(600):
-        (source / f"{i:03d}.bin").write_bytes(rng.integers(0, 4, 8 << 10, dtype=np.uint8).tobytes())
+        (source / f"{i:03d}.bin").write_bytes(rng.integers(0, 4, 32 << 10, dtype=np.uint8).tobytes())
     timer = threading.Timer(0.05, _thread.interrupt_main)
     started = time.monotonic()
     timer.start()
