@@ -161,10 +161,11 @@ def dedup(args):
 
 def verify(args):
     tree = jpeg_tree(args)
-    ds = Path(args.workdir) / f"verify-ds-{args.mb}"
+    compression = ["--compression", args.compression] if args.compression else []
+    ds = Path(args.workdir) / f"verify-ds-{args.mb}-{args.compression or 'default'}"
     if not (ds / "manifest.json").exists():
         shutil.rmtree(ds, ignore_errors=True)
-        subprocess.run([BCD, "ingest", tree, "--into", ds, "--quiet", "--dedup", "content"], check=True)
+        subprocess.run([BCD, "ingest", tree, "--into", ds, "--quiet", "--dedup", "content", *compression], check=True)
     # Every value is one file of the tree, byte for byte.
     total = dir_bytes(tree)
     records = sum(1 for p in tree.rglob("*") if p.is_file())
@@ -176,16 +177,21 @@ def verify(args):
         for name in list(runs) if repeat % 2 == 0 else list(runs)[::-1]:
             extra = ["--content"] if name.endswith("--content") else []
             run = run_process([BCD, "verify", ds, *extra])
-            runs[name].append(run["s"])
+            runs[name].append((run["s"], run["cpu"]))
     print(
         f"records {records:,}, values {total / 1e6:.0f} MB, stored {stored / 1e6:.0f} MB, "
         f"content hashes {hashes:,} bytes ({hashes / records:.1f} per record)"
     )
-    print("| command | runs | wall s, median (min-max) | GB/s of values |")
-    print("|---|---|---|---|")
-    for name, w in runs.items():
+    print("| command | runs | wall s, median (min-max) | GB/s of values | CPU s, median | GB per CPU s |")
+    print("|---|---|---|---|---|---|")
+    for name, rs in runs.items():
+        w = [s for s, _ in rs]
         m = statistics.median(w)
-        print(f"| {name} | {len(w)} | {m:.3f} ({min(w):.3f}-{max(w):.3f}) | {total / 1e9 / m:.2f} |")
+        cpu = statistics.median(c for _, c in rs)
+        print(
+            f"| {name} | {len(w)} | {m:.3f} ({min(w):.3f}-{max(w):.3f}) | {total / 1e9 / m:.2f} "
+            f"| {cpu:.2f} | {f'{total / 1e9 / cpu:.2f}' if cpu else '-'} |"
+        )
     if args.python:
         python_reads(ds, total, args.repeats)
 
@@ -223,6 +229,7 @@ def main():
     parser.add_argument("--baseline", help="keys: keys-bench built from another commit")
     parser.add_argument("--baseline-max", type=int, default=20_000_000, help="keys: largest count the baseline runs")
     parser.add_argument("--mb", type=int, default=1000, help="dedup, verify: MB of JPEG files")
+    parser.add_argument("--compression", help="verify: the dataset's --compression (default: bcd ingest's)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--python", action="store_true", help="verify: also time reads through the Python package (release build)")
     parser.add_argument("--workdir", default=None, help="where datasets and corpora go (default: a temp dir)")
