@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import json
+import signal
 import threading
 
 import numpy as np
@@ -384,6 +385,9 @@ def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
                 return
             stop.wait(0.001)
 
+    # Python's own handler, whatever a library imported earlier in the session
+    # installed: interrupt_main does nothing when SIGINT is not handled by Python.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     watcher = threading.Thread(target=interrupt_once_writing)
     watcher.start()
     try:
@@ -392,6 +396,7 @@ def test_ctrl_c_stops_the_ingest_and_commits_nothing(tmp_path):
     finally:
         stop.set()
         watcher.join()
+        signal.signal(signal.SIGINT, previous)
     assert not target.exists()
 
 
