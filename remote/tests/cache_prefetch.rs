@@ -246,9 +246,7 @@ fn a_prefetch_of_zero_fetches_only_what_is_read() {
 fn a_bounded_cache_keeps_the_shards_fetched_ahead_and_unread_within_half_its_limit() {
     let dir = tempfile::tempdir().unwrap();
     let (local, store) = pushed(dir.path());
-    let sizes: Vec<u64> = (0..local.shards())
-        .map(|s| std::fs::metadata(local.shard_data_path(s)).unwrap().len())
-        .collect();
+    let sizes = shard_sizes(&local);
     let largest = *sizes.iter().max().unwrap();
     // Room for two of the largest shards ahead of the readers.
     let limit = 4 * largest + 1;
@@ -311,6 +309,21 @@ fn a_bounded_cache_keeps_the_shards_fetched_ahead_and_unread_within_half_its_lim
     assert_eq!(reads, names(&order));
 }
 
+/// The sizes of `dataset`'s shard data files.
+fn shard_sizes(dataset: &Dataset) -> Vec<u64> {
+    (0..dataset.shards())
+        .map(|s| std::fs::metadata(dataset.shard_data_path(s)).unwrap().len())
+        .collect()
+}
+
+/// Every shard of `local` was read from `store` exactly once.
+fn assert_each_shard_read_once(store: &FaultStore, local: &Dataset) {
+    let mut reads = store.data_reads();
+    reads.sort();
+    let all: Vec<u64> = (0..local.shards()).collect();
+    assert_eq!(reads, names(&all), "each shard once");
+}
+
 /// The records of `dataset` in shard `shard`.
 fn of_shard(dataset: &Dataset, shard: u64) -> Vec<usize> {
     (0..dataset.len())
@@ -354,11 +367,8 @@ fn held_order(
 fn an_order_fallen_behind_its_reader_never_fetches_again_what_the_reader_read() {
     let dir = tempfile::tempdir().unwrap();
     let (local, store) = pushed(dir.path());
-    let sizes: Vec<u64> = (0..local.shards())
-        .map(|s| std::fs::metadata(local.shard_data_path(s)).unwrap().len())
-        .collect();
-    let largest = *sizes.iter().max().unwrap();
-    let limit = 3 * largest + 1;
+    let sizes = shard_sizes(&local);
+    let limit = 3 * sizes.iter().max().unwrap() + 1;
     // The order's task is stuck on its first shard (as on a busy machine) while
     // the reader goes on past it, fetching shards 1 to 5 itself.
     let (remote, cache) = held_order(&store, dir.path(), &local, limit);
@@ -373,21 +383,15 @@ fn an_order_fallen_behind_its_reader_never_fetches_again_what_the_reader_read() 
     // fetches the ones after them; the reader goes on to the end.
     read_shards(&remote, &local, (6..local.shards()).chain([0]));
     until_idle(&cache);
-    let mut reads = store.data_reads();
-    reads.sort();
-    let all: Vec<u64> = (0..local.shards()).collect();
-    assert_eq!(reads, names(&all), "each shard once");
+    assert_each_shard_read_once(&store, &local);
 }
 
 #[test]
 fn an_order_fallen_behind_the_readers_of_another_process_never_fetches_again_what_they_read() {
     let dir = tempfile::tempdir().unwrap();
     let (local, store) = pushed(dir.path());
-    let largest = (0..local.shards())
-        .map(|s| std::fs::metadata(local.shard_data_path(s)).unwrap().len())
-        .max()
-        .unwrap();
-    let limit = 3 * largest + 1;
+    let sizes = shard_sizes(&local);
+    let limit = 3 * sizes.iter().max().unwrap() + 1;
     // The order runs in one process (a sampler's), the readers in another (a
     // DataLoader worker): another cache object on the same directory, whose
     // locks and reads it knows only through the cache's files.
@@ -397,13 +401,16 @@ fn an_order_fallen_behind_the_readers_of_another_process_never_fetches_again_wha
         o.limit = Some(limit);
     });
     read_shards(&worker, &local, 1..=5);
+    // Only the file times tell the order what was read and evicted.
+    let read: u64 = sizes[1..=5].iter().sum();
+    assert!(
+        cache.cached_bytes() < read,
+        "some of what was read is evicted"
+    );
     store.release();
     read_shards(&worker, &local, (6..local.shards()).chain([0]));
     until_idle(&cache);
-    let mut reads = store.data_reads();
-    reads.sort();
-    let all: Vec<u64> = (0..local.shards()).collect();
-    assert_eq!(reads, names(&all), "each shard once");
+    assert_each_shard_read_once(&store, &local);
 }
 
 #[test]
