@@ -328,7 +328,7 @@ impl ParquetSource {
     /// if it is to be skipped for a null.
     fn row(&self, file: &OpenFile, i: usize, row: u64) -> Option<Result<Record, SourceError>> {
         let batch = file.batch.as_ref().expect("loaded above");
-        batch.record(i, row, &file.path, &self.options, &file.columns)
+        batch.record(i, row, &file.path, &self.options)
     }
 }
 
