@@ -6,8 +6,8 @@
 //! key, with [`JsonlOptions::key_field`], is that field's string or its integer
 //! in decimal. Every other field of the object is stored beside the record, typed
 //! by an Arrow schema, as arrow-json decodes it: lines are decoded in batches
-//! into Arrow record batches and each field is a row of its column
-//! ([`FieldValue::Arrow`]).
+//! into Arrow record batches and a record's fields are its row of the batch's
+//! field columns ([`Fields::row`], read as [`crate::FieldValue::Arrow`]).
 //!
 //! The schema is [`JsonlOptions::schema`] when given (fields it does not name
 //! are then left out). Otherwise it is inferred by arrow-json's
