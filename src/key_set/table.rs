@@ -296,6 +296,34 @@ mod tests {
         assert!(most <= 16.0, "{most} bytes per entry");
     }
 
+    /// Entries of one partition, enough for its slots to be mapped (past 64
+    /// KiB) and grow mapped several times: every entry found, read back in
+    /// order, and the bytes counted those of the pages held.
+    #[test]
+    fn a_partition_grown_into_mapped_blocks_keeps_every_entry() {
+        let mut table = Table::new();
+        let mut expected = Vec::new();
+        for i in 0..60_000u64 {
+            let hash = mix(i) >> PARTITION_BITS;
+            table.insert(hash, i);
+            expected.push((hash, i));
+        }
+        assert!(matches!(table.partitions[0].slots, Block::Mapped { .. }));
+        let held: usize = table.partitions.iter().map(|p| p.slots.bytes()).sum();
+        assert_eq!(table.bytes(), held);
+        assert_eq!(table.bytes() % 4096, 0);
+        expected.sort_unstable();
+        assert_eq!(table.sorted().collect::<Vec<_>>(), expected);
+        let mut found = Vec::new();
+        for &(hash, record) in expected.iter().step_by(97) {
+            found.clear();
+            table.find(hash, &mut found);
+            assert_eq!(found, [record]);
+        }
+        table.clear();
+        assert_eq!((table.len(), table.bytes()), (0, 0));
+    }
+
     #[test]
     fn extreme_hashes_and_records() {
         let mut table = Table::new();
