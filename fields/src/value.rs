@@ -64,7 +64,7 @@ impl PartialEq for FieldValue {
 /// field; [`crate::BatchBuilder`] takes consecutive rows of one batch as runs
 /// of its arrays. Such fields read as the values [`FieldValue::Arrow`] of the
 /// row, made on first use.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Fields {
     list: Vec<(Arc<str>, FieldValue)>,
     row: Option<SourceRow>,
@@ -112,6 +112,14 @@ impl SourceColumns {
     /// Rows of each column.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+}
+
+impl std::fmt::Debug for Fields {
+    /// The fields as names and values (a row of a source's batch shows its
+    /// row, not the batch).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Fields").field(&self.as_slice()).finish()
     }
 }
 
