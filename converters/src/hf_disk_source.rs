@@ -222,8 +222,7 @@ impl HfDiskSource {
             file.row_in_batch += 1;
             let row = file.rows_before + i as u64;
             let batch = file.batch.as_ref().expect("loaded above");
-            let columns = file.columns.as_ref().expect("read with the first batch");
-            let record = batch.record(i, row, &file.path, &self.options, columns);
+            let record = batch.record(i, row, &file.path, &self.options);
             self.current = Some(file);
             match record {
                 Some(record) => return Some(record),

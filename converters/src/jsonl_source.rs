@@ -6,8 +6,8 @@
 //! key, with [`JsonlOptions::key_field`], is that field's string or its integer
 //! in decimal. Every other field of the object is stored beside the record, typed
 //! by an Arrow schema, as arrow-json decodes it: lines are decoded in batches
-//! into Arrow record batches and each field is a row of its column
-//! ([`FieldValue::Arrow`]).
+//! into Arrow record batches and a record's fields are its row of the batch's
+//! field columns ([`Fields::row`], read as [`crate::FieldValue::Arrow`]).
 //!
 //! The schema is [`JsonlOptions::schema`] when given (fields it does not name
 //! are then left out). Otherwise it is inferred by arrow-json's
@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_json::reader::{Decoder, ReaderBuilder};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use base64::Engine;
@@ -47,7 +47,9 @@ use crate::compression::{self, Compression};
 use crate::jsonl_fields::{arrow_message, infer_schema, value_and_key_columns};
 pub use crate::jsonl_fields::{INFER_BYTES, INFER_LINES};
 use crate::regular_file::{open_regular, ReadRegularError};
-use crate::{FieldValue, Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceError};
+use crate::{
+    Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceColumns, SourceError,
+};
 
 /// Longest line accepted: 64 MiB. A longer one is an error before it is held.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -104,6 +106,8 @@ struct LineReader {
 /// A decoded batch and where its rows came from.
 struct Batch {
     batch: RecordBatch,
+    /// Its field columns, which each record holds a row of (`None`: no field).
+    fields: Option<Arc<SourceColumns>>,
     lines: Vec<(usize, u64)>,
     next: usize,
 }
@@ -355,6 +359,7 @@ impl JsonlSource {
         }
         match self.decoder.flush() {
             Ok(Some(batch)) => Ok(Some(Batch {
+                fields: self.field_columns(&batch)?,
                 batch,
                 lines,
                 next: 0,
@@ -388,6 +393,25 @@ impl JsonlSource {
             ),
             reason: arrow_message(&batch_error),
         }
+    }
+
+    /// The field columns of a decoded batch, shared by its records.
+    fn field_columns(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<Option<Arc<SourceColumns>>, SourceError> {
+        let (names, arrays): (Vec<Arc<str>>, Vec<ArrayRef>) = batch
+            .columns()
+            .iter()
+            .zip(&self.field_names)
+            .filter_map(|(column, name)| Some((Arc::clone(name.as_ref()?), Arc::clone(column))))
+            .unzip();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        SourceColumns::new(names, arrays, batch.num_rows())
+            .map(|columns| Some(Arc::new(columns)))
+            .ok_or_else(|| internal(ArrowError::JsonError("columns of unequal lengths".into())))
     }
 
     /// The record of row `row` of `batch`.
@@ -427,12 +451,12 @@ impl JsonlSource {
                 }
             }
         };
-        let mut fields = Fields::new();
-        for (column, name) in columns.iter().zip(&self.field_names) {
-            if let Some(name) = name {
-                fields.push(Arc::clone(name), FieldValue::Arrow(Arc::clone(column), row));
-            }
-        }
+        // The fields: the row of the batch's field columns, shared.
+        let fields = match &batch.fields {
+            Some(columns) => Fields::row(Arc::clone(columns), row)
+                .ok_or_else(|| internal(ArrowError::JsonError("a row past the batch".into())))?,
+            None => Fields::new(),
+        };
         Ok(Record {
             key,
             value,

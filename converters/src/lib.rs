@@ -73,7 +73,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use bcd_fields::{FieldValue, Fields};
+pub use bcd_fields::{FieldValue, Fields, SourceColumns};
 pub use error::SourceError;
 pub use field_options::{FieldSelection, FieldType};
 pub use fused::Fused;

@@ -10,7 +10,8 @@
 //! the `parquet` crate's default build is read (snappy, gzip, zstd, lz4, brotli).
 //!
 //! Fields ([`TableOptions::fields`]): every other column (or the ones chosen),
-//! each row as [`FieldValue::Arrow`], so any Arrow type (nested, dates,
+//! a record's fields its row of the batch's columns ([`crate::Fields::row`],
+//! read as [`crate::FieldValue::Arrow`]), so any Arrow type (nested, dates,
 //! dictionaries) is kept exactly; of a struct value column with `bytes` and
 //! `path` (a Hugging Face Image or Audio feature) the `path` too, as field
 //! `<column>.path`. A row whose `bytes` are null but whose `path` is set takes
@@ -328,7 +329,7 @@ impl ParquetSource {
     /// if it is to be skipped for a null.
     fn row(&self, file: &OpenFile, i: usize, row: u64) -> Option<Result<Record, SourceError>> {
         let batch = file.batch.as_ref().expect("loaded above");
-        batch.record(i, row, &file.path, &self.options, &file.columns)
+        batch.record(i, row, &file.path, &self.options)
     }
 }
 

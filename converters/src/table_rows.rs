@@ -5,6 +5,7 @@
 //! batch's columns as read ([`Batch`]) and one row as a [`Record`] ([`Batch::record`]).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::Schema;
@@ -16,7 +17,7 @@ use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
 use crate::FieldSelection;
-use crate::{FieldValue, Fields, Origin, Record, SourceError};
+use crate::{Fields, Origin, Record, SourceColumns, SourceError};
 
 /// Which columns of an Arrow table a source reads (the Parquet source and
 /// Hugging Face `save_to_disk` directories take the same options).
@@ -102,6 +103,27 @@ impl TableColumns {
     }
 }
 
+/// The field columns of a batch of `rows` rows (read from the file at
+/// `path`), shared by its records; `None` for no field.
+fn shared_columns(
+    names: Vec<Arc<str>>,
+    arrays: Vec<ArrayRef>,
+    rows: usize,
+    path: &Path,
+) -> Result<Option<Arc<SourceColumns>>, SourceError> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    match SourceColumns::new(names, arrays, rows) {
+        Some(columns) => Ok(Some(Arc::new(columns))),
+        None => Err(SourceError::Corrupt {
+            file: path.display().to_string(),
+            location: "record batch".into(),
+            reason: "field columns of another length than the value column".into(),
+        }),
+    }
+}
+
 /// One decoded batch of the columns read.
 pub(crate) struct Batch {
     /// The values as a bytes-like array (a struct's `bytes` unwrapped).
@@ -109,8 +131,9 @@ pub(crate) struct Batch {
     keys: Option<ArrayRef>,
     /// The `path` of a struct value column, null where the struct is.
     paths: Option<ArrayRef>,
-    /// One column per field of the file.
-    fields: Vec<ArrayRef>,
+    /// One column per field of the file, which each record holds a row of
+    /// (`None`: no field).
+    fields: Option<Arc<SourceColumns>>,
 }
 
 impl Batch {
@@ -141,12 +164,18 @@ impl Batch {
             true => struct_child(&value_column, "path", path, &options.value_column)?,
             false => None,
         };
-        let fields = (columns.fields.iter())
+        let arrays = (columns.fields.iter())
             .map(|spec| match &spec.column {
                 FieldColumn::Column(name) => column(name),
                 FieldColumn::ValuePath => Ok(paths.clone().expect("the path is read")),
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        let names = columns
+            .fields
+            .iter()
+            .map(|spec| spec.name.clone())
+            .collect();
+        let fields = shared_columns(names, arrays, values.len(), path)?;
         Ok(Batch {
             values,
             keys,
@@ -161,16 +190,22 @@ impl Batch {
     /// and all, for every record of the batch still in flight.
     pub(crate) fn own_fields(&mut self, path: &Path) -> Result<(), SourceError> {
         // `take` copies (`concat` of one array would return a slice of it).
+        let Some(fields) = &self.fields else {
+            return Ok(());
+        };
         let rows = UInt64Array::from_iter_values(0..self.values.len() as u64);
-        for array in &mut self.fields {
-            *array = arrow_select::take::take(array.as_ref(), &rows, None).map_err(|e| {
-                SourceError::Corrupt {
-                    file: path.display().to_string(),
-                    location: "record batch".into(),
-                    reason: e.to_string(),
-                }
-            })?;
-        }
+        let arrays = (fields.arrays().iter())
+            .map(|array| {
+                arrow_select::take::take(array.as_ref(), &rows, None).map_err(|e| {
+                    SourceError::Corrupt {
+                        file: path.display().to_string(),
+                        location: "record batch".into(),
+                        reason: e.to_string(),
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.fields = shared_columns(fields.names().to_vec(), arrays, self.values.len(), path)?;
         Ok(())
     }
 
@@ -182,7 +217,6 @@ impl Batch {
         row: u64,
         path: &Path,
         options: &TableOptions,
-        columns: &TableColumns,
     ) -> Option<Result<Record, SourceError>> {
         let origin = Origin::Row {
             file: path.to_owned(),
@@ -227,10 +261,20 @@ impl Batch {
                 }
             }
         };
-        let mut fields = Fields::new();
-        for (spec, array) in columns.fields.iter().zip(&self.fields) {
-            fields.push(spec.name.clone(), FieldValue::Arrow(array.clone(), i));
-        }
+        // The fields: the row of the batch's field columns, shared.
+        let fields = match &self.fields {
+            Some(shared) => match Fields::row(Arc::clone(shared), i) {
+                Some(fields) => fields,
+                None => {
+                    return Some(Err(SourceError::Corrupt {
+                        file: path.display().to_string(),
+                        location: format!("row {row}"),
+                        reason: "a row past its batch's field columns".into(),
+                    }))
+                }
+            },
+            None => Fields::new(),
+        };
         Some(Ok(Record {
             key,
             value,

@@ -121,7 +121,7 @@ fn labels(root: &Path, options: &DirOptions) -> (Vec<Value>, Vec<(String, u64)>,
     let mut records = Vec::new();
     for record in source.by_ref() {
         let record = record.unwrap();
-        let names: Vec<&str> = record.fields.0.iter().map(|(n, _)| &**n).collect();
+        let names: Vec<&str> = record.fields.iter().map(|(n, _)| &**n).collect();
         assert_eq!(names, ["label", "label_index"]);
         let (Some(FieldValue::String(label)), Some(FieldValue::Int64(index))) =
             (record.fields.get("label"), record.fields.get("label_index"))

@@ -81,7 +81,6 @@ fn every_other_column_becomes_a_field_with_its_arrow_type_and_pyarrows_values() 
     // The types are the file's, exactly: nested, dates and dictionaries kept.
     let types: Vec<DataType> = records[0]
         .fields
-        .0
         .iter()
         .map(|(_, v)| arrow_type(v).unwrap())
         .collect();

@@ -65,7 +65,7 @@ fn context_features_and_feature_lists_become_fields_as_protobuf_parses_them() {
             expected["values"][i].as_str().unwrap()
         );
         // Every record's columns have the one type of the dataset's column.
-        for (name, value) in &record.fields.0 {
+        for (name, value) in record.fields.iter() {
             if let Some(data_type) = arrow_type(value) {
                 assert_eq!(
                     type_name(&data_type),

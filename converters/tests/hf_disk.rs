@@ -270,7 +270,7 @@ fn a_records_fields_do_not_hold_the_message_its_batch_was_read_from() {
     let records = read_all(source).unwrap();
     assert_eq!(records.len(), 50);
     for record in &records {
-        let (_, value) = &record.fields.0[0];
+        let (_, value) = &record.fields.as_slice()[0];
         let bcd_converters::FieldValue::Arrow(array, _) = value else {
             panic!("{value:?}");
         };

@@ -76,7 +76,7 @@ fn pyarrow_type(data_type: &DataType) -> String {
 /// nulls kept.
 fn fields_json(record: &Record) -> serde_json::Map<String, Value> {
     let mut columns: Vec<(Arc<Field>, ArrayRef)> = Vec::new();
-    for (name, value) in &record.fields.0 {
+    for (name, value) in record.fields.iter() {
         let FieldValue::Arrow(array, row) = value else {
             panic!("{name}: {value:?} is not an Arrow row")
         };

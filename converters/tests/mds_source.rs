@@ -166,7 +166,7 @@ fn every_encoding_is_read_as_streaming_dataset_reads_it() {
             .values()
             .filter(|e| e.as_str().unwrap().starts_with("ndarray"))
             .count();
-        assert_eq!(record.fields.0.len(), columns.len() - 2 + 2 * arrays);
+        assert_eq!(record.fields.len(), columns.len() - 2 + 2 * arrays);
     }
 }
 
@@ -183,7 +183,7 @@ fn an_array_value_is_its_elements_with_its_dtype_and_shape_as_fields() {
         let stored = sample["arr"]["stored"].as_str().unwrap();
         assert!(stored.ends_with(&hex(&record.value)) && !record.value.is_empty());
         assert!(record.key.is_empty());
-        let names: Vec<&str> = record.fields.0.iter().map(|(n, _)| &**n).collect();
+        let names: Vec<&str> = record.fields.iter().map(|(n, _)| &**n).collect();
         assert_eq!(names, ["arr.dtype", "arr.shape", "i8"]);
         let (dtype, row) = field(record, "arr.dtype");
         assert_eq!(
@@ -212,7 +212,7 @@ fn compressed_and_hashed_shards_read_the_same_and_the_image_is_the_default_value
                 sample["id"]["read"].as_str().unwrap().as_bytes()
             );
             check_field(record, "label", "int", &sample["label"]);
-            assert_eq!(record.fields.0.len(), 1);
+            assert_eq!(record.fields.len(), 1);
         }
         assert!(source.keyed());
         let metadata = source.metadata();

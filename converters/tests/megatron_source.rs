@@ -35,7 +35,7 @@ fn token_bytes(dtype: &str, tokens: &[serde_json::Value]) -> Vec<u8> {
 }
 
 fn int_field(fields: &bcd_converters::Fields, name: &str) -> i64 {
-    match fields.0.iter().find(|(n, _)| &**n == name) {
+    match fields.iter().find(|(n, _)| &**n == name) {
         Some((_, FieldValue::Int64(v))) => *v,
         other => panic!("field {name}: {other:?}"),
     }

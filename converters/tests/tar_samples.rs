@@ -167,7 +167,7 @@ fn field_json(name: &str, value: &FieldValue) -> Value {
 fn record_json(record: &Record) -> Value {
     let mut fields: Vec<Value> = Vec::new();
     let mut value_ext = Value::Null;
-    for (name, value) in &record.fields.0 {
+    for (name, value) in record.fields.iter() {
         if &**name == VALUE_EXT_FIELD {
             match value {
                 FieldValue::String(ext) => value_ext = json!(ext),
@@ -627,7 +627,7 @@ fn members_are_grouped_in_stdin_and_value_extensions_are_preferred_in_order() {
         let records: Vec<Record> = source.map(Result::unwrap).collect();
         assert_eq!(records.len(), 1);
         assert_eq!(records[0].value, value.as_bytes());
-        let fields: Vec<&str> = records[0].fields.0.iter().map(|(n, _)| &**n).collect();
+        let fields: Vec<&str> = records[0].fields.iter().map(|(n, _)| &**n).collect();
         let mut want: Vec<&str> = ["png", "jpg", "mp3"]
             .into_iter()
             .filter(|e| *e != value)

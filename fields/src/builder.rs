@@ -19,27 +19,10 @@ use crate::types::value_type;
 use crate::unify::unify_types;
 use crate::value::{FieldValue, Fields};
 
-static NULL: FieldValue = FieldValue::Null;
+mod column;
+use column::Column;
 
-/// One column being built: its name, type so far, and a value for every row
-/// since it first appeared.
-#[derive(Debug)]
-struct Column {
-    name: Arc<str>,
-    data_type: DataType,
-    metadata: HashMap<String, String>,
-    /// The row (counted from the start of the pending rows) of its first
-    /// value; `None` while no pending record has the field.
-    first_row: Option<usize>,
-    /// Values of rows `first_row..`; a row without the field holds `Null`.
-    values: Vec<FieldValue>,
-    /// The last push that gave this field (to find a field given twice).
-    stamp: u64,
-    /// The Arrow array its last Arrow row came from (its address, to know it
-    /// again), and the bytes a row of it holds on average (for
-    /// [`BatchBuilder::bytes`]).
-    estimate: (usize, usize),
-}
+static NULL: FieldValue = FieldValue::Null;
 
 /// Collects records' [`Fields`] and builds them into one [`RecordBatch`]: the
 /// union of the records' fields as columns in order of first appearance, null
@@ -142,37 +125,37 @@ impl BatchBuilder {
 
     fn add_column(&mut self, name: Arc<str>) -> usize {
         let i = self.columns.len();
-        self.columns.push(Column {
-            name: name.clone(),
-            data_type: DataType::Null,
-            metadata: HashMap::new(),
-            first_row: None,
-            values: Vec::new(),
-            stamp: 0,
-            estimate: (0, 0),
-        });
+        self.columns.push(Column::new(name.clone()));
         self.by_name.insert(name, i);
         i
     }
 
     /// The column named `name`, which is often the `k`th (records of one
     /// source give their fields in the same order).
-    fn find(&self, name: &str, k: usize) -> Option<usize> {
+    fn find(&self, name: &Arc<str>, k: usize) -> Option<usize> {
         match self.columns.get(k) {
-            Some(c) if &*c.name == name => Some(k),
+            Some(c) if Arc::ptr_eq(&c.name, name) || c.name == *name => Some(k),
             _ => self.by_name.get(name).copied(),
         }
     }
 
     /// Adds one record's fields. `origin` names the record in errors (its
-    /// file, line, member). On an error nothing of the record is added.
-    pub fn push(&mut self, fields: &Fields, origin: &str) -> Result<()> {
+    /// file, line, member; formatted only for an error). On an error nothing
+    /// of the record is added.
+    pub fn push<O: std::fmt::Display + ?Sized>(
+        &mut self,
+        fields: &Fields,
+        origin: &O,
+    ) -> Result<()> {
+        if self.push_runs(fields) {
+            return Ok(());
+        }
         // Check everything first, so a refused record changes nothing.
         self.pushes += 1;
         let mut new_types: Vec<(usize, DataType)> = Vec::new();
         let mut new_names: Vec<&str> = Vec::new();
-        let mut columns: Vec<Option<usize>> = Vec::with_capacity(fields.0.len());
-        for (k, (name, value)) in fields.0.iter().enumerate() {
+        let mut columns: Vec<Option<usize>> = Vec::with_capacity(fields.len());
+        for (k, (name, value)) in fields.iter().enumerate() {
             let column = self.find(name, k);
             let twice = match column {
                 Some(i) => {
@@ -188,7 +171,7 @@ impl BatchBuilder {
             if twice {
                 return Err(FieldsError::DuplicateField {
                     field: name.to_string(),
-                    origin: origin.to_owned(),
+                    origin: origin.to_string(),
                 });
             }
             if let FieldValue::Arrow(array, row) = value {
@@ -203,14 +186,16 @@ impl BatchBuilder {
                 Some(i) => &self.columns[i].data_type,
                 None => &DataType::Null,
             };
-            if let Some(t) = widened(existing, value, name).map_err(|c| c.in_record(origin))? {
+            if let Some(t) =
+                widened(existing, value, name).map_err(|c| c.in_record(&origin.to_string()))?
+            {
                 new_types.push((k, t));
             }
             columns.push(column);
         }
         let row = self.rows;
         let mut new_types = new_types.into_iter().peekable();
-        for (k, ((name, value), column)) in fields.0.iter().zip(columns).enumerate() {
+        for (k, ((name, value), column)) in fields.iter().zip(columns).enumerate() {
             let i = match column {
                 Some(i) => i,
                 None => self.add_column(name.clone()),
@@ -219,14 +204,46 @@ impl BatchBuilder {
             if new_types.peek().is_some_and(|(j, _)| *j == k) {
                 column.data_type = new_types.next().map(|(_, t)| t).unwrap_or(DataType::Null);
             }
-            let first = *column.first_row.get_or_insert(row);
-            let have = first + column.values.len();
-            column.values.extend((have..row).map(|_| FieldValue::Null));
-            column.values.push(value.clone());
+            column.append(row, value);
             self.bytes += value_bytes(value, &mut column.estimate);
         }
         self.rows += 1;
         Ok(())
+    }
+
+    /// Adds a record whose every field is the row after the last of its
+    /// column's current Arrow run, in the columns' order (the rows of a
+    /// Parquet or JSON Lines batch read in order): a few compares per field,
+    /// nothing to check (the names are distinct columns, the types those of
+    /// the runs' arrays). Returns false, adding nothing, for any other record.
+    fn push_runs(&mut self, fields: &Fields) -> bool {
+        let row = self.rows;
+        let fits = fields.len() <= self.columns.len()
+            && match fields.source_row() {
+                // A row of a source's batch: nothing to make.
+                Some((source, at)) => source
+                    .names()
+                    .iter()
+                    .zip(source.arrays())
+                    .zip(&self.columns)
+                    .all(|((name, array), c)| {
+                        Arc::ptr_eq(&c.name, name) && c.continues(row, array, at)
+                    }),
+                None => fields.iter().zip(&self.columns).all(|((name, value), c)| {
+                    matches!(value, FieldValue::Arrow(array, at)
+                        if Arc::ptr_eq(&c.name, name) && c.continues(row, array, *at))
+                }),
+            };
+        if !fits {
+            return false;
+        }
+        for column in &mut self.columns[..fields.len()] {
+            column.extend_run();
+            // The run's array is the one its estimate is of.
+            self.bytes += column.estimate.1;
+        }
+        self.rows += 1;
+        true
     }
 
     /// Builds all pending records into one batch and empties the builder.
@@ -243,15 +260,9 @@ impl BatchBuilder {
         let mut fields = Vec::new();
         let mut arrays = Vec::new();
         for column in &self.columns {
-            let first = match column.first_row {
-                Some(first) if first < rows => first,
-                _ => continue,
-            };
-            let upto = (rows - first).min(column.values.len());
-            let mut refs: Vec<&FieldValue> = Vec::with_capacity(rows);
-            refs.extend((0..first).map(|_| &NULL));
-            refs.extend(column.values[..upto].iter());
-            refs.extend((refs.len()..rows).map(|_| &NULL));
+            if column.first_row.is_none_or(|first| first >= rows) {
+                continue;
+            }
             // What the readers refuse is never written (a union would commit and
             // then make every read of the dataset fail).
             crate::types::check_supported(&column.data_type).map_err(|what| {
@@ -260,7 +271,7 @@ impl BatchBuilder {
                     column.name
                 ))
             })?;
-            let array = build(&refs, &column.data_type, &column.name)?;
+            let array = column.build(rows)?;
             fields.push(
                 Field::new(column.name.as_ref(), column.data_type.clone(), true)
                     .with_metadata(column.metadata.clone()),
@@ -275,15 +286,7 @@ impl BatchBuilder {
         .map_err(|e| FieldsError::arrow("assembling a shard's fields", e))?;
         // Drop the built rows.
         for column in &mut self.columns {
-            column.first_row = match column.first_row {
-                Some(first) if first >= rows => Some(first - rows),
-                Some(first) => {
-                    let built = (rows - first).min(column.values.len());
-                    column.values.drain(..built);
-                    (!column.values.is_empty()).then_some(0)
-                }
-                None => None,
-            };
+            column.drop_front(rows);
         }
         self.rows -= rows;
         self.bytes = match self.rows {
@@ -358,7 +361,7 @@ fn widened(
 /// An array of type `target` holding `values` (which the schema rules typed
 /// as `target`): rows of Arrow arrays copied with `interleave`, the others
 /// built with Arrow's builders.
-fn build(values: &[&FieldValue], target: &DataType, path: &str) -> Result<ArrayRef> {
+pub(super) fn build(values: &[&FieldValue], target: &DataType, path: &str) -> Result<ArrayRef> {
     let mut sources: Vec<ArrayRef> = Vec::new();
     let mut by_array: HashMap<*const (), usize> = HashMap::new();
     let mut last: Option<(*const (), usize)> = None;
@@ -792,6 +795,123 @@ mod tests {
         let all = b.shard_fields(|_| true);
         let names: Vec<&str> = all.iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["a", "b"]);
+    }
+
+    /// Rows `rows` of a source batch of `n` rows: `id` strings, `n` int64
+    /// with a null every third row, `x` float64.
+    fn source_batch(n: usize) -> Arc<crate::SourceColumns> {
+        let ids: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("id{i}")),
+        ));
+        let ns: ArrayRef = Arc::new(Int64Array::from_iter(
+            (0..n as i64).map(|i| (i % 3 != 1).then_some(i * 7)),
+        ));
+        let xs: ArrayRef = Arc::new(arrow_array::Float64Array::from_iter_values(
+            (0..n).map(|i| i as f64 / 2.0),
+        ));
+        let names = vec![Arc::from("id"), Arc::from("n"), Arc::from("x")];
+        Arc::new(crate::SourceColumns::new(names, vec![ids, ns, xs], n).unwrap())
+    }
+
+    fn expected_id(i: usize) -> Option<String> {
+        Some(format!("id{i}"))
+    }
+
+    #[test]
+    fn rows_of_source_batches_split_and_skipped_build_the_rows_pushed() {
+        let batches = [source_batch(10), source_batch(6)];
+        // Rows 3 and 7 of the first batch are left out (duplicates), the
+        // second batch follows, a record without fields comes between.
+        let pushed: Vec<(usize, usize)> = [0, 1, 2, 4, 5, 6, 8, 9]
+            .into_iter()
+            .map(|r| (0, r))
+            .chain((0..6).map(|r| (1, r)))
+            .collect();
+        let mut b = BatchBuilder::new();
+        for (k, &(batch, row)) in pushed.iter().enumerate() {
+            let fields = Fields::row(batches[batch].clone(), row).unwrap();
+            b.push(&fields, "r").unwrap();
+            if k == 9 {
+                b.push(&Fields::new(), "no fields").unwrap();
+            }
+        }
+        assert_eq!(b.len(), 15);
+        // Taken in two batches, the first ending inside a run.
+        let first = b.take(5).unwrap();
+        let second = b.take(100).unwrap();
+        assert!(b.is_empty());
+        let mut rows: Vec<Option<(usize, usize)>> = pushed.iter().copied().map(Some).collect();
+        rows.insert(10, None);
+        let ids: Vec<Option<String>> = rows
+            .iter()
+            .map(|r| r.and_then(|(_, i)| expected_id(i)))
+            .collect();
+        let ns: Vec<Option<i64>> = rows
+            .iter()
+            .map(|r| r.and_then(|(_, i)| (i % 3 != 1).then_some(i as i64 * 7)))
+            .collect();
+        let xs: Vec<Option<f64>> = rows
+            .iter()
+            .map(|r| r.map(|(_, i)| i as f64 / 2.0))
+            .collect();
+        for (batch, range) in [(&first, 0..5), (&second, 5..15)] {
+            let schema = batch.schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            assert_eq!(names, ["id", "n", "x"]);
+            assert_eq!(
+                batch.column(0).as_string::<i32>(),
+                &StringArray::from(ids[range.clone()].to_vec())
+            );
+            assert_eq!(
+                batch.column(1).as_primitive::<Int64Type>(),
+                &Int64Array::from(ns[range.clone()].to_vec())
+            );
+            assert_eq!(
+                batch
+                    .column(2)
+                    .as_primitive::<arrow_array::types::Float64Type>(),
+                &arrow_array::Float64Array::from(xs[range].to_vec())
+            );
+        }
+    }
+
+    #[test]
+    fn a_source_row_is_the_same_record_as_its_values_given_one_by_one() {
+        let source = source_batch(8);
+        let mut by_row = BatchBuilder::new();
+        let mut by_value = BatchBuilder::new();
+        // Rows out of order, repeated and interleaved with typed values: the
+        // runs break, the rows are still the ones pushed.
+        for (k, row) in [5, 6, 7, 0, 0, 3, 4, 1].into_iter().enumerate() {
+            let fields = Fields::row(source.clone(), row).unwrap();
+            let mut values = Fields::new();
+            for (name, value) in fields.iter() {
+                values.push(name.clone(), value.clone());
+            }
+            assert_eq!(fields, values);
+            by_row.push(&fields, "r").unwrap();
+            by_value.push(&values, "r").unwrap();
+            if k == 4 {
+                let typed = fields_of_typed();
+                by_row.push(&typed, "t").unwrap();
+                by_value.push(&typed, "t").unwrap();
+            }
+        }
+        assert_eq!(by_row.finish().unwrap(), by_value.finish().unwrap());
+    }
+
+    fn fields_of_typed() -> Fields {
+        fields(vec![
+            ("n", FieldValue::Int64(-5)),
+            ("id", FieldValue::String("typed".into())),
+        ])
+    }
+
+    #[test]
+    fn a_source_row_past_its_batch_is_refused() {
+        assert!(Fields::row(source_batch(3), 3).is_none());
+        let ids: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+        assert!(crate::SourceColumns::new(vec![Arc::from("id")], vec![ids], 2).is_none());
     }
 
     #[test]

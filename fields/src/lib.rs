@@ -81,4 +81,4 @@ pub use shard_batches::{
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use unify::{unify_types, TypeConflict};
-pub use value::{FieldValue, Fields};
+pub use value::{FieldValue, Fields, SourceColumns};

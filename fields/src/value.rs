@@ -1,8 +1,8 @@
 //! The row model: what a source attaches to each record.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef};
 
 /// One field's value for one record.
 ///
@@ -57,27 +57,153 @@ impl PartialEq for FieldValue {
 /// A record's fields, by name, in the order the source gives them (the order
 /// of a new column in the dataset schema is the order of first appearance).
 /// Names are unique within one record.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Fields(pub Vec<(Arc<str>, FieldValue)>);
+///
+/// A source that decodes batches of rows into Arrow columns (Parquet, JSON
+/// Lines) gives each record a row of its batch's [`SourceColumns`]
+/// ([`Fields::row`]): one shared reference and a row number, no value per
+/// field; [`crate::BatchBuilder`] takes consecutive rows of one batch as runs
+/// of its arrays. Such fields read as the values [`FieldValue::Arrow`] of the
+/// row, made on first use.
+#[derive(Clone, Default)]
+pub struct Fields {
+    list: Vec<(Arc<str>, FieldValue)>,
+    row: Option<SourceRow>,
+}
+
+/// A row of a [`SourceColumns`], with its values as a list once asked for.
+#[derive(Clone, Debug)]
+struct SourceRow {
+    columns: Arc<SourceColumns>,
+    row: usize,
+    list: OnceLock<Vec<(Arc<str>, FieldValue)>>,
+}
+
+/// The field columns of a batch of source rows (their names, unique, and
+/// arrays of one length), shared by the records made of its rows.
+#[derive(Debug)]
+pub struct SourceColumns {
+    names: Vec<Arc<str>>,
+    arrays: Vec<ArrayRef>,
+    rows: usize,
+}
+
+impl SourceColumns {
+    /// Columns named `names` (unique), of `rows` rows each; `None` if the
+    /// names and arrays differ in number or an array has another length.
+    pub fn new(names: Vec<Arc<str>>, arrays: Vec<ArrayRef>, rows: usize) -> Option<SourceColumns> {
+        let fits = names.len() == arrays.len() && arrays.iter().all(|a| a.len() == rows);
+        fits.then_some(SourceColumns {
+            names,
+            arrays,
+            rows,
+        })
+    }
+
+    /// The columns' names.
+    pub fn names(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    /// The columns' arrays.
+    pub fn arrays(&self) -> &[ArrayRef] {
+        &self.arrays
+    }
+
+    /// Rows of each column.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+impl std::fmt::Debug for Fields {
+    /// The fields as names and values (a row of a source's batch shows its
+    /// row, not the batch).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Fields").field(&self.as_slice()).finish()
+    }
+}
+
+impl PartialEq for Fields {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl From<Vec<(Arc<str>, FieldValue)>> for Fields {
+    fn from(list: Vec<(Arc<str>, FieldValue)>) -> Fields {
+        Fields { list, row: None }
+    }
+}
 
 impl Fields {
     /// No fields.
     pub fn new() -> Fields {
-        Fields(Vec::new())
+        Fields::default()
+    }
+
+    /// Row `row` of `columns` (below their row count, else `None`): a field
+    /// per column.
+    pub fn row(columns: Arc<SourceColumns>, row: usize) -> Option<Fields> {
+        (row < columns.rows).then(|| Fields {
+            list: Vec::new(),
+            row: Some(SourceRow {
+                columns,
+                row,
+                list: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The columns and row these fields are, when a source gave them so.
+    pub fn source_row(&self) -> Option<(&Arc<SourceColumns>, usize)> {
+        self.row.as_ref().map(|r| (&r.columns, r.row))
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        match &self.row {
+            Some(r) => r.columns.names.len(),
+            None => self.list.len(),
+        }
+    }
+
+    /// The fields in order, as names and values.
+    pub fn as_slice(&self) -> &[(Arc<str>, FieldValue)] {
+        match &self.row {
+            Some(r) => r.list.get_or_init(|| {
+                let columns = &r.columns;
+                columns
+                    .names
+                    .iter()
+                    .zip(&columns.arrays)
+                    .map(|(name, array)| (name.clone(), FieldValue::Arrow(array.clone(), r.row)))
+                    .collect()
+            }),
+            None => &self.list,
+        }
+    }
+
+    /// The fields in order, as names and values.
+    pub fn iter(&self) -> std::slice::Iter<'_, (Arc<str>, FieldValue)> {
+        self.as_slice().iter()
     }
 
     /// Adds a field. The caller keeps names unique.
     pub fn push(&mut self, name: impl Into<Arc<str>>, value: FieldValue) {
-        self.0.push((name.into(), value));
+        if self.row.is_some() {
+            self.list = self.as_slice().to_vec();
+            self.row = None;
+        }
+        self.list.push((name.into(), value));
     }
 
     /// The value named `name`, if present.
     pub fn get(&self, name: &str) -> Option<&FieldValue> {
-        self.0.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+        self.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
     }
 }

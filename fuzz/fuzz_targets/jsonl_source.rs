@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(record) => {
                 assert!(matches!(&record.origin, Origin::Row { file, row }
                     if *file == path && row.starts_with("line ")));
-                for (name, value) in &record.fields.0 {
+                for (name, value) in record.fields.iter() {
                     assert_ne!(&**name, "text");
                     if flags & 1 != 0 {
                         assert_ne!(&**name, "id");

@@ -82,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
                     other => panic!("origin {other:?}"),
                 }
                 if samples {
-                    let (last, _) = record.fields.0.last().expect("the value's extension");
+                    let (last, _) = record.fields.as_slice().last().expect("the value's extension");
                     assert_eq!(&**last, VALUE_EXT_FIELD);
                     let extension = record.fields.get(VALUE_EXT_FIELD);
                     assert!(matches!(extension, Some(FieldValue::String(_))));

@@ -144,11 +144,8 @@ impl FieldsWriter {
         fields: &Fields,
         origin: &dyn std::fmt::Display,
     ) -> Result<(), FieldsIoError> {
-        if !fields.is_empty() {
-            self.builder.push(fields, &origin.to_string())?;
-        } else {
-            self.builder.push(fields, "")?;
-        }
+        // The origin is formatted only for an error.
+        self.builder.push(fields, origin)?;
         self.pending.push_back(Pending {
             key_len: key_len as u64,
             raw_len: raw_len as u64,

@@ -199,3 +199,82 @@ def test_options_of_another_format_are_refused(tmp_path):
         bcd.ingest(tmp_path / "tree", tmp_path / "ds", samples=True)
     with pytest.raises(ValueError, match="labels"):
         bcd.ingest(tmp_path / "tree", tmp_path / "ds", labels="parent")
+
+
+def shard_fields(path):
+    """The fields of every shard, as pyarrow reads the shards' files, in order."""
+    files = sorted(path.glob("*.fields.arrow"))
+    return pa.concat_tables([pa.ipc.open_file(f).read_all() for f in files]), len(files)
+
+
+def kept(keys, values):
+    """The positions a run keeps with on_duplicate="skip" and dedup="content":
+    the first of each key and of each value."""
+    seen_keys, seen_values, out = set(), set(), []
+    for i, (key, value) in enumerate(zip(keys, values)):
+        if key not in seen_keys and value not in seen_values:
+            out.append(i)
+        seen_keys.add(key)
+        seen_values.add(value)
+    return out
+
+
+def test_json_lines_fields_across_shards_duplicates_nulls_and_absent_fields(tmp_path):
+    # 3000 lines: three source batches of 1024 lines, shards of about 200
+    # records (their ends fall inside the batches), a repeated key and a
+    # repeated value in the middle of a batch, nulls and a field absent from
+    # every fifth line.
+    lines = []
+    for i in range(3000):
+        line = {"id": f"k{i}", "text": f"document {i} " * 3, "n": None if i % 7 == 3 else i * 3,
+                "x": i / 4}
+        if i % 5:
+            line["tag"] = f"t{i % 11}"
+        lines.append(line)
+    lines[1500]["id"] = "k10"
+    lines[2600]["id"] = "k2000"
+    lines[1700]["text"] = lines[20]["text"]
+    lines[1701]["text"] = lines[1699]["text"]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = bcd.ingest(tmp_path / "docs.jsonl", tmp_path / "ds", key_field="id", value_field="text",
+                         on_duplicate="skip", dedup="content", max_shard_size=6_000)
+    keep = kept([line["id"] for line in lines], [line["text"] for line in lines])
+    assert len(keep) == 2996 and summary["records"] == len(keep)
+    table, shards = shard_fields(tmp_path / "ds")
+    assert shards > 10
+    assert table.schema.names == ["n", "x", "tag"]
+    for name in ["n", "x", "tag"]:
+        assert table.column(name).to_pylist() == [lines[i].get(name) for i in keep], name
+    assert bcd.Dataset(tmp_path / "ds").fields().equals(table)
+
+
+def test_parquet_fields_across_shards_with_dictionaries_lists_and_duplicates(tmp_path):
+    rows = 5000
+    keys = [f"k{i}" for i in range(rows)]
+    keys[2100] = "k5"
+    keys[4444] = "k4000"
+    values = [f"value {i} ".encode() * 4 for i in range(rows)]
+    values[3000] = values[7]
+    species = [None if i % 9 == 4 else ["cat", "dog", "owl", "eel"][i % 4] for i in range(rows)]
+    tags = [None if i % 13 == 1 else list(range(i % 4)) for i in range(rows)]
+    score = [None if i % 6 == 5 else i * 0.5 for i in range(rows)]
+    table = pa.table({
+        "key": keys,
+        "value": pa.array(values, pa.binary()),
+        "species": pa.array(species).dictionary_encode(),
+        "tags": pa.array(tags, pa.list_(pa.int64())),
+        "score": pa.array(score, pa.float64()),
+    })
+    # Row groups of 700 rows: the source's batches, whose ends fall inside shards.
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=700)
+    summary = bcd.ingest(tmp_path / "t.parquet", tmp_path / "ds", key_column="key", value_column="value",
+                         on_duplicate="skip", dedup="content", max_shard_size=8_000)
+    keep = kept(keys, values)
+    assert len(keep) == rows - 3 and summary["records"] == len(keep)
+    back, shards = shard_fields(tmp_path / "ds")
+    assert shards > 10
+    assert back.schema.names == ["species", "tags", "score"]
+    assert pa.types.is_dictionary(back.schema.field("species").type)
+    for name, column in [("species", species), ("tags", tags), ("score", score)]:
+        assert back.column(name).to_pylist() == [column[i] for i in keep], name
+    assert bcd.Dataset(tmp_path / "ds").fields().equals(back)

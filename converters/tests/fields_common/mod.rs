@@ -130,9 +130,8 @@ pub fn json_at(array: &dyn Array, i: usize) -> Value {
 
 /// A record's fields as one JSON object (names in order as a separate list).
 pub fn fields_json(fields: &Fields) -> (Vec<String>, Value) {
-    let names = fields.0.iter().map(|(n, _)| n.to_string()).collect();
+    let names = fields.iter().map(|(n, _)| n.to_string()).collect();
     let object = fields
-        .0
         .iter()
         .map(|(n, v)| (n.to_string(), json_of(v)))
         .collect();
