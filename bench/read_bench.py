@@ -404,8 +404,8 @@ def make_wavs(root: Path, megabytes: int) -> list[bytes]:
     import numpy as np
 
     out = root / "wav"
-    if out.exists():
-        return [p.read_bytes() for p in sorted(out.iterdir())]
+    if out.exists():  # the stores are made beside the files: the files only
+        return [p.read_bytes() for p in sorted(out.glob("*.wav"))]
     out.mkdir(parents=True)
     rng = np.random.default_rng(2)
     total, files = 0, []
