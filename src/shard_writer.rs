@@ -14,6 +14,10 @@ use crate::format::{
 use crate::storage::{Storage, StorageFile};
 
 const BUFFER: usize = 1 << 20;
+/// A part of a record at least this long is written to the file directly, after
+/// what is buffered, instead of being copied into the buffer first: an image or a
+/// long token sequence would otherwise cross memory twice.
+const DIRECT_WRITE: usize = 64 << 10;
 /// The byte offset of every this many records is kept, so a record written
 /// earlier is found by reading at most this many `.idx` entries.
 const CHECKPOINT_EVERY: u64 = 64;
@@ -204,8 +208,8 @@ impl ShardWriter {
         shard
             .data
             .write_all(key)
-            .and_then(|()| shard.data.write_all(stored[0]))
-            .and_then(|()| shard.data.write_all(stored[1]))
+            .and_then(|()| write_large(&mut shard.data, stored[0]))
+            .and_then(|()| write_large(&mut shard.data, stored[1]))
             .map_err(|e| Error::io("write", &shard.data_path, e))?;
         let mut entry = [0u8; 8];
         entry[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
@@ -425,4 +429,17 @@ impl ShardWriter {
             let _ = self.storage.remove(&path);
         }
     }
+}
+
+/// Appends `bytes` to `out`: through its buffer when short, else straight to the
+/// file once what is buffered is written (the order of the bytes in the file is
+/// the same either way).
+fn write_large(out: &mut BufWriter<Box<dyn StorageFile>>, bytes: &[u8]) -> std::io::Result<()> {
+    if bytes.len() < DIRECT_WRITE {
+        return out.write_all(bytes);
+    }
+    // `flush` writes the buffer out (and flushes the file, which holds nothing
+    // back: a `StorageFile` is made durable by `sync`).
+    out.flush()?;
+    out.get_mut().write_all(bytes)
 }

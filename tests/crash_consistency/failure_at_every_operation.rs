@@ -124,6 +124,26 @@ fn extend_failing_at_any_operation_with_short_writes_and_failing_cleanup_leaves_
     });
 }
 
+/// A value past the shard writer's buffer size for direct writes (64 KiB) is
+/// written straight to the file after what is buffered: a failure there, or at
+/// the write of the buffer before it, commits nothing either. Stored as an LZ4
+/// literal-only block (its header buffered, the value written directly) and
+/// uncompressed (the value alone, written directly).
+#[test]
+fn extend_failing_at_any_operation_around_a_value_written_directly_commits_nothing() {
+    let _guard = crate::no_child_processes();
+    check_failure_at_every_operation(Scenario {
+        big_len: 200_000,
+        ..KEYED_LZ4
+    });
+    check_failure_at_every_operation(Scenario {
+        keyed: false,
+        compression: Compression::None,
+        big_len: 200_000,
+        ..KEYED_LZ4
+    });
+}
+
 #[test]
 fn keyless_uncompressed_extend_failing_at_any_operation_commits_nothing() {
     let _guard = crate::no_child_processes();
