@@ -124,16 +124,22 @@ fn extend_failing_at_any_operation_with_short_writes_and_failing_cleanup_leaves_
     });
 }
 
-/// A value past the shard writer's buffer size for direct writes (64 KiB) is
-/// written straight to the file after what is buffered: a failure there, or at
-/// the write of the buffer before it, commits nothing either. Stored as an LZ4
-/// literal-only block (its header buffered, the value written directly) and
-/// uncompressed (the value alone, written directly).
+/// A value of 64 KiB or more is not copied into the shard writer's buffer but
+/// written from where it is, in one vectored write with what is buffered
+/// before it: a failure at any of those writes (also when the file takes a few
+/// bytes at a time) commits nothing either. Stored as an LZ4 literal-only block
+/// (its header buffered, the value written from the caller's memory) and
+/// uncompressed (the value alone).
 #[test]
 fn extend_failing_at_any_operation_around_a_value_written_directly_commits_nothing() {
     let _guard = crate::no_child_processes();
     check_failure_at_every_operation(Scenario {
         big_len: 200_000,
+        ..KEYED_LZ4
+    });
+    check_failure_at_every_operation(Scenario {
+        big_len: 200_000,
+        max_write: 7000,
         ..KEYED_LZ4
     });
     check_failure_at_every_operation(Scenario {
