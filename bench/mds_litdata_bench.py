@@ -25,7 +25,11 @@ directory is read once first):
   iterated in order in a fresh process over a copy, touching every image (they
   read and decode, and write nothing; imports and the dataset's construction
   are not timed).
-Ratios are seconds / the floor's seconds. Once per corpus, outside the timing,
+Ratios are seconds / the floor's seconds. `--corpora` picks some of the four
+(comma-separated names as above). With litdata 0.2.76 and pyarrow installed,
+`optimize` writes these flat dict items (no image or tensor leaf) as an Arrow
+IPC footer only (`LDARW01`), a layout bcd refuses by name, so the two LitData
+corpora fail their check there (session 33). Once per corpus, outside the timing,
 every record bcd stored (key, value, label), read back through `bcd export --to
 OUT.parquet` and pyarrow, is compared with what the tool's reader gives.
 """
