@@ -9,7 +9,13 @@
 //! An entry takes 12 bytes: the partition stands for the hash's top 12 bits, so
 //! a slot holds the other 52 and a 44-bit record number. Partitions grow by an
 //! eighth at 90% load, one at a time, so the table holds 13.5 to 15.2 bytes per
-//! entry and never needs a second copy of itself.
+//! entry and never needs a second copy of itself. A partition's slots past 64
+//! KiB are mapped on their own (`block.rs`), so the memory the table counts is
+//! the memory it holds.
+
+mod block;
+
+use block::Block;
 
 /// Bits of the hash that choose the partition.
 const PARTITION_BITS: u32 = 12;
@@ -62,7 +68,7 @@ impl Slot {
 /// One partition: `homes` home slots and an overflow area after them.
 #[derive(Debug, Default)]
 struct Partition {
-    slots: Vec<Slot>,
+    slots: Block,
     homes: usize,
     len: usize,
 }
@@ -74,16 +80,13 @@ impl Partition {
 
     /// Slots for `homes` home positions: the overflow takes runs that pass the
     /// last home slot (at 90% load, short ones).
-    fn allocate(homes: usize) -> Vec<Slot> {
-        let slots = homes + homes / 64 + 8;
-        let mut vec = Vec::with_capacity(slots);
-        vec.resize(slots, Slot::EMPTY);
-        vec
+    fn allocate(homes: usize) -> Block {
+        Block::empty_slots(homes + homes / 64 + 8)
     }
 
-    /// Inserts; returns the change in allocated slots.
+    /// Inserts; returns the change in allocated bytes.
     fn insert(&mut self, slot: Slot) -> isize {
-        let before = self.slots.capacity() as isize;
+        let before = self.slots.bytes() as isize;
         if self.slots.is_empty() {
             self.homes = MIN_HOMES;
             self.slots = Partition::allocate(MIN_HOMES);
@@ -108,7 +111,7 @@ impl Partition {
         if self.len * 100 > self.homes * MAX_LOAD_PERCENT {
             self.grow();
         }
-        self.slots.capacity() as isize - before
+        self.slots.bytes() as isize - before
     }
 
     /// Rebuilds with an eighth more home slots (more overflow if the entries do
@@ -120,7 +123,7 @@ impl Partition {
         'rebuild: loop {
             let mut slots = Partition::allocate(homes);
             let grown = Partition {
-                slots: Vec::new(),
+                slots: Block::default(),
                 homes,
                 len: 0,
             };
@@ -163,7 +166,8 @@ impl Partition {
 pub(super) struct Table {
     partitions: Vec<Partition>,
     len: u64,
-    slots: usize,
+    /// Bytes the partitions' blocks hold.
+    bytes: usize,
 }
 
 impl Table {
@@ -173,7 +177,7 @@ impl Table {
         Table {
             partitions,
             len: 0,
-            slots: 0,
+            bytes: 0,
         }
     }
 
@@ -181,9 +185,10 @@ impl Table {
         self.len
     }
 
-    /// Bytes allocated for entries (the partitions' bookkeeping, 96 KiB, aside).
+    /// Bytes allocated for entries, mapped blocks counted by the page (the
+    /// partitions' bookkeeping, 96 KiB, aside).
     pub(super) fn bytes(&self) -> usize {
-        self.slots * SLOT_BYTES
+        self.bytes
     }
 
     /// Adds `(hash, record)`; `record` must be at most [`MAX_RECORD`] and the
@@ -192,7 +197,7 @@ impl Table {
         debug_assert!(record <= MAX_RECORD);
         let (partition, residual) = split(hash);
         let grown = self.partitions[partition].insert(Slot::new(residual, record));
-        self.slots = (self.slots as isize + grown) as usize;
+        self.bytes = (self.bytes as isize + grown) as usize;
         self.len += 1;
     }
 
@@ -223,7 +228,7 @@ impl Table {
             *partition = Partition::default();
         }
         self.len = 0;
-        self.slots = 0;
+        self.bytes = 0;
     }
 }
 
@@ -289,6 +294,34 @@ mod tests {
             }
         }
         assert!(most <= 16.0, "{most} bytes per entry");
+    }
+
+    /// Entries of one partition, enough for its slots to be mapped (past 64
+    /// KiB) and grow mapped several times: every entry found, read back in
+    /// order, and the bytes counted those of the pages held.
+    #[test]
+    fn a_partition_grown_into_mapped_blocks_keeps_every_entry() {
+        let mut table = Table::new();
+        let mut expected = Vec::new();
+        for i in 0..60_000u64 {
+            let hash = mix(i) >> PARTITION_BITS;
+            table.insert(hash, i);
+            expected.push((hash, i));
+        }
+        assert!(matches!(table.partitions[0].slots, Block::Mapped { .. }));
+        let held: usize = table.partitions.iter().map(|p| p.slots.bytes()).sum();
+        assert_eq!(table.bytes(), held);
+        assert_eq!(table.bytes() % 4096, 0);
+        expected.sort_unstable();
+        assert_eq!(table.sorted().collect::<Vec<_>>(), expected);
+        let mut found = Vec::new();
+        for &(hash, record) in expected.iter().step_by(97) {
+            found.clear();
+            table.find(hash, &mut found);
+            assert_eq!(found, [record]);
+        }
+        table.clear();
+        assert_eq!((table.len(), table.bytes()), (0, 0));
     }
 
     #[test]
