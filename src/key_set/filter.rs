@@ -18,13 +18,21 @@ pub(super) struct Filter {
 impl Filter {
     /// A filter for `entries` hashes using `bits_per_entry` bits each (0: none).
     pub(super) fn new(entries: u64, bits_per_entry: u64) -> Filter {
-        let blocks = match bits_per_entry {
+        Filter {
+            blocks: vec![[0; 8]; Filter::blocks_for(entries, bits_per_entry)],
+        }
+    }
+
+    fn blocks_for(entries: u64, bits_per_entry: u64) -> usize {
+        match bits_per_entry {
             0 => 0,
             bits => (entries.saturating_mul(bits).div_ceil(512)).max(1) as usize,
-        };
-        Filter {
-            blocks: vec![[0; 8]; blocks],
         }
+    }
+
+    /// The bytes of [`Filter::new`]`(entries, bits_per_entry)`.
+    pub(super) fn bytes_for(entries: u64, bits_per_entry: u64) -> usize {
+        Filter::blocks_for(entries, bits_per_entry) * 64
     }
 
     pub(super) fn bytes(&self) -> usize {
