@@ -57,6 +57,38 @@ def test_the_readme_loop_gets_values_and_labels_through_shared_memory(stored, wo
     assert [index_of(v) for values, _ in got for v in values] == list(sampler)
 
 
+def test_a_batch_sends_its_values_as_shared_memory_and_its_small_tensors_inside_the_pickle(stored):
+    # What a DataLoader worker's queue does with a batch: the values cross as a
+    # handle to shared memory, the offsets, indices and small field columns
+    # inside the pickle (a handle costs the main process a round trip to the
+    # worker); a column past the in-band size stays a tensor.
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path, fields=["label"])
+    batch = dataset._read_batch(list(range(20)), True)  # shared, as in a worker
+    big = torch.arange(20_000, dtype=torch.int64)  # 160 KB
+    batch.fields["big"] = big
+    _, (values, offsets, fields, indices, output, sources) = batch.__reduce__()
+    assert values is batch.values and values.is_shared()
+    assert isinstance(offsets, np.ndarray) and isinstance(indices, np.ndarray)
+    assert isinstance(fields["label"], np.ndarray) and fields["big"] is big
+    assert sources is None
+    copy = pickle.loads(ForkingPickler.dumps(batch))
+    for name in ("offsets", "indices"):
+        assert isinstance(getattr(copy, name), torch.Tensor) and torch.equal(getattr(copy, name), getattr(batch, name))
+    assert torch.equal(copy.fields["label"], batch.fields["label"]) and torch.equal(copy.fields["big"], big)
+    assert [bytes(copy.value_bytes(i)) for i in range(20)] == [dataset[i][0] for i in range(20)]
+
+    images = bcd.torch.ImageBatch(
+        torch.zeros(2, 4, 4, 3, dtype=torch.uint8), {"label": torch.tensor([3, 4])}, torch.tensor([5, 6]), torch.tensor([7])
+    )
+    copy = pickle.loads(ForkingPickler.dumps(images))
+    assert torch.equal(copy.indices, images.indices) and torch.equal(copy.skipped, images.skipped)
+    assert torch.equal(copy.fields["label"], images.fields["label"]) and torch.equal(copy.images, images.images)
+
+
 def test_without_fields_a_batch_is_the_values(stored):
     path, _ = stored
     dataset = bcd.torch.MapDataset(path)

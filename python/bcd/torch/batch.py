@@ -116,9 +116,20 @@ class Batch(_Samples):
         self._bounds = None
 
     def __reduce__(self):
-        # The tensors only: a DataLoader worker's queue sends them as handles to
-        # shared memory; the caches are made again where they are needed.
-        return (Batch, (self.values, self.offsets, self.fields, self.indices, self.output, self.sources))
+        # The tensors only (the caches are made again where they are needed):
+        # the values as a handle to shared memory, the small ones inside the
+        # pickle (see _INBAND_BYTES).
+        return (
+            _rebuild_batch,
+            (
+                self.values,
+                _send(self.offsets),
+                _send_fields(self.fields),
+                _send(self.indices),
+                self.output,
+                _send(self.sources),
+            ),
+        )
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -210,7 +221,10 @@ class ImageBatch(_Samples):
         self.sources = sources
 
     def __reduce__(self):
-        return (ImageBatch, (self.images, self.fields, self.indices, self.skipped, self.sources))
+        return (
+            _rebuild_image_batch,
+            (self.images, _send_fields(self.fields), _send(self.indices), _send(self.skipped), _send(self.sources)),
+        )
 
     def __len__(self) -> int:
         return len(self.images)
@@ -240,6 +254,60 @@ class ImageBatch(_Samples):
             f"bcd.torch.ImageBatch({tuple(self.images.shape)} images, fields {list(self.fields)}, "
             f"{len(self.skipped)} skipped{mixed})"
         )
+
+
+# Tensors of at most this many bytes travel from a DataLoader worker inside the
+# pickled batch, as NumPy arrays, rather than as handles to shared memory: the
+# main process fetches each handle's file descriptor from the worker in a round
+# trip, which costs more than copying a few KB (offsets and indices sent inside
+# the pickle took the samples per second of an epoch of 10 KB values from 2,805
+# to 6,754 with one worker).
+_INBAND_BYTES = 64 << 10
+_NUMPY_DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.float32,
+    torch.float64,
+)
+
+
+def _send(tensor):
+    """A small CPU tensor as a NumPy array (pickled with the batch), anything
+    else as it is."""
+    if (
+        isinstance(tensor, torch.Tensor)
+        and tensor.device.type == "cpu"
+        and tensor.dtype in _NUMPY_DTYPES
+        and not tensor.requires_grad
+        and tensor.numel() * tensor.element_size() <= _INBAND_BYTES
+    ):
+        return tensor.numpy()
+    return tensor
+
+
+def _send_fields(fields: dict) -> dict:
+    return {name: _send(column) for name, column in fields.items()}
+
+
+def _received(value):
+    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+
+def _received_fields(fields: dict) -> dict:
+    return {name: _received(column) for name, column in fields.items()}
+
+
+def _rebuild_batch(values, offsets, fields, indices, output, sources) -> "Batch":
+    return Batch(values, _received(offsets), _received_fields(fields), _received(indices), output, _received(sources))
+
+
+def _rebuild_image_batch(images, fields, indices, skipped, sources) -> "ImageBatch":
+    return ImageBatch(images, _received_fields(fields), _received(indices), _received(skipped), _received(sources))
 
 
 def _pinned(fields: dict) -> dict:
