@@ -24,7 +24,12 @@ read once first):
   image column cast to `Image(decode=False)` (the bytes are not real JPEGs; a
   loader would decode them, which is no part of a conversion), every row
   iterated and its image's bytes touched (construction not timed).
-Ratios are seconds / the floor's seconds; MB/s are of image bytes.
+Ratios are seconds / the floor's seconds; MB/s are of image bytes. The CPU
+seconds (user + system, of the process and its children) are beside: on a
+machine shared with other work, wall time mostly measures waiting for a core,
+and CPU time is what the conversion itself spends. With
+`--baseline OTHER_BCD`, both ingests are also timed with that binary (an older
+build) in the same rotation.
 
 Once, outside the timing, every record bcd stored (key, value, label), read back
 through `bcd export --to OUT.parquet` and pyarrow, is compared with what
@@ -36,6 +41,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -95,9 +101,15 @@ def floor(directory, out):
         os.fsync(sink.fileno())
 
 
-def bcd_ingest(directory, out, *flags):
-    subprocess.run([BCD, "ingest", directory, "--into", out, "--format", "hf-disk", "--value-column", "image",
+def bcd_ingest(directory, out, *flags, binary=BCD):
+    subprocess.run([binary, "ingest", directory, "--into", out, "--format", "hf-disk", "--value-column", "image",
                     "--key-column", "id", "--quiet", *flags], check=True, stdout=subprocess.DEVNULL)
+
+
+def cpu_seconds():
+    """User + system CPU seconds of this process and its waited-for children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def in_child(mode, directory):
@@ -147,6 +159,7 @@ def main():
     parser.add_argument("--megabytes", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", help="work directory (default: a temp dir; kept when given)")
+    parser.add_argument("--baseline", help="another bcd binary (an older build) to time in the same runs")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -173,8 +186,14 @@ def main():
         "bcd ingest --compression none": lambda: bcd_ingest(directory, work / "ds", "--compression", "none"),
         "datasets load_from_disk loop (decode=False)": None,
     }
+    if args.baseline:
+        baseline = Path(args.baseline)
+        methods["bcd ingest (baseline)"] = lambda: bcd_ingest(directory, work / "ds", binary=baseline)
+        methods["bcd ingest --compression none (baseline)"] = lambda: bcd_ingest(
+            directory, work / "ds", "--compression", "none", binary=baseline)
     names = list(methods)
     times = {m: [] for m in names}
+    cpu = {m: [] for m in names}
     for repeat in range(args.repeats):
         order = names[repeat % len(names):] + names[:repeat % len(names)]
         for method in order:
@@ -184,11 +203,12 @@ def main():
                 elapsed = in_child("loop", directory)["seconds"]
             else:
                 os.sync()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), cpu_seconds()
                 methods[method]()
                 elapsed = time.perf_counter() - start
+                cpu[method].append(cpu_seconds() - start_cpu)
             times[method].append(elapsed)
-            log(f"{method}: {elapsed:.2f} s")
+            log(f"{method}: {elapsed:.2f} s" + (f", {cpu[method][-1]:.2f} s of CPU" if cpu[method] else ""))
     shutil.rmtree(work / "ds", ignore_errors=True)
     (work / "floor.out").unlink(missing_ok=True)
     base = statistics.median(times[names[0]])
@@ -196,12 +216,15 @@ def main():
     print(f"\n{checked} rows, {images / 1e6:.0f} MB of images ({MIN_SIZE >> 10}-{MAX_SIZE >> 10} KiB), "
           f"{stored / 1e6:.0f} MB of Arrow files; median of {args.repeats}; ratio = seconds / the I/O floor's; "
           f"load average {load[0]:.1f}; equal to load_from_disk: yes ({checked} rows)\n")
-    print("| method | s, median (min-max) | MB/s of images | ratio |")
-    print("|---|---|---|---|")
+    base_cpu = statistics.median(cpu[names[0]])
+    print("| method | s, median (min-max) | MB/s of images | ratio | CPU s (user+sys), median | CPU ratio |")
+    print("|---|---|---|---|---|---|")
     for method in names:
         seconds = statistics.median(times[method])
+        used = f"{statistics.median(cpu[method]):.2f} | {statistics.median(cpu[method]) / base_cpu:.2f}x" \
+            if cpu[method] else "(not measured) |"
         print(f"| {method} | {seconds:.2f} ({min(times[method]):.2f}-{max(times[method]):.2f}) "
-              f"| {images / 1e6 / seconds:.0f} | {seconds / base:.2f}x |")
+              f"| {images / 1e6 / seconds:.0f} | {seconds / base:.2f}x | {used} |")
     if not args.dir:
         shutil.rmtree(work)
 

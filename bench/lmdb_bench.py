@@ -23,8 +23,11 @@ Timed, each with a warm page cache (everything is read once before):
   `pickle.loads` of each.
 Each ingest is then checked against py-lmdb's reading: every key and value
 (for `pickle`, the tuple's bytes and its label) equal, in order.
-Wall-clock seconds, median (min-max) over repeats; MB/s of value bytes;
-ratios to the I/O floor.
+Wall-clock seconds, median (min-max) over repeats, contenders in rotating
+order, with the CPU seconds (user + system) each spent beside (on a shared
+machine, wall time mostly measures waiting for a core); MB/s of value bytes; ratios to the I/O floor. With `--baseline
+OTHER_BCD`, both ingests are also timed with that binary (an older build) in
+the same runs; `--layouts raw` times one environment only.
 """
 
 import argparse
@@ -32,6 +35,7 @@ import hashlib
 import os
 import pickle
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -122,10 +126,17 @@ def digest_bcd(ds: Path, layout: str) -> str:
     return h.hexdigest()
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(fn) -> tuple[float, float]:
+    """Wall and CPU seconds of `fn()`."""
+    start, start_cpu = time.perf_counter(), cpu_seconds()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_seconds() - start_cpu
 
 
 def warm(path: Path) -> None:
@@ -140,27 +151,33 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--megabytes", type=int, default=1536)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--baseline", help="another bcd binary (an older build) to time in the same runs")
+    parser.add_argument("--dir", help="where the temporary work directory goes (default: target/)")
+    parser.add_argument("--layouts", default="raw,pickle", help="which environments (raw, pickle)")
     args = parser.parse_args()
     if not BCD.exists():
         sys.exit("build first: cargo build --release -p bcd-cli")
     (ROOT / "target").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=ROOT / "target", prefix="lmdb-bench-") as tmp:
+    parent = Path(args.dir) if args.dir else ROOT / "target"
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix="lmdb-bench-") as tmp:
         tmp = Path(tmp)
-        print("| layout | entries | value MB | what | wall s, median (min-max) | MB/s of values | vs I/O floor |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for layout in ["raw", "pickle"]:
+        print("| layout | entries | value MB | what | wall s, median (min-max) | MB/s of values | vs I/O floor "
+              "| CPU s (user+sys), median | CPU vs I/O floor |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for layout in args.layouts.split(","):
             env_dir = tmp / f"env-{layout}"
             entries, total = make(env_dir, args.megabytes, layout)
             mb = total / 1e6
             flags = ["--lmdb-value", "pickle"] if layout == "pickle" else []
-            runs = {}
+            runs, cpu = {}, {}
 
-            def bcd_ingest(extra):
+            def bcd_ingest(extra, binary=BCD):
                 def run():
                     ds = tmp / "ds"
                     shutil.rmtree(ds, ignore_errors=True)
                     subprocess.run(
-                        [BCD, "ingest", "--quiet", str(env_dir), "--into", str(ds), *flags, *extra],
+                        [binary, "ingest", "--quiet", str(env_dir), "--into", str(ds), *flags, *extra],
                         check=True,
                     )
                 return run
@@ -171,17 +188,28 @@ def main() -> None:
                 ("bcd ingest --compression none", bcd_ingest(["--compression", "none"])),
                 ("py-lmdb read loop" + (" + pickle.loads" if layout == "pickle" else ""), lambda: py_lmdb_loop(env_dir, layout)),
             ]
+            if args.baseline:
+                cases += [
+                    ("bcd ingest (baseline)", bcd_ingest([], Path(args.baseline))),
+                    ("bcd ingest --compression none (baseline)", bcd_ingest(["--compression", "none"], Path(args.baseline))),
+                ]
             warm(env_dir)
-            for _ in range(args.repeats):
-                for name, fn in cases:
-                    runs.setdefault(name, []).append(timed(fn))
+            for repeat in range(args.repeats):
+                # Rotating order, so no contender always runs first or last.
+                shift = repeat % len(cases)
+                for name, fn in cases[shift:] + cases[:shift]:
+                    wall, used = timed(fn)
+                    runs.setdefault(name, []).append(wall)
+                    cpu.setdefault(name, []).append(used)
             floor = statistics.median(runs[cases[0][0]])
+            floor_cpu = statistics.median(cpu[cases[0][0]])
             for name, _ in cases:
                 times = runs[name]
                 median = statistics.median(times)
                 print(
                     f"| {layout} | {entries} | {mb:.0f} | {name} | {median:.2f} ({min(times):.2f}-{max(times):.2f}) "
-                    f"| {mb / median:.0f} | {median / floor:.2f}x |"
+                    f"| {mb / median:.0f} | {median / floor:.2f}x "
+                    f"| {statistics.median(cpu[name]):.2f} | {statistics.median(cpu[name]) / floor_cpu:.2f}x |"
                 )
             # Equality with py-lmdb's reading, of the last ingest (--compression
             # none) and of a default one.
@@ -190,7 +218,7 @@ def main() -> None:
             bcd_ingest([])()
             got_lz4 = digest_bcd(tmp / "ds", layout)
             equal = want == got_none == got_lz4
-            print(f"| {layout} | {entries} | {mb:.0f} | equal to py-lmdb's reading (keys, values{', labels' if layout == 'pickle' else ''}) | {'yes' if equal else 'NO'} | | |")
+            print(f"| {layout} | {entries} | {mb:.0f} | equal to py-lmdb's reading (keys, values{', labels' if layout == 'pickle' else ''}) | {'yes' if equal else 'NO'} | | | | |")
             shutil.rmtree(env_dir)
             shutil.rmtree(tmp / "ds", ignore_errors=True)
 

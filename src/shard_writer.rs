@@ -1,7 +1,7 @@
 //! Writes records into new, uncommitted shard files, starting a new shard where the
 //! reference would. Committing them (the manifest) is the caller's job.
 
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, IoSlice, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,12 +14,16 @@ use crate::format::{
 use crate::storage::{Storage, StorageFile};
 
 const BUFFER: usize = 1 << 20;
+/// A part of a record at least this long is not copied into the buffer: it is
+/// written from where it is, in one call with what is buffered before it (an
+/// image or a long token sequence would otherwise cross memory twice).
+const DIRECT_WRITE: usize = 64 << 10;
 /// The byte offset of every this many records is kept, so a record written
 /// earlier is found by reading at most this many `.idx` entries.
 const CHECKPOINT_EVERY: u64 = 64;
 
 struct OpenShard {
-    data: BufWriter<Box<dyn StorageFile>>,
+    data: DataFile,
     index: BufWriter<Box<dyn StorageFile>>,
     /// The content hashes (`NNNNNN.xxh128`), when the writer keeps them.
     content: Option<BufWriter<Box<dyn StorageFile>>>,
@@ -203,9 +207,7 @@ impl ShardWriter {
         }
         shard
             .data
-            .write_all(key)
-            .and_then(|()| shard.data.write_all(stored[0]))
-            .and_then(|()| shard.data.write_all(stored[1]))
+            .append([key, stored[0], stored[1]])
             .map_err(|e| Error::io("write", &shard.data_path, e))?;
         let mut entry = [0u8; 8];
         entry[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
@@ -255,7 +257,7 @@ impl ShardWriter {
             first: self.records,
         });
         self.current = Some(OpenShard {
-            data: BufWriter::with_capacity(BUFFER, data),
+            data: DataFile::new(data),
             index: BufWriter::with_capacity(BUFFER / 8, index),
             content,
             data_path,
@@ -278,10 +280,13 @@ impl ShardWriter {
                 let path = sidecar_path(&self.dir, shard.id, CONTENT_HASH_SUFFIX);
                 (writer, path)
             });
-            let files = [
-                (shard.data, shard.data_path),
-                (shard.index, shard.index_path),
-            ];
+            let mut data = shard
+                .data
+                .into_inner()
+                .map_err(|e| Error::io("write", &shard.data_path, e))?;
+            data.sync()
+                .map_err(|e| Error::io("fsync", &shard.data_path, e))?;
+            let files = [(shard.index, shard.index_path)];
             for (writer, path) in files.into_iter().chain(content) {
                 let mut file = writer
                     .into_inner()
@@ -425,4 +430,67 @@ impl ShardWriter {
             let _ = self.storage.remove(&path);
         }
     }
+}
+
+/// A shard's data file behind a buffer of [`BUFFER`] bytes that large parts of
+/// records bypass: a part of [`DIRECT_WRITE`] bytes or more goes to the file in
+/// one vectored write with what is buffered before it, so the bytes reach the
+/// file in order and the part is never copied in user space.
+struct DataFile {
+    file: Box<dyn StorageFile>,
+    buffer: Vec<u8>,
+}
+
+impl DataFile {
+    fn new(file: Box<dyn StorageFile>) -> DataFile {
+        DataFile {
+            file,
+            buffer: Vec::with_capacity(BUFFER),
+        }
+    }
+
+    /// Appends the parts of one record, in order.
+    fn append(&mut self, parts: [&[u8]; 3]) -> io::Result<()> {
+        for part in parts {
+            if part.len() >= DIRECT_WRITE {
+                write_all_vectored(&mut *self.file, [&self.buffer, part])?;
+                self.buffer.clear();
+            } else {
+                if self.buffer.len() + part.len() > BUFFER {
+                    self.flush()?;
+                }
+                self.buffer.extend_from_slice(part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes out what is buffered.
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.write_all(&self.buffer)?;
+        self.buffer.clear();
+        self.file.flush()
+    }
+
+    /// The file, once what is buffered is written.
+    fn into_inner(mut self) -> io::Result<Box<dyn StorageFile>> {
+        self.flush()?;
+        Ok(self.file)
+    }
+}
+
+/// Writes both `parts`, in order, in as few calls as the file takes.
+fn write_all_vectored(file: &mut dyn StorageFile, parts: [&[u8]; 2]) -> io::Result<()> {
+    let mut slices = parts.map(IoSlice::new);
+    let mut left = &mut slices[..];
+    IoSlice::advance_slices(&mut left, 0);
+    while !left.is_empty() {
+        match file.write_vectored(left) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -109,6 +109,12 @@ impl Write for OsFile {
         self.start_writeback();
         Ok(n)
     }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let n = self.file.write_vectored(bufs)?;
+        self.written += n as u64;
+        self.start_writeback();
+        Ok(n)
+    }
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
     }

@@ -77,6 +77,12 @@ struct OpenFile {
     dictionaries: HashMap<i64, ArrayRef>,
     columns: Option<TableColumns>,
     batch: Option<Batch>,
+    /// The body of the record batch `batch` was read from, and the memory of the
+    /// one before, which the next body is read into: a body is most of a file
+    /// (`datasets` writes batches of 1,000 rows), and memory fresh from the
+    /// system is zeroed page by page by the kernel as it is first written.
+    body: Option<Buffer>,
+    spare: Vec<u8>,
     row_in_batch: usize,
     rows_before: u64,
 }
@@ -149,6 +155,8 @@ impl HfDiskSource {
             dictionaries: HashMap::new(),
             columns: None,
             batch: None,
+            body: None,
+            spare: Vec::new(),
             row_in_batch: 0,
             rows_before: 0,
         })
@@ -179,11 +187,17 @@ impl HfDiskSource {
         if file.columns.is_none() {
             self.read_schema(file)?;
         }
+        // The rows of the batch before are all read and their records own their
+        // bytes: its body's memory is taken back for the next one (unless some
+        // array still holds it, when it is let go of).
+        file.rows_before += file.batch.take().map_or(0, |b| b.values.len() as u64);
+        if let Some(Ok(spare)) = file.body.take().map(Buffer::into_vec::<u8>) {
+            file.spare = spare;
+        }
         let Some(batch) = next_message_batch(file)? else {
             return Ok(false);
         };
         let columns = file.columns.as_ref().expect("read above");
-        file.rows_before += file.batch.as_ref().map_or(0, |b| b.values.len() as u64);
         let mut loaded = Batch::new(&batch, &file.path, &self.options, columns)?;
         loaded.own_fields(&file.path)?;
         file.batch = Some(loaded);
@@ -250,9 +264,9 @@ fn next_message_batch(file: &mut OpenFile) -> Result<Option<RecordBatch>, Source
 /// dictionary or the end-of-stream marker (after which `file.ended`).
 fn next_message(file: &mut OpenFile) -> Result<Option<RecordBatch>, SourceError> {
     let at = file.offset;
-    let mut framed = read_exact(file, 4, at)?;
+    let mut framed = read_exact(file, 4, at, Vec::new())?;
     if framed == [0xff; 4] {
-        framed.extend(read_exact(file, 4, at)?);
+        framed.extend(read_exact(file, 4, at, Vec::new())?);
     }
     let size = u32::from_le_bytes(framed[framed.len() - 4..].try_into().expect("4 bytes"));
     if size == 0 {
@@ -269,7 +283,7 @@ fn next_message(file: &mut OpenFile) -> Result<Option<RecordBatch>, SourceError>
             limit: MAX_MESSAGE_METADATA.into(),
         });
     }
-    let metadata = read_exact(file, u64::from(size), at)?;
+    let metadata = read_exact(file, u64::from(size), at, Vec::new())?;
     let message = arrow_ipc::root_as_message(&metadata).map_err(|e| {
         corrupt_at(
             file,
@@ -284,7 +298,11 @@ fn next_message(file: &mut OpenFile) -> Result<Option<RecordBatch>, SourceError>
             "the message declares a negative body length".into(),
         )
     })?;
-    let body = Buffer::from_vec(read_exact(file, body_len, at)?);
+    let spare = match message.header_type() {
+        MessageHeader::RecordBatch => std::mem::take(&mut file.spare),
+        _ => Vec::new(),
+    };
+    let body = Buffer::from_vec(read_exact(file, body_len, at, spare)?);
     let version = message.version();
     let path = file.path.clone();
     let arrow = |e: arrow_schema::ArrowError| corrupt_in(&path, at, e.to_string());
@@ -328,6 +346,7 @@ fn next_message(file: &mut OpenFile) -> Result<Option<RecordBatch>, SourceError>
                 .ok_or_else(|| corrupt_at(file, at, "the batch message holds no batch".into()))?;
             // Arrow checks every buffer and node against the body and validates
             // the arrays it builds.
+            file.body = Some(body.clone());
             arrow_ipc::reader::read_record_batch(
                 &body,
                 batch,
@@ -347,9 +366,14 @@ fn next_message(file: &mut OpenFile) -> Result<Option<RecordBatch>, SourceError>
     }
 }
 
-/// Reads `len` bytes of the message at byte `at`, refusing more than the file
-/// holds before anything is allocated.
-fn read_exact(file: &mut OpenFile, len: u64, at: u64) -> Result<Vec<u8>, SourceError> {
+/// Reads `len` bytes of the message at byte `at` (into `memory` when it has room
+/// for them), refusing more than the file holds before anything is allocated.
+fn read_exact(
+    file: &mut OpenFile,
+    len: u64,
+    at: u64,
+    memory: Vec<u8>,
+) -> Result<Vec<u8>, SourceError> {
     if len > file.left {
         return Err(corrupt_at(
             file,
@@ -360,13 +384,27 @@ fn read_exact(file: &mut OpenFile, len: u64, at: u64) -> Result<Vec<u8>, SourceE
             ),
         ));
     }
-    let mut bytes = vec![0; len as usize];
-    file.reader
-        .read_exact(&mut bytes)
+    // Read into reserved, not zero-filled, memory: a batch's body is a large
+    // part of the file, and filling it with zeros first is one more pass over it.
+    let mut bytes = memory;
+    bytes.clear();
+    if bytes.capacity() < len as usize {
+        bytes = Vec::with_capacity(len as usize);
+    }
+    let read = (&mut file.reader)
+        .take(len)
+        .read_to_end(&mut bytes)
         .map_err(|source| SourceError::Io {
             path: file.path.clone(),
             source,
         })?;
+    if read as u64 != len {
+        // The file shrank since it was opened.
+        return Err(SourceError::Io {
+            path: file.path.clone(),
+            source: std::io::ErrorKind::UnexpectedEof.into(),
+        });
+    }
     file.left -= len;
     file.offset += len;
     Ok(bytes)

@@ -284,6 +284,55 @@ fn a_records_fields_do_not_hold_the_message_its_batch_was_read_from() {
     }
 }
 
+/// A `save_to_disk` directory of one data file holding several record batches
+/// (of 40 rows) whose bodies grow, then shrink, then grow again,
+/// and what `load_from_disk` reads of it: each row's id, the sha1 of its value,
+/// its label, and the number of batches in the file.
+const MANY_BATCHES: &str = r#"
+import hashlib
+import datasets, pyarrow as pa
+sizes = [1000] * 40 + [9000] * 40 + [10] * 40 + [5000] * 40 + [20000] * 13
+values = [bytes([(i * 7 + j) % 251 for j in range(64)]) * (size // 64 + 1) for i, size in enumerate(sizes)]
+ds = datasets.Dataset.from_dict({"id": [f"row-{i}" for i in range(len(values))], "value": values,
+                                 "label": list(range(len(values)))})
+datasets.config.DEFAULT_MAX_BATCH_SIZE = 40  # save_to_disk's batches (1,000 rows by default)
+ds.save_to_disk(str(out / "batches"), num_shards=1)
+data = next((out / "batches").glob("data-*.arrow"))
+batches = sum(1 for _ in pa.ipc.open_stream(str(data)))
+back = datasets.load_from_disk(str(out / "batches"))
+print(json.dumps({"batches": batches,
+                  "rows": [[r["id"], hashlib.sha1(r["value"]).hexdigest(), r["label"]] for r in back]}))
+"#;
+
+#[test]
+fn the_batches_of_a_file_each_give_their_own_rows_when_their_memory_is_reused() {
+    use sha1::{Digest, Sha1};
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let tmp = tempfile::tempdir().unwrap();
+    let expected = python(tmp.path(), &format!("{PRELUDE}{MANY_BATCHES}"));
+    // The body of each batch is read into the memory of the one before: more
+    // than one batch, of several sizes, is what this test is about.
+    assert!(expected["batches"].as_u64().unwrap() > 3, "{expected}");
+    let source = HfDiskSource::new(
+        &tmp.path().join("batches"),
+        options("value", Some("id"), None),
+    )
+    .unwrap();
+    let got: Vec<Value> = read_all(source)
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let label = fields_json(&r.fields).1["label"].clone();
+            json!([
+                String::from_utf8_lossy(&r.key),
+                hex(&Sha1::digest(&r.value)),
+                label
+            ])
+        })
+        .collect();
+    assert_eq!(Value::Array(got), expected["rows"]);
+}
+
 /// Two saved datasets whose ClassLabel `label` names differ.
 const TWO_VOCABULARIES: &str = r#"
 import datasets

@@ -124,6 +124,32 @@ fn extend_failing_at_any_operation_with_short_writes_and_failing_cleanup_leaves_
     });
 }
 
+/// A value of 64 KiB or more is not copied into the shard writer's buffer but
+/// written from where it is, in one vectored write with what is buffered
+/// before it: a failure at any of those writes (also when the file takes a few
+/// bytes at a time) commits nothing either. Stored as an LZ4 literal-only block
+/// (its header buffered, the value written from the caller's memory) and
+/// uncompressed (the value alone).
+#[test]
+fn extend_failing_at_any_operation_around_a_value_written_directly_commits_nothing() {
+    let _guard = crate::no_child_processes();
+    check_failure_at_every_operation(Scenario {
+        big_len: 200_000,
+        ..KEYED_LZ4
+    });
+    check_failure_at_every_operation(Scenario {
+        big_len: 200_000,
+        max_write: 7000,
+        ..KEYED_LZ4
+    });
+    check_failure_at_every_operation(Scenario {
+        keyed: false,
+        compression: Compression::None,
+        big_len: 200_000,
+        ..KEYED_LZ4
+    });
+}
+
 #[test]
 fn keyless_uncompressed_extend_failing_at_any_operation_commits_nothing() {
     let _guard = crate::no_child_processes();

@@ -22,6 +22,9 @@ pub(crate) struct Scenario {
     pub(crate) max_write: usize,
     /// Whether removes fail too, so a failed extend cannot clean up.
     pub(crate) fail_removes: bool,
+    /// The length of the one large value among the new records (the others are
+    /// at most 150 bytes).
+    pub(crate) big_len: usize,
 }
 
 pub(crate) const KEYED_LZ4: Scenario = Scenario {
@@ -29,6 +32,7 @@ pub(crate) const KEYED_LZ4: Scenario = Scenario {
     compression: Compression::Lz4,
     max_write: usize::MAX,
     fail_removes: false,
+    big_len: 6000,
 };
 
 /// A dataset with committed records, and the records of the extend under test.
@@ -69,7 +73,7 @@ impl Fixture {
             base_files: snapshot(base.path()),
             old,
             old_shards,
-            new: records("new", 240, keyed, 2, 150, 6000),
+            new: records("new", 240, keyed, 2, 150, scenario.big_len),
             more: records("more", 30, keyed, 3, 150, 6000),
             ops: Vec::new(),
             new_shards: 0,
