@@ -226,15 +226,7 @@ mod tests {
         // twox-hash (AVX2, chosen at run time) against xxhash-rust's build-time
         // loop: every length up to 2 KiB (the short-input paths and the first
         // stripes), then around block edges and large inputs.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let bytes: Vec<u8> = (0..(1 << 20) + 1000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let bytes = crate::test_bytes::noise((1 << 20) + 1000, 0x9E37_79B9_7F4A_7C15);
         let long = [4095, 4096, 4097, 65_535, 65_536, 100_003, 1 << 20];
         for len in (0..=2048).chain(long) {
             for start in [0, 3] {

@@ -741,15 +741,7 @@ mod tests {
         let mut dataset = Dataset::create(dir.path().join("d"), CreateOptions::default()).unwrap();
         dataset.set_lz4_mode(Lz4Mode::Adaptive(9));
         // Noise is stored as a literal-only block, text is compressed.
-        let mut state = 0x9E3779B97F4A7C15u64;
-        let noise: Vec<u8> = (0..40_000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let noise = crate::test_bytes::noise(40_000, 0x9E37_79B9_7F4A_7C15);
         let text = b"lorem ipsum dolor sit amet ".repeat(2000);
         dataset.extend_values([&noise[..], &text[..], b""]).unwrap();
         let dataset = Dataset::open(dir.path().join("d")).unwrap();

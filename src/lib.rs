@@ -47,6 +47,8 @@ pub(crate) mod shard_writer;
 mod sidecars;
 pub mod storage;
 mod teardown;
+#[cfg(test)]
+mod test_bytes;
 mod verify;
 mod view_file;
 mod views;

@@ -486,15 +486,7 @@ mod tests {
 
     /// Bytes of xorshift noise: nothing for LZ4 to find.
     fn noise(n: usize) -> Vec<u8> {
-        let mut state = 0x2545F4914F6CDD1Du64;
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect()
+        crate::test_bytes::noise(n, 0x2545F4914F6CDD1D)
     }
 
     #[test]

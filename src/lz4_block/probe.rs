@@ -99,15 +99,7 @@ mod tests {
 
     /// Bytes of xorshift noise: nothing for LZ4 to find.
     fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut state = seed | 1;
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect()
+        crate::test_bytes::noise(n, seed | 1)
     }
 
     /// `n` uint16 token ids, uniform in GPT-2's vocabulary, as little-endian
