@@ -327,14 +327,8 @@ class EpochSampler:
         on that every sampler of epochs has (:func:`partition`'s and
         :func:`bcd.partition_mix`'s)."""
         return {
-            "seed": self.seed,
+            **self._common_settings(),
             "epoch": self.epoch,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "block_size": self.block_size,
-            "num_samples": self.num_samples,
             "resumed_from": self._resumed_from or None,
             "start": start,
             "dtype": "uint32" if self.length <= 1 << 32 else "int64",
