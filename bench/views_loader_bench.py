@@ -97,7 +97,7 @@ def epoch(sampler, load, number=0):
     total = 0
     first = None
     for batch in load:
-        total += int(batch.values.sum())
+        total += int(batch.values.numpy().sum(dtype=np.uint64))
         samples += len(batch)
         if first is None:
             first = (samples, time.perf_counter())
