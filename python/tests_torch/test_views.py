@@ -104,3 +104,76 @@ def test_an_iterable_dataset_over_a_view_splits_its_records_over_workers(stored,
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, **options)
     got = [index_of(value) for value, label in loader]
     assert sorted(got) == records
+
+
+class ReadAheadSpy:
+    """Stands for the ``bcd.Dataset`` of a MapDataset in a sampler's eyes:
+    records every ``read_ahead`` call."""
+
+    def __init__(self, dataset):
+        self._wrapped, self.calls = dataset, []
+
+    def __len__(self):
+        return len(self._wrapped)
+
+    def read_ahead(self, records):
+        self.calls.append(np.asarray(records).tolist())
+
+
+def test_a_sampler_over_a_sparse_view_asks_for_the_pages_of_its_next_stretch(tmp_path, monkeypatch):
+    import bcd.torch.sampler as sampler_module
+
+    # 3,000 records, a view of 150 (1 in 20, under 1/16): sparse.
+    path = tmp_path / "d"
+    ds = bcd.Dataset.create(path)
+    ds.extend(i.to_bytes(4, "little") for i in range(3000))
+    view = ds.create_view("few", indices=np.arange(0, 3000, 20))
+    assert view.sparse and not ds.select(np.arange(0, 3000, 10)).sparse
+    monkeypatch.setattr(sampler_module, "READ_AHEAD", 16)
+    dataset = bcd.torch.MapDataset(path, view="few")
+    spy = ReadAheadSpy(dataset.dataset)
+    dataset._dataset = spy
+    sampler = bcd.torch.Sampler(dataset, seed=3)
+    order = list(sampler)
+    # The epoch is the one a sampler over a dense source of the same length yields.
+    assert order == list(bcd.torch.Sampler(bcd.torch.MapDataset(path, view="few"), seed=3))
+    assert sorted(order) == list(range(150))
+    records = view.indices.tolist()
+    expected = [[records[i] for i in order[0:32]]]
+    expected += [[records[i] for i in order[at + 16:at + 32]] for at in range(16, 150, 16)]
+    assert spy.calls == [call for call in expected if call]
+    # Resumed mid-epoch: the stretches count from where it resumes.
+    state = sampler.state_dict(consumed=40)
+    spy.calls.clear()
+    resumed = bcd.torch.Sampler(dataset, seed=3)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert rest == order[40:]
+    assert spy.calls[0] == [records[i] for i in rest[0:32]]
+
+
+def test_a_sampler_over_a_dense_view_or_dataset_asks_for_nothing_and_a_mix_only_for_its_sparse_source(tmp_path):
+    path = tmp_path / "d"
+    ds = bcd.Dataset.create(path)
+    ds.extend(i.to_bytes(4, "little") for i in range(3000))
+    ds.create_view("half", indices=np.arange(0, 3000, 2))
+    ds.create_view("few", indices=np.arange(0, 3000, 100))
+    spies = {}
+    sources = []
+    for view in (None, "half", "few"):
+        dataset = bcd.torch.MapDataset(path, view=view)
+        spies[view] = dataset._dataset = ReadAheadSpy(dataset.dataset)
+        sources.append(dataset)
+    for dataset in sources[:2]:
+        assert len(list(bcd.torch.Sampler(dataset, seed=1))) == len(dataset)
+    assert spies[None].calls == spies["half"].calls == []
+    mix = bcd.torch.Mix(sources, weights=[1, 1, 1])
+    order = list(bcd.torch.Sampler(mix))
+    assert spies[None].calls == spies["half"].calls == []
+    few = sources[2].records.tolist()
+    asked = [record for call in spies["few"].calls for record in call]
+    # The mix's samples from the sparse view, in the order drawn (in stretches
+    # of the mix's indices, so each of them once).
+    sources_of, records_of_mix = bcd.torch.mix.split_indices(mix.lengths, np.asarray(order))
+    drawn = [few[r] for s, r in zip(sources_of.tolist(), records_of_mix.tolist()) if s == 2]
+    assert asked == drawn
