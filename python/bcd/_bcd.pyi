@@ -291,16 +291,6 @@ class Dataset:
         reads 128 KiB around each value, one value at a time), ``False`` never.
         """
 
-    def read_ahead(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"]) -> None:
-        """Asks the kernel for the pages of the values at ``indices`` (a
-        sampler's next indices), all at once and only those pages, and returns
-        without waiting: ``get_batch(..., read_ahead=True)`` without the reads.
-        A ``bcd.torch.Sampler`` over a small view (``View.sparse``) asks for its
-        next batches this way from the main process, ahead of the DataLoader's
-        workers. Nothing is asked when the first pages of a few of the values
-        are cached already; a dataset in object storage does nothing here (see
-        ``prefetch``). ``IndexError`` for an index out of range."""
-
     def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:
         """Fetches the shards holding the records at ``indices`` (an epoch's
         order, such as a sampler's NumPy array, read in place) ahead of the

@@ -54,7 +54,7 @@ class View:
         self._name = name
         self._expression = expression
         self._evaluated_over = len(dataset) if evaluated_over is None else int(evaluated_over)
-        self._read_ahead = True if self.sparse else None
+        self._read_ahead = True if len(indices) * SPARSE_VIEW < len(dataset) else None
 
     @property
     def dataset(self):
@@ -81,14 +81,6 @@ class View:
         """The records' indices in the dataset, increasing: a read-only NumPy
         array (uint32, or uint64 past 2**32 records)."""
         return self._indices
-
-    @property
-    def sparse(self) -> bool:
-        """Whether the view holds under 1/16 of its dataset's records (its values
-        then lie far apart in the files): its batches are read with
-        ``read_ahead=True``, and a ``bcd.torch.Sampler`` asks for its next
-        batches' pages from the main process."""
-        return len(self._indices) * SPARSE_VIEW < len(self._dataset)
 
     @property
     def path(self):

@@ -619,26 +619,6 @@ impl PyDataset {
         self.prefetch_indices(py, indices, wait)
     }
 
-    /// Asks the kernel for the pages of the values at `indices` (a sampler's
-    /// next indices), all at once and only those pages, and returns without
-    /// waiting for them: `get_batch(..., read_ahead=True)` without the reads,
-    /// for a reader that knows what comes next (a `bcd.torch.Sampler` over a
-    /// small view asks for its next batches from the main process). Nothing is
-    /// asked when the first pages of a few of the values are cached already. A
-    /// dataset in object storage does nothing here (its shards are fetched by
-    /// `prefetch`). IndexError for an index out of range.
-    fn read_ahead(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<()> {
-        if self.remote.is_some() {
-            return Ok(());
-        }
-        let wanted = self.collect_indices(py, indices)?;
-        let handle = self.handle(py)?;
-        let dataset = handle.read(py);
-        let resolved = reads::resolve_all(&dataset, &wanted)?;
-        dataset.prefetch(resolved.iter().copied());
-        Ok(())
-    }
-
     /// Pickles as the path alone (with the cache settings, for a dataset in object
     /// storage): worker processes reopen the dataset.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

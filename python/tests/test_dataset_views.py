@@ -241,13 +241,6 @@ def test_read_ahead_reads_the_same_values_whatever_it_is_set_to(tmp_path, compre
         dataset.get_batch(order, read_ahead="yes")
     with pytest.raises(IndexError):
         dataset.get_batch([len(values)], read_ahead=True)
-    # The read-ahead alone, as a sampler asks for its next indices.
-    assert dataset.read_ahead(order) is None
-    assert dataset.read_ahead(np.array(order[:-3], dtype=np.uint32)) is None
-    assert dataset.read_ahead([]) is None
-    with pytest.raises(IndexError):
-        dataset.read_ahead([0, len(values)])
-    assert [bytes(v) for v in dataset.get_batch(order)] == expected
 
 
 def test_a_view_of_under_a_sixteenth_of_the_records_reads_ahead(ds):

@@ -32,13 +32,6 @@ class ReadsDataset:
     def records(self):
         return None
 
-    @property
-    def sparse(self) -> bool:
-        """Whether the records lie far apart in the dataset's files (a small
-        view): a :class:`Sampler` then asks for the pages of its next batches
-        ahead of the workers (``bcd.Dataset.read_ahead``)."""
-        return False
-
 
 def _check_output(output: str) -> str:
     if output not in _OUTPUTS:
@@ -180,10 +173,6 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         """The dataset indices of the samples (a view's records), or None for
         all of the dataset's."""
         return None if self._view is None else self._view.indices
-
-    @property
-    def sparse(self) -> bool:
-        return self._view is not None and self._view.sparse
 
     @property
     def field_names(self) -> list:

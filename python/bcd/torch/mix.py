@@ -54,29 +54,6 @@ def prefetch_order(source, order) -> None:
         dataset.prefetch(order)
 
 
-def read_ahead_order(source, order) -> None:
-    """Asks for the pages of the values at ``order`` (the next indices of
-    ``source``, as for :func:`prefetch_order`) where ``source`` reads sparsely
-    (a small view: ``ReadsDataset.sparse``), without waiting for them
-    (``bcd.Dataset.read_ahead``). Anything else has nothing to ask for."""
-    if isinstance(source, Mix):
-        order = np.asarray(order, dtype=np.int64).reshape(-1)
-        sources, records = split_indices(source.lengths, order)
-        for number, inner in enumerate(source.sources):
-            read_ahead_order(inner, records[sources == number])
-        return
-    if isinstance(source, ReadsDataset) and source.sparse and len(order):
-        records = np.asarray(source.records)[np.asarray(order, dtype=np.int64).reshape(-1)]
-        source.dataset.read_ahead(records)
-
-
-def reads_sparsely(source) -> bool:
-    """Whether :func:`read_ahead_order` has anything to do for ``source``."""
-    if isinstance(source, Mix):
-        return any(reads_sparsely(inner) for inner in source.sources)
-    return isinstance(source, ReadsDataset) and source.sparse
-
-
 class Mix(torch.utils.data.Dataset):
     """Map-style datasets (``sources``: :class:`MapDataset` objects, or any
     dataset with ``len`` and indexing) drawn in the proportions ``weights``

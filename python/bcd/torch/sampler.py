@@ -14,7 +14,7 @@ import bcd
 
 from ..sampling import EpochSampler, category_codes, default_rank_and_world_size, field_codes
 from .map_dataset import MapDataset, ReadsDataset
-from .mix import Mix, prefetch_order, read_ahead_order, reads_sparsely
+from .mix import Mix, prefetch_order
 
 
 def _categories(source, balance_by):
@@ -64,11 +64,6 @@ def _mix_epochs(mix: Mix, rank, world_size, drop_last, **theirs) -> EpochSampler
             "pass them to bcd.torch.Mix (weights are the sources' weights)"
         )
     return mix.epochs(rank=rank, world_size=world_size, drop_last=drop_last)
-
-
-# Indices a Sampler over a sparse source asks the pages of at once, one stretch
-# ahead of what it yields (about 16 batches of 64).
-READ_AHEAD = 1024
 
 
 class Sampler(torch.utils.data.Sampler):
@@ -168,8 +163,6 @@ class Sampler(torch.utils.data.Sampler):
         return self._epochs.world_size
 
     def __iter__(self) -> Iterator[int]:
-        if reads_sparsely(self._source):
-            return self._reading_ahead()
         return self._epochs.iterate(before=self._prefetch)
 
     def _prefetch(self, order) -> None:
@@ -177,24 +170,6 @@ class Sampler(torch.utils.data.Sampler):
         one in object storage fetches its shards in the order the epoch needs
         them (``Dataset.prefetch``); a local one has nothing to do."""
         prefetch_order(self._source, order)
-
-    def _reading_ahead(self) -> Iterator[int]:
-        """The epoch's indices, asking for the pages of the next
-        :data:`READ_AHEAD` of them each time a stretch of that many starts (the
-        first two stretches at once), so that the disk reads a small view's
-        scattered values before the DataLoader's workers, one batch at a time
-        each, get to them."""
-        orders = []
-
-        def before(order) -> None:
-            orders.append(order)
-            self._prefetch(order)
-
-        for at, index in enumerate(self._epochs.iterate(before=before)):
-            if at % READ_AHEAD == 0:
-                start = at + READ_AHEAD if at else 0
-                read_ahead_order(self._source, orders[0][start:at + 2 * READ_AHEAD])
-            yield index
 
     def __len__(self) -> int:
         return len(self._epochs)
