@@ -67,7 +67,7 @@ pub use ipc::{
     decode_shard, decode_shard_columns, decode_shard_each, NESTED_ELEMENTS_PER_BYTE,
     SHARD_METADATA_KEY,
 };
-pub use ipc_writer::{encode_shard, ShardFileWriter};
+pub use ipc_writer::{encode_shard, ShardFileEncoder, ShardFileWriter};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
@@ -78,6 +78,7 @@ pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use shard_batches::{
     ShardBatchIter, ShardBatches, BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
 };
+pub use shard_dictionaries::has_dictionary;
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use unify::{unify_types, TypeConflict};
