@@ -10,9 +10,11 @@
 //! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them
 //!   ([`unify_types`], the one rule of unification).
 //! - [`ShardBatches`]: a shard's batches until the shard ends (in memory up
-//!   to a budget, then in a scratch file), handed back as the shard's columns.
-//! - [`ShardFileWriter`] (or [`encode_shard`]) / [`decode_shard`] / [`align`]:
-//!   the `NNNNNN.fields.arrow` file, written batch by batch.
+//!   to a budget, then in a scratch file), handed back as the shard's columns,
+//!   when they cannot be written into its file as they come.
+//! - [`ShardFileEncoder`], [`ShardFileWriter`] (or [`encode_shard`]) /
+//!   [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file, written
+//!   batch by batch (before the shard's fingerprint is known, or after).
 //! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
 //! - [`merge_metadata`] / [`Remap`]: a run's metadata joined to the dataset's, its

@@ -40,10 +40,11 @@ struct Pending {
     raw_len: u64,
 }
 
-/// How large the batches of a shard's fields are, and how much of a shard's
-/// fields is kept in memory before the rest goes to a scratch file. The
-/// defaults are `bcd-fields`' [`BATCH_ROWS`], [`BATCH_BYTES`] and
-/// [`SHARD_MEMORY_BYTES`]; tests make them small.
+/// How large the batches of a shard's fields are, whether they are written
+/// into the shard's file as they are built, and how much of a shard's fields
+/// held until its end is kept in memory before the rest goes to a scratch
+/// file. The defaults are `bcd-fields`' [`BATCH_ROWS`], [`BATCH_BYTES`] and
+/// [`SHARD_MEMORY_BYTES`], written as built; tests make them small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FieldsBuffering {
     /// Rows of a batch, at most.
