@@ -176,6 +176,35 @@ impl Mapping {
         }
     }
 
+    /// Whether the page holding byte `offset` is in the page cache (`mincore`;
+    /// it need not be mapped in this process yet). Bytes read into memory are;
+    /// a failed call says not.
+    pub(crate) fn cached(&self, offset: usize) -> bool {
+        match self {
+            #[cfg(unix)]
+            Mapping::Mapped(map) => {
+                if offset >= map.len() {
+                    return false;
+                }
+                // SAFETY: sysconf only reads its integer argument.
+                let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+                    .unwrap_or(4096)
+                    .max(1);
+                let address = map.as_ptr() as usize + offset;
+                let start = address / page * page;
+                let mut state = 0u8;
+                // SAFETY: `start` is page-aligned and its page lies within the live
+                // mapping (the mapping starts on a page boundary and holds `offset`);
+                // mincore writes one byte for the one page asked about.
+                let status = unsafe { libc::mincore(start as *mut libc::c_void, 1, &mut state) };
+                status == 0 && state & 1 == 1
+            }
+            #[cfg(not(unix))]
+            Mapping::Mapped(_) => false,
+            Mapping::Empty | Mapping::Read(_) => true,
+        }
+    }
+
     /// Restores the default read-ahead.
     pub(crate) fn advise_normal(&self) {
         #[cfg(unix)]
@@ -240,5 +269,28 @@ impl ShardData {
     /// for a file read into memory.
     pub fn release(&self, offset: usize, len: usize) {
         self.0.release(offset, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn a_page_just_read_is_cached_and_bytes_past_the_end_are_not() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&crate::test_bytes::noise(3 * 4096 + 5, 7))
+            .unwrap();
+        let mapping = Mapping::map(&file, 3 * 4096 + 5).unwrap();
+        assert!(matches!(mapping, Mapping::Mapped(_)));
+        // Read through the mapping just now: the page is in memory.
+        std::hint::black_box(mapping[2 * 4096 + 1]);
+        assert!(mapping.cached(2 * 4096 + 1));
+        assert!(!mapping.cached(mapping.len()));
+        // Bytes read into memory are always at hand.
+        assert!(Mapping::Read(vec![1, 2].into_boxed_slice()).cached(1));
+        assert!(Mapping::Empty.cached(0));
     }
 }

@@ -5,24 +5,58 @@
 
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::mapping::Mapping;
+
+/// The granularity values are merged into runs at: the smallest page size
+/// (memmap2 aligns each call to the system's own).
+const PAGE: usize = 4096;
+
+/// Values of a batch whose pages are looked up before asking for the batch.
+const PROBES: usize = 8;
 
 impl Dataset {
     /// Starts reading the stored values at `indices` from disk in the background,
     /// all at once, and returns without waiting; out-of-range indexes are ignored.
     ///
-    /// For a batch of reads whose values may not be in the page cache (a sampler's
-    /// next indices): the device gets every request at once instead of one page
-    /// fault at a time, which is what a cold read waits on. Values already cached
-    /// cost one system call each.
+    /// For a batch of reads whose values may not be in the page cache: the device
+    /// gets every request at once instead of one page fault at a time, which is
+    /// what a cold read waits on, and only the pages the values lie on, where a
+    /// page fault on a mapping also reads the pages around the faulting one (128
+    /// KiB by default, 64 times what a scattered 2 KB value needs). The values'
+    /// pages are merged into runs (per shard, sorted, touching or overlapping
+    /// runs joined), one system call each: a batch of consecutive records costs
+    /// one call, a scattered one about one a value. A batch whose values are
+    /// cached already (by a look at a few of them) asks for nothing.
+    ///
+    /// Worth it for large values, and for small ones read sparsely (a small view
+    /// of a large dataset). Not for small values of a dense epoch: there the
+    /// pages a fault reads around hold the next values of the epoch, and reading
+    /// only the requested pages makes many small reads of what one large read
+    /// fetched (a cold shuffled epoch of 2 KB values ran 2-4x slower).
     pub fn prefetch(&self, indices: impl IntoIterator<Item = usize>) {
-        for index in indices {
-            if index < self.len() {
-                if let Ok(location) = self.index.locate(index) {
-                    location
-                        .data
-                        .will_need(location.value_offset as usize, location.stored.len());
-                }
-            }
+        let locations: Vec<_> = indices
+            .into_iter()
+            .filter(|&index| index < self.len())
+            .filter_map(|index| self.index.locate(index).ok())
+            .collect();
+        // A warm batch asks for nothing: when the first page of each of up to
+        // PROBES values spread over the batch is cached, its pages are taken to
+        // be (a batch of a partly cached dataset is then read as it would be
+        // without the read-ahead). A probe costs about half a request.
+        let step = locations.len().div_ceil(PROBES).max(1);
+        let cached = (locations.iter().step_by(step))
+            .filter(|location| !location.stored.is_empty())
+            .all(|location| location.data.cached(location.value_offset as usize));
+        if cached {
+            return;
+        }
+        let runs = locations.iter().map(|location| {
+            let offset = location.value_offset as usize;
+            let end = offset + location.stored.len();
+            Run::of_bytes(location.shard_id, offset, end, location.data)
+        });
+        for run in merge(runs.collect()) {
+            run.file.will_need(run.start, run.end - run.start);
         }
     }
 
@@ -80,6 +114,58 @@ impl Dataset {
     }
 }
 
+/// Pages `start..end` (page-aligned, within the file) of shard `shard`'s data
+/// file `file`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Run<F> {
+    shard: u64,
+    start: usize,
+    end: usize,
+    file: F,
+}
+
+impl<'a> Run<&'a Mapping> {
+    /// The pages holding bytes `start..end` of `file`, shard `shard`'s.
+    fn of_bytes(shard: u64, start: usize, end: usize, file: &'a Mapping) -> Self {
+        Run::pages(shard, start, end, file.len(), file)
+    }
+}
+
+impl<F> Run<F> {
+    /// The pages holding bytes `start..end` of a file of `len` bytes (none for
+    /// no bytes).
+    fn pages(shard: u64, start: usize, end: usize, len: usize, file: F) -> Self {
+        let first = start / PAGE * PAGE;
+        Run {
+            shard,
+            start: first,
+            end: if end > start {
+                end.div_ceil(PAGE).saturating_mul(PAGE).min(len)
+            } else {
+                first
+            },
+            file,
+        }
+    }
+}
+
+/// `runs` sorted by shard and start, the empty ones dropped and those that touch
+/// or overlap joined.
+fn merge<F: Copy>(mut runs: Vec<Run<F>>) -> Vec<Run<F>> {
+    runs.retain(|run| run.end > run.start);
+    runs.sort_unstable_by_key(|run| (run.shard, run.start));
+    let mut merged: Vec<Run<F>> = Vec::with_capacity(runs.len());
+    for run in runs {
+        match merged.last_mut() {
+            Some(last) if last.shard == run.shard && run.start <= last.end => {
+                last.end = last.end.max(run.end);
+            }
+            _ => merged.push(run),
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -104,6 +190,70 @@ mod tests {
                 .unwrap();
         }
         dataset
+    }
+
+    #[test]
+    fn merged_runs_cover_exactly_the_pages_of_the_values_one_run_per_stretch() {
+        use std::collections::BTreeSet;
+        // Random values (shard, offset, len) over three files of odd lengths,
+        // against a model: the set of pages any value touches.
+        let lens = [3 * PAGE + 100, 40 * PAGE, 7];
+        let noise = crate::test_bytes::noise(4 * 3 * 400, 0x9e37_79b9_7f4a_7c15);
+        for case in 0..400 {
+            let draws = &noise[case * 12..case * 12 + 12];
+            let mut runs = Vec::new();
+            let mut model = BTreeSet::new();
+            for draw in draws.chunks(3) {
+                let shard = u64::from(draw[0] % 3);
+                let len = lens[shard as usize];
+                let offset = (usize::from(draw[1]) * 97 + case) % len;
+                let end = (offset + usize::from(draw[2]) * 61).min(len);
+                runs.push(Run::pages(shard, offset, end, len, ()));
+                for page in offset / PAGE..end.div_ceil(PAGE) {
+                    if end > offset {
+                        model.insert((shard, page));
+                    }
+                }
+            }
+            let merged = merge(runs);
+            let covered: BTreeSet<_> = merged
+                .iter()
+                .flat_map(|run| (run.start / PAGE..run.end.div_ceil(PAGE)).map(|p| (run.shard, p)))
+                .collect();
+            assert_eq!(covered, model, "case {case}: {merged:?}");
+            for pair in merged.windows(2) {
+                // Sorted, and apart: touching runs were joined.
+                assert!(
+                    pair[0].shard < pair[1].shard || pair[0].end < pair[1].start,
+                    "case {case}: {merged:?}"
+                );
+            }
+            for run in &merged {
+                assert!(run.start % PAGE == 0 && run.end <= lens[run.shard as usize]);
+            }
+        }
+    }
+
+    #[test]
+    fn consecutive_values_make_one_run_and_a_file_end_is_not_passed() {
+        let runs = (0..10).map(|i| Run::pages(4, i * 2048, i * 2048 + 2048, 20_000, ()));
+        assert_eq!(
+            merge(runs.collect()),
+            vec![Run {
+                shard: 4,
+                start: 0,
+                end: 20_000,
+                file: ()
+            }]
+        );
+        // An empty value has no page; the same pages in two shards stay two runs.
+        let runs = vec![
+            Run::pages(1, 5000, 5000, 9000, ()),
+            Run::pages(2, 0, 10, 9000, ()),
+            Run::pages(0, 0, 10, 9000, ()),
+        ];
+        let merged = merge(runs);
+        assert_eq!(merged.iter().map(|r| r.shard).collect::<Vec<_>>(), [0, 2]);
     }
 
     #[test]

@@ -273,7 +273,9 @@ class Dataset:
         Raises ``TypeError`` on a keyless dataset, ``IndexError`` past either end.
         """
 
-    def get_batch(self, indices: Iterable[SupportsIndex]) -> list[memoryview]:
+    def get_batch(
+        self, indices: Iterable[SupportsIndex], *, read_ahead: Optional[bool] = None
+    ) -> list[memoryview]:
         """The values at ``indices``, as ``at`` returns them, in order.
 
         Every index is checked before anything is read (``IndexError`` names the
@@ -281,6 +283,12 @@ class Dataset:
         hint is not trusted. Compressed values are decompressed in parallel without the
         GIL, on threads started for the batch: safe in processes forked after a
         read, as DataLoader workers are.
+
+        ``read_ahead`` asks the kernel for every value's pages at once, and only
+        those pages, before the reads: ``None`` (the default) does it when the
+        values average 16 KiB or more, ``True`` always (indices scattered
+        sparsely over the files, as a small view's are: a page fault alone
+        reads 128 KiB around each value, one value at a time), ``False`` never.
         """
 
     def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:
@@ -373,7 +381,11 @@ class Dataset:
     def _records_stats(self, indices: numpy.ndarray) -> str: ...
 
     def get_batch_into(
-        self, indices: Iterable[SupportsIndex], allocate: Callable[[int], Buffer]
+        self,
+        indices: Iterable[SupportsIndex],
+        allocate: Callable[[int], Buffer],
+        *,
+        read_ahead: Optional[bool] = None,
     ) -> "numpy.ndarray":
         """Reads the values at ``indices`` back to back into one buffer.
 
@@ -383,8 +395,8 @@ class Dataset:
         filled on all cores without the GIL. Returns the offsets, a NumPy
         ``int64`` array of ``len(indices) + 1``: value ``i`` is
         ``buffer[offsets[i]:offsets[i + 1]]``. Indices are checked as by
-        ``get_batch``. Nothing else may use the buffer during the call.
-        ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
+        ``get_batch``, and ``read_ahead`` is as there. Nothing else may use the
+        buffer during the call. ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
         process as one tensor in shared memory instead of pickled values.
         """
 

@@ -285,12 +285,19 @@ impl PyDataset {
     /// checked first (IndexError names the bad one); compressed values are
     /// decompressed in parallel without the GIL, on threads started for the batch
     /// (safe in forked DataLoader workers).
+    ///
+    /// `read_ahead` asks the kernel for every value's pages at once before the
+    /// reads (one request each, only those pages): `None` (the default) does it
+    /// for values of 16 KiB or more on average, `True` always (for indices
+    /// scattered sparsely over the files, as a small view's are), `False` never.
+    #[pyo3(signature = (indices, *, read_ahead = None))]
     fn get_batch<'py>(
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
+        read_ahead: Option<bool>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.read_batch(py, indices)
+        self.read_batch(py, indices, read_ahead)
     }
 
     /// Adds values, or unique (key, value) pairs for a keyed dataset, as new
@@ -470,14 +477,17 @@ impl PyDataset {
     /// a bytearray, a tensor in shared memory), fills it on all cores without the
     /// GIL, and returns the offsets as a NumPy int64 array of `len(indices) + 1`:
     /// value `i` is `buffer[offsets[i]:offsets[i + 1]]`. Indices are checked as by
-    /// `get_batch`. Nothing else may use the buffer during the call.
+    /// `get_batch`, and `read_ahead` is as there. Nothing else may use the
+    /// buffer during the call.
+    #[pyo3(signature = (indices, allocate, *, read_ahead = None))]
     fn get_batch_into<'py>(
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
         allocate: &Bound<'py, PyAny>,
+        read_ahead: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read_batch_into(py, indices, allocate)
+        self.read_batch_into(py, indices, allocate, read_ahead)
     }
 
     /// Decodes the images (JPEG or PNG values) at `indices` into `out` as

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 import bcd
+from bcd.views import View
 from helpers import ROOT
 
 ROWS = 400
@@ -212,6 +213,62 @@ def test_a_view_reads_as_a_dataset_of_its_records(ds, tmp_path):
     copy = pickle.loads(pickle.dumps(view))
     assert copy.name == "dogs" and copy.indices.tolist() == expected
     assert {v["name"]: v["records"] for v in ds.views()}["dogs"] == len(expected)
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_read_ahead_reads_the_same_values_whatever_it_is_set_to(tmp_path, compression):
+    # Small, large and empty values, over several shards, in a scattered order
+    # with repeats: the read-ahead asks the kernel for pages, it never changes
+    # what is read.
+    rng = np.random.default_rng(5)
+    values = [rng.integers(0, 256, size=int(n), dtype=np.uint8).tobytes() for n in rng.choice([0, 7, 2048, 40_000], size=120)]
+    dataset = bcd.Dataset.create(tmp_path / "d", compression=compression, max_shard_size=100_000)
+    dataset.extend(values)
+    assert len(list((tmp_path / "d").glob("*.bin"))) > 3
+    order = [int(i) for i in rng.integers(0, len(values), size=200)] + [0, 0, -1]
+    expected = [values[i] for i in order]
+    for read_ahead in (None, True, False):
+        assert [bytes(v) for v in dataset.get_batch(order, read_ahead=read_ahead)] == expected
+        buffer = bytearray()
+
+        def allocate(n):
+            buffer.extend(bytes(n))
+            return buffer
+
+        offsets = dataset.get_batch_into(order, allocate, read_ahead=read_ahead)
+        assert [bytes(buffer[a:b]) for a, b in zip(offsets[:-1], offsets[1:])] == expected
+    with pytest.raises(TypeError):
+        dataset.get_batch(order, read_ahead="yes")
+    with pytest.raises(IndexError):
+        dataset.get_batch([len(values)], read_ahead=True)
+
+
+def test_a_view_of_under_a_sixteenth_of_the_records_reads_ahead(ds):
+    # What a view asks its dataset for: the read-ahead only when it holds few
+    # of the records (scattered sparsely over the files).
+    class Spy:
+        def __init__(self, dataset):
+            self.dataset, self.calls = dataset, []
+
+        def __len__(self):
+            return len(self.dataset)
+
+        def get_batch(self, indices, **options):
+            self.calls.append(options)
+            return self.dataset.get_batch(indices, **options)
+
+        def get_batch_into(self, indices, allocate, **options):
+            self.calls.append(options)
+            return self.dataset.get_batch_into(indices, allocate, **options)
+
+    n = len(ds)
+    for records, read_ahead in [(n // 16 - 1, True), (n // 16 + 1, None), (n, None)]:
+        spy = Spy(ds)
+        view = View(spy, np.arange(records, dtype=np.uint64))
+        values = view.get_batch([0, records - 1])
+        assert [bytes(v) for v in values] == [bytes(ds.at(0)), bytes(ds.at(records - 1))]
+        view.get_batch_into([1], lambda size: bytearray(size))
+        assert spy.calls == [{"read_ahead": read_ahead}] * 2, records
 
 
 def test_views_from_indices_of_any_integer_type(ds):

@@ -14,8 +14,17 @@ use crate::batch_read;
 use crate::errors::to_py;
 use crate::handle::Handle;
 
-/// `get_batch` prefetches batches whose values average at least this many bytes.
+/// `get_batch` reads ahead (by default) batches whose values average at least
+/// this many bytes.
 const PREFETCH_MIN_AVERAGE: u64 = 16 << 10;
+
+/// Whether a batch of `count` values of `stored` bytes in all is read ahead
+/// ([`Dataset::prefetch`]): as `read_ahead` says, or by default when the values
+/// are large (a small one's read-ahead costs a system call, and a fault on a
+/// page of a dense epoch brings the next values with it).
+fn reads_ahead(read_ahead: Option<bool>, stored: u64, count: usize) -> bool {
+    read_ahead.unwrap_or_else(|| stored >= PREFETCH_MIN_AVERAGE.saturating_mul(count as u64))
+}
 /// Compressed values at least this large, decompressed, are decompressed without
 /// the GIL.
 const DETACH_MIN_BYTES: u64 = 64 << 10;
@@ -119,6 +128,7 @@ impl PyDataset {
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
+        read_ahead: Option<bool>,
     ) -> PyResult<Bound<'py, PyList>> {
         let wanted = self.collect_indices(py, indices)?;
         let handle = self.handle(py)?;
@@ -138,7 +148,7 @@ impl PyDataset {
         let stored = locations
             .iter()
             .fold(0u64, |sum, location| sum.saturating_add(location.len));
-        if stored >= PREFETCH_MIN_AVERAGE.saturating_mul(resolved.len() as u64) {
+        if reads_ahead(read_ahead, stored, resolved.len()) {
             dataset.prefetch(resolved.iter().copied());
         }
         match dataset.compression() {
@@ -197,6 +207,7 @@ impl PyDataset {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
         allocate: &Bound<'py, PyAny>,
+        read_ahead: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let wanted = self.collect_indices(py, indices)?;
         let (resolved, lens) = {
@@ -248,7 +259,7 @@ impl PyDataset {
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
         let stored: u64 = lens.iter().map(|&len| len as u64).sum();
-        if stored >= PREFETCH_MIN_AVERAGE.saturating_mul(resolved.len() as u64) {
+        if reads_ahead(read_ahead, stored, resolved.len()) {
             dataset.prefetch(resolved.iter().copied());
         }
         batch_read::read_contiguous(
