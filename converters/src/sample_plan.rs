@@ -17,7 +17,8 @@ use crate::{FieldSelection, Fields, Origin, Record, SourceError};
 #[derive(Clone, Debug, Default)]
 pub struct ColumnOptions {
     /// The column holding the values. Default: the only column of a binary
-    /// kind (bytes, an image, an array), else the only text one.
+    /// kind (bytes, an image, an array), else the only text one (the key
+    /// column aside).
     pub value_column: Option<String>,
     /// The column holding the keys; without it the records are keyless.
     pub key_column: Option<String>,
@@ -89,16 +90,16 @@ impl Plan {
             (names.iter().position(|n| *n == name))
                 .ok_or_else(|| usage(format!("no {what} {name:?}; the {whats} are {names:?}")))
         };
+        let key = options.key_column.as_deref().map(find).transpose()?;
         let value = match &options.value_column {
             Some(name) => find(name)?,
-            None => default_value(&parts).ok_or_else(|| {
+            None => default_value(&parts, key).ok_or_else(|| {
                 usage(format!(
                     "which {what} is the value? Give `value_column` (the {whats} are {})",
                     describe(&parts)
                 ))
             })?,
         };
-        let key = options.key_column.as_deref().map(find).transpose()?;
         let mut taken = vec![(names[value], "value column")];
         if let Some(key) = key {
             taken.push((names[key], "key column"));
@@ -305,10 +306,10 @@ pub(crate) trait Samples {
 }
 
 /// The value part when none is given: the only binary one, else the only
-/// text one.
-fn default_value(parts: &[Part]) -> Option<usize> {
+/// text one; the key part (`key`) is neither.
+fn default_value(parts: &[Part], key: Option<usize>) -> Option<usize> {
     let only = |pick: &dyn Fn(&Part) -> bool| {
-        let mut found = parts.iter().enumerate().filter(|(_, c)| pick(c));
+        let mut found = (parts.iter().enumerate()).filter(|(i, c)| Some(*i) != key && pick(c));
         match (found.next(), found.next()) {
             (Some((i, _)), None) => Some(Some(i)),
             (None, _) => None,
