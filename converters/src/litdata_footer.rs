@@ -281,8 +281,9 @@ pub(crate) struct FooterChunk {
     /// The IPC file (or stream), and its byte offset in the chunk.
     ipc: Buffer,
     ipc_at: u64,
-    /// The next message.
+    /// The next message, and the one being decoded (for messages).
     pos: usize,
+    message_at: usize,
     /// Whether the IPC data is a file (with a footer after the stream).
     is_file: bool,
     ended: bool,
@@ -382,6 +383,7 @@ impl FooterChunk {
             path,
             items,
             pos: if is_file { IPC_FILE_MAGIC.len() } else { 0 },
+            message_at: 0,
             ipc,
             ipc_at,
             is_file,
@@ -413,6 +415,7 @@ impl FooterChunk {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, SourceError> {
         while !self.ended {
             let at = self.pos;
+            self.message_at = at;
             let rest = &self.ipc[at..];
             let ends = || {
                 corrupt(
@@ -498,9 +501,7 @@ impl FooterChunk {
                             ),
                         ));
                     }
-                    if batch.compression().is_some() {
-                        self.check_compressed(&batch, &body, at)?;
-                    }
+                    self.check_buffers(&batch, &body, at)?;
                     let decoded = arrow_ipc::reader::read_record_batch(
                         &body,
                         batch,
@@ -534,9 +535,11 @@ impl FooterChunk {
         Ok(None)
     }
 
-    /// The declared decompressed sizes of an IPC-compressed batch's buffers
-    /// (an 8-byte prefix of each), bounded before Arrow allocates them.
-    fn check_compressed(
+    /// Every buffer of a batch inside its body (Arrow slices them
+    /// unchecked), and, for an IPC-compressed batch, the decompressed sizes
+    /// they declare (an 8-byte prefix of each), bounded before Arrow
+    /// allocates them.
+    fn check_buffers(
         &self,
         batch: &arrow_ipc::RecordBatch<'_>,
         body: &Buffer,
@@ -556,6 +559,9 @@ impl FooterChunk {
                     format!("a buffer of {length} bytes at {offset} outside the batch's body"),
                 ));
             };
+            if batch.compression().is_none() {
+                continue;
+            }
             if let Some(prefix) = bytes.get(..8) {
                 let declared = i64::from_le_bytes(prefix.try_into().expect("8 bytes"));
                 total = total.saturating_add(u64::try_from(declared).unwrap_or(0));
@@ -655,7 +661,7 @@ impl FooterChunk {
         let next = contain_panics(|| self.next_batch()).unwrap_or_else(|panic| {
             Err(corrupt(
                 &self.path,
-                self.at(self.pos),
+                self.at(self.message_at),
                 format!("the Arrow decoder failed ({panic})"),
             ))
         })?;

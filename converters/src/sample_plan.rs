@@ -329,3 +329,41 @@ pub(crate) fn describe(parts: &[Part]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(name: &str, kind: Kind) -> Part {
+        Part {
+            name: name.into(),
+            described: "x".into(),
+            kind: Some(kind),
+            binary: kind == Kind::Binary,
+            text: kind == Kind::Utf8,
+        }
+    }
+
+    fn value_of(parts: &[Part], key: Option<&str>) -> Result<String, SourceError> {
+        let options = ColumnOptions {
+            key_column: key.map(str::to_owned),
+            ..Default::default()
+        };
+        let plan = Plan::new(parts.to_vec(), &options, Path::new("i"), ("leaf", "leaves"))?;
+        Ok(plan.parts[plan.value].name.clone())
+    }
+
+    #[test]
+    fn the_default_value_is_the_only_binary_part_else_the_only_text_one_the_key_aside() {
+        let text = [part("id", Kind::Utf8), part("text", Kind::Utf8)];
+        assert!(value_of(&text, None).is_err());
+        assert_eq!(value_of(&text, Some("id")).unwrap(), "text");
+        assert_eq!(value_of(&text, Some("text")).unwrap(), "id");
+        let bytes = [part("id", Kind::Binary), part("img", Kind::Binary)];
+        assert_eq!(value_of(&bytes, Some("id")).unwrap(), "img");
+        let mixed = [part("img", Kind::Binary), part("caption", Kind::Utf8)];
+        assert_eq!(value_of(&mixed, None).unwrap(), "img");
+        // A binary key leaves the text as the value.
+        assert_eq!(value_of(&mixed, Some("img")).unwrap(), "caption");
+    }
+}

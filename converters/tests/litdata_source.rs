@@ -790,3 +790,47 @@ fn an_arrow_ipc_stream_footer_reads_as_the_file_one() {
         }
     }
 }
+
+#[test]
+fn randomly_damaged_arrow_footers_never_panic_and_errors_name_the_chunk() {
+    // A fixed xorshift: the same damages every run. Each flips, zeroes or
+    // cuts bytes of the first chunk (its entry made to match its length);
+    // what still reads is fine (IPC has no checksums), what fails must
+    // name the chunk.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    let mut failed = 0;
+    for name in ["text", "text-zstd"] {
+        let original = fs::read(fixture(name).join("chunk-0-0.bin")).unwrap();
+        for _ in 0..300 {
+            let (_t, dir) = copy(name);
+            let mut bytes = original.clone();
+            for _ in 0..1 + next(4) {
+                let at = next(bytes.len());
+                match next(8) {
+                    0..=3 => bytes[at] ^= 1 << next(8),
+                    4..=6 => bytes[at] = [0, 0xff, 0x7f][next(3)],
+                    _ => bytes.truncate(at.max(1)),
+                }
+            }
+            fs::write(dir.join("chunk-0-0.bin"), &bytes).unwrap();
+            match_entry(&dir, 0, 4);
+            let result = LitdataSource::open(
+                &[dir.to_owned()],
+                &options(Some("text"), Some("id"), FieldSelection::All),
+            )
+            .and_then(|source| source.collect::<Result<Vec<_>, _>>());
+            if let Err(error) = result {
+                failed += 1;
+                let error = error.to_string();
+                assert!(error.contains("chunk-0-0.bin"), "{error}");
+            }
+        }
+    }
+    assert!(failed > 200, "{failed} of 600 damages refused");
+}
