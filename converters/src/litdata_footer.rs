@@ -9,8 +9,9 @@
 //! through the Arrow table code the Parquet and `save_to_disk` sources share
 //! ([`crate::table_rows`]).
 //!
-//! Everything the chunk declares is checked before it is used: the header's
-//! item count and offsets against the file, the IPC length against the file,
+//! Everything the chunk declares is checked before it is used: the chunk at
+//! most [`MAX_SHARD_SIZE`] (it is read whole), the header's item count and
+//! offsets against the file, the IPC length against the file,
 //! each message's metadata and body against what is left of the IPC data,
 //! each batch's row count against the header's item count, and the declared
 //! decompressed size of each IPC-compressed buffer (at most
@@ -33,6 +34,7 @@ use crate::litdata_index::LeafFormat;
 use crate::parquet_fields::{FieldTypes, SourceMetadata};
 use crate::regular_file::{open_regular, regular_error};
 use crate::sample_columns::Kind;
+use crate::sample_shards::MAX_SHARD_SIZE;
 use crate::table_rows::{Batch, TableColumns, TableOptions};
 use crate::{Record, SourceError};
 
@@ -321,6 +323,16 @@ impl FooterChunk {
                 "its length",
                 format!("{len} bytes, but the index says {chunk_bytes}"),
             ));
+        }
+        // Read whole, as LitData's reader maps it: at most a shard's limit.
+        if len > MAX_SHARD_SIZE {
+            return Err(SourceError::TooLarge {
+                file: path.display().to_string(),
+                location: "the file".into(),
+                what: "a chunk with an Arrow footer".into(),
+                size: len,
+                limit: MAX_SHARD_SIZE,
+            });
         }
         let mut bytes = Vec::with_capacity(len.min(64 << 20) as usize);
         (file.take(len).read_to_end(&mut bytes)).map_err(|source| SourceError::Io {
