@@ -27,7 +27,8 @@ use batch::Batch;
 pub use batch::{batch_limits, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD};
 use check::Verdict;
 pub(crate) use commit::{write_durably, write_read_back};
-pub use sidecar::SidecarWriter;
+use sidecar::OpenSidecar;
+pub use sidecar::{OpenSidecarWriter, SidecarWriter};
 
 /// What a committed extend added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,6 +127,8 @@ pub struct Extend<'d> {
     commit_file: Option<Vec<u8>>,
     /// Records left out for their value.
     skipped_values: u64,
+    /// Sidecars kept open between calls ([`Extend::open_sidecar`]).
+    open_sidecars: Vec<OpenSidecar>,
     poisoned: bool,
     /// The fork generation it began in.
     generation: u64,
@@ -189,6 +192,7 @@ impl Dataset {
             committed_hashes: std::collections::HashMap::new(),
             commit_file: None,
             skipped_values: 0,
+            open_sidecars: Vec::new(),
             poisoned: false,
             generation: fork::generation(),
             _lock: lock,

@@ -62,8 +62,8 @@ pub use content::{force_content_collisions, ContentIndexSummary, FORCE_COLLISION
 pub use dataset::{default_memory_limit, CreateOptions, Dataset, OpenOptions, ValueLocation};
 pub use error::{error_chain, DisplayKey, Error, Result};
 pub use extend::{
-    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, SidecarWriter, Skipped,
-    ValueDuplicate, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
+    batch_limits, Dedup, Extend, ExtendOptions, ExtendSummary, LeftOut, OpenSidecarWriter,
+    SidecarWriter, Skipped, ValueDuplicate, BATCH_BYTES_PER_THREAD, BATCH_RECORDS_PER_THREAD,
 };
 pub use fingerprint::ShardFingerprint;
 pub use gc::{GcOptions, GcReport};

@@ -198,3 +198,81 @@ fn a_sidecar_that_is_not_a_regular_file_is_an_error_naming_it() {
         .to_string();
     assert!(error.contains("000000.fields.arrow"), "{error}");
 }
+
+#[test]
+fn a_sidecar_kept_open_is_written_while_its_shard_is_and_committed_once_finished() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let mut dataset = create(&path);
+    let mut extend = dataset.begin_extend().unwrap();
+    let mut opened = Vec::new();
+    for chunk in records(20, "k").chunks(2) {
+        extend.push_batch(chunk).unwrap();
+        // A line per push into the open shard's sidecar, from its first push.
+        let shard = extend.open_shard().unwrap();
+        if !opened.contains(&shard) {
+            extend.open_sidecar(shard, "log.txt").unwrap();
+            opened.push(shard);
+        }
+        let mut out = extend.open_sidecar_writer(shard, "log.txt").unwrap();
+        writeln!(out, "{} records", chunk.len()).unwrap();
+        for finished in extend.take_finished_shards() {
+            if finished.id != shard {
+                extend.finish_sidecar(finished.id, "log.txt").unwrap();
+            }
+        }
+    }
+    // Open twice is refused.
+    let last = *opened.last().unwrap();
+    assert!(extend.open_sidecar(last, "log.txt").is_err());
+    for finished in extend.close_shard().unwrap() {
+        extend.finish_sidecar(finished.id, "log.txt").unwrap();
+    }
+    assert!(opened.len() > 2, "{opened:?}");
+    extend.commit().unwrap();
+    let dataset = Dataset::open(&path).unwrap();
+    let lines: usize = opened
+        .iter()
+        .map(|&s| {
+            let text = fs::read_to_string(dataset.sidecar_path(s, "log.txt")).unwrap();
+            text.lines().map(|l| assert_eq!(l, "2 records")).count()
+        })
+        .sum();
+    assert!(lines >= 10, "{lines}");
+}
+
+#[test]
+fn a_sidecar_left_open_fails_the_commit_and_a_taken_one_is_removed() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let mut dataset = create(&path);
+    let files = |path: &std::path::Path| {
+        let mut names: Vec<_> = (fs::read_dir(path).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != ".bcd.lock")
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files(&path);
+    let mut extend = dataset.begin_extend().unwrap();
+    extend.push_batch(&records(2, "k")).unwrap();
+    let shard = extend.open_shard().unwrap();
+    extend.open_sidecar(shard, "a.txt").unwrap();
+    extend.open_sidecar(shard, "b.txt").unwrap();
+    write!(extend.open_sidecar_writer(shard, "a.txt").unwrap(), "kept").unwrap();
+    write!(extend.open_sidecar_writer(shard, "b.txt").unwrap(), "taken").unwrap();
+    // What was written, mapped, and the file gone.
+    let taken = extend.take_sidecar(shard, "b.txt").unwrap();
+    assert_eq!(&taken[..], b"taken");
+    assert!(!extend.dataset().sidecar_path(shard, "b.txt").exists());
+    assert!(extend.open_sidecar_writer(shard, "b.txt").is_err());
+    // "a.txt" is still open: nothing is committed, the files are removed.
+    let err = extend.commit().unwrap_err().to_string();
+    assert!(err.contains("a.txt") && err.contains("unfinished"), "{err}");
+    let dataset = Dataset::open(&path).unwrap();
+    assert_eq!(dataset.len(), 0);
+    assert_eq!(files(&path), before);
+}

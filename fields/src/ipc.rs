@@ -103,6 +103,15 @@ fn decode_with(
     columns: Option<&[String]>,
     visit: &mut dyn FnMut(RecordBatch, usize) -> Result<()>,
 ) -> Result<bool> {
+    let buffer = buffer_over(bytes);
+    no_panic(name, "the fields file", || {
+        decode(&buffer, expected, name, columns, visit)
+    })
+}
+
+/// An Arrow buffer over `bytes`, which it keeps alive (`bytes.as_ref()` must
+/// return the same bytes on every call, for as long as the owner lives).
+pub(crate) fn buffer_over(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Buffer {
     let owner = Arc::new(Owner(bytes));
     let slice: &[u8] = owner.0.as_ref().as_ref();
     let len = slice.len();
@@ -111,10 +120,7 @@ fn decode_with(
     // `owner`, which the buffer holds, and that are never written through it
     // (Arrow's buffers are immutable; `as_ref` returns the same bytes on every
     // call, as documented above).
-    let buffer = unsafe { Buffer::from_custom_allocation(ptr, len, owner.clone()) };
-    no_panic(name, "the fields file", || {
-        decode(&buffer, expected, name, columns, visit)
-    })
+    unsafe { Buffer::from_custom_allocation(ptr, len, owner.clone()) }
 }
 
 fn invalid(name: &str, what: impl Into<String>) -> FieldsError {

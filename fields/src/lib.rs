@@ -10,9 +10,11 @@
 //! - [`DatasetSchema`]: the dataset's columns and how a shard's unify with them
 //!   ([`unify_types`], the one rule of unification).
 //! - [`ShardBatches`]: a shard's batches until the shard ends (in memory up
-//!   to a budget, then in a scratch file), handed back as the shard's columns.
-//! - [`ShardFileWriter`] (or [`encode_shard`]) / [`decode_shard`] / [`align`]:
-//!   the `NNNNNN.fields.arrow` file, written batch by batch.
+//!   to a budget, then in a scratch file), handed back as the shard's columns,
+//!   when they cannot be written into its file as they come.
+//! - [`ShardFileEncoder`], [`ShardFileWriter`] (or [`encode_shard`]) /
+//!   [`decode_shard`] / [`align`]: the `NNNNNN.fields.arrow` file, written
+//!   batch by batch (before the shard's fingerprint is known, or after).
 //! - [`ShardStats`]: a shard's statistics (`NNNNNN.stats.json`) and their merged totals.
 //! - [`CommitFile`]: `commit.NNNNNN.json`, the schema, metadata and totals of a commit.
 //! - [`merge_metadata`] / [`Remap`]: a run's metadata joined to the dataset's, its
@@ -67,7 +69,7 @@ pub use ipc::{
     decode_shard, decode_shard_columns, decode_shard_each, NESTED_ELEMENTS_PER_BYTE,
     SHARD_METADATA_KEY,
 };
-pub use ipc_writer::{encode_shard, ShardFileWriter};
+pub use ipc_writer::{encode_shard, ShardFileEncoder, ShardFileWriter};
 pub use json_row::{member_bytes, row_to_json, value_to_json};
 pub use metadata::{
     merge_metadata, metadata_from_json, MergedMetadata, Remap, CLASS_LABELS_KEY,
@@ -78,6 +80,7 @@ pub use schema::{DatasetSchema, MAX_SCHEMA_BYTES};
 pub use shard_batches::{
     ShardBatchIter, ShardBatches, BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
 };
+pub use shard_dictionaries::has_dictionary;
 pub use stats::{size_bucket, ShardStats, MAX_STATS_BYTES, STATS_FORMAT};
 pub use types::MAX_TYPE_DEPTH;
 pub use unify::{unify_types, TypeConflict};

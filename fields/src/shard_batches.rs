@@ -1,8 +1,9 @@
-//! One shard's fields while its records arrive: the batches a writer built,
-//! kept in memory up to a budget and past it in an unnamed scratch file, then
-//! handed back one at a time as the shard's columns when the shard ends. The
-//! shard's file can only be written then: its schema holds the shard's
-//! fingerprint, and its columns' types are those of all its records.
+//! One shard's fields while its records arrive, when its batches cannot be
+//! written into its file as they come (a later batch added a column or
+//! widened a type, or a column holds a dictionary, which the file holds once):
+//! the batches a writer built, kept in memory up to a budget and past it in an
+//! unnamed scratch file, then handed back one at a time as the shard's
+//! columns, whose types are those of all its records, when the shard ends.
 
 use std::collections::HashSet;
 use std::fs::File;

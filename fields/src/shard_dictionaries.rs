@@ -263,8 +263,9 @@ fn identity(values: &dyn Array, data: &ArrayData, i: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// Whether `t` is or holds a dictionary.
-pub(crate) fn has_dictionary(t: &DataType) -> bool {
+/// Whether `t` is or holds a dictionary (at any depth): its batches must share
+/// one dictionary in a shard's file ([`ShardBatches`](crate::ShardBatches) joins them).
+pub fn has_dictionary(t: &DataType) -> bool {
     match t {
         DataType::Dictionary(..) => true,
         DataType::List(f)

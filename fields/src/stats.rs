@@ -118,6 +118,12 @@ impl ShardStats {
         Ok(())
     }
 
+    /// Forgets every column's statistics (the sizes are kept): for a writer
+    /// that adds the same fields again.
+    pub fn clear_fields(&mut self) {
+        self.fields.clear();
+    }
+
     /// The statistics of column `name`.
     pub fn field(&self, name: &str) -> Option<&FieldStats> {
         self.fields.iter().find(|(n, _)| n == name).map(|(_, s)| s)

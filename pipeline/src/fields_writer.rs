@@ -5,11 +5,16 @@
 //!
 //! What it holds is bounded whatever a shard's record count (issue 27): the
 //! records' fields are built into Arrow batches of at most
-//! [`BATCH_ROWS`] rows (about [`BATCH_BYTES`]) as they arrive, the open
-//! shard's batches wait in a [`ShardBatches`] (in memory up to a budget, then
-//! in a scratch file), its sizes are folded into its statistics at every
-//! push, and at the shard's end its file is written batch by batch, each
-//! batch's statistics added as it goes.
+//! [`BATCH_ROWS`] rows (about [`BATCH_BYTES`]) as they arrive, and its sizes
+//! are folded into its statistics at every push. Each batch is written into
+//! the open shard's fields file as it is built, its statistics added, while
+//! every batch of the shard has the same columns of the same types, none a
+//! dictionary, and no class index is renumbered (the fingerprint, known at the
+//! shard's end, goes in the file's footer: [`ShardFileEncoder`]). Otherwise
+//! the shard's batches wait in a [`ShardBatches`] (in memory up to a budget,
+//! then in a scratch file; the batches written so far are read back into it)
+//! and at the shard's end its file is written batch by batch, each converted
+//! to the shard's columns and its statistics added as it goes.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -18,8 +23,9 @@ use std::path::PathBuf;
 use arrow_array::RecordBatch;
 use bcd::{Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
-    merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError, Fingerprint,
-    Remap, ShardBatches, ShardFileWriter, ShardStats, BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
+    has_dictionary, merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError,
+    Fingerprint, Remap, ShardBatches, ShardFileEncoder, ShardFileWriter, ShardStats, BATCH_BYTES,
+    BATCH_ROWS, SHARD_MEMORY_BYTES,
 };
 use serde_json::{Map, Value};
 
@@ -34,10 +40,11 @@ struct Pending {
     raw_len: u64,
 }
 
-/// How large the batches of a shard's fields are, and how much of a shard's
-/// fields is kept in memory before the rest goes to a scratch file. The
-/// defaults are `bcd-fields`' [`BATCH_ROWS`], [`BATCH_BYTES`] and
-/// [`SHARD_MEMORY_BYTES`]; tests make them small.
+/// How large the batches of a shard's fields are, whether they are written
+/// into the shard's file as they are built, and how much of a shard's fields
+/// held until its end is kept in memory before the rest goes to a scratch
+/// file. The defaults are `bcd-fields`' [`BATCH_ROWS`], [`BATCH_BYTES`] and
+/// [`SHARD_MEMORY_BYTES`], written as built; tests make them small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FieldsBuffering {
     /// Rows of a batch, at most.
@@ -46,6 +53,10 @@ pub struct FieldsBuffering {
     pub batch_bytes: usize,
     /// Bytes of the open shard's batches kept in memory, at most.
     pub shard_memory: usize,
+    /// Whether a batch may be written into its shard's file as it is built
+    /// (when the shard's batches so far allow it: see the module's
+    /// documentation); `false` holds every shard's batches until its end.
+    pub write_as_built: bool,
 }
 
 impl Default for FieldsBuffering {
@@ -54,16 +65,50 @@ impl Default for FieldsBuffering {
             batch_rows: BATCH_ROWS,
             batch_bytes: BATCH_BYTES,
             shard_memory: SHARD_MEMORY_BYTES,
+            write_as_built: true,
         }
     }
 }
 
 /// The shard records are being written to: its sizes so far, and its fields.
 struct OpenShard {
-    /// Statistics of the sizes of its records folded in so far.
+    /// Statistics of the sizes of its records folded in so far (and of the
+    /// fields of the batches written into `direct`).
     sizes: ShardStats,
-    /// Its fields' batches built so far.
+    /// Its fields' batches built so far, when they are not in `direct`.
     batches: ShardBatches,
+    /// Its fields file, written batch by batch as they are built.
+    direct: Option<DirectFile>,
+}
+
+/// A shard's fields file written as its batches are built (the extend keeps
+/// it open): every batch so far had the file's columns and types.
+struct DirectFile {
+    shard: u64,
+    encoder: ShardFileEncoder,
+}
+
+impl OpenShard {
+    fn new(scratch_dir: &std::path::Path, buffering: &FieldsBuffering) -> OpenShard {
+        OpenShard {
+            sizes: ShardStats::new(),
+            batches: ShardBatches::with_budget(scratch_dir, buffering.shard_memory),
+            direct: None,
+        }
+    }
+
+    /// Rows of fields built so far.
+    fn rows(&self) -> u64 {
+        self.batches.rows() + self.direct.as_ref().map_or(0, |d| d.encoder.rows())
+    }
+
+    /// Whether some batch built so far had column `name`.
+    fn has_column(&self, name: &str) -> bool {
+        match &self.direct {
+            Some(d) => d.encoder.schema().field_with_name(name).is_ok(),
+            None => self.batches.has_column(name),
+        }
+    }
 }
 
 /// Writes the fields and statistics of the records pushed through an
@@ -115,10 +160,7 @@ impl FieldsWriter {
         Ok(FieldsWriter {
             builder: BatchBuilder::new(),
             pending: VecDeque::new(),
-            open: OpenShard {
-                sizes: ShardStats::new(),
-                batches: ShardBatches::with_budget(&scratch_dir, buffering.shard_memory),
-            },
+            open: OpenShard::new(&scratch_dir, &buffering),
             buffering,
             scratch_dir,
             shards_with_stats: state.shards_with_stats(),
@@ -204,7 +246,7 @@ impl FieldsWriter {
         for shard in extend.take_finished_shards() {
             self.write_shard(extend, shard)?;
         }
-        self.fold_open()
+        self.fold_open(extend)
     }
 
     /// Writes the last shard's sidecars and sets the commit file; then the
@@ -231,7 +273,7 @@ impl FieldsWriter {
 
     /// Folds the pending records (all in the open shard) into its statistics,
     /// and builds full batches of their fields.
-    fn fold_open(&mut self) -> Result<(), FieldsIoError> {
+    fn fold_open(&mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
         for record in self.pending.drain(..) {
             self.open
                 .sizes
@@ -242,6 +284,79 @@ impl FieldsWriter {
             || (self.builder.bytes() >= buffering.batch_bytes && !self.builder.is_empty())
         {
             let batch = self.builder.take(buffering.batch_rows)?;
+            let shard = extend.open_shard();
+            self.push_batch(extend, shard, batch)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the open shard's next batch (of shard `shard`, when known): into
+    /// its fields file when that is being written and the batch has its
+    /// columns, else (the file's batches read back first) to its held batches.
+    fn push_batch(
+        &mut self,
+        extend: &mut Extend<'_>,
+        shard: Option<u64>,
+        batch: arrow_array::RecordBatch,
+    ) -> Result<(), FieldsIoError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let open = &mut self.open;
+        match &mut open.direct {
+            Some(direct) if direct.encoder.schema().fields() == batch.schema().fields() => {
+                // The remap is the identity (a condition of writing directly).
+                open.sizes.add_fields(&batch)?;
+                let mut out = extend.open_sidecar_writer(direct.shard, FIELDS_SUFFIX)?;
+                direct.encoder.write(&mut out, &batch)?;
+                return Ok(());
+            }
+            Some(_) => self.stop_direct(extend)?,
+            None => {
+                let direct = self.buffering.write_as_built
+                    && open.batches.rows() == 0
+                    && self.remap.is_identity()
+                    && batch.num_columns() > 0
+                    && !batch
+                        .schema()
+                        .fields()
+                        .iter()
+                        .any(|f| has_dictionary(f.data_type()));
+                if let (true, Some(shard)) = (direct, shard) {
+                    extend.open_sidecar(shard, FIELDS_SUFFIX)?;
+                    let mut out = extend.open_sidecar_writer(shard, FIELDS_SUFFIX)?;
+                    let mut encoder =
+                        ShardFileEncoder::start(&mut out, batch.schema().fields(), None)?;
+                    open.sizes.add_fields(&batch)?;
+                    encoder.write(&mut out, &batch)?;
+                    open.direct = Some(DirectFile { shard, encoder });
+                    return Ok(());
+                }
+            }
+        }
+        self.open.batches.push(batch)?;
+        Ok(())
+    }
+
+    /// Stops writing the open shard's fields file as its batches come: the
+    /// batches written are read back (from a mapping of the file, which is
+    /// removed) into the held batches, and their statistics forgotten (they
+    /// are added again when the shard's file is written).
+    fn stop_direct(&mut self, extend: &mut Extend<'_>) -> Result<(), FieldsIoError> {
+        let Some(direct) = self.open.direct.take() else {
+            return Ok(());
+        };
+        let name = extend
+            .dataset()
+            .sidecar_path(direct.shard, FIELDS_SUFFIX)
+            .display()
+            .to_string();
+        let written = extend.take_sidecar(direct.shard, FIELDS_SUFFIX)?;
+        let batches = direct
+            .encoder
+            .read_written(std::sync::Arc::new(written), &name)?;
+        self.open.sizes.clear_fields();
+        for batch in batches {
             self.open.batches.push(batch)?;
         }
         Ok(())
@@ -267,25 +382,32 @@ impl FieldsWriter {
         shard: WrittenShard,
     ) -> Result<(), FieldsIoError> {
         let records = shard.fingerprint.records;
-        let fresh = OpenShard {
-            sizes: ShardStats::new(),
-            batches: ShardBatches::with_budget(&self.scratch_dir, self.buffering.shard_memory),
-        };
-        let OpenShard {
-            mut sizes,
-            mut batches,
-        } = std::mem::replace(&mut self.open, fresh);
-        let missing = records.saturating_sub(sizes.records) as usize;
+        let missing = records.saturating_sub(self.open.sizes.records) as usize;
         for record in self.pending.drain(..missing.min(self.pending.len())) {
-            sizes.add_record(record.key_len, 0, record.raw_len);
+            self.open
+                .sizes
+                .add_record(record.key_len, 0, record.raw_len);
         }
-        while batches.rows() < records && !self.builder.is_empty() {
-            let rows = ((records - batches.rows()) as usize).min(self.buffering.batch_rows);
-            batches.push(self.builder.take(rows)?)?;
+        while self.open.rows() < records && !self.builder.is_empty() {
+            let rows = ((records - self.open.rows()) as usize).min(self.buffering.batch_rows);
+            let batch = self.builder.take(rows)?;
+            self.push_batch(extend, Some(shard.id), batch)?;
         }
         // The shard's columns: those its records gave, typed as one batch of
         // all of them would be.
-        let columns = self.builder.shard_fields(|name| batches.has_column(name));
+        let columns = self.builder.shard_fields(|name| self.open.has_column(name));
+        if let Some(direct) = &self.open.direct {
+            if direct.shard != shard.id || direct.encoder.schema().fields() != &columns {
+                // Typed otherwise at the shard's end (the file is written anew).
+                self.stop_direct(extend)?;
+            }
+        }
+        let fresh = OpenShard::new(&self.scratch_dir, &self.buffering);
+        let OpenShard {
+            sizes,
+            batches,
+            direct,
+        } = std::mem::replace(&mut self.open, fresh);
         let mut stats = sizes;
         // Stored sizes are known per shard: its data file holds keys and values.
         stats.stored_bytes = shard.fingerprint.data_len - stats.key_bytes;
@@ -293,7 +415,20 @@ impl FieldsWriter {
         let print = fingerprint(&shard.fingerprint);
         // Each file is read back as opening the dataset will read it before the
         // extend goes on (read_back.rs): what cannot be read is never committed.
-        if !columns.is_empty() {
+        if let Some(direct) = direct {
+            // Written as the batches came (their statistics added): the
+            // footer, with the fingerprint, ends it.
+            let mut out = extend.open_sidecar_writer(shard.id, FIELDS_SUFFIX)?;
+            direct.encoder.finish(&mut out, &print)?;
+            extend.finish_sidecar(shard.id, FIELDS_SUFFIX)?;
+            check_fields_file(
+                extend.dataset(),
+                shard.id,
+                &print,
+                &schema,
+                records as usize,
+            )?;
+        } else if !columns.is_empty() {
             let what = format!("the fields of new shard {}", shard.id);
             let mut file = extend.create_sidecar(shard.id, FIELDS_SUFFIX)?;
             let batches = batches.into_batches(&columns)?;

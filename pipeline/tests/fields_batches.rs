@@ -25,12 +25,14 @@ const SMALL: FieldsBuffering = FieldsBuffering {
     batch_rows: 7,
     batch_bytes: 1 << 20,
     shard_memory: 0,
+    write_as_built: true,
 };
 /// One batch per shard, in memory (as every shard was written before).
 const WHOLE: FieldsBuffering = FieldsBuffering {
     batch_rows: usize::MAX,
     batch_bytes: usize::MAX,
     shard_memory: usize::MAX,
+    write_as_built: false,
 };
 
 /// Arrow arrays records' fields point into: Int32 labels, and two

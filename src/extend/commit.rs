@@ -18,6 +18,15 @@ impl Extend<'_> {
         if self.poisoned {
             return Err(Error::Poisoned);
         }
+        if let Some(open) = self.open_sidecars.first() {
+            // Its writer did not finish it: what it holds is incomplete.
+            let path = open.path().to_owned();
+            self.poison();
+            return Err(Error::InvalidOption(format!(
+                "{} was left open unfinished: nothing is committed",
+                path.display()
+            )));
+        }
         let first_shard = self.dataset.manifest.shards;
         if self.writer.records() == 0 {
             if let Some(bytes) = self.commit_file.take() {
