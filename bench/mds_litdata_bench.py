@@ -25,13 +25,17 @@ directory is read once first):
   iterated in order in a fresh process over a copy, touching every image (they
   read and decode, and write nothing; imports and the dataset's construction
   are not timed).
-Ratios are seconds / the floor's seconds. `--corpora` picks some of the four
-(comma-separated names as above). With litdata 0.2.76 and pyarrow installed,
-`optimize` writes these flat dict items (no image or tensor leaf) as an Arrow
-IPC footer only (`LDARW01`), a layout bcd refuses by name, so the two LitData
-corpora fail their check there (session 33). Once per corpus, outside the timing,
-every record bcd stored (key, value, label), read back through `bcd export --to
-OUT.parquet` and pyarrow, is compared with what the tool's reader gives.
+Ratios are seconds / the floor's seconds. `--corpora` picks some of the
+corpora (comma-separated names as below). With litdata 0.2.76 and pyarrow
+installed, `optimize` writes these flat dict items (no image or tensor leaf) as
+an Arrow IPC footer only (`LDARW01`), which bcd reads since session 34 (before,
+it refused the layout, and the LitData corpora failed their check). Two more
+LitData corpora are text, the common LLM case: items {"id", "text" (1-7 KiB of
+random words), "label", "meta": {"source"}} ingested with `--value-column text`,
+plain and with compression="zstd" (which becomes the footer's IPC zstd: text
+is not "binary heavy"). Once per corpus, outside the timing, every record bcd
+stored (key, value, label), read back through `bcd export --to OUT.parquet` and
+pyarrow, is compared with what the tool's reader gives.
 """
 
 import argparse
@@ -56,6 +60,20 @@ def sample(i):
     return {"id": f"img-{i:07}", "image": rng.randbytes(rng.randint(MIN_SIZE, MAX_SIZE)), "label": i % 1000}
 
 
+WORDS = ["the", "of", "data", "model", "train", "token", "shard", "river", "stone", "light", "north",
+         "value", "record", "bright", "quietly", "table", "garden", "number", "signal", "window"]
+
+
+def text_sample(i):
+    rng = random.Random(i)
+    words, size, target = [], 0, rng.randint(1 << 10, 7 << 10)
+    while size < target:
+        word = rng.choice(WORDS)
+        words.append(word)
+        size += len(word) + 1
+    return {"id": f"doc-{i:07}", "text": " ".join(words), "label": i % 1000, "meta": {"source": f"s{i % 7}"}}
+
+
 def write_mds(out, count, **options):
     from streaming import MDSWriter
 
@@ -66,10 +84,15 @@ def write_mds(out, count, **options):
             writer.write(sample(i))
 
 
-def write_litdata(out, count, **options):
+def write_litdata(out, count, fn=sample, **options):
     from litdata import optimize
 
-    optimize(fn=sample, inputs=list(range(count)), output_dir=str(out), chunk_bytes="64MB", num_workers=1, **options)
+    optimize(fn=fn, inputs=list(range(count)), output_dir=str(out), chunk_bytes="64MB", num_workers=1, **options)
+
+
+def value_of(kind):
+    """The item's value leaf: the text of the text corpora, else the image."""
+    return "text" if kind == "litdata-text" else "image"
 
 
 def shard_files(directory):
@@ -89,8 +112,9 @@ def floor(directory, out):
         os.fsync(sink.fileno())
 
 
-def bcd_ingest(directory, out, *flags):
-    subprocess.run([BCD, "ingest", directory, "--into", out, "--key-column", "id", "--quiet", *flags],
+def bcd_ingest(kind, directory, out, *flags):
+    value = ["--value-column", "text"] if kind == "litdata-text" else []
+    subprocess.run([BCD, "ingest", directory, "--into", out, "--key-column", "id", *value, "--quiet", *flags],
                    check=True, stdout=subprocess.DEVNULL)
 
 
@@ -103,6 +127,10 @@ def reader(kind, directory):
     from litdata import StreamingDataset
 
     return StreamingDataset(input_dir=str(directory), shuffle=False)
+
+
+def value_bytes(value):
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def in_child(mode, kind, directory):
@@ -120,12 +148,13 @@ def child(mode, kind, directory):
     import hashlib
 
     data = reader(kind, directory)
+    value = value_of(kind)
     if mode == "loop":
         start = time.perf_counter()
-        total = sum(len(item["image"]) for item in data)
+        total = sum(len(item[value]) for item in data)
         print(json.dumps({"seconds": time.perf_counter() - start, "bytes": total}))
     else:
-        print(json.dumps([[x["id"], hashlib.sha1(bytes(x["image"])).hexdigest(), int(x["label"])] for x in data]))
+        print(json.dumps([[x["id"], hashlib.sha1(value_bytes(x[value])).hexdigest(), int(x["label"])] for x in data]))
 
 
 def check(kind, directory, work):
@@ -135,11 +164,11 @@ def check(kind, directory, work):
 
     ds, out = work / "check-ds", work / "check.parquet"
     shutil.rmtree(ds, ignore_errors=True)
-    bcd_ingest(directory, ds)
+    bcd_ingest(kind, directory, ds)
     subprocess.run([BCD, "export", ds, "--to", out], check=True, stdout=subprocess.DEVNULL)
     table = pq.read_table(out).to_pydict()
-    ours = [[i, hashlib.sha1(image).hexdigest(), label]
-            for i, image, label in zip(table["id"], table["image"], table["label"])]
+    ours = [[i, hashlib.sha1(value).hexdigest(), label]
+            for i, value, label in zip(table["id"], table[value_of(kind)], table["label"])]
     theirs = in_child("records", kind, scratch(directory, work))
     assert len(ours) == len(theirs), (len(ours), len(theirs))
     mismatches = sum(a != b for a, b in zip(ours, theirs))
@@ -162,8 +191,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", help="work directory (default: a temp dir)")
     parser.add_argument("--make-only", action="store_true", help="write the corpora into --dir and stop")
-    parser.add_argument("--keep", action="store_true", help="keep each corpus after its measurement (the disk needs room for all four)")
-    parser.add_argument("--corpora", help="comma-separated names of the corpora to run (default: all four)")
+    parser.add_argument("--keep", action="store_true", help="keep each corpus after its measurement (the disk needs room for all six)")
+    parser.add_argument("--corpora", help="comma-separated names of the corpora to run (default: all six)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -172,12 +201,18 @@ def main():
     if not BCD.exists() and not args.make_only:
         sys.exit("build first: cargo build --release -p bcd-cli")
     count = args.megabytes * (1 << 20) // ((MIN_SIZE + MAX_SIZE) // 2)
+    text_count = args.megabytes * (1 << 20) // (4 << 10)
     work = Path(args.dir or tempfile.mkdtemp(prefix="mds-bench-"))
     corpora = {
         "mds": ("mds", lambda out: write_mds(out, count)),
         "mds zstd+xxh64": ("mds", lambda out: write_mds(out, count, compression="zstd", hashes=["xxh64"])),
         "litdata": ("litdata", lambda out: write_litdata(out, count)),
         "litdata zstd (batch)": ("litdata", lambda out: write_litdata(out, count, compression="zstd")),
+        "litdata text": ("litdata-text", lambda out: write_litdata(out, text_count, fn=text_sample)),
+        "litdata text zstd": (
+            "litdata-text",
+            lambda out: write_litdata(out, text_count, fn=text_sample, compression="zstd"),
+        ),
     }
     if args.corpora:
         wanted = args.corpora.split(",")
@@ -200,8 +235,8 @@ def main():
         floor(directory, work / "warm")  # page cache warm for everyone
         methods = {
             "I/O floor (read shards, write one file, fsync)": lambda: floor(directory, work / "floor.out"),
-            "bcd ingest": lambda: bcd_ingest(directory, work / "ds"),
-            "bcd ingest --compression none": lambda: bcd_ingest(directory, work / "ds", "--compression", "none"),
+            "bcd ingest": lambda: bcd_ingest(kind, directory, work / "ds"),
+            "bcd ingest --compression none": lambda: bcd_ingest(kind, directory, work / "ds", "--compression", "none"),
             f"{kind} StreamingDataset loop": None,
         }
         times = {m: [] for m in methods}
@@ -232,8 +267,8 @@ def main():
             shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         if not args.keep:
             shutil.rmtree(directory)
-    print(f"\n{count} samples of {MIN_SIZE >> 10}-{MAX_SIZE >> 10} KiB random bytes; median of {args.repeats}; "
-          "ratio = seconds / the I/O floor's\n")
+    print(f"\n{count} samples of {MIN_SIZE >> 10}-{MAX_SIZE >> 10} KiB random bytes (text corpora: {text_count} "
+          f"items of 1-7 KiB of text); median of {args.repeats}; ratio = seconds / the I/O floor's\n")
     print("| corpus | records | shard MB | method | s (min-max) | MB/s | ratio |")
     print("|---|---|---|---|---|---|---|")
     for name, checked, stored, method, seconds, lo, hi, ratio in rows:

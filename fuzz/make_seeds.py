@@ -116,9 +116,10 @@ for name in ("every-encoding", "zstd", "snappy"):
     write("mds_source", name + "-index.json", b"\x80" + (fixtures / "mds" / name / "index.json").read_bytes())
 
 # litdata_source: a flag byte (the fixture whose config reads the chunk: 0 dict,
-# 1 zstd-batch, 2 zstd-sample, 3 zstd-chunk, given decompressed; 0x80 the bytes
-# are index.json), then a chunk.
-for flag, name in ((0, "dict"), (1, "zstd-batch"), (2, "zstd-sample")):
+# 1 zstd-batch, 2 zstd-sample, 3 zstd-chunk, given decompressed, 4 text and
+# 5 text-zstd, rows kept as an Arrow footer; 0x80 the bytes are index.json),
+# then a chunk.
+for flag, name in ((0, "dict"), (1, "zstd-batch"), (2, "zstd-sample"), (4, "text"), (5, "text-zstd")):
     for path in sorted((fixtures / "litdata" / name).glob("chunk-*.bin")):
         write("litdata_source", name + "-" + path.name, bytes([flag]) + path.read_bytes())
     write("litdata_source", name + "-index.json", b"\x80" + (fixtures / "litdata" / name / "index.json").read_bytes())

@@ -409,8 +409,9 @@ Sources (the format is detected from each name unless --format is given):
             sample, the value its --value-column (default: the only binary
             column), the others typed fields; keyless unless --key-column
   litdata   a LitData optimize directory: index.json and its chunk-R-N.bin files
-            (plain or zstd); one record per item, the value its --value-column
-            leaf (default: the only binary leaf), the others typed fields
+            (plain, zstd, or rows kept as an Arrow footer); one record per item,
+            the value its --value-column leaf (default: the only binary leaf,
+            else the only str one, the key aside), the others typed fields
 
 Examples:
   bcd ingest images/ --into ds --include '*.jpg'

@@ -121,6 +121,66 @@ fn a_litdata_directory_keeps_its_items_and_leaves_through_parquet() {
     }
 }
 
+/// The README's command for a LitData text corpus (its "Migrating" table),
+/// on the fixture LitData wrote as Arrow footers with IPC zstd.
+const README_TEXT_COMMAND: &str =
+    "bcd ingest optimized/ --into ds --value-column text --key-column id";
+
+#[test]
+fn a_litdata_text_corpus_kept_as_arrow_footers_ingests_with_the_readme_command() {
+    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    assert!(readme.contains(README_TEXT_COMMAND));
+    let tmp = tempfile::tempdir().unwrap();
+    let want = &expected("litdata")["text-zstd"];
+    let ds = tmp.path().join("ds");
+    let source = fixture("litdata/text-zstd");
+    let args: Vec<&str> = (README_TEXT_COMMAND.split(' ').skip(1))
+        .map(|a| match a {
+            "optimized/" => s(&source),
+            "ds" => s(&ds),
+            other => other,
+        })
+        .chain(["--quiet"])
+        .collect();
+    ok(&args);
+    let rows = want["rows"].as_array().unwrap();
+    let keys = String::from_utf8(ok(&["ls", s(&ds)])).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(keys.lines().collect::<Vec<_>>(), ids);
+    let out = tmp.path().join("out.parquet");
+    ok(&["export", s(&ds), "--to", s(&out)]);
+    let seen = parquet_rows(&out);
+    let types = &seen["types"];
+    for (column, arrow) in [
+        ("text", "binary"),
+        ("n", "int64"),
+        ("score", "double"),
+        ("flag", "bool"),
+        ("meta.src", "string"),
+        ("meta.page", "int64"),
+        ("toks", "list<item: int64>"),
+        ("extra", "string"),
+    ] {
+        assert_eq!(types[column], arrow, "{column}: {types}");
+    }
+    let seen = seen["rows"].as_array().unwrap();
+    assert_eq!(seen.len(), rows.len());
+    for (got, row) in seen.iter().zip(rows) {
+        let text = row["text"].as_str().unwrap().as_bytes();
+        let hex: String = text.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got["text"], hex.as_str());
+        assert_eq!(got["id"], row["id"]);
+        for column in ["n", "score", "flag", "toks"] {
+            assert_eq!(got[column], row[column], "{column}");
+        }
+        assert_eq!(got["meta.src"], row["meta"]["src"]);
+        assert_eq!(got["meta.page"], row["meta"]["page"]);
+        // A key only some items have: null where StreamingDataset gave None
+        // or (in a chunk where no item has it) nothing.
+        assert_eq!(got["extra"], *row.get("extra").unwrap_or(&Value::Null));
+    }
+}
+
 /// A copy of the fixture directory `name` in `dir`.
 fn copy_dir(name: &str, dir: &Path) -> PathBuf {
     let copy = dir.join(name.replace('/', "-"));

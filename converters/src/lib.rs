@@ -35,6 +35,7 @@ pub mod hf_disk_source;
 pub mod jsonl_fields;
 pub mod jsonl_source;
 mod litdata_chunks;
+mod litdata_footer;
 mod litdata_index;
 pub mod litdata_source;
 mod lmdb_env;

@@ -3,14 +3,17 @@
 //! (plain, or the whole file one zstd stream: [`ShardReader`]), each item a
 //! zstd frame behind the classic table (`compression_level="sample"`), or
 //! zstd frames of consecutive items behind an `LDFZ01` header
-//! (`compression_level="batch"`, [`Framed`]). Rows LitData keeps as an Arrow
-//! IPC footer (`LDARW01`) are refused by name.
+//! (`compression_level="batch"`, [`Framed`]), or, in a dataset whose rows
+//! LitData keeps as an Arrow IPC footer (`LDARW01`), that footer
+//! ([`FooterChunk`]).
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
+use crate::litdata_footer::{FooterChunk, FooterPlan, ARROW_FOOTER_MAGIC};
 use crate::litdata_index::Wrap;
 use crate::regular_file::open_regular;
 use crate::sample_shards::{regular_error, Codec, ShardFile, ShardReader};
@@ -18,8 +21,6 @@ use crate::{SourceError, MAX_VALUE_SIZE};
 
 /// The first bytes of a framed (`batch`) chunk.
 pub const FRAMED_MAGIC: &[u8; 8] = b"LDFZ01\0\0";
-/// The last bytes of a chunk whose rows are an Arrow IPC footer.
-pub const ARROW_FOOTER_MAGIC: &[u8; 8] = b"LDARW01\0";
 /// The framed header before the offsets: magic, version u16, flags u16, items
 /// u32, items per frame u32, frames u32.
 const FRAMED_PREFIX: u64 = 24;
@@ -68,6 +69,7 @@ pub(crate) enum Chunk {
         per_item: bool,
     },
     Framed(Framed),
+    Footer(FooterChunk),
 }
 
 fn corrupt(path: &Path, location: impl Into<String>, reason: impl Into<String>) -> SourceError {
@@ -108,8 +110,17 @@ fn inflate(compressed: &[u8], expected: Option<u64>) -> std::io::Result<Vec<u8>>
 
 impl Chunk {
     /// Opens the chunk at `path` of `chunk_bytes` (as its index entry says)
-    /// compressed as `wrap` says.
-    pub(crate) fn open(path: PathBuf, chunk_bytes: u64, wrap: Wrap) -> Result<Chunk, SourceError> {
+    /// compressed as `wrap` says; with `footer`, a chunk of a dataset whose
+    /// rows are Arrow footers, which it must end with.
+    pub(crate) fn open(
+        path: PathBuf,
+        chunk_bytes: u64,
+        wrap: Wrap,
+        footer: Option<Arc<FooterPlan>>,
+    ) -> Result<Chunk, SourceError> {
+        if let Some(plan) = footer {
+            return Ok(Chunk::Footer(FooterChunk::open(path, chunk_bytes, plan)?));
+        }
         let shard = |codec| ShardFile {
             path: path.clone(),
             codec,
@@ -144,7 +155,7 @@ impl Chunk {
             return Err(SourceError::Invalid {
                 file: path.display().to_string(),
                 location: "its end".into(),
-                reason: "LitData stored these rows as an Arrow IPC footer (nested rows), which bcd does not read".into(),
+                reason: "its rows are an Arrow IPC footer, but the index's \"types\" and \"data_format\" are not those of rows LitData keeps so; bcd reads footers only where the index says they are".into(),
             });
         }
         let reader = ShardReader::open(shard(None))?;
@@ -159,6 +170,7 @@ impl Chunk {
         match self {
             Chunk::Classic { reader, .. } => reader.samples() as u64,
             Chunk::Framed(framed) => framed.offsets.len() as u64 - 1,
+            Chunk::Footer(footer) => footer.items(),
         }
     }
 
@@ -167,6 +179,7 @@ impl Chunk {
         match self {
             Chunk::Classic { reader, .. } => reader.path(),
             Chunk::Framed(framed) => &framed.path,
+            Chunk::Footer(footer) => footer.path(),
         }
     }
 
@@ -191,6 +204,11 @@ impl Chunk {
                 Ok(Some((i as u64, offset, item)))
             }
             Chunk::Framed(framed) => framed.next_item(),
+            Chunk::Footer(footer) => Err(corrupt(
+                footer.path(),
+                "its rows",
+                "an Arrow footer's rows are read as a table, not as items",
+            )),
         }
     }
 
@@ -199,6 +217,7 @@ impl Chunk {
         match self {
             Chunk::Classic { reader, .. } => reader.finish(),
             Chunk::Framed(framed) => framed.finish(),
+            Chunk::Footer(footer) => footer.finish(),
         }
     }
 }
@@ -206,6 +225,13 @@ impl Chunk {
 impl crate::sample_source::Shard for Chunk {
     fn finish(self: Box<Self>) -> Result<(), SourceError> {
         Chunk::finish(*self)
+    }
+
+    fn read_records(&mut self) -> Option<Result<(Vec<crate::Record>, bool), SourceError>> {
+        match self {
+            Chunk::Footer(footer) => Some(footer.read_records()),
+            _ => None,
+        }
     }
 }
 

@@ -2,12 +2,15 @@
 //! `litdata/streaming/{writer,item_loader,serializers}.py` and
 //! `litdata/utilities/_pytree.py` define them (litdata 0.2.76; FORMAT.md,
 //! section 15): the `config` checked (the pytree item loader, no encryption,
-//! zstd or no compression), the `data_spec` pytree parsed for the leaves'
-//! names, and one item split into its leaves and each decoded by its
-//! `data_format` into a [`Cell`].
+//! zstd or no compression, zstd or lz4 IPC compression of Arrow footers),
+//! the `data_spec` pytree parsed for the leaves' names, the `types` for
+//! whether the rows are Arrow footers ([`crate::litdata_footer`]), and one
+//! item split into its leaves and each decoded by its `data_format` into a
+//! [`Cell`].
 
 use serde_json::Value;
 
+use crate::litdata_footer::{footer_leaves, FooterLeaf};
 use crate::sample_columns::{array_bytes, Cell, Kind};
 use crate::sample_shards::Codec;
 
@@ -348,6 +351,8 @@ pub(crate) struct Config {
     pub formats: Vec<(String, LeafFormat)>,
     pub names: Vec<String>,
     pub wrap: Wrap,
+    /// For a dataset whose rows are Arrow footers, their leaves.
+    pub footer: Option<Vec<FooterLeaf>>,
 }
 
 /// Checks an index's `config`; an error names the key.
@@ -372,11 +377,15 @@ pub(crate) fn parse_config(config: &Value) -> Result<Config, (String, String)> {
             "the chunks are encrypted; bcd reads only plain ones".into(),
         ));
     }
-    if !get("ipc_compression").is_null() {
-        return Err(err(
-            "ipc_compression",
-            "rows stored as Arrow IPC, which bcd does not read".into(),
-        ));
+    match get("ipc_compression") {
+        Value::Null => {}
+        Value::String(codec) if codec == "zstd" || codec == "lz4" => {}
+        other => {
+            return Err(err(
+                "ipc_compression",
+                format!("{other}: Arrow IPC compresses with zstd or lz4"),
+            ))
+        }
     }
     let codec = match get("compression") {
         Value::Null => None,
@@ -437,10 +446,18 @@ pub(crate) fn parse_config(config: &Value) -> Result<Config, (String, String)> {
             ),
         ));
     }
+    let footer = footer_leaves(get("types"), &formats, &names).map_err(|e| err("types", e))?;
+    if footer.is_none() && !get("ipc_compression").is_null() {
+        return Err(err(
+            "ipc_compression",
+            "set, but \"types\" and \"data_format\" are not those of rows LitData keeps as Arrow footers".into(),
+        ));
+    }
     Ok(Config {
         formats,
         names,
         wrap,
+        footer,
     })
 }
 

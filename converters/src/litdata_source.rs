@@ -13,18 +13,28 @@
 //! `int`); without it they are keyless. The other leaves are typed fields; a
 //! `pickle` leaf is never unpickled: selected as a field or the value, it is
 //! refused. Several directories read as one must have the same leaves.
+//!
+//! Items that are dicts of JSON-like leaves only, LitData keeps as the rows of
+//! an Arrow IPC footer ([`crate::litdata_footer`]): there the leaves are the
+//! flattened columns (nested dicts' keys joined by `.` as above, a list one
+//! leaf, typed as Arrow lists), with the keys only some items have (which
+//! `data_spec` lacks and the index's `types` names) after those of
+//! `data_spec`; the value is the only bytes leaf, else the only str one.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::litdata_chunks::Chunk;
+use crate::litdata_footer::{FooterPlan, JsonKind};
 use crate::litdata_index::{parse_config, split_item, Config, LeafFormat, Wrap};
 use crate::sample_columns::Cell;
 use crate::sample_plan::ColumnOptions;
 use crate::sample_plan::{Layout, Part, Plan};
 use crate::sample_shards::{file_in, read_index};
 use crate::sample_source::{Opener, SampleSource, Shard};
-use crate::{Fused, SourceError};
+use crate::table_rows::TableOptions;
+use crate::{FieldSelection, Fused, SourceError};
 
 /// The index file of a LitData directory.
 pub const INDEX_NAME: &str = "index.json";
@@ -61,6 +71,7 @@ struct Pending {
     items: u64,
     bytes: u64,
     wrap: Wrap,
+    footer: Option<Arc<FooterPlan>>,
 }
 
 /// Reads LitData directories: [`LitdataSource::open`] makes the
@@ -69,6 +80,17 @@ pub struct LitdataSource;
 
 /// The plan's view of the leaves.
 fn parts(config: &Config) -> Vec<Part> {
+    if let Some(leaves) = &config.footer {
+        return (leaves.iter())
+            .map(|leaf| Part {
+                name: leaf.name.clone(),
+                described: leaf.described.clone(),
+                kind: Some(leaf.kind.kind()),
+                binary: leaf.kind == JsonKind::Bytes,
+                text: leaf.kind == JsonKind::Str,
+            })
+            .collect();
+    }
     (config.names.iter().zip(&config.formats))
         .map(|(name, (described, format))| Part {
             name: name.clone(),
@@ -113,6 +135,7 @@ fn read_dir(dir: &Path) -> Result<(PathBuf, Config, Vec<Pending>), SourceError> 
             items: count("chunk_size")?,
             bytes: count("chunk_bytes")?,
             wrap: config.wrap,
+            footer: None,
         });
     }
     Ok((index_path, config, pending))
@@ -133,7 +156,10 @@ impl LitdataSource {
             match &first {
                 None => first = Some((index_path, config)),
                 Some((where_first, earlier)) => {
-                    if earlier.names != config.names || earlier.formats != config.formats {
+                    if earlier.names != config.names
+                        || earlier.formats != config.formats
+                        || earlier.footer != config.footer
+                    {
                         return Err(SourceError::Invalid {
                             file: index_path.display().to_string(),
                             location: "\"config\"".into(),
@@ -150,12 +176,24 @@ impl LitdataSource {
         let Some((index_path, config)) = first else {
             return Err(SourceError::Usage("no LitData directory to read".into()));
         };
-        let plan = Plan::new(parts(&config), options, &index_path, ("leaf", "leaves"))?;
-        let leaves: serde_json::Map<_, _> = (config.names.iter().zip(&config.formats))
-            .map(|(name, (described, _))| (name.clone(), described.clone().into()))
+        let parts = parts(&config);
+        let plan = Plan::new(parts.clone(), options, &index_path, ("leaf", "leaves"))?;
+        let leaves: serde_json::Map<_, _> = (parts.iter())
+            .map(|part| (part.name.clone(), part.described.clone().into()))
             .collect();
+        let footer = match &config.footer {
+            Some(footer) => Some(Arc::new(footer_plan(&plan, footer, &index_path)?)),
+            None => None,
+        };
+        for chunk in &mut pending {
+            chunk.footer = footer.clone();
+        }
         let mut metadata = serde_json::Map::new();
-        metadata.insert(METADATA_KEY.into(), serde_json::json!({ "leaves": leaves }));
+        let mut litdata = serde_json::json!({ "leaves": leaves });
+        if footer.is_some() {
+            litdata["rows"] = "arrow_footer".into();
+        }
+        metadata.insert(METADATA_KEY.into(), litdata);
         metadata.insert("value".into(), plan.value_metadata());
         let formats = config.formats.into_iter().map(|(_, f)| f).collect();
         let openers = pending
@@ -170,9 +208,40 @@ impl LitdataSource {
     }
 }
 
+/// What each footer chunk reads: the value must be text or bytes.
+fn footer_plan(
+    plan: &Plan,
+    leaves: &[crate::litdata_footer::FooterLeaf],
+    index_path: &Path,
+) -> Result<FooterPlan, SourceError> {
+    let value = &leaves[plan.value];
+    if !matches!(value.kind, JsonKind::Str | JsonKind::Bytes) {
+        return Err(SourceError::Usage(format!(
+            "{}: leaf {:?} is {}; the value is a str or bytes leaf",
+            index_path.display(),
+            value.name,
+            value.described
+        )));
+    }
+    let fields = (plan.fields.iter())
+        .map(|(i, _, _)| leaves[*i].name.clone())
+        .collect();
+    Ok(FooterPlan {
+        leaves: (leaves.iter())
+            .map(|leaf| (leaf.name.clone(), leaf.kind.arrow_type()))
+            .collect(),
+        options: TableOptions {
+            value_column: value.name.clone(),
+            key_column: plan.key.map(|k| leaves[k].name.clone()),
+            skip_nulls: false,
+            fields: FieldSelection::Only(fields),
+        },
+    })
+}
+
 /// Opens a chunk, checking its item count against its entry's.
 fn open(next: Pending) -> Result<Box<dyn Shard>, SourceError> {
-    let chunk = Chunk::open(next.path, next.bytes, next.wrap)?;
+    let chunk = Chunk::open(next.path, next.bytes, next.wrap, next.footer)?;
     if chunk.items() != next.items {
         return Err(SourceError::Corrupt {
             file: chunk.path().display().to_string(),

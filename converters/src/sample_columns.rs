@@ -43,6 +43,9 @@ pub(crate) enum Kind {
     Float64,
     /// An array's bytes, dtype and shape.
     Array,
+    /// A list (or a column only ever null) of a LitData Arrow footer: its
+    /// column is read whole as Arrow, never built from cells.
+    Nested,
 }
 
 /// One decoded value of one column.
@@ -105,6 +108,8 @@ enum Builder {
     Float64(Float64Builder),
     /// Boxed: three builders, the others hold one.
     Array(Box<ArrayBuilders>),
+    /// [`Kind::Nested`]: no cell is of its kind.
+    Nested,
 }
 
 /// An `ndarray` column's builders: its elements (unless the value), dtype and
@@ -145,6 +150,7 @@ impl ColumnBuilder {
                 dtype: StringBuilder::new(),
                 shape: ListBuilder::new(Int64Builder::new()),
             })),
+            Kind::Nested => Builder::Nested,
         };
         ColumnBuilder {
             name: Arc::from(name),
@@ -205,6 +211,9 @@ impl ColumnBuilder {
                 shape.values().append_slice(&dims);
                 shape.append(true);
             }
+            (Builder::Nested, _) => {
+                return Err("a list is read only from the rows of an Arrow footer".into())
+            }
             (_, cell) => return Err(format!("a {cell:?} is not of the column's type")),
         }
         Ok(())
@@ -244,6 +253,7 @@ impl ColumnBuilder {
                 ));
                 columns
             }
+            Builder::Nested => Vec::new(),
         }
     }
 }

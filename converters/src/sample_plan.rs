@@ -17,7 +17,8 @@ use crate::{FieldSelection, Fields, Origin, Record, SourceError};
 #[derive(Clone, Debug, Default)]
 pub struct ColumnOptions {
     /// The column holding the values. Default: the only column of a binary
-    /// kind (bytes, an image, an array), else the only text one.
+    /// kind (bytes, an image, an array), else the only text one (the key
+    /// column aside).
     pub value_column: Option<String>,
     /// The column holding the keys; without it the records are keyless.
     pub key_column: Option<String>,
@@ -89,16 +90,16 @@ impl Plan {
             (names.iter().position(|n| *n == name))
                 .ok_or_else(|| usage(format!("no {what} {name:?}; the {whats} are {names:?}")))
         };
+        let key = options.key_column.as_deref().map(find).transpose()?;
         let value = match &options.value_column {
             Some(name) => find(name)?,
-            None => default_value(&parts).ok_or_else(|| {
+            None => default_value(&parts, key).ok_or_else(|| {
                 usage(format!(
                     "which {what} is the value? Give `value_column` (the {whats} are {})",
                     describe(&parts)
                 ))
             })?,
         };
-        let key = options.key_column.as_deref().map(find).transpose()?;
         let mut taken = vec![(names[value], "value column")];
         if let Some(key) = key {
             taken.push((names[key], "key column"));
@@ -305,10 +306,10 @@ pub(crate) trait Samples {
 }
 
 /// The value part when none is given: the only binary one, else the only
-/// text one.
-fn default_value(parts: &[Part]) -> Option<usize> {
+/// text one; the key part (`key`) is neither.
+fn default_value(parts: &[Part], key: Option<usize>) -> Option<usize> {
     let only = |pick: &dyn Fn(&Part) -> bool| {
-        let mut found = parts.iter().enumerate().filter(|(_, c)| pick(c));
+        let mut found = (parts.iter().enumerate()).filter(|(i, c)| Some(*i) != key && pick(c));
         match (found.next(), found.next()) {
             (Some((i, _)), None) => Some(Some(i)),
             (None, _) => None,
@@ -327,4 +328,42 @@ pub(crate) fn describe(parts: &[Part]) -> String {
         .map(|c| format!("{} ({})", c.name, c.described))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(name: &str, kind: Kind) -> Part {
+        Part {
+            name: name.into(),
+            described: "x".into(),
+            kind: Some(kind),
+            binary: kind == Kind::Binary,
+            text: kind == Kind::Utf8,
+        }
+    }
+
+    fn value_of(parts: &[Part], key: Option<&str>) -> Result<String, SourceError> {
+        let options = ColumnOptions {
+            key_column: key.map(str::to_owned),
+            ..Default::default()
+        };
+        let plan = Plan::new(parts.to_vec(), &options, Path::new("i"), ("leaf", "leaves"))?;
+        Ok(plan.parts[plan.value].name.clone())
+    }
+
+    #[test]
+    fn the_default_value_is_the_only_binary_part_else_the_only_text_one_the_key_aside() {
+        let text = [part("id", Kind::Utf8), part("text", Kind::Utf8)];
+        assert!(value_of(&text, None).is_err());
+        assert_eq!(value_of(&text, Some("id")).unwrap(), "text");
+        assert_eq!(value_of(&text, Some("text")).unwrap(), "id");
+        let bytes = [part("id", Kind::Binary), part("img", Kind::Binary)];
+        assert_eq!(value_of(&bytes, Some("id")).unwrap(), "img");
+        let mixed = [part("img", Kind::Binary), part("caption", Kind::Utf8)];
+        assert_eq!(value_of(&mixed, None).unwrap(), "img");
+        // A binary key leaves the text as the value.
+        assert_eq!(value_of(&mixed, Some("img")).unwrap(), "caption");
+    }
 }

@@ -13,6 +13,13 @@ pub(crate) trait Shard: Samples + Send {
     /// After the last sample: whatever the format checks at the end (nothing
     /// after it, its hashes).
     fn finish(self: Box<Self>) -> Result<(), SourceError>;
+
+    /// For a shard whose rows are an Arrow table (a LitData Arrow footer),
+    /// its next batch of records, whole, and whether it ended; `None` for a
+    /// shard of samples, which the plan splits and decodes.
+    fn read_records(&mut self) -> Option<Result<(Vec<Record>, bool), SourceError>> {
+        None
+    }
 }
 
 /// Opens one shard, checked against its index entry.
@@ -61,7 +68,10 @@ impl SampleSource {
                 self.current = Some(open()?);
                 continue;
             };
-            let (records, ended) = self.plan.read_batch(self.layout.as_ref(), shard.as_mut())?;
+            let (records, ended) = match shard.read_records() {
+                Some(read) => read?,
+                None => self.plan.read_batch(self.layout.as_ref(), shard.as_mut())?,
+            };
             if ended {
                 self.current.take().expect("read above").finish()?;
             }

@@ -5,11 +5,13 @@
 //!
 //! Input: a flag byte, then the bytes. Flag bit 7: the bytes are `index.json`
 //! (beside a chunk of zeros); else they are the one chunk, under the config of
-//! a fixture chosen by bits 0-1 (0 `fixtures/litdata/dict`, every leaf format,
+//! a fixture chosen by bits 0-2 (0 `fixtures/litdata/dict`, every leaf format,
 //! plain; 1 `zstd-batch`, zstd frames of items; 2 `zstd-sample`, a frame per
-//! item; 3 `zstd-chunk`, the whole chunk zstd-compressed first), whose entry
-//! declares the chunk's length and its own item count. The value is the
-//! default leaf, every other leaf a field.
+//! item; 3 `zstd-chunk`, the whole chunk zstd-compressed first; 4 `text` and
+//! 5 `text-zstd`, rows kept as an Arrow IPC footer, plain and IPC-compressed;
+//! 6 and 7 as 4 and 5), whose entry declares the chunk's length and its own
+//! item count. The value is `image` (`text` for the footers, keyed by `id`),
+//! every other leaf a field.
 #![no_main]
 
 use std::path::Path;
@@ -19,17 +21,26 @@ use bcd_converters::sample_shards::ColumnOptions;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 
-const CONFIGS: [&str; 4] = [
+const CONFIGS: [&str; 6] = [
     include_str!("../../fixtures/litdata/dict/index.json"),
     include_str!("../../fixtures/litdata/zstd-batch/index.json"),
     include_str!("../../fixtures/litdata/zstd-sample/index.json"),
     include_str!("../../fixtures/litdata/zstd-chunk/index.json"),
+    include_str!("../../fixtures/litdata/text/index.json"),
+    include_str!("../../fixtures/litdata/text-zstd/index.json"),
 ];
 
-fn read(dir: &Path, names: &[&Path]) {
-    let options = ColumnOptions {
-        value_column: Some("image".into()),
-        ..Default::default()
+fn read(dir: &Path, names: &[&Path], footer: bool) {
+    let options = match footer {
+        false => ColumnOptions {
+            value_column: Some("image".into()),
+            ..Default::default()
+        },
+        true => ColumnOptions {
+            value_column: Some("text".into()),
+            key_column: Some("id".into()),
+            ..Default::default()
+        },
     };
     let source = match LitdataSource::open(&[dir.to_owned()], &options) {
         Ok(source) => source,
@@ -61,10 +72,13 @@ fuzz_target!(|data: &[u8]| {
         let chunk = dir.join("chunk-0-0.bin");
         std::fs::write(&chunk, [0u8; 8]).unwrap();
         std::fs::write(&index_path, bytes).unwrap();
-        read(dir, &[&index_path, &chunk]);
+        read(dir, &[&index_path, &chunk], false);
         return;
     }
-    let which = usize::from(flag & 3);
+    let which = match usize::from(flag & 7) {
+        w @ 0..=5 => w,
+        w => w - 2,
+    };
     let mut index: Value = serde_json::from_str(CONFIGS[which]).unwrap();
     let count_at = if which == 1 { 12 } else { 0 };
     let items = bytes
@@ -78,5 +92,5 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(&chunk, stored).unwrap();
     index["chunks"] = json!([{"chunk_bytes": bytes.len(), "chunk_size": items, "dim": null, "filename": name}]);
     std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
-    read(dir, &[&index_path, &chunk]);
+    read(dir, &[&index_path, &chunk], which >= 4);
 });

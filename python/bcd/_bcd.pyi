@@ -522,10 +522,11 @@ def ingest(
     whose ``value_column`` entry is the value; plain data only) or
     ``"caffe-datum"``), MosaicML Streaming directories (``mds``: ``index.json`` and its
     shards, plain or compressed; one record per sample) or LitData ``optimize``
-    directories (``litdata``: ``index.json`` and its chunks; one record per
-    item, leaves named by their pytree path such as ``"meta.label"``). For
-    ``mds`` and ``litdata`` the value is the column (leaf) ``value_column``, by
-    default the only binary one, the key ``key_column`` (keyless without it),
+    directories (``litdata``: ``index.json`` and its chunks, rows kept as an
+    Arrow footer too; one record per item, leaves named by their pytree path
+    such as ``"meta.label"``). For ``mds`` and ``litdata`` the value is the
+    column (leaf) ``value_column``, by default the only binary one, else the
+    only text one (the key aside), the key ``key_column`` (keyless without it),
     the others typed fields; pickled columns are refused unless ``fields``
     leaves them out, and shard hashes the MDS index gives are checked. The format is
     detected from the names unless ``format`` is given; options that belong to

@@ -193,6 +193,19 @@ def test_a_litdata_directory_becomes_one_record_per_item_named_by_its_pytree(tmp
     assert sorted(table) == ["caption", "label", "vec", "vec.dtype", "vec.shape"]
 
 
+def test_a_litdata_text_corpus_kept_as_an_arrow_footer_reads_as_streaming_dataset_does(tmp_path):
+    rows = expected("litdata")["text-zstd"]["rows"]
+    bcd.ingest([FIXTURES / "litdata" / "text-zstd"], tmp_path / "d", value_column="text",
+               key_column="id", fields=["meta.page", "toks", "extra"])
+    dataset = bcd.Dataset(tmp_path / "d")
+    assert read_all(dataset) == [(x["id"].encode(), x["text"].encode()) for x in rows]
+    table = dataset.fields().to_pydict()
+    assert table["meta.page"] == [x["meta"]["page"] for x in rows]
+    assert table["toks"] == [x["toks"] for x in rows]
+    assert table["extra"] == [x.get("extra") for x in rows]
+    assert dataset.metadata["litdata"]["rows"] == "arrow_footer"
+
+
 def test_pickled_mds_columns_are_refused_unless_left_out(tmp_path):
     with pytest.raises(ValueError, match=r'column "obj" is pickled.*leave it out with fields='):
         bcd.ingest([FIXTURES / "mds" / "pickled"], tmp_path / "d")
