@@ -8,20 +8,22 @@
 //! read back and the shard's file is written anew. A failure at any storage
 //! operation leaves the dataset as it was.
 
+mod common;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int32Array, RecordBatch};
+use arrow_array::{ArrayRef, Int32Array};
 use bcd::{CreateOptions, Dataset, Dedup, ExtendOptions};
 use bcd_fields::{FieldValue, Fields, FIELDS_SUFFIX};
-use bcd_pipeline::fields::DatasetFields;
 use bcd_pipeline::{
     FieldsBuffering, FieldsExtend, FieldsExtendOptions, NewRecord, Numbered, OnDuplicate,
 };
 use bcd_test_support::sim_storage::{Config, OpKind, Policy, SimStorage};
 use bcd_test_support::snapshot;
+use common::all_fields;
 
 /// Batches of 7 rows written into the shard's file as they are built.
 const AS_BUILT: FieldsBuffering = FieldsBuffering {
@@ -143,18 +145,6 @@ fn create_sized(path: &Path, keyed: bool, max_shard_size: u64) {
         ..CreateOptions::default()
     };
     Dataset::create(path, options).unwrap();
-}
-
-/// Every shard's fields, joined, as the dataset schema's columns.
-fn all_fields(path: &Path) -> Vec<RecordBatch> {
-    let dataset = Dataset::open(path).unwrap();
-    let state = DatasetFields::load(&dataset).unwrap();
-    (0..dataset.shards())
-        .map(|shard| {
-            let batches = state.shard_batches(&dataset, shard, None).unwrap();
-            arrow_select::concat::concat_batches(&state.schema.arrow_schema(), &batches).unwrap()
-        })
-        .collect()
 }
 
 /// The files of the dataset but its fields files and manifest (whose bytes

@@ -4,6 +4,8 @@
 //! per shard written when a shard's fields fit in memory, and whose files hold
 //! several batches.
 
+mod common;
+
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,11 +15,12 @@ use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch};
 use bcd::{CreateOptions, Dataset, ViewRecords};
 use bcd_fields::{decode_shard, FieldValue, Fields, Fingerprint, FIELDS_SUFFIX};
-use bcd_pipeline::fields::{records_stats_report, stats_report, DatasetFields};
+use bcd_pipeline::fields::{records_stats_report, stats_report};
 use bcd_pipeline::{
     FieldsBuffering, FieldsExtend, FieldsExtendOptions, MergeRunOptions, NewRecord, Numbered,
     OnDuplicate,
 };
+use common::all_fields;
 use serde_json::{Map, Value};
 
 /// Small batches, every shard's batches in a scratch file.
@@ -146,18 +149,6 @@ fn create(path: &Path) {
         ..CreateOptions::default()
     };
     Dataset::create(path, options).unwrap();
-}
-
-/// Every shard's fields, joined, as the dataset schema's columns.
-fn all_fields(path: &Path) -> Vec<RecordBatch> {
-    let dataset = Dataset::open(path).unwrap();
-    let state = DatasetFields::load(&dataset).unwrap();
-    (0..dataset.shards())
-        .map(|shard| {
-            let batches = state.shard_batches(&dataset, shard, None).unwrap();
-            arrow_select::concat::concat_batches(&state.schema.arrow_schema(), &batches).unwrap()
-        })
-        .collect()
 }
 
 /// Every record's species.
