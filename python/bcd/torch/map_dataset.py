@@ -12,7 +12,7 @@ import torch.utils.data
 import bcd
 
 from .announcement import Announcement, Counter
-from .batch import Batch, ImageBatch, _uint8_buffer
+from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 _BAD_IMAGES = ("raise", "skip")
@@ -339,7 +339,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             raise TypeError("read_images needs a MapDataset made with image=bcd.torch.Image(...)")
         index_array = np.asarray(indices, dtype=np.int64)
         count = len(index_array)
-        images = _uint8_buffer(count * options.image_bytes, shared).view(count, *options.shape)
+        images = _leased_view(_uint8_buffer(count * options.image_bytes, shared), count, *options.shape)
         seed, epoch = self._crop_key()
         failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
         skipped = torch.empty(0, dtype=torch.int64)
