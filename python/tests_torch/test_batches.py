@@ -541,3 +541,33 @@ def test_every_slot_in_use_gives_a_segment_of_its_own(stored):
     held = [dataset._read_batch([i], True) for i in range(batches._MAX_SLOTS + 3)]
     assert sum(hasattr(b.values, "_bcd_lease") for b in held) <= batches._MAX_SLOTS
     assert [b[0] for b in held] == [dataset[i] for i in range(len(held))]
+
+
+def test_a_process_forked_from_the_receiver_never_gives_back_its_slots(stored):
+    # A later DataLoader's fork workers inherit the batches the main process
+    # holds; one dropping its inherited copy must leave the slot in use.
+    import gc
+    import os
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path)
+    sent = dataset._read_batch([8, 9], True)
+    slot = sent.values._bcd_lease.slot
+    received = pickle.loads(ForkingPickler.dumps(sent))
+    del sent
+    gc.collect()
+    assert not slot.free()
+    child = os.fork()
+    if child == 0:
+        try:
+            del received
+            gc.collect()
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert not slot.free() and list(received) == [dataset[8], dataset[9]]
+    del received
+    gc.collect()
+    assert slot.free()

@@ -498,7 +498,7 @@ class _Lease:
         self.sent = False
 
     def dropped(self) -> None:
-        if not self.sent:
+        if not self.sent and os.getpid() == _POOL.pid:
             self.slot.memory[0] = _FREE
 
 
@@ -621,14 +621,19 @@ def _received_values(value):
             "which this process never received (was the batch unpickled in another process?)"
         )
     part = memory[_HEADER : _HEADER + value.size]
-    weakref.finalize(part, _give_back, memory)
+    weakref.finalize(part, _give_back, memory, os.getpid())
     tensor = torch.from_numpy(part).view(value.shape)
     tensor._bcd_slot = (value.pid, value.number)  # where it came from (tests, debugging)
     return tensor
 
 
-def _give_back(memory: np.ndarray) -> None:
-    memory[0] = _FREE
+def _give_back(memory: np.ndarray, receiver: int) -> None:
+    # Only where the part was received: a process forked from the receiver
+    # (a later DataLoader's worker) inherits its tensors, and must not give
+    # back a slot the receiver still reads. The receiver's reads of the part
+    # are done before its last reference goes, long before this store.
+    if os.getpid() == receiver:
+        memory[0] = _FREE
 
 
 def _forget_exited_workers() -> None:
