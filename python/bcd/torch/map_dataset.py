@@ -12,7 +12,7 @@ import torch.utils.data
 import bcd
 
 from .announcement import Announcement, Counter
-from .batch import Batch, ImageBatch, _uint8_buffer
+from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 _BAD_IMAGES = ("raise", "skip")
@@ -141,16 +141,21 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             self._field_names = list(fields)
             self._given = {}
         self._open_source()
-        self._columns: Optional[dict] = None
         for name, values in self._given.items():
             if len(values) < len(self._source):
                 raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._source)} records")
+        # The columns are read here, in the process that makes the dataset: a
+        # DataLoader's fork workers then start with them (reading them in each
+        # worker at its first batch cost each one an import of pyarrow, 0.1-0.25
+        # s of an epoch of non-persistent workers); spawn workers read them again.
+        self._columns: Optional[dict] = self._read_columns() if self._field_names else None
 
     def _open_source(self) -> None:
         """Opens the dataset, and the view when there is one: what reads go to."""
         self._dataset = bcd.Dataset(self.path, **self._open)
         self._view = None if self.view is None else self._dataset.view(self.view)
         self._source = self._dataset if self._view is None else self._view
+        self._threads_set = None  # the process whose reads use its DataLoader worker's threads
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
@@ -192,7 +197,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             self._view = self._source = self._dataset.view(self.view)
             added = len(self._view) - before
         if added:
-            self._columns = None
+            self._columns = self._read_columns() if self._field_names else None
         return added
 
     def set_epoch(self, epoch: int) -> None:
@@ -260,6 +265,14 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def _read(self, read: Callable, *args):
         """Calls ``read``; with ``refresh=True``, an index past the end refreshes
         and tries again (a persistent worker after an append)."""
+        if self._threads_set != os.getpid() and torch.utils.data.get_worker_info() is not None:
+            # In a DataLoader worker, batches are read and decoded on as many
+            # threads as torch uses there (1, unless a worker_init_fn says
+            # otherwise): the workers share the cores, and a batch's threads
+            # waiting for one cost a scheduler tick (4 ms) where reading 64
+            # values of 10 KB takes 0.2 ms.
+            self._dataset.threads = max(1, torch.get_num_threads())
+            self._threads_set = os.getpid()
         try:
             return read(*args)
         except IndexError:
@@ -339,7 +352,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             raise TypeError("read_images needs a MapDataset made with image=bcd.torch.Image(...)")
         index_array = np.asarray(indices, dtype=np.int64)
         count = len(index_array)
-        images = _uint8_buffer(count * options.image_bytes, shared).view(count, *options.shape)
+        images = _leased_view(_uint8_buffer(count * options.image_bytes, shared), count, *options.shape)
         seed, epoch = self._crop_key()
         failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
         skipped = torch.empty(0, dtype=torch.int64)
