@@ -544,7 +544,11 @@ def protocol_epoch(store: str, base: Path, modality: str, task: str, workers: in
         transform = Preprocessed(modality) if task == "preprocess" else None
         dataset = bcd.torch.MapDataset(base / "bcd", transform=transform)
         sampler = bcd.torch.Sampler(dataset, seed=seed, shuffle=task != "sequential")
-        loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers)
+        # The same collate as LMDB's and TFRecord's: what each worker returns
+        # crosses as it is (a bcd Batch, or the list of preprocessed results,
+        # which torch's default collate would make a tensor that crosses as a
+        # shared-memory handle, a round trip the others do not pay).
+        loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers, collate_fn=_keep)
     elif store == "lmdb":
         dataset = LmdbValues(str(base / "lmdb"), n, modality, task)
         generator = torch.Generator().manual_seed(seed)

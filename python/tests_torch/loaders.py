@@ -53,6 +53,13 @@ def batch_indices(batch) -> list[int]:
     raise TypeError(type(batch))
 
 
+def in_shared_memory(tensor) -> bool:
+    """Whether a batch's tensor crossed from a DataLoader worker without its
+    bytes being pickled: a shared-memory segment of its own, or a part of one
+    of the worker's reused slots."""
+    return tensor.is_shared() or hasattr(tensor, "_bcd_slot")
+
+
 def loader(dataset, sampler=None, *, workers=0, context="fork", batch_size=16, **options):
     """A torch DataLoader over `dataset` with `workers` worker processes
     started by `context`."""

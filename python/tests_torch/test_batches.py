@@ -16,7 +16,7 @@ import torch.utils.data
 
 import bcd
 import bcd.torch
-from loaders import index_of, loader, make_dataset
+from loaders import in_shared_memory, index_of, loader, make_dataset
 
 N = 157
 
@@ -50,7 +50,7 @@ def test_the_readme_loop_gets_values_and_labels_through_shared_memory(stored, wo
     for (values, labels_tensor), (expected_values, expected_labels) in zip(got, expected):
         assert isinstance(values, bcd.torch.Batch)
         if workers:
-            assert values.values.is_shared()  # one tensor, not pickled values
+            assert in_shared_memory(values.values)  # one tensor, not pickled values
         assert [type(v) for v in values] == [bytes] * len(values)
         assert list(values) == list(expected_values)  # each record's bytes
         assert labels_tensor.dtype == expected_labels.dtype and torch.equal(labels_tensor, expected_labels)
@@ -71,10 +71,15 @@ def test_a_batch_sends_its_values_as_shared_memory_and_its_small_tensors_inside_
     big = torch.arange(20_000, dtype=torch.int64)  # 160 KB
     batch.fields["big"] = big
     _, (values, offsets, fields, indices, output, sources) = batch.__reduce__()
-    assert values is batch.values and values.is_shared()
+    # The values: a part of one of the process's reused slots, sent as its
+    # number and size, with the slot's segment (not yet mapped by the parent).
+    assert isinstance(values, bcd.torch.batch._SlotPart) and values.size == batch.values.numel()
+    assert values.segment is not None and values.segment.is_shared()
     assert isinstance(offsets, np.ndarray) and isinstance(indices, np.ndarray)
     assert isinstance(fields["label"], np.ndarray) and fields["big"] is big
     assert sources is None
+    batch = dataset._read_batch(list(range(20)), True)
+    batch.fields["big"] = big
     copy = pickle.loads(ForkingPickler.dumps(batch))
     for name in ("offsets", "indices"):
         assert isinstance(getattr(copy, name), torch.Tensor) and torch.equal(getattr(copy, name), getattr(batch, name))
@@ -94,7 +99,7 @@ def test_without_fields_a_batch_is_the_values(stored):
     dataset = bcd.torch.MapDataset(path)
     sampler = bcd.torch.Sampler(dataset, seed=2)
     for values in loader(dataset, sampler, workers=2):
-        assert isinstance(values, bcd.torch.Batch) and values.values.is_shared()
+        assert isinstance(values, bcd.torch.Batch) and in_shared_memory(values.values)
         assert [index_of(v) for v in values] == values.indices.tolist()
         assert all(v == dataset[i] for v, i in zip(values, values.indices.tolist()))
 
@@ -197,7 +202,7 @@ def test_images_are_the_crops_of_the_samplers_seed_and_epoch(images, workers, co
         labels = torch.cat([labels for _, labels in got]).tolist()
         assert np.array_equal(images_, expected)
         assert labels == [i % 4 for i in order]
-        assert all(images_.is_shared() for images_, _ in got) or not workers
+        assert all(in_shared_memory(images_) for images_, _ in got) or not workers
     # dataset[i] is (image, label), the crop of record i in the current epoch.
     image, label = dataset[5]
     assert label == 1 and np.array_equal(image.numpy(), expected[order.index(5)])
@@ -305,7 +310,7 @@ def test_a_plain_loader_over_a_mix_gets_one_shared_batch_with_its_sources(two_so
         # per-sample route would give a list, or records -1).
         assert isinstance(values, bcd.torch.Batch) and values.sources is None
         if workers:
-            assert values.values.is_shared()
+            assert in_shared_memory(values.values)
         assert [type(v) for v in values] == [bytes] * len(values)
         assert list(values) == list(expected_values)
         assert [index_of(v) for v in values] == values.indices.tolist()
@@ -379,7 +384,7 @@ def test_a_plain_loader_over_a_mix_of_images_crops_each_source_from_its_own_seed
         sources = torch.cat([batch[0] for batch in got]).tolist()
         images_ = torch.cat([batch[1] if fields is None else batch[1][0] for batch in got]).numpy()
         if workers:
-            assert all((batch[1] if fields is None else batch[1][0]).is_shared() for batch in got)
+            assert all(in_shared_memory(batch[1] if fields is None else batch[1][0]) for batch in got)
         source_of, records = bcd.partition_mix([48, 17], [0.5, 0.5], seed=11, epoch=epoch, rank=0, world_size=1)
         assert sources == source_of.tolist()
         for k in (0, 1):
@@ -464,3 +469,105 @@ def test_a_view_with_images_crops_each_record_as_the_dataset_does(tmp_path, imag
         records = [chosen[p] if k == 0 else p for p in positions[mine].tolist()]
         expected = expected_crops(values, records, options, spec_stream_key(5, 0, "MixSource", k), 1)
         assert np.array_equal(mixed[mine], expected)
+
+
+def test_reused_slots_never_change_a_batch_still_held(stored):
+    # The main process keeps every third batch of two epochs (so slots are
+    # held, others given back and reused, and the ones past the pool's size
+    # get segments of their own) and checks them all at the end, against the
+    # records read without a DataLoader.
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path, fields=["label"])
+    sampler = bcd.torch.Sampler(dataset, seed=9)
+    kept, seen = [], 0
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        for number, (values, labels) in enumerate(loader(dataset, sampler, workers=2, batch_size=4)):
+            assert in_shared_memory(values.values)
+            if number % 3 == 0:
+                kept.append((values, labels))
+            seen += 1
+    slots = {values.values._bcd_slot for values, _ in kept if hasattr(values.values, "_bcd_slot")}
+    assert slots and seen > 2 * 2 * bcd.torch.batch._MAX_SLOTS  # slots were reused across the epochs
+    for values, labels in kept:
+        for j, index in enumerate(values.indices.tolist()):
+            assert values[j] == dataset[index][0] and int(labels[j]) == dataset[index][1]
+
+
+def test_a_slot_is_given_back_when_its_batch_is_dropped_sent_or_not(stored):
+    import gc
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    from bcd.torch import batch as batches
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path)
+    in_use = lambda: sum(not slot.free() for slot in batches._POOL.slots)  # noqa: E731
+    gc.collect()
+    before = in_use()
+    # Dropped unsent (read in a worker, never put on the queue): given back.
+    taken = dataset._read_batch([0, 1, 2], True)
+    assert in_use() == before + 1
+    del taken
+    gc.collect()
+    assert in_use() == before
+    # Sent: the receiver's tensor (and its views) give it back, not the sender's.
+    sent = dataset._read_batch([3, 4, 5], True)
+    copy = pickle.loads(ForkingPickler.dumps(sent))
+    view = copy.value(1)
+    del sent
+    gc.collect()
+    assert in_use() == before + 1
+    del copy
+    gc.collect()
+    assert in_use() == before + 1 and bytes(view.numpy()) == dataset[4]
+    del view
+    gc.collect()
+    assert in_use() == before
+    # A batch pickled twice sends its slot once, then a copy of its bytes.
+    twice = dataset._read_batch([6, 7], True)
+    first = pickle.loads(ForkingPickler.dumps(twice))
+    second = pickle.loads(ForkingPickler.dumps(twice))
+    assert hasattr(first.values, "_bcd_slot") and not hasattr(second.values, "_bcd_slot")
+    assert list(first) == list(second) == [dataset[6], dataset[7]]
+
+
+def test_every_slot_in_use_gives_a_segment_of_its_own(stored):
+    from bcd.torch import batch as batches
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path)
+    held = [dataset._read_batch([i], True) for i in range(batches._MAX_SLOTS + 3)]
+    assert sum(hasattr(b.values, "_bcd_lease") for b in held) <= batches._MAX_SLOTS
+    assert [b[0] for b in held] == [dataset[i] for i in range(len(held))]
+
+
+def test_a_process_forked_from_the_receiver_never_gives_back_its_slots(stored):
+    # A later DataLoader's fork workers inherit the batches the main process
+    # holds; one dropping its inherited copy must leave the slot in use.
+    import gc
+    import os
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path)
+    sent = dataset._read_batch([8, 9], True)
+    slot = sent.values._bcd_lease.slot
+    received = pickle.loads(ForkingPickler.dumps(sent))
+    del sent
+    gc.collect()
+    assert not slot.free()
+    child = os.fork()
+    if child == 0:
+        try:
+            del received
+            gc.collect()
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert not slot.free() and list(received) == [dataset[8], dataset[9]]
+    del received
+    gc.collect()
+    assert slot.free()

@@ -21,7 +21,7 @@ import torch.utils.data
 
 import bcd
 import bcd.torch
-from loaders import batch_indices, index_of, loader, make_dataset, run_in_new_process
+from loaders import batch_indices, in_shared_memory, index_of, loader, make_dataset, run_in_new_process
 
 N = 301
 
@@ -89,7 +89,7 @@ def test_ranks_cover_each_epoch_exactly_once_with_equal_counts(stored, context, 
                 if output == "tensor":
                     assert batch.fields["label"].tolist() == labels[batch.indices.numpy()].tolist()
                     if workers:
-                        assert batch.values.is_shared()  # came through shared memory
+                        assert in_shared_memory(batch.values)  # came through shared memory
                 else:
                     assert batch[1].tolist() == labels[got[-len(batch[1]):]].tolist()
             assert got == bcd.partition(N, seed=11, epoch=epoch, rank=rank, world_size=world_size).tolist()
@@ -357,6 +357,6 @@ def test_the_readme_example_runs(stored):
     # The values came through shared memory as one tensor a batch, and each is
     # its record's bytes, beside its label.
     for images, batch_labels in seen:
-        assert isinstance(images, bcd.torch.Batch) and images.values.is_shared()
+        assert isinstance(images, bcd.torch.Batch) and in_shared_memory(images.values)
         assert all(isinstance(value, bytes) for value in images)
         assert [labels[index_of(value)] for value in images] == batch_labels.tolist()

@@ -21,6 +21,8 @@ torch's default collate makes of the pairs, again from the batch's tensors.
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Iterator, Optional
 
 import numpy as np
@@ -122,7 +124,7 @@ class Batch(_Samples):
         return (
             _rebuild_batch,
             (
-                self.values,
+                _send_values(self.values),
                 _send(self.offsets),
                 _send_fields(self.fields),
                 _send(self.indices),
@@ -161,7 +163,7 @@ class Batch(_Samples):
         return self.value(i)
 
     def _collated(self, collate_fn_map) -> list:
-        return [self.without_fields(), *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
+        return Collated([self.without_fields(), *(_collate_field(column, collate_fn_map) for column in self.fields.values())])
 
     def without_fields(self) -> "Batch":
         """The values alone: a batch whose samples are the bare values (what the
@@ -223,7 +225,7 @@ class ImageBatch(_Samples):
     def __reduce__(self):
         return (
             _rebuild_image_batch,
-            (self.images, _send_fields(self.fields), _send(self.indices), _send(self.skipped), _send(self.sources)),
+            (_send_values(self.images), _send_fields(self.fields), _send(self.indices), _send(self.skipped), _send(self.sources)),
         )
 
     def __len__(self) -> int:
@@ -233,7 +235,7 @@ class ImageBatch(_Samples):
         return self.images[i]
 
     def _collated(self, collate_fn_map) -> list:
-        return [self.images, *(_collate_field(column, collate_fn_map) for column in self.fields.values())]
+        return Collated([self.images, *(_collate_field(column, collate_fn_map) for column in self.fields.values())])
 
     def _unmixed(self) -> "ImageBatch":
         return ImageBatch(self.images, self.fields, self.indices, self.skipped)
@@ -303,11 +305,11 @@ def _received_fields(fields: dict) -> dict:
 
 
 def _rebuild_batch(values, offsets, fields, indices, output, sources) -> "Batch":
-    return Batch(values, _received(offsets), _received_fields(fields), _received(indices), output, _received(sources))
+    return Batch(_received_values(values), _received(offsets), _received_fields(fields), _received(indices), output, _received(sources))
 
 
 def _rebuild_image_batch(images, fields, indices, skipped, sources) -> "ImageBatch":
-    return ImageBatch(images, _received_fields(fields), _received(indices), _received(skipped), _received(sources))
+    return ImageBatch(_received_values(images), _received_fields(fields), _received(indices), _received(skipped), _received(sources))
 
 
 def _pinned(fields: dict) -> dict:
@@ -394,7 +396,7 @@ def collate_mixed(batch, *, collate_fn_map=None):
             collated = samples.images  # what stacking its image tensors would give
         else:
             collated = _torch_collate(samples, collate_fn_map=collate_fn_map)
-        return [batch.sources, collated]
+        return Collated([batch.sources, collated])
     pairs = [tuple(pair) for pair in batch]
     if any(len(pair) != 2 for pair in pairs):
         raise RuntimeError("each element in list of batch should be of equal size")
@@ -419,8 +421,261 @@ def collate(batch):
 def _uint8_buffer(size: int, shared: bool) -> torch.Tensor:
     """An uninitialised uint8 tensor of ``size`` bytes, in shared memory when
     ``shared`` (a DataLoader worker: the tensor then crosses to the main process
-    as a handle, not as bytes)."""
+    as a handle, not as bytes): a part of one of the worker's reused segments
+    (:class:`_Pool`) when one is free, else a new segment."""
     if shared and size:
-        storage = torch.UntypedStorage._new_shared(size)
-        return torch.empty(0, dtype=torch.uint8).set_(storage)
+        pooled = _POOL.take(size)
+        if pooled is not None:
+            return pooled
+        return _new_shared(size)
     return torch.empty(size, dtype=torch.uint8)
+
+
+def _new_shared(size: int) -> torch.Tensor:
+    storage = torch.UntypedStorage._new_shared(size)
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+# ---------------------------------------------------------------- reused segments
+#
+# A batch's values made in a new shared-memory segment cost the worker the
+# segment (a file, its mapping) and a page fault per 4 KiB written, and the main
+# process a round trip to the worker for the segment's file descriptor and a
+# page fault per 4 KiB read: 9-10 ms for 64 values of 100 KB, where reading
+# them into memory already mapped takes 0.6 ms. So a worker keeps a few
+# segments (slots) and reuses them: a batch's tensor is a part of a slot, and
+# crosses as the slot's number and the part's size; the segment itself crosses
+# once, the first time its slot is sent. The main process maps it once and
+# hands out each batch's part as a tensor whose memory, once nothing refers to
+# it any more (the batch and every view of its values dropped), is given back:
+# the main process marks the slot free in the slot's header, where the worker
+# looks before reusing it. A slot is never written while it is marked in use,
+# so a batch the user keeps (in a list, across steps) keeps its slot and its
+# bytes; when every slot is in use, a batch gets a new segment as before.
+#
+# A slot's header (_HEADER bytes before its data): byte 0 is the state (0 free,
+# 1 in use), bytes 8..16 the pid of the process that mapped it (little-endian
+# int64; 0 until then). The worker sends the segment with the slot until the
+# header names its parent process (the DataLoader's), so a batch whose pickle
+# never reached the main process cannot leave the segment unknown there.
+
+_HEADER = 64
+_FREE, _IN_USE = 0, 1
+# At most this many slots per worker: a DataLoader holds prefetch_factor (2 by
+# default) batches per worker in flight and the loop one or two more; past this,
+# batches get new segments.
+_MAX_SLOTS = 8
+_SLOT_ROUNDING = 1 << 20
+
+
+class _Slot:
+    __slots__ = ("number", "tensor", "memory", "capacity")
+
+    def __init__(self, number: int, capacity: int):
+        self.number = number
+        self.capacity = capacity
+        self.tensor = _new_shared(_HEADER + capacity)
+        self.memory = self.tensor.numpy()
+        self.memory[:_HEADER] = 0
+
+    def free(self) -> bool:
+        return int(self.memory[0]) == _FREE
+
+    def mapped_by_parent(self) -> bool:
+        return int(self.memory[8:16].view(np.int64)[0]) == os.getppid()
+
+
+class _Lease:
+    """A slot taken for one batch's tensor: sent at most once (the receiver
+    gives the slot back); given back here if the tensor is dropped unsent."""
+
+    __slots__ = ("slot", "size", "shape", "sent", "__weakref__")
+
+    def __init__(self, slot: _Slot, size: int):
+        self.slot = slot
+        self.size = size
+        self.shape = None
+        self.sent = False
+
+    def dropped(self) -> None:
+        if not self.sent and os.getpid() == _POOL.pid:
+            self.slot.memory[0] = _FREE
+
+
+class _Pool:
+    """A worker's reused segments (see above); one per process."""
+
+    def __init__(self):
+        self.pid = None
+        self.token = 0
+        self.slots: list = []
+        self.retired: list = []
+        self.numbered = 0
+
+    def _here(self) -> None:
+        if self.pid != os.getpid():  # a new process (a forked worker): its own slots
+            self.pid = os.getpid()
+            self.token = int.from_bytes(os.urandom(8), "little")
+            self.slots, self.retired, self.numbered = [], [], 0
+
+    def take(self, size: int) -> Optional[torch.Tensor]:
+        """A uint8 tensor of ``size`` bytes in a free slot (marked in use), or
+        None when every slot is in use."""
+        self._here()
+        free = [slot for slot in self.slots if slot.free()]
+        fitting = [slot for slot in free if slot.capacity >= size]
+        if fitting:
+            slot = min(fitting, key=lambda s: s.capacity)
+        elif free or len(self.slots) < _MAX_SLOTS:
+            if free:  # too small: replaced by a larger one
+                retire = max(free, key=lambda s: s.capacity)
+                self.slots.remove(retire)
+                self.retired.append(retire.number)
+            capacity = -(-(size + size // 8) // _SLOT_ROUNDING) * _SLOT_ROUNDING
+            slot = _Slot(self.numbered, capacity)
+            self.numbered += 1
+            self.slots.append(slot)
+        else:
+            return None
+        slot.memory[0] = _IN_USE
+        lease = _Lease(slot, size)
+        part = slot.memory[_HEADER : _HEADER + size]  # its own array: the tensor's owner
+        weakref.finalize(part, lease.dropped)
+        tensor = torch.from_numpy(part)
+        tensor._bcd_lease = lease
+        return tensor
+
+
+_POOL = _Pool()
+
+
+def _leased_view(tensor: torch.Tensor, *shape) -> torch.Tensor:
+    """``tensor.view(*shape)`` that is still sent as a part of its slot."""
+    viewed = tensor.view(*shape)
+    lease = getattr(tensor, "_bcd_lease", None)
+    if lease is not None:
+        viewed._bcd_lease = lease
+    return viewed
+
+
+class _SlotPart:
+    """What crosses for a tensor in a slot: the slot's number, the part's size
+    and shape, the segment the first times, and the slots the worker replaced
+    since its last batch."""
+
+    __slots__ = ("token", "pid", "number", "size", "shape", "segment", "retired")
+
+    def __init__(self, token, pid, number, size, shape, segment, retired):
+        self.token, self.pid, self.number, self.size = token, pid, number, size
+        self.shape, self.segment, self.retired = shape, segment, retired
+
+    def __reduce__(self):
+        return (_SlotPart, (self.token, self.pid, self.number, self.size, self.shape, self.segment, self.retired))
+
+
+def _send_values(tensor):
+    """A batch's values or images: a tensor in a slot as a :class:`_SlotPart`
+    (once: a second pickle of the same batch sends a copy in a new segment),
+    anything else as it is."""
+    lease = getattr(tensor, "_bcd_lease", None) if isinstance(tensor, torch.Tensor) else None
+    if lease is None:
+        return tensor
+    if lease.sent:
+        copy = _new_shared(tensor.numel()).view(tensor.shape)
+        copy.copy_(tensor)
+        return copy
+    lease.sent = True
+    slot = lease.slot
+    segment = None if slot.mapped_by_parent() else slot.tensor
+    retired = []
+    while _POOL.retired:  # pickled on the queue's feeder thread: pop, not swap
+        retired.append(_POOL.retired.pop())
+    return _SlotPart(_POOL.token, os.getpid(), slot.number, lease.size, tuple(tensor.shape), segment, tuple(retired))
+
+
+# The slots mapped here, by worker (its pool's token): the worker's pid and
+# each slot's memory.
+_MAPPED: dict = {}
+
+
+def _received_values(value):
+    """A tensor as it was sent: a slot's part as a tensor of this process's
+    mapping of the slot, given back when the tensor and its views are dropped."""
+    if not isinstance(value, _SlotPart):
+        return value
+    worker = _MAPPED.get(value.token)
+    if worker is None:
+        _forget_exited_workers()
+        worker = _MAPPED[value.token] = (value.pid, {})
+    slots = worker[1]
+    for number in value.retired:
+        slots.pop(number, None)
+    if value.segment is not None:
+        memory = value.segment.numpy()
+        memory[8:16].view(np.int64)[0] = os.getpid()
+        slots[value.number] = memory
+    memory = slots.get(value.number)
+    if memory is None:
+        raise RuntimeError(
+            f"bcd: a batch names shared-memory slot {value.number} of DataLoader worker {value.pid}, "
+            "which this process never received (was the batch unpickled in another process?)"
+        )
+    part = memory[_HEADER : _HEADER + value.size]
+    weakref.finalize(part, _give_back, memory, os.getpid())
+    tensor = torch.from_numpy(part).view(value.shape)
+    tensor._bcd_slot = (value.pid, value.number)  # where it came from (tests, debugging)
+    return tensor
+
+
+def _give_back(memory: np.ndarray, receiver: int) -> None:
+    # Only where the part was received: a process forked from the receiver
+    # (a later DataLoader's worker) inherits its tensors, and must not give
+    # back a slot the receiver still reads. The receiver's reads of the part
+    # are done before its last reference goes, long before this store.
+    if os.getpid() == receiver:
+        memory[0] = _FREE
+
+
+def _forget_exited_workers() -> None:
+    """Drop the slots of workers that have exited (each slot's memory stays
+    mapped while a batch of it is alive)."""
+    for token, (pid, _) in list(_MAPPED.items()):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            del _MAPPED[token]
+        except PermissionError:
+            pass
+
+
+class Collated(list):
+    """What the default collate makes of a batch of :class:`Sample` or
+    :class:`MixSample`: a list (``[values, *fields]`` or ``[sources,
+    samples]``) whose tensors cross from a DataLoader worker as a batch's do:
+    small ones inside the pickle, a slot's part as its number."""
+
+    def __reduce__(self):
+        return (_rebuild_collated, ([_send_item(item) for item in self],))
+
+
+def _send_item(item):
+    if isinstance(item, torch.Tensor) and getattr(item, "_bcd_lease", None) is not None:
+        return _send_values(item)
+    sent = _send(item)
+    return _Inband(sent) if isinstance(sent, np.ndarray) else sent
+
+
+class _Inband:
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __reduce__(self):
+        return (_Inband, (self.array,))
+
+
+def _rebuild_collated(items) -> Collated:
+    return Collated(
+        torch.from_numpy(item.array) if isinstance(item, _Inband) else _received_values(item) for item in items
+    )

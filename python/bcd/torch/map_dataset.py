@@ -12,7 +12,7 @@ import torch.utils.data
 import bcd
 
 from .announcement import Announcement, Counter
-from .batch import Batch, ImageBatch, _uint8_buffer
+from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 _BAD_IMAGES = ("raise", "skip")
@@ -141,10 +141,14 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             self._field_names = list(fields)
             self._given = {}
         self._open_source()
-        self._columns: Optional[dict] = None
         for name, values in self._given.items():
             if len(values) < len(self._source):
                 raise ValueError(f"fields={{{name!r}: ...}} has {len(values)} values for {len(self._source)} records")
+        # The columns are read here, in the process that makes the dataset: a
+        # DataLoader's fork workers then start with them (reading them in each
+        # worker at its first batch cost each one an import of pyarrow, 0.1-0.25
+        # s of an epoch of non-persistent workers); spawn workers read them again.
+        self._columns: Optional[dict] = self._read_columns() if self._field_names else None
 
     def _open_source(self) -> None:
         """Opens the dataset, and the view when there is one: what reads go to."""
@@ -192,7 +196,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             self._view = self._source = self._dataset.view(self.view)
             added = len(self._view) - before
         if added:
-            self._columns = None
+            self._columns = self._read_columns() if self._field_names else None
         return added
 
     def set_epoch(self, epoch: int) -> None:
@@ -339,7 +343,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             raise TypeError("read_images needs a MapDataset made with image=bcd.torch.Image(...)")
         index_array = np.asarray(indices, dtype=np.int64)
         count = len(index_array)
-        images = _uint8_buffer(count * options.image_bytes, shared).view(count, *options.shape)
+        images = _leased_view(_uint8_buffer(count * options.image_bytes, shared), count, *options.shape)
         seed, epoch = self._crop_key()
         failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
         skipped = torch.empty(0, dtype=torch.int64)

@@ -12,7 +12,7 @@ import bcd
 
 from .._bcd import _mix_source_seed
 from ..mixture import MixEpochSampler, mix_offsets, split_indices
-from .batch import Batch, ImageBatch, _uint8_buffer
+from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 from .map_dataset import ReadsDataset
 
 
@@ -261,7 +261,7 @@ def _joined_images(reads: list) -> ImageBatch:
     places, count = _places(reads)
     shape = tuple(reads[0][2].images.shape[1:])
     size = int(np.prod(shape))
-    images = _uint8_buffer(count * size, torch.utils.data.get_worker_info() is not None).view(count, *shape)
+    images = _leased_view(_uint8_buffer(count * size, torch.utils.data.get_worker_info() is not None), count, *shape)
     out = images.numpy()
     for place, (_, _, batch) in zip(places, reads):
         if len(place):
