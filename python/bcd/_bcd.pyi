@@ -139,6 +139,17 @@ class Dataset:
     def max_shard_size(self) -> int:
         """The shard size limit in bytes (1 GiB for datasets of reference 0.2.0)."""
 
+    @property
+    def threads(self) -> int:
+        """Threads a batch read (``get_batch``, ``get_batch_into``) or an image
+        decode (``get_images_into``) may use in this process: every core by
+        default. ``bcd.torch`` sets 1 in each DataLoader worker (what torch
+        sets for its own threads there), where the workers share the cores. At
+        least 1; setting 0 raises ValueError."""
+
+    @threads.setter
+    def threads(self, threads: int) -> None: ...
+
     def shard_ranges(self) -> list[Tuple[int, int, int]]:
         """``(first record, end record, stored bytes)`` of each committed shard, in
         order: for readers that split a dataset by shard (``bcd.ray.read``)."""

@@ -14,9 +14,10 @@ mod reads;
 mod views;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
@@ -57,7 +58,10 @@ pub struct PyDataset {
     /// This process's handle. Locked only briefly with the GIL held (never
     /// across a call into Python or a wait), so never held at a fork.
     current: Mutex<Arc<Handle>>,
-    threads: usize,
+    /// Threads a batch read or decode may use (`Dataset.threads`): all cores
+    /// by default; 1 in a DataLoader worker (bcd.torch sets it as torch does
+    /// its own), where the workers are the parallelism.
+    threads: AtomicUsize,
     /// For a dataset in object storage: where it is and its local cache.
     remote: Option<RemoteSource>,
     /// Whether every value read is checked against its content hash.
@@ -464,7 +468,7 @@ impl PyDataset {
             dedup: crate::options::dedup_arg(dedup)?,
             memory_limit: crate::options::memory_limit_arg(memory_limit)?,
             mode: lz4_mode_arg(level, Lz4Mode::default())?,
-            threads: self.threads,
+            threads: self.threads.load(Ordering::Relaxed),
             fields: fields_arg(fields)?.unwrap_or_default(),
         };
         let handle = self.handle(py)?;
@@ -649,6 +653,24 @@ impl PyDataset {
             )?,
         };
         PyTuple::new(py, [slf.get_type().into_any(), arguments.into_any()])
+    }
+
+    /// Threads a batch read (`get_batch`, `get_batch_into`) or an image decode
+    /// (`get_images_into`) may use in this process: every core by default.
+    /// `bcd.torch` sets 1 in each DataLoader worker (what torch sets for its own
+    /// threads there), where the workers share the cores. At least 1.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads.load(Ordering::Relaxed)
+    }
+
+    #[setter]
+    fn set_threads(&self, threads: usize) -> PyResult<()> {
+        if threads == 0 {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        self.threads.store(threads, Ordering::Relaxed);
+        Ok(())
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

@@ -243,6 +243,43 @@ def test_read_ahead_reads_the_same_values_whatever_it_is_set_to(tmp_path, compre
         dataset.get_batch([len(values)], read_ahead=True)
 
 
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_a_batch_reads_the_same_values_on_any_number_of_threads(tmp_path, compression):
+    # Batches past the size read on several threads (256 KiB stored), and
+    # small ones, compressible and not, over several shards: Dataset.threads
+    # (1 in a DataLoader worker) changes who decodes, never what.
+    rng = np.random.default_rng(8)
+    words = [b"alpha ", b"beta ", b"gamma ", b"delta "]
+    values = [
+        b"".join(words[int(i)] for i in rng.integers(0, 4, size=int(n)))
+        if k % 2
+        else rng.integers(0, 256, size=int(n) * 6, dtype=np.uint8).tobytes()
+        for k, n in enumerate(rng.integers(0, 12_000, size=150))
+    ]
+    dataset = bcd.Dataset.create(tmp_path / "d", compression=compression, max_shard_size=1_000_000)
+    dataset.extend(values)
+    assert len(list((tmp_path / "d").glob("*.bin"))) > 2
+    assert dataset.threads >= 1
+    orders = [list(range(len(values))), [int(i) for i in rng.permutation(len(values))[:40]], [3]]
+    for threads in (1, 2, 3, 8):
+        dataset.threads = threads
+        assert dataset.threads == threads
+        for order in orders:
+            assert [bytes(v) for v in dataset.get_batch(order)] == [values[i] for i in order]
+            buffer = bytearray()
+
+            def allocate(n):
+                buffer.extend(bytes(n))
+                return buffer
+
+            offsets = dataset.get_batch_into(order, allocate)
+            assert [bytes(buffer[a:b]) for a, b in zip(offsets[:-1], offsets[1:])] == [values[i] for i in order]
+    for bad in (0, -1):
+        with pytest.raises((ValueError, OverflowError)):
+            dataset.threads = bad
+    assert dataset.threads == 8
+
+
 def test_a_view_of_under_a_sixteenth_of_the_records_reads_ahead(ds):
     # What a view asks its dataset for: the read-ahead only when it holds few
     # of the records (scattered sparsely over the files).

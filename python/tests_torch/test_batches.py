@@ -571,3 +571,21 @@ def test_a_process_forked_from_the_receiver_never_gives_back_its_slots(stored):
     del received
     gc.collect()
     assert slot.free()
+
+
+class _ThreadsSeen(bcd.torch.MapDataset):
+    """Answers each batch with the threads its reads used."""
+
+    def __getitems__(self, indices):
+        super().__getitems__(indices)
+        return [(self.dataset.threads, torch.get_num_threads())] * len(indices)
+
+
+def test_a_dataloader_worker_reads_on_as_many_threads_as_torch_uses_there(stored):
+    path, _ = stored
+    dataset = _ThreadsSeen(path)
+    default = dataset.dataset.threads  # every core (available_parallelism)
+    seen = {pair for batch in loader(dataset, workers=2, collate_fn=list) for pair in batch}
+    assert seen == {(1, 1)}  # torch sets 1 thread in its workers
+    seen = {pair for batch in loader(dataset, workers=0, collate_fn=list) for pair in batch}
+    assert seen == {(default, torch.get_num_threads())}  # the main process keeps every core

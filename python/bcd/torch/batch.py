@@ -136,6 +136,24 @@ class Batch(_Samples):
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def __iter__(self) -> Iterator:
+        if self.fields or self.sources is not None:
+            yield from _Samples.__iter__(self)
+            return
+        # The bare values, without a call per sample (what a loop over a
+        # batch of bytes does most).
+        if self._bounds is None:
+            self._bounds = self.offsets.tolist()
+        bounds = self._bounds
+        if self.output == "bytes":
+            view = self._view()
+            for start, end in zip(bounds, bounds[1:]):
+                yield bytes(view[start:end])
+        else:
+            values = self.values
+            for start, end in zip(bounds, bounds[1:]):
+                yield values[start:end]
+
     def _range(self, i: int) -> tuple:
         if self._bounds is None:
             self._bounds = self.offsets.tolist()

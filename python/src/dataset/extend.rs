@@ -3,6 +3,7 @@
 //! fields ([`FieldsExtend`]), and committed once.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator};
@@ -99,7 +100,7 @@ impl PyDataset {
         let mut rows: Vec<Fields> = Vec::new();
 
         // Pulled from the iterable per compression round: the store's one policy.
-        let (batch_records, batch_bytes) = bcd::batch_limits(self.threads);
+        let (batch_records, batch_bytes) = bcd::batch_limits(self.threads.load(Ordering::Relaxed));
         let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut values: Vec<Vec<u8>> = Vec::new();
         // Entries pulled before this batch: errors name an entry by its number.

@@ -3,6 +3,7 @@
 //! child; and `refresh`.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
@@ -150,7 +151,7 @@ impl PyDataset {
             compression: store.compression(),
             max_shard_size: store.manifest().max_shard_size,
             current: Mutex::new(Arc::new(Handle::new(store))),
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: AtomicUsize::new(std::thread::available_parallelism().map_or(1, |n| n.get())),
             remote,
             verify,
         }

@@ -10,6 +10,8 @@ use pyo3::types::{PyBytes, PyList, PyMemoryView, PyTuple};
 use bcd::{Compression, Dataset};
 
 use super::PyDataset;
+use std::sync::atomic::Ordering;
+
 use crate::batch_read;
 use crate::errors::to_py;
 use crate::handle::Handle;
@@ -186,7 +188,7 @@ impl PyDataset {
                     &dataset,
                     &compressed,
                     compressed_stored,
-                    self.threads,
+                    self.threads.load(Ordering::Relaxed),
                 )?
                 .into_iter();
                 let values = verbatim
@@ -268,7 +270,7 @@ impl PyDataset {
             &resolved,
             &lens,
             &mut out[..total],
-            self.threads,
+            self.threads.load(Ordering::Relaxed),
         )?;
         Ok(offsets)
     }
@@ -300,7 +302,7 @@ impl PyDataset {
             options,
             seed,
             epoch,
-            self.threads,
+            self.threads.load(Ordering::Relaxed),
         )
     }
 }
