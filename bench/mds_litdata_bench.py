@@ -19,13 +19,17 @@ directory is read once first):
 - the I/O floor: read every shard file the index lists, in order, and write its
   bytes to one file on the same disk, then fsync (what any conversion must at
   least do; for compressed shards it does not decompress);
-- `bcd ingest DIR --into NEW --key-column id` as a process (default LZ4, and
-  `--compression none`), fsyncs included;
+- `bcd ingest DIR --into NEW --key-column id` as a process (default LZ4,
+  `--level fast` (liblz4's fast mode) and `--compression none`), fsyncs
+  included; with `--baseline OTHER_BCD`, the same three with that binary (an
+  older build) in the same rotation;
 - the tool's own reader loop: `streaming.StreamingDataset` / `litdata.StreamingDataset`
   iterated in order in a fresh process over a copy, touching every image (they
   read and decode, and write nothing; imports and the dataset's construction
   are not timed).
-Ratios are seconds / the floor's seconds. `--corpora` picks some of the
+Ratios are seconds / the floor's seconds. The CPU seconds (user + system, of
+the process and its children) are beside: on a machine shared with other work,
+wall time also measures waiting for a core. `--corpora` picks some of the
 corpora (comma-separated names as below). With litdata 0.2.76 and pyarrow
 installed, `optimize` writes these flat dict items (no image or tensor leaf) as
 an Arrow IPC footer only (`LDARW01`), which bcd reads since session 34 (before,
@@ -42,6 +46,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -112,10 +117,16 @@ def floor(directory, out):
         os.fsync(sink.fileno())
 
 
-def bcd_ingest(kind, directory, out, *flags):
+def bcd_ingest(kind, directory, out, *flags, binary=BCD):
     value = ["--value-column", "text"] if kind == "litdata-text" else []
-    subprocess.run([BCD, "ingest", directory, "--into", out, "--key-column", "id", *value, "--quiet", *flags],
+    subprocess.run([binary, "ingest", directory, "--into", out, "--key-column", "id", *value, "--quiet", *flags],
                    check=True, stdout=subprocess.DEVNULL)
+
+
+def cpu_seconds():
+    """User + system CPU seconds of this process and its waited-for children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def reader(kind, directory):
@@ -193,6 +204,7 @@ def main():
     parser.add_argument("--make-only", action="store_true", help="write the corpora into --dir and stop")
     parser.add_argument("--keep", action="store_true", help="keep each corpus after its measurement (the disk needs room for all six)")
     parser.add_argument("--corpora", help="comma-separated names of the corpora to run (default: all six)")
+    parser.add_argument("--baseline", help="another bcd binary (an older build) to time in the same runs")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -236,10 +248,17 @@ def main():
         methods = {
             "I/O floor (read shards, write one file, fsync)": lambda: floor(directory, work / "floor.out"),
             "bcd ingest": lambda: bcd_ingest(kind, directory, work / "ds"),
+            "bcd ingest --level fast": lambda: bcd_ingest(kind, directory, work / "ds", "--level", "fast"),
             "bcd ingest --compression none": lambda: bcd_ingest(kind, directory, work / "ds", "--compression", "none"),
             f"{kind} StreamingDataset loop": None,
         }
+        if args.baseline:
+            baseline = Path(args.baseline)
+            for flags in ([], ["--level", "fast"], ["--compression", "none"]):
+                methods[" ".join(["bcd ingest", *flags, "(baseline)"])] = (
+                    lambda flags=flags: bcd_ingest(kind, directory, work / "ds", *flags, binary=baseline))
         times = {m: [] for m in methods}
+        cpu = {m: [] for m in methods}
         names = list(methods)
         for repeat in range(args.repeats):
             order = names[repeat % len(names):] + names[:repeat % len(names)]
@@ -250,15 +269,19 @@ def main():
                     elapsed = in_child("loop", kind, scratch(directory, work))["seconds"]
                 else:
                     os.sync()
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), cpu_seconds()
                     methods[method]()
                     elapsed = time.perf_counter() - start
+                    cpu[method].append(cpu_seconds() - start_cpu)
                 times[method].append(elapsed)
-                print(f"  {name}: {method}: {elapsed:.2f} s", file=sys.stderr)
+                used = f", {cpu[method][-1]:.2f} s of CPU" if cpu[method] else ""
+                print(f"  {name}: {method}: {elapsed:.2f} s{used}", file=sys.stderr)
         base = statistics.median(times[names[0]])
         for method in names:
             seconds = statistics.median(times[method])
-            rows.append((name, checked, stored, method, seconds, min(times[method]), max(times[method]), seconds / base))
+            used = statistics.median(cpu[method]) if cpu[method] else None
+            rows.append((name, checked, stored, method, seconds, min(times[method]), max(times[method]), seconds / base,
+                         used))
             # Each corpus's rows as soon as they are measured (a later corpus may fail).
             print(f"  {name}: {method}: median {seconds:.2f} s, {stored / 1e6 / seconds:.0f} MB/s, "
                   f"{seconds / base:.2f}x the floor", file=sys.stderr)
@@ -267,13 +290,16 @@ def main():
             shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         if not args.keep:
             shutil.rmtree(directory)
+    load = os.getloadavg()
     print(f"\n{count} samples of {MIN_SIZE >> 10}-{MAX_SIZE >> 10} KiB random bytes (text corpora: {text_count} "
-          f"items of 1-7 KiB of text); median of {args.repeats}; ratio = seconds / the I/O floor's\n")
-    print("| corpus | records | shard MB | method | s (min-max) | MB/s | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for name, checked, stored, method, seconds, lo, hi, ratio in rows:
+          f"items of 1-7 KiB of text); median of {args.repeats}; ratio = seconds / the I/O floor's; "
+          f"load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
+    print("| corpus | records | shard MB | method | s (min-max) | MB/s | ratio | CPU s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, checked, stored, method, seconds, lo, hi, ratio, used in rows:
+        used = f"{used:.2f}" if used is not None else ""
         print(f"| {name} | {checked} | {stored / 1e6:.0f} | {method} | {seconds:.2f} ({lo:.2f}-{hi:.2f}) "
-              f"| {stored / 1e6 / seconds:.0f} | {ratio:.2f}x |")
+              f"| {stored / 1e6 / seconds:.0f} | {ratio:.2f}x | {used} |")
     if not args.dir:
         shutil.rmtree(work)
 

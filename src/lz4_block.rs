@@ -74,14 +74,53 @@ fn check_input(value: &[u8]) -> Result<(), BlockError> {
 /// The LZ4 search of `mode` over a non-empty `value` (no probe), its stored
 /// form into `out`.
 fn search_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(), BlockError> {
+    let bound = stored_bound(value)?;
+    out.clear();
+    out.resize(bound, 0);
+    let len = search_block(value, mode, out)?;
+    out.truncate(len);
+    // The adaptive mode never stores more than the literal-only block: when the
+    // search found too little to pay for its sequences, the literals are smaller
+    // and are read in place.
+    if matches!(mode, Lz4Mode::Adaptive(_)) && out.len() >= literal_block_len(value.len()) {
+        literal_block_into(value, out);
+    }
+    Ok(())
+}
+
+/// What [`search_into`] stores, made in `scratch` (grown to the bound of the
+/// largest value yet, and neither shrunk nor zeroed again between values) and
+/// returned in a vector of its own size: a batch's values then hold their
+/// stored bytes only, not each the bound of its value, zero-filled, fresh from
+/// the allocator.
+fn search_exact(value: &[u8], mode: Lz4Mode, scratch: &mut Vec<u8>) -> Result<Vec<u8>, BlockError> {
+    let bound = stored_bound(value)?;
+    if scratch.len() < bound {
+        scratch.resize(bound, 0);
+    }
+    let len = search_block(value, mode, &mut scratch[..bound])?;
+    if matches!(mode, Lz4Mode::Adaptive(_)) && len >= literal_block_len(value.len()) {
+        let mut out = Vec::new();
+        literal_block_into(value, &mut out);
+        return Ok(out);
+    }
+    Ok(scratch[..len].to_vec())
+}
+
+/// The most a search can store for `value`: the size prefix and liblz4's bound.
+fn stored_bound(value: &[u8]) -> Result<usize, BlockError> {
+    let bound =
+        lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
+    Ok(LZ4_SIZE_PREFIX + bound)
+}
+
+/// The size prefix and the LZ4 block of `mode`'s search over `value` into
+/// `out` (of at least [`stored_bound`] bytes); returns the bytes written.
+fn search_block(value: &[u8], mode: Lz4Mode, out: &mut [u8]) -> Result<usize, BlockError> {
     let search = match mode {
         Lz4Mode::High(level) | Lz4Mode::Adaptive(level) => Search::High(level),
         Lz4Mode::Fast(acceleration) => Search::Fast(acceleration),
     };
-    let bound =
-        lz4::block::compress_bound(value.len()).map_err(|e| BlockError(format!("lz4: {e}")))?;
-    out.clear();
-    out.resize(LZ4_SIZE_PREFIX + bound, 0);
     let size = u32::try_from(value.len()).map_err(|_| {
         BlockError(format!(
             "lz4: a value of {} bytes has no size prefix",
@@ -95,14 +134,7 @@ fn search_into(value: &[u8], mode: Lz4Mode, out: &mut Vec<u8>) -> Result<(), Blo
             value.len()
         ))
     })?;
-    out.truncate(LZ4_SIZE_PREFIX + block);
-    // The adaptive mode never stores more than the literal-only block: when the
-    // search found too little to pay for its sequences, the literals are smaller
-    // and are read in place.
-    if matches!(mode, Lz4Mode::Adaptive(_)) && out.len() >= literal_block_len(value.len()) {
-        literal_block_into(value, out);
-    }
-    Ok(())
+    Ok(LZ4_SIZE_PREFIX + block)
 }
 
 /// Size of the stored value [`literal_block_into`] writes for a value of `n`
@@ -240,10 +272,10 @@ pub fn compress_many(
     }
     let threads = threads.clamp(1, pending.len().max(1));
     if threads == 1 {
+        let mut searched = Vec::new();
         for &i in &pending {
-            if let Encoded::Stored(out) = &mut encoded[i] {
-                search_into(values[i], mode, out).map_err(|e| (i, e))?;
-            }
+            let stored = search_exact(values[i], mode, &mut searched).map_err(|e| (i, e))?;
+            encoded[i] = Encoded::Stored(stored);
         }
         return Ok(encoded);
     }
@@ -255,11 +287,12 @@ pub fn compress_many(
             .map(|_| {
                 scope.spawn(|| {
                     let mut out = Vec::new();
+                    let mut searched = Vec::new();
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(&i) = pending.get(k) else { break };
-                        let mut stored = Vec::new();
-                        search_into(values[i], mode, &mut stored).map_err(|e| (i, e))?;
+                        let stored =
+                            search_exact(values[i], mode, &mut searched).map_err(|e| (i, e))?;
                         out.push((i, stored));
                     }
                     Ok::<_, (usize, BlockError)>(out)

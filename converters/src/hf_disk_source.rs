@@ -36,7 +36,7 @@ use bcd_fields::contain_panics;
 use serde_json::Value;
 
 use crate::parquet_fields::{FieldTypes, SourceMetadata};
-use crate::regular_file::{open_regular, regular_error};
+use crate::regular_file::{open_regular, read_bounded, regular_error};
 use crate::table_rows::{Batch, TableColumns, TableOptions};
 use crate::{Fused, Record, Skipped, Source, SourceError};
 
@@ -424,21 +424,7 @@ fn corrupt_in(path: &Path, at: u64, reason: String) -> SourceError {
 
 /// The JSON document in the file at `path`, of at most [`MAX_JSON_SIZE`] bytes.
 fn read_json(path: &Path) -> Result<Value, SourceError> {
-    let (file, len) = open_regular(path).map_err(|e| regular_error(path, e))?;
-    if len > MAX_JSON_SIZE {
-        return Err(SourceError::TooLarge {
-            file: path.display().to_string(),
-            location: "the whole file".into(),
-            what: "the JSON document".into(),
-            size: len,
-            limit: MAX_JSON_SIZE,
-        });
-    }
-    let mut text = Vec::new();
-    (file.take(MAX_JSON_SIZE).read_to_end(&mut text)).map_err(|source| SourceError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = read_bounded(path, MAX_JSON_SIZE, "the JSON document")?;
     serde_json::from_slice(&text).map_err(|e| SourceError::Invalid {
         file: path.display().to_string(),
         location: format!("line {}, column {}", e.line(), e.column()),

@@ -10,7 +10,8 @@
 //! ([`crate::table_rows`]).
 //!
 //! Everything the chunk declares is checked before it is used: the chunk at
-//! most [`MAX_SHARD_SIZE`] (it is read whole), the header's item count and
+//! most [`MAX_SHARD_SIZE`] (it is mapped, and Arrow's buffers point into the
+//! mapping), its length the index entry's, the header's item count and
 //! offsets against the file, the IPC length against the file,
 //! each message's metadata and body against what is left of the IPC data,
 //! each batch's row count against the header's item count, and the declared
@@ -18,7 +19,6 @@
 //! [`MAX_FOOTER_BATCH_BYTES`] for a batch) before Arrow allocates it.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,7 +32,7 @@ use serde_json::Value;
 use crate::hf_disk_source::MAX_MESSAGE_METADATA;
 use crate::litdata_index::LeafFormat;
 use crate::parquet_fields::{FieldTypes, SourceMetadata};
-use crate::regular_file::{open_regular, regular_error};
+use crate::regular_file::map_bounded;
 use crate::sample_columns::Kind;
 use crate::sample_shards::MAX_SHARD_SIZE;
 use crate::table_rows::{Batch, TableColumns, TableOptions};
@@ -316,34 +316,16 @@ impl FooterChunk {
         chunk_bytes: u64,
         plan: Arc<FooterPlan>,
     ) -> Result<FooterChunk, SourceError> {
-        let (file, len) = open_regular(&path).map_err(|e| regular_error(&path, e))?;
-        if len != chunk_bytes {
+        // Mapped, as LitData's reader maps it: Arrow's buffers point into the
+        // file's pages, which are never copied whole. At most a shard's limit
+        // (the header's u32 offsets address no more).
+        let bytes = map_bounded(&path, MAX_SHARD_SIZE, "a chunk with an Arrow footer")?;
+        if bytes.len() as u64 != chunk_bytes {
             return Err(corrupt(
                 &path,
                 "its length",
-                format!("{len} bytes, but the index says {chunk_bytes}"),
+                format!("{} bytes, but the index says {chunk_bytes}", bytes.len()),
             ));
-        }
-        // Read whole, as LitData's reader maps it: at most a shard's limit.
-        if len > MAX_SHARD_SIZE {
-            return Err(SourceError::TooLarge {
-                file: path.display().to_string(),
-                location: "the file".into(),
-                what: "a chunk with an Arrow footer".into(),
-                size: len,
-                limit: MAX_SHARD_SIZE,
-            });
-        }
-        let mut bytes = Vec::with_capacity(len.min(64 << 20) as usize);
-        (file.take(len).read_to_end(&mut bytes)).map_err(|source| SourceError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        if bytes.len() as u64 != len {
-            return Err(SourceError::Io {
-                path,
-                source: std::io::ErrorKind::UnexpectedEof.into(),
-            });
         }
         let len = bytes.len();
         if len < 4 + 4 + 12 || &bytes[len - 8..] != ARROW_FOOTER_MAGIC {
@@ -378,18 +360,23 @@ impl FooterChunk {
                 ),
             ));
         }
-        let offsets: Vec<u64> = (0..=items as usize)
-            .map(|i| u64::from(u32_at(&bytes, 4 + 4 * i)))
-            .collect();
-        let rising = offsets.windows(2).all(|w| w[0] <= w[1]);
-        if offsets[0] != header || !rising || offsets[items as usize] != ipc_at {
+        // Read in place (a vector of them would be 8 bytes per declared item).
+        let offsets = bytes[4..header as usize].chunks_exact(4);
+        let offsets = offsets.map(|o| u64::from(u32_at(o, 0)));
+        let (mut first, mut last, mut rising) = (None, 0, true);
+        for offset in offsets {
+            rising &= offset >= last;
+            first.get_or_insert(offset);
+            last = offset;
+        }
+        if first != Some(header) || !rising || last != ipc_at {
             return Err(corrupt(
                 &path,
                 "the header's offsets",
                 format!("they do not rise from byte {header} to the Arrow footer at byte {ipc_at}"),
             ));
         }
-        let ipc = Buffer::from_vec(bytes).slice_with_length(ipc_at as usize, ipc_len as usize);
+        let ipc = Buffer::from(bytes).slice_with_length(ipc_at as usize, ipc_len as usize);
         let is_file = ipc.starts_with(IPC_FILE_MAGIC);
         Ok(FooterChunk {
             path,

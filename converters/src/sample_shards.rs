@@ -20,8 +20,8 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
-use crate::regular_file::open_regular;
 pub(crate) use crate::regular_file::regular_error;
+use crate::regular_file::{open_regular, read_bounded};
 /// Which columns or leaves become the value, the key and the fields: the
 /// sample plan's input, named here too beside the shards' reader.
 pub use crate::sample_plan::ColumnOptions;
@@ -42,32 +42,7 @@ const RESERVE_STEP: u64 = 8 << 20;
 /// Reads `index.json` (or another JSON file) of at most [`MAX_INDEX_SIZE`]
 /// bytes, as a regular file only.
 pub(crate) fn read_index(path: &Path) -> Result<serde_json::Value, SourceError> {
-    let (file, len) = open_regular(path).map_err(|e| regular_error(path, e))?;
-    if len > MAX_INDEX_SIZE {
-        return Err(SourceError::TooLarge {
-            file: path.display().to_string(),
-            location: "the file".into(),
-            what: "the index".into(),
-            size: len,
-            limit: MAX_INDEX_SIZE,
-        });
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.take(MAX_INDEX_SIZE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| SourceError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > MAX_INDEX_SIZE {
-        return Err(SourceError::TooLarge {
-            file: path.display().to_string(),
-            location: "the file".into(),
-            what: "the index".into(),
-            size: bytes.len() as u64,
-            limit: MAX_INDEX_SIZE,
-        });
-    }
+    let bytes = read_bounded(path, MAX_INDEX_SIZE, "the index")?;
     serde_json::from_slice(&bytes).map_err(|e| SourceError::Corrupt {
         file: path.display().to_string(),
         location: format!("line {} column {}", e.line(), e.column()),

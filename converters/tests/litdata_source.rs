@@ -685,6 +685,50 @@ fn damaged_arrow_footers_are_refused_naming_the_chunk() {
 }
 
 #[test]
+fn a_mapped_footer_chunk_shorter_than_its_declared_lengths_is_refused_naming_it() {
+    // The chunk is mapped, not read: every length it or its index entry
+    // declares is checked against the mapping's before a byte past it is
+    // touched. `true`: the index entry is made to match the cut file.
+    type Cut = (fn(&mut Vec<u8>), bool, &'static str);
+    let cases: [Cut; 5] = [
+        // Cut in half, the index still giving the whole length.
+        (|b| b.truncate(b.len() / 2), false, "but the index says"),
+        // Empty (nothing to map), as the index says and not.
+        (|b| b.clear(), false, "0 bytes, but the index says"),
+        (|b| b.clear(), true, "no Arrow footer"),
+        // Its end kept, the IPC data before it cut: the footer's length runs
+        // past the file's start.
+        (
+            |b| {
+                let tail = b[b.len() - 12..].to_vec();
+                b.truncate(40);
+                b.extend(tail);
+            },
+            true,
+            "do not fit before it",
+        ),
+        // A header counting more items than the file has room for offsets.
+        (
+            |b| b[..4].copy_from_slice(&0x4000_0000u32.to_le_bytes()),
+            false,
+            "offsets do not fit before the Arrow footer",
+        ),
+    ];
+    for (cut, matched, expected) in cases {
+        let (_t, dir) = copy("text");
+        damage(&dir, "chunk-0-0.bin", cut);
+        if matched {
+            match_entry(&dir, 0, 4);
+        }
+        let error = text_error(&dir);
+        assert!(
+            error.contains("chunk-0-0.bin") && error.contains(expected),
+            "{expected}: {error}"
+        );
+    }
+}
+
+#[test]
 fn an_arrow_footer_must_hold_the_items_its_header_and_entry_count() {
     let ipc = footer_ipc(&fs::read(fixture("text/chunk-0-0.bin")).unwrap()).to_vec();
     for (items, expected) in [
