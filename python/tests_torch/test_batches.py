@@ -8,6 +8,7 @@ epoch, against torchvision's decode and crop of the same box."""
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -74,7 +75,7 @@ def test_a_batch_sends_its_values_as_shared_memory_and_its_small_tensors_inside_
     # The values: a part of one of the process's reused slots, sent as its
     # number and size, with the slot's segment (not yet mapped by the parent).
     assert isinstance(values, bcd.torch.batch._SlotPart) and values.size == batch.values.numel()
-    assert values.segment is not None and values.segment.is_shared()
+    assert isinstance(values.segment, bcd.torch.batch._SlotSegment) and values.segment.pid == os.getpid()
     assert isinstance(offsets, np.ndarray) and isinstance(indices, np.ndarray)
     assert isinstance(fields["label"], np.ndarray) and fields["big"] is big
     assert sources is None
@@ -589,3 +590,38 @@ def test_a_dataloader_worker_reads_on_as_many_threads_as_torch_uses_there(stored
     assert seen == {(1, 1)}  # torch sets 1 thread in its workers
     seen = {pair for batch in loader(dataset, workers=0, collate_fn=list) for pair in batch}
     assert seen == {(default, torch.get_num_threads())}  # the main process keeps every core
+
+
+@pytest.mark.parametrize("proc", ["opens", "refused", "another file"])
+def test_a_slots_segment_is_mapped_through_proc_or_else_fetched_from_the_worker(stored, monkeypatch, proc):
+    # The receiver opens the sender's descriptor through /proc/PID/fd; where
+    # that is refused (a hardened /proc), or opens another file than the slot
+    # (the header names another pool or slot), it fetches the descriptor with
+    # the resource_sharer handle instead; the values are the same either way.
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    from bcd.torch import batch as batches
+
+    path, _ = stored
+    dataset = bcd.torch.MapDataset(path)
+    batches._POOL.slots.clear()  # new slots: each is sent with its segment
+    sent = dataset._read_batch([10, 11, 12], True)
+    other = dataset._read_batch([13], True)
+    blob = ForkingPickler.dumps(sent)
+    opened = []
+    real_open = os.open
+
+    def open_(name, flags, *rest):
+        if str(name).startswith("/proc/"):
+            opened.append(name)
+            if proc == "refused":
+                raise PermissionError(13, "ptrace access denied", name)
+            if proc == "another file":
+                name = f"/proc/{os.getpid()}/fd/{other.values._bcd_lease.slot.fd}"
+        return real_open(name, flags, *rest)
+
+    monkeypatch.setattr(batches.os, "open", open_)
+    received = pickle.loads(blob)
+    assert len(opened) == 1
+    assert list(received) == [dataset[10], dataset[11], dataset[12]]
