@@ -49,6 +49,7 @@ pub mod megatron_source;
 mod member_names;
 mod parquet_columns;
 mod parquet_compat;
+mod parquet_dictionary;
 pub mod parquet_export;
 mod parquet_fields;
 mod parquet_pages;

@@ -36,8 +36,10 @@
 //! [`MAX_PAGE_SIZE`] bytes, and no more than its compressed bytes can expand to),
 //! binary columns are decoded as views (a dictionary value repeated by many rows is
 //! held once, not once per row), and each row group is read in batches of as many
-//! rows as fit in [`BATCH_BYTES`] by what its
-//! pages declare (at most 256 rows, at least one).
+//! rows as fit in [`BATCH_BYTES`] by what its pages declare (at most 256 rows,
+//! at least one; up to 8192 small rows while they fit in 4 MiB). A field column
+//! of strings or binaries keeps its type, so a dictionary-encoded one is decoded
+//! as a copy of its entry per row: its longest entry bounds a row.
 
 use std::collections::VecDeque;
 use std::fs::File;

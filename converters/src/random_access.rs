@@ -57,7 +57,13 @@ impl RandomAccess for FileAccess {
     }
 }
 
-/// Sequential reads from `offset` on, fetched in blocks of this size.
+/// Sequential reads from `offset` on are fetched in blocks, the first of this
+/// size and each next one twice the last, up to [`READ_BLOCK`]. The `parquet`
+/// crate starts a reader at each page only to read its header (tens of bytes),
+/// then fetches the page with [`ChunkReader::get_bytes`]: a first block of 1 MiB
+/// read (and zeroed) a MiB per page, most of it never looked at.
+const FIRST_READ_BLOCK: u64 = 16 << 10;
+/// The largest block of a sequential read.
 const READ_BLOCK: u64 = 1 << 20;
 
 /// An input of a Parquet source: any [`RandomAccess`], shared.
@@ -71,6 +77,7 @@ impl ParquetInput {
             input: self.0.clone(),
             pos: start,
             block: Bytes::new(),
+            next_block: FIRST_READ_BLOCK,
         }
     }
 }
@@ -80,6 +87,8 @@ pub struct SequentialReader {
     input: Arc<dyn RandomAccess>,
     pos: u64,
     block: Bytes,
+    /// Size of the next block fetched (before the last block asked for more).
+    next_block: u64,
 }
 
 impl Read for SequentialReader {
@@ -89,9 +98,10 @@ impl Read for SequentialReader {
             if left == 0 || buf.is_empty() {
                 return Ok(0);
             }
-            let len = left.min(READ_BLOCK.max(buf.len() as u64));
+            let len = left.min(self.next_block.max(buf.len() as u64));
             self.block = self.input.read_at(self.pos, len as usize)?;
             self.pos += len;
+            self.next_block = (self.next_block * 2).min(READ_BLOCK);
         }
         let n = buf.len().min(self.block.len());
         buf[..n].copy_from_slice(&self.block[..n]);
@@ -137,5 +147,87 @@ impl ChunkReader for ParquetInput {
         self.0
             .read_at(start, length)
             .map_err(|e| ParquetError::External(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Bytes in memory that log every read asked of them.
+    struct Logged {
+        data: Vec<u8>,
+        reads: Mutex<Vec<(u64, usize)>>,
+    }
+
+    impl RandomAccess for Logged {
+        fn len(&self) -> u64 {
+            self.data.len() as u64
+        }
+
+        fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+            self.reads.lock().unwrap().push((offset, len));
+            let start = offset as usize;
+            Ok(Bytes::copy_from_slice(&self.data[start..start + len]))
+        }
+    }
+
+    fn input(len: usize) -> (Arc<Logged>, ParquetInput) {
+        let logged = Arc::new(Logged {
+            data: (0..len).map(|i| (i % 251) as u8).collect(),
+            reads: Mutex::new(Vec::new()),
+        });
+        (logged.clone(), ParquetInput(logged))
+    }
+
+    #[test]
+    fn a_short_read_fetches_a_small_block() {
+        // What the `parquet` crate does per page: a reader to parse its header.
+        let (logged, input) = input(4 << 20);
+        let mut header = [0u8; 40];
+        input
+            .get_read(1000)
+            .unwrap()
+            .read_exact(&mut header)
+            .unwrap();
+        assert_eq!(header[..], logged.data[1000..1040]);
+        assert_eq!(*logged.reads.lock().unwrap(), [(1000, 16 << 10)]);
+    }
+
+    #[test]
+    fn sequential_reads_fetch_growing_blocks_and_read_every_byte() {
+        let (logged, input) = input(5 << 20);
+        let mut all = Vec::new();
+        input.get_read(3).unwrap().read_to_end(&mut all).unwrap();
+        assert_eq!(all, logged.data[3..]);
+        let sizes: Vec<usize> = logged.reads.lock().unwrap().iter().map(|r| r.1).collect();
+        // 16 KiB doubling to 1 MiB, then 1 MiB blocks, then what is left.
+        let mut expected: Vec<usize> = (0..7).map(|i| (16 << 10) << i).collect();
+        let mut left = (5 << 20) - 3 - expected.iter().sum::<usize>();
+        while left > 0 {
+            expected.push(left.min(1 << 20));
+            left -= left.min(1 << 20);
+        }
+        assert_eq!(sizes, expected);
+    }
+
+    #[test]
+    fn a_seek_within_the_block_reads_nothing_more() {
+        let (logged, input) = input(1 << 20);
+        let mut reader = input.get_read(0).unwrap();
+        let mut byte = [0u8; 1];
+        reader.read_exact(&mut byte).unwrap();
+        reader.seek(SeekFrom::Start(10_000)).unwrap();
+        reader.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0], logged.data[10_000]);
+        assert_eq!(logged.reads.lock().unwrap().len(), 1);
+        reader.seek(SeekFrom::Start(500_000)).unwrap();
+        reader.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0], logged.data[500_000]);
+        assert_eq!(
+            *logged.reads.lock().unwrap(),
+            [(0, 16 << 10), (500_000, 32 << 10)]
+        );
     }
 }

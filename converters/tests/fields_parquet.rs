@@ -138,6 +138,65 @@ fn every_other_column_becomes_a_field_with_its_arrow_type_and_pyarrows_values() 
     );
 }
 
+/// Writes `large.parquet`: 30,000 rows in one row group of small values and
+/// three fields as the ingest benchmark has them (a string id, an int64, a
+/// float64), with nulls and a long caption now and then; pyarrow's default
+/// dictionary encoding, with a dictionary page limit that makes the string
+/// columns fall back to plain pages partway through. Prints what pyarrow reads.
+const LARGE: &str = r#"
+import pyarrow as pa, pyarrow.parquet as pq
+n = 30000
+table = pa.table({
+    "value": pa.array([f"v{i}".encode() for i in range(n)], pa.binary()),
+    "id": pa.array([None if i % 997 == 5 else f"id{i:012d}" for i in range(n)]),
+    "caption": pa.array([("long " * 2000 + str(i)) if i % 4099 == 7 else f"c{i % 50}"
+                         for i in range(n)]),
+    "n": pa.array([None if i % 1013 == 3 else i * 7 % 1000003 for i in range(n)], pa.int64()),
+    "x": pa.array([i * 0.5 for i in range(n)], pa.float64()),
+})
+pq.write_table(table, out / "large.parquet", row_group_size=n, dictionary_pagesize_limit=64 << 10)
+back = pq.read_table(out / "large.parquet")
+print(json.dumps({"rows": [hexed(r) for r in back.to_pylist()]}))
+"#;
+
+#[test]
+fn a_large_row_group_read_in_several_batches_gives_pyarrows_fields_for_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = python(dir.path(), &format!("{PRELUDE}{LARGE}"));
+    let path = dir.path().join("large.parquet");
+    let records = read_all(source(
+        std::slice::from_ref(&path),
+        options("value", None, FieldSelection::All),
+    ))
+    .unwrap();
+    let rows = expected["rows"].as_array().unwrap();
+    assert_eq!(records.len(), rows.len());
+    for (i, (record, row)) in records.iter().zip(rows).enumerate() {
+        let (names, got) = fields_json(&record.fields);
+        assert_eq!(names, ["id", "caption", "n", "x"], "row {i}");
+        let mut want = row.as_object().unwrap().clone();
+        want.remove("value");
+        assert_eq!(got, Value::Object(want), "row {i}");
+        assert_eq!(record.value, format!("v{i}").as_bytes());
+    }
+    // The rows came in batches (of up to 8192 rows, sized by the longest
+    // caption, not by the whole dictionary): more than one, fewer than 256-row
+    // batches would make.
+    let mut batches: Vec<*const ()> = Vec::new();
+    for record in &records {
+        let (columns, _) = record.fields.source_row().expect("rows of a batch");
+        let at = std::sync::Arc::as_ptr(columns) as *const ();
+        if batches.last() != Some(&at) {
+            batches.push(at);
+        }
+    }
+    assert!(
+        (2..30_000 / 256).contains(&batches.len()),
+        "{} batches",
+        batches.len()
+    );
+}
+
 #[test]
 fn a_missing_chosen_column_names_the_file_and_lists_the_columns() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use arrow_array::{ArrayRef, BinaryArray, DictionaryArray, Int32Array, RecordBatc
 use bcd_converters::parquet_source::ParquetSource;
 use bcd_converters::SourceError;
 use bcd_converters::TableOptions;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -264,6 +265,49 @@ fn a_dictionary_value_repeated_by_every_row_is_read_within_a_memory_budget() {
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(size < 64 << 10, "{size} bytes");
     assert_eq!(read_in_limited_child(test, &path, true, 512), "records=512");
+}
+
+/// `rows` rows of a small value `v` and a field `f` from a dictionary of short
+/// entries and one of `len` bytes, which every third row repeats.
+fn field_with_a_long_dictionary_entry(path: &Path, len: usize, rows: i32) {
+    let long = value(len, 3);
+    let dictionary: ArrayRef = Arc::new(BinaryArray::from(vec![&b"a"[..], &long, b"bc"]));
+    let keys = Int32Array::from((0..rows).map(|i| i % 3).collect::<Vec<_>>());
+    let fields: ArrayRef =
+        Arc::new(DictionaryArray::<Int32Type>::try_new(keys, dictionary).unwrap());
+    let values: ArrayRef = Arc::new(BinaryArray::from_iter_values(
+        (0..rows).map(|i| format!("VALUE-OK {i}")),
+    ));
+    let batch = batch(vec![("v", values), ("f", fields)]);
+    // Without the Arrow schema in the file, `f` is read as plain binary (each
+    // row a copy of its entry), as a file written by another tool is.
+    let options = ArrowWriterOptions::new()
+        .with_properties(properties(true))
+        .with_skip_arrow_metadata(true);
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new_with_options(file, batch.schema(), options).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[test]
+fn a_long_dictionary_entry_of_a_field_column_is_read_within_a_memory_budget() {
+    if child_reads() {
+        return;
+    }
+    let test = "a_long_dictionary_entry_of_a_field_column_is_read_within_a_memory_budget";
+    let dir = tempfile::tempdir().unwrap();
+    // A field column keeps its type, so each row is a copy of its entry: a
+    // batch sized by the short entries (or by the rows' average) would hold
+    // hundreds of copies of the 8 MiB one.
+    let path = dir.path().join("field-dictionary-8mib.parquet");
+    field_with_a_long_dictionary_entry(&path, 8 * MIB, 1536);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 64 << 10, "{size} bytes");
+    assert_eq!(
+        read_in_limited_child(test, &path, false, 512),
+        "records=1536"
+    );
 }
 
 #[test]
