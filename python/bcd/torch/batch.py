@@ -501,7 +501,7 @@ class _Slot:
         self.tensor = _new_shared(_HEADER + capacity)
         self.memory = self.tensor.numpy()
         self.memory[:_HEADER] = 0
-        self.memory[16:32].view(np.int64)[:] = (np.int64(np.uint64(token).view(np.int64)), number)
+        self.memory[16:32].view(np.int64)[:] = (token, number)
         # The segment's descriptor, held open by the tensor's storage for as
         # long as the slot lives; a resource_sharer handle to it is made the
         # first time it is sent (see _SlotSegment).
@@ -519,12 +519,11 @@ class _Lease:
     """A slot taken for one batch's tensor: sent at most once (the receiver
     gives the slot back); given back here if the tensor is dropped unsent."""
 
-    __slots__ = ("slot", "size", "shape", "sent", "__weakref__")
+    __slots__ = ("slot", "size", "sent")
 
     def __init__(self, slot: _Slot, size: int):
         self.slot = slot
         self.size = size
-        self.shape = None
         self.sent = False
 
     def dropped(self) -> None:
@@ -545,7 +544,7 @@ class _Pool:
     def _here(self) -> None:
         if self.pid != os.getpid():  # a new process (a forked worker): its own slots
             self.pid = os.getpid()
-            self.token = int.from_bytes(os.urandom(8), "little")
+            self.token = int.from_bytes(os.urandom(8), "little", signed=True)  # an int64, as the header holds it
             self.slots, self.retired, self.numbered = [], [], 0
 
     def take(self, size: int) -> Optional[torch.Tensor]:
@@ -673,7 +672,7 @@ class _SlotSegment:
 
 def _names(memory: np.ndarray, token: int, number: int) -> bool:
     named = memory[16:32].view(np.int64)
-    return int(named[0]) == int(np.uint64(token).view(np.int64)) and int(named[1]) == number
+    return int(named[0]) == token and int(named[1]) == number
 
 
 # The slots mapped here, by worker (its pool's token): the worker's pid and
