@@ -12,6 +12,8 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
 use crate::litdata_footer::{FooterChunk, FooterPlan, ARROW_FOOTER_MAGIC};
 use crate::litdata_index::Wrap;
@@ -52,7 +54,7 @@ pub(crate) struct Framed {
     frame: usize,
     /// The items of the current frame, decompressed, and the number of its
     /// first item.
-    buffer: Vec<u8>,
+    buffer: Bytes,
     buffer_first: u64,
     next: u64,
 }
@@ -185,7 +187,7 @@ impl Chunk {
 
     /// The next item: its number, its byte offset (in the decompressed items)
     /// and its bytes; `None` after the last.
-    pub(crate) fn next_item(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
+    pub(crate) fn next_item(&mut self) -> Result<Option<(u64, u64, Bytes)>, SourceError> {
         match self {
             Chunk::Classic { reader, per_item } => {
                 let Some((i, offset, bytes)) = reader.next_sample()? else {
@@ -201,7 +203,7 @@ impl Chunk {
                         e.to_string(),
                     )
                 })?;
-                Ok(Some((i as u64, offset, item)))
+                Ok(Some((i as u64, offset, Bytes::from(item))))
             }
             Chunk::Framed(framed) => framed.next_item(),
             Chunk::Footer(footer) => Err(corrupt(
@@ -236,7 +238,7 @@ impl crate::sample_source::Shard for Chunk {
 }
 
 impl crate::sample_plan::Samples for Chunk {
-    fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
+    fn next_sample(&mut self) -> Result<Option<(u64, u64, Bytes)>, SourceError> {
         self.next_item()
     }
 
@@ -350,13 +352,13 @@ impl Framed {
             offsets,
             frames,
             frame: 0,
-            buffer: Vec::new(),
+            buffer: Bytes::new(),
             buffer_first: 0,
             next: 0,
         })
     }
 
-    fn next_item(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
+    fn next_item(&mut self) -> Result<Option<(u64, u64, Bytes)>, SourceError> {
         let i = self.next;
         if i + 1 == self.offsets.len() as u64 {
             return Ok(None);
@@ -377,14 +379,18 @@ impl Framed {
                 return Err(corrupt(&self.path, location, "the file ends inside it"));
             }
             self.buffer = inflate(&compressed, Some(frame.decompressed))
-                .map_err(|e| corrupt(&self.path, location, e.to_string()))?;
+                .map_err(|e| corrupt(&self.path, location, e.to_string()))?
+                .into();
             self.pos += frame.compressed;
             self.buffer_first = frame.first;
             self.frame += 1;
         }
         let base = self.offsets[self.buffer_first as usize];
         let (start, end) = (self.offsets[i as usize], self.offsets[i as usize + 1]);
-        let item = self.buffer[(start - base) as usize..(end - base) as usize].to_vec();
+        // A slice of the frame, not a copy.
+        let item = self
+            .buffer
+            .slice((start - base) as usize..(end - base) as usize);
         self.next += 1;
         Ok(Some((i, u64::from(start), item)))
     }

@@ -164,6 +164,13 @@ pub(crate) fn map_bounded(path: &Path, limit: u64, what: &str) -> Result<Bytes, 
     if len > limit {
         return Err(too_large(path, what, len, limit));
     }
+    map_opened(path, &file, len)
+}
+
+/// Maps `file`, opened from `path` by [`open_regular`] with `len` bytes (its
+/// caller bounded `len`), as [`map_bounded`] does; a file whose size changed
+/// since is refused.
+pub(crate) fn map_opened(path: &Path, file: &File, len: u64) -> Result<Bytes, SourceError> {
     if len == 0 {
         return Ok(Bytes::new());
     }
@@ -174,7 +181,9 @@ pub(crate) fn map_bounded(path: &Path, limit: u64, what: &str) -> Result<Bytes, 
     // wrote it have finished). If one does, a read of a lost page faults
     // (SIGBUS) and the ingest dies before its commit, leaving the dataset
     // unchanged, as with any mmap-based reader (LitData's own maps its chunks).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| SourceError::Io {
+    // Mapped here: LitData footer chunks and uncompressed MDS shards and
+    // LitData chunks.
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|source| SourceError::Io {
         path: path.to_owned(),
         source,
     })?;

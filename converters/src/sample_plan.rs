@@ -300,7 +300,8 @@ pub(crate) trait Layout {
 /// A shard or chunk read sample by sample.
 pub(crate) trait Samples {
     /// The next sample: its number in the file, its byte offset and its bytes.
-    fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError>;
+    /// (A slice of a mapped file, or bytes read for it.)
+    fn next_sample(&mut self) -> Result<Option<(u64, u64, bytes::Bytes)>, SourceError>;
     /// The file, for origins and messages.
     fn path(&self) -> &Path;
 }

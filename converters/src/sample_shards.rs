@@ -8,25 +8,31 @@
 //! `offsets[i] .. offsets[i + 1]`. An MDS shard holds its writer's JSON
 //! configuration between the table and `offsets[0]`.
 //!
-//! A shard is read once, front to back ([`ShardReader`]): through the hashes of
-//! the file as stored, its decompression and the hashes of the decompressed
-//! bytes, so a hash is checked without a second read and memory stays at one
-//! sample. Every length is bounded before anything of that length is set aside:
-//! the count by the file's length, each sample by the offsets, and a
-//! compressed file's declared length grows buffers only as bytes really arrive.
+//! A shard is read once, front to back ([`ShardReader`]): a compressed one
+//! through the hashes of the file as stored, its decompression and the hashes
+//! of the decompressed bytes, so a hash is checked without a second read and
+//! memory stays at one sample; an uncompressed one is mapped
+//! ([`map_opened`]), each sample a slice of the mapping, hashed as it is
+//! passed (reading it into fresh memory cost a copy and, in the kernel, a page
+//! fault per 4 KiB). Every length is bounded before anything of that length is
+//! set aside or sliced: the count by the file's length, each sample by the
+//! offsets, and a compressed file's declared length grows buffers only as bytes
+//! really arrive.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+
 use crate::compression::ZSTD_WINDOW_LOG_MAX;
 pub(crate) use crate::regular_file::regular_error;
-use crate::regular_file::{open_regular, read_bounded};
+use crate::regular_file::{map_opened, open_regular, read_bounded};
 /// Which columns or leaves become the value, the key and the fields: the
 /// sample plan's input, named here too beside the shards' reader.
 pub use crate::sample_plan::ColumnOptions;
 pub(crate) use crate::shard_hashes::HashCheck;
-use crate::shard_hashes::{Hashing, Mismatch};
+use crate::shard_hashes::{mismatches, Hashing, Mismatch};
 use crate::SourceError;
 
 /// Largest `index.json` read (MDS or LitData): about 100,000 shards' entries.
@@ -210,10 +216,20 @@ pub(crate) struct ShardFile {
     pub raw_hashes: Vec<HashCheck>,
 }
 
+/// Where a shard's (decompressed) bytes come from.
+enum Body {
+    /// A compressed file, decompressed as read, hashed on both sides.
+    Stream(Hashing<Decoder>),
+    /// An uncompressed file, mapped whole (its length checked against the
+    /// index's first), with the hashes of the file, given each byte as it is
+    /// passed.
+    Mapped { map: Bytes, checks: Vec<HashCheck> },
+}
+
 /// One shard being read front to back: its offset table, then its samples.
 pub(crate) struct ShardReader {
     path: PathBuf,
-    raw: Hashing<Decoder>,
+    body: Body,
     /// Decompressed bytes read so far.
     pos: u64,
     raw_len: u64,
@@ -251,11 +267,26 @@ impl ShardReader {
                 limit: MAX_SHARD_SIZE,
             });
         }
-        let decoder = Decoder::new(codec, Hashing::new(file, stored_hashes), raw_len)
-            .map_err(|e| corrupt_io(&path, 0, e))?;
+        let body = match codec {
+            None => {
+                // An uncompressed file's hashes, stored and raw, are of the
+                // same bytes.
+                let mut checks = stored_hashes;
+                checks.extend(raw_hashes);
+                Body::Mapped {
+                    map: map_opened(&path, &file, len)?,
+                    checks,
+                }
+            }
+            Some(_) => {
+                let decoder = Decoder::new(codec, Hashing::new(file, stored_hashes), raw_len)
+                    .map_err(|e| corrupt_io(&path, 0, e))?;
+                Body::Stream(Hashing::new(decoder, raw_hashes))
+            }
+        };
         let mut reader = ShardReader {
             path,
-            raw: Hashing::new(decoder, raw_hashes),
+            body,
             pos: 0,
             raw_len,
             offsets: Vec::new(),
@@ -273,14 +304,20 @@ impl ShardReader {
         }
     }
 
-    /// Exactly `len` bytes, grown as they arrive.
-    fn read_bytes(&mut self, len: u64, what: &str) -> Result<Vec<u8>, SourceError> {
-        let mut bytes = Vec::with_capacity(len.min(RESERVE_STEP) as usize);
+    /// Exactly `len` bytes: a slice of the mapping, or read and grown as
+    /// they arrive.
+    fn read_bytes(&mut self, len: u64, what: &str) -> Result<Bytes, SourceError> {
         let at = self.pos;
-        (&mut self.raw)
-            .take(len)
-            .read_to_end(&mut bytes)
-            .map_err(|e| corrupt_io(&self.path, at, e))?;
+        let bytes = match &mut self.body {
+            Body::Mapped { map, checks } => passed(map, checks, at, len),
+            Body::Stream(raw) => {
+                let mut bytes = Vec::with_capacity(len.min(RESERVE_STEP) as usize);
+                raw.take(len)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| corrupt_io(&self.path, at, e))?;
+                Bytes::from(bytes)
+            }
+        };
         self.pos += bytes.len() as u64;
         if (bytes.len() as u64) < len {
             return Err(self.corrupt(
@@ -346,8 +383,11 @@ impl ShardReader {
 
     fn skip(&mut self, len: u64) -> Result<(), SourceError> {
         let at = self.pos;
-        let skipped = io::copy(&mut (&mut self.raw).take(len), &mut io::sink())
-            .map_err(|e| corrupt_io(&self.path, at, e))?;
+        let skipped = match &mut self.body {
+            Body::Mapped { map, checks } => passed(map, checks, at, len).len() as u64,
+            Body::Stream(raw) => io::copy(&mut raw.take(len), &mut io::sink())
+                .map_err(|e| corrupt_io(&self.path, at, e))?,
+        };
         self.pos += skipped;
         if skipped < len {
             return Err(self.corrupt(
@@ -370,7 +410,7 @@ impl ShardReader {
 
     /// The next sample: its number in the shard, its byte offset and its bytes;
     /// `None` after the last.
-    pub(crate) fn next_sample(&mut self) -> Result<Option<(usize, u64, Vec<u8>)>, SourceError> {
+    pub(crate) fn next_sample(&mut self) -> Result<Option<(usize, u64, Bytes)>, SourceError> {
         let i = self.next;
         if i == self.samples() {
             return Ok(None);
@@ -384,29 +424,37 @@ impl ShardReader {
 
     /// After the last sample: the decompressed stream must end there, and
     /// every hash the index gives must match.
-    pub(crate) fn finish(mut self) -> Result<(), SourceError> {
-        let mut extra = [0u8; 1];
+    pub(crate) fn finish(self) -> Result<(), SourceError> {
         let at = self.pos;
-        let n = self
-            .raw
-            .read(&mut extra)
-            .map_err(|e| corrupt_io(&self.path, at, e))?;
-        if n > 0 {
-            return Err(self.corrupt(
-                format!("byte {at}"),
-                format!(
-                    "the decompressed shard goes on past the {} bytes its index says",
-                    self.raw_len
+        let ShardReader {
+            path,
+            body,
+            raw_len,
+            ..
+        } = self;
+        let (more, failed) = match body {
+            Body::Mapped { map, mut checks } => (at < map.len() as u64, mismatches(&mut checks)),
+            Body::Stream(mut raw) => {
+                let mut extra = [0u8; 1];
+                let n = raw.read(&mut extra).map_err(|e| corrupt_io(&path, at, e))?;
+                let mut failed = raw.mismatches();
+                let stored = raw.inner.finish().map_err(|source| SourceError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                failed.extend(stored);
+                (n > 0, failed)
+            }
+        };
+        if more {
+            return Err(SourceError::Corrupt {
+                file: path.display().to_string(),
+                location: format!("byte {at}"),
+                reason: format!(
+                    "the decompressed shard goes on past the {raw_len} bytes its index says"
                 ),
-            ));
+            });
         }
-        let mut failed = self.raw.mismatches();
-        let path = self.path.clone();
-        let stored = self.raw.inner.finish().map_err(|source| SourceError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        failed.extend(stored);
         if let Some(mismatch) = failed.first() {
             return Err(SourceError::Corrupt {
                 file: path.display().to_string(),
@@ -428,13 +476,25 @@ impl crate::sample_source::Shard for ShardReader {
 }
 
 impl crate::sample_plan::Samples for ShardReader {
-    fn next_sample(&mut self) -> Result<Option<(u64, u64, Vec<u8>)>, SourceError> {
+    fn next_sample(&mut self) -> Result<Option<(u64, u64, Bytes)>, SourceError> {
         Ok(ShardReader::next_sample(self)?.map(|(i, offset, bytes)| (i as u64, offset, bytes)))
     }
 
     fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The next `len` bytes of a mapped shard from byte `at` (fewer where the
+/// mapping ends first), given to the shard's hash `checks`.
+fn passed(map: &Bytes, checks: &mut [HashCheck], at: u64, len: u64) -> Bytes {
+    // `at` never passes the mapping's end: every step stops at it.
+    let end = at.saturating_add(len).min(map.len() as u64);
+    let bytes = map.slice(at as usize..end as usize);
+    for check in checks {
+        check.update(&bytes);
+    }
+    bytes
 }
 
 /// A read error at decompressed byte `at`: corrupt data for a decoder's
@@ -482,7 +542,7 @@ mod tests {
         let mut reader = ShardReader::open(file)?;
         let mut out = Vec::new();
         while let Some((_, _, bytes)) = reader.next_sample()? {
-            out.push(bytes);
+            out.push(bytes.to_vec());
         }
         reader.finish()?;
         Ok(out)
@@ -630,6 +690,66 @@ mod tests {
             assert!(error.contains(expected), "{expected}: {error}");
             assert!(error.contains(&path.display().to_string()), "{error}");
         }
+    }
+
+    /// An uncompressed shard is mapped: cut anywhere (in its table, between
+    /// the table and the samples, inside a sample) while its index still
+    /// declares the whole length, it is refused before anything is mapped,
+    /// naming the shard; declared at its cut length, what its table claims
+    /// past the cut is refused as the table is read. Nothing is sliced out of
+    /// the mapping past its end.
+    #[test]
+    fn a_truncated_mapped_shard_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard.00000.mds");
+        let good = shard(&[b"first sample", b"second"], b"{\"config\":1}");
+        for cut in [0, 3, 7, 12, 20, 30, good.len() - 7, good.len() - 1] {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            let whole = read_all(plain(&path, good.len() as u64)).unwrap_err();
+            let text = whole.to_string();
+            assert!(
+                text.contains(&path.display().to_string())
+                    && text.contains(&format!("it holds {cut} bytes, not the {}", good.len())),
+                "cut at {cut}: {text}"
+            );
+            let text = read_all(plain(&path, cut as u64)).unwrap_err().to_string();
+            assert!(
+                text.contains(&path.display().to_string()),
+                "cut at {cut}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_mapped_shard_checks_its_hashes_over_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let bytes = shard(&[b"alpha", b"", b"gamma"], b"{\"config\":1}");
+        std::fs::write(&path, &bytes).unwrap();
+        let xxh64 = |b: &[u8]| format!("{:016x}", xxhash_rust::xxh64::xxh64(b, 0));
+        let file = |stored: &str, raw: &str| ShardFile {
+            stored_hashes: vec![HashCheck::new("xxh64", stored).unwrap()],
+            raw_hashes: vec![HashCheck::new("sha1", raw).unwrap()],
+            ..plain(&path, bytes.len() as u64)
+        };
+        let sha1 = {
+            let mut c = HashCheck::new("sha1", "").unwrap();
+            c.update(&bytes);
+            c.hex()
+        };
+        let got = read_all(file(&xxh64(&bytes), &sha1)).unwrap();
+        assert_eq!(got, vec![b"alpha".to_vec(), vec![], b"gamma".to_vec()]);
+        // A hash of all but the last byte: refused, so the last is hashed.
+        let short = xxh64(&bytes[..bytes.len() - 1]);
+        let error = read_all(file(&short, &sha1)).unwrap_err().to_string();
+        assert!(
+            error.contains("xxh64 hash") && error.contains(&short),
+            "{error}"
+        );
+        let error = read_all(file(&xxh64(&bytes), &"0".repeat(40)))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sha1 hash"), "{error}");
     }
 
     #[test]

@@ -103,19 +103,24 @@ impl<R: Read> Hashing<R> {
 
     /// The checks that failed, once every byte was read.
     pub(crate) fn mismatches(&mut self) -> Vec<Mismatch> {
-        let mut failed = Vec::new();
-        for check in &mut self.checks {
-            let actual = check.hex();
-            if actual != check.expected {
-                failed.push(Mismatch {
-                    algorithm: check.algorithm.clone(),
-                    expected: check.expected.clone(),
-                    actual,
-                });
-            }
-        }
-        failed
+        mismatches(&mut self.checks)
     }
+}
+
+/// The `checks` that failed, once every byte was given to them.
+pub(crate) fn mismatches(checks: &mut [HashCheck]) -> Vec<Mismatch> {
+    let mut failed = Vec::new();
+    for check in checks {
+        let actual = check.hex();
+        if actual != check.expected {
+            failed.push(Mismatch {
+                algorithm: check.algorithm.clone(),
+                expected: check.expected.clone(),
+                actual,
+            });
+        }
+    }
+    failed
 }
 
 impl<R: Read> Read for Hashing<R> {

@@ -347,6 +347,27 @@ fn damaged_shards_are_refused_naming_the_file() {
     assert!(error.contains("shard.00001.mds.zstd"), "{error}");
 }
 
+/// Uncompressed shards are mapped: one cut short, with its index entry
+/// edited to the cut length (and its hashes dropped) so the size check
+/// passes, is refused by its own table, naming the shard, whether the cut
+/// falls in the table, in a sample or before the last byte.
+#[test]
+fn a_mapped_shard_cut_short_with_its_index_agreeing_is_refused_naming_it() {
+    let original = fs::read(fixture("every-encoding").join("shard.00001.mds")).unwrap();
+    for cut in [2, 9, original.len() / 2, original.len() - 1] {
+        let (_t, dir) = copy("every-encoding");
+        let shard = dir.join("shard.00001.mds");
+        fs::write(&shard, &original[..cut]).unwrap();
+        edit_index(&dir, |index| {
+            let entry = &mut index["shards"][1]["raw_data"];
+            entry["bytes"] = cut.into();
+            entry["hashes"] = serde_json::json!({});
+        });
+        let error = error_of_every(&dir);
+        assert!(error.contains("shard.00001.mds"), "cut at {cut}: {error}");
+    }
+}
+
 fn error_of_every(dir: &Path) -> String {
     let result = MdsSource::open(
         &[dir.to_owned()],
