@@ -13,8 +13,8 @@
 //! of the decompressed bytes, so a hash is checked without a second read and
 //! memory stays at one sample; an uncompressed one is mapped
 //! ([`map_opened`]), each sample a slice of the mapping, hashed as it is
-//! passed (reading it into fresh memory cost a copy and, in the kernel, a page
-//! fault per 4 KiB). Every length is bounded before anything of that length is
+//! passed (no read into a zero-filled buffer, no copy out of a read buffer).
+//! Every length is bounded before anything of that length is
 //! set aside or sliced: the count by the file's length, each sample by the
 //! offsets, and a compressed file's declared length grows buffers only as bytes
 //! really arrive.
