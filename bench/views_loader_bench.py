@@ -7,6 +7,7 @@ warm.
     .venv/bin/pip install --force-reinstall --no-deps /work/views-wheels/bcd_python-*.whl
     .venv/bin/pip install -r tests/python/requirements-torch.txt
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 3
+    .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 5 --worker-exit
 
 The dataset (made once in --data): --records keyless records of --value-bytes
 random bytes (uncompressed), with a field `label` (0..99, uniform), and the view
@@ -105,16 +106,71 @@ def epoch(sampler, load, number=0):
     return (samples, ended - started), (samples - first[0], ended - first[1])
 
 
+def worker_exit(path: Path, rounds: int):
+    """What reading a view's values leaves in a process: a forked child (as a
+    DataLoader worker) reads half the view's values in shuffled batches of 64
+    with ``get_batch_into``, through the shard mappings (``read_ahead=False``)
+    or with positional reads (``read_ahead=True``, what a sparse view asks
+    for), then reports its mapped file pages (``RssFile``) and CPU time; the
+    parent times the child's exit (unmapping what it mapped). Page cache warm."""
+    import resource
+
+    import bcd
+
+    view = bcd.Dataset(path).view("one_pct")
+    half = len(view) // 2
+    results = {}
+    for round_ in range(rounds):
+        for read_ahead in ((False, True) if round_ % 2 == 0 else (True, False)):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                dataset = bcd.Dataset(path)
+                dataset.threads = 1
+                child_view = dataset.view("one_pct")
+                buffer = np.empty(64 * 4 * 4096, dtype=np.uint8)
+                order = np.random.default_rng(round_).permutation(len(child_view))[:half]
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                for start in range(0, half, 64):
+                    child_view._dataset.get_batch_into(
+                        child_view._records(order[start:start + 64]), lambda size: buffer, read_ahead=read_ahead
+                    )
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                with open("/proc/self/status") as status:
+                    rss_file = next(int(line.split()[1]) for line in status if line.startswith("RssFile"))
+                cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / half * 1e6
+                os.write(write_end, f"{rss_file} {cpu}".encode())
+                os._exit(0)
+            os.close(write_end)
+            rss_file, cpu = os.read(read_end, 100).decode().split()
+            os.close(read_end)
+            started = time.perf_counter()
+            os.waitpid(pid, 0)
+            results.setdefault(read_ahead, []).append((int(rss_file) / 1024, float(cpu), time.perf_counter() - started))
+    print(f"| {half} values of the view read in a fresh process | mapped file pages MB | CPU us a value | exit ms |")
+    print("|---|---|---|---|")
+    for read_ahead, name in ((False, "through the mappings"), (True, "positional reads")):
+        rows = results[read_ahead]
+        print(
+            f"| {name} | {statistics.median(r[0] for r in rows):.0f} | {statistics.median(r[1] for r in rows):.2f} "
+            f"| {statistics.median(r[2] for r in rows) * 1000:.1f} ({min(r[2] for r in rows) * 1000:.1f}-{max(r[2] for r in rows) * 1000:.1f}) |"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--value-bytes", type=int, default=2048)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
     args = parser.parse_args()
     path = args.data / "ds"
     args.data.mkdir(parents=True, exist_ok=True)
     make(path, args.records, args.value_bytes)
+    if args.worker_exit:
+        worker_exit(path, args.runs)
+        return
     import bcd.views
 
     names = ("whole", "view", "view-no-read-ahead")

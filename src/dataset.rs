@@ -69,6 +69,8 @@ pub struct Dataset {
     /// Whether reads check values against their content hashes.
     pub(crate) verify_content_on_read: bool,
     options: OpenOptions,
+    /// Shard files open for positional reads (`unmapped.rs`).
+    pub(crate) open_shards: crate::unmapped::OpenShards,
 }
 
 /// How a dataset is opened.
@@ -265,6 +267,7 @@ impl Dataset {
             memory_limit: None,
             verify_content_on_read: false,
             options,
+            open_shards: Default::default(),
         };
         dataset.maybe_persist_index();
         Ok(dataset)
@@ -640,7 +643,11 @@ impl Dataset {
         self.index.shards().iter().map(|s| s.data_len()).sum()
     }
 
-    fn corrupt(index: usize, location: &Location<'_>, error: lz4_block::BlockError) -> Error {
+    pub(crate) fn corrupt(
+        index: usize,
+        location: &Location<'_>,
+        error: lz4_block::BlockError,
+    ) -> Error {
         Error::CorruptValue {
             path: location.shard.path.clone(),
             record: index as u64 - location.shard.first,

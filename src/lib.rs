@@ -49,6 +49,7 @@ pub mod storage;
 mod teardown;
 #[cfg(test)]
 mod test_bytes;
+mod unmapped;
 mod verify;
 mod view_file;
 mod views;

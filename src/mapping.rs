@@ -5,7 +5,8 @@
 //! never a read that waits forever. Small files are read into memory instead of
 //! mapped, so a dataset of many tiny shards costs neither a mapping each (the
 //! kernel allows about 65,000 per process) nor a descriptor (every file is closed
-//! once loaded).
+//! once loaded; positional reads of sparse values keep at most 32 open, see
+//! `unmapped.rs`).
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};

@@ -51,6 +51,9 @@ pub(crate) struct Shard {
     /// file comes from.
     pub(crate) source: Option<(u64, std::sync::Arc<dyn DataFiles>)>,
     data: OnceLock<Arc<Mapping>>,
+    /// The device and inode of the file `data` was loaded from (see
+    /// `unmapped.rs`), once it is loaded.
+    data_identity: OnceLock<Option<(u64, u64)>>,
     /// The `.idx` file: `u32` sizes per record.
     sizes: OnceLock<Mapping>,
     /// Dataset index of the shard's first record.
@@ -79,6 +82,7 @@ impl Shard {
             path,
             source: None,
             data: OnceLock::new(),
+            data_identity: OnceLock::new(),
             sizes: sizes.map_or_else(OnceLock::new, OnceLock::from),
             first,
             stamp,
@@ -92,17 +96,35 @@ impl Shard {
         if let Some(data) = self.data.get() {
             return Ok(data);
         }
-        let loaded = Arc::new(match &self.source {
-            None => load(&self.path, self.stamp.data_len)?,
-            Some((id, files)) => {
-                let file = files
-                    .open(*id)
-                    .map_err(|e| Error::io("fetch", &self.path, e))?;
-                load_file(&self.path, file, self.stamp.data_len)?
+        let file = match &self.source {
+            None => {
+                open_regular(&self.path)
+                    .map_err(|e| Error::io("open", &self.path, e))?
+                    .0
             }
+            Some((id, files)) => files
+                .open(*id)
+                .map_err(|e| Error::io("fetch", &self.path, e))?,
+        };
+        let identity = crate::unmapped::file_identity(&file);
+        let loaded = Arc::new(load_file(&self.path, file, self.stamp.data_len)?);
+        // Two threads may load it at once: the first to finish is kept, with the
+        // identity of the file it was loaded from.
+        let mut kept = false;
+        let data = self.data.get_or_init(|| {
+            kept = true;
+            loaded
         });
-        // Two threads may load it at once: the first to finish is kept.
-        Ok(self.data.get_or_init(|| loaded))
+        if kept {
+            let _ = self.data_identity.set(identity);
+        }
+        Ok(data)
+    }
+
+    /// The device and inode of the file the data was loaded from: `None` until
+    /// it is loaded (or where the platform has none).
+    pub(crate) fn data_identity(&self) -> Option<(u64, u64)> {
+        self.data_identity.get().copied().flatten()
     }
 
     /// The `.idx` file, loaded on first use.

@@ -406,7 +406,10 @@ class Dataset:
         filled on all cores without the GIL. Returns the offsets, a NumPy
         ``int64`` array of ``len(indices) + 1``: value ``i`` is
         ``buffer[offsets[i]:offsets[i + 1]]``. Indices are checked as by
-        ``get_batch``, and ``read_ahead`` is as there. Nothing else may use the
+        ``get_batch``, and ``read_ahead`` is as there; with ``read_ahead=True``
+        each value is then read with a positional read of its shard file
+        instead of through the mapping, so the process maps none of the
+        shards' pages (at most 32 shard files stay open). Nothing else may use the
         buffer during the call. ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
         process as one tensor in shared memory instead of pickled values.
         """

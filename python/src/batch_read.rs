@@ -106,6 +106,7 @@ pub fn decompress_many<'py>(
 /// sizes) back to back into `out`, on up to `threads` threads without the GIL:
 /// one contiguous batch, for callers that own the destination (a tensor in shared
 /// memory a DataLoader worker hands to the main process without pickling).
+/// `source` says how each value is read.
 pub fn read_contiguous(
     py: Python<'_>,
     dataset: &Dataset,
@@ -113,13 +114,14 @@ pub fn read_contiguous(
     lens: &[usize],
     out: &mut [u8],
     threads: usize,
+    source: Source<'_>,
 ) -> PyResult<()> {
-    // Each value's destination, split off `out` in order.
+    // Each value's position in the batch and destination, split off `out` in order.
     let mut destinations: Vec<(usize, &mut [u8])> = Vec::with_capacity(indices.len());
     let mut rest = out;
-    for (&index, &len) in indices.iter().zip(lens) {
+    for (position, &len) in lens.iter().enumerate() {
         let (mine, tail) = rest.split_at_mut(len);
-        destinations.push((index, mine));
+        destinations.push((position, mine));
         rest = tail;
     }
     let total: usize = lens.iter().sum();
@@ -128,11 +130,23 @@ pub fn read_contiguous(
     } else {
         threads.clamp(1, indices.len().max(1))
     };
+    let read = |position: usize, out: &mut [u8], scratch: &mut Vec<u8>| {
+        let index = indices[position];
+        match source {
+            Source::Mapped => dataset.read_into(index, out),
+            Source::Unmapped => dataset.read_into_unmapped(index, out, scratch),
+            Source::Stored(stored) => match &stored[position] {
+                Some(bytes) => dataset.decode_stored_into(index, bytes, out),
+                None => dataset.read_into(index, out),
+            },
+        }
+    };
     py.detach(|| {
         if threads == 1 {
+            let mut scratch = Vec::new();
             return destinations
                 .iter_mut()
-                .try_for_each(|(index, out)| dataset.read_into(*index, out));
+                .try_for_each(|(position, out)| read(*position, out, &mut scratch));
         }
         // Runs of about equal bytes, one per thread.
         let per_thread = total.div_ceil(threads);
@@ -153,9 +167,11 @@ pub fn read_contiguous(
             let workers: Vec<_> = runs
                 .into_iter()
                 .map(|run| {
+                    let read = &read;
                     scope.spawn(move || {
+                        let mut scratch = Vec::new();
                         run.iter_mut()
-                            .try_for_each(|(index, out)| dataset.read_into(*index, out))
+                            .try_for_each(|(position, out)| read(*position, out, &mut scratch))
                     })
                 })
                 .collect();
@@ -167,4 +183,17 @@ pub fn read_contiguous(
         })
     })
     .map_err(to_py)
+}
+
+/// How [`read_contiguous`] reads each value.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// Through the shard's mapping ([`Dataset::read_into`]).
+    Mapped,
+    /// With a positional read of the shard's file ([`Dataset::read_into_unmapped`]):
+    /// for values scattered sparsely.
+    Unmapped,
+    /// From the stored bytes already read positionally, one per value
+    /// ([`Dataset::read_stored_unmapped`]); `None`: through the mapping.
+    Stored(&'a [Option<Vec<u8>>]),
 }

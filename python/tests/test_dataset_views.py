@@ -8,6 +8,7 @@ rewritten underneath is refused."""
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import shutil
 import subprocess
@@ -278,6 +279,75 @@ def test_a_batch_reads_the_same_values_on_any_number_of_threads(tmp_path, compre
         with pytest.raises((ValueError, OverflowError)):
             dataset.threads = bad
     assert dataset.threads == 8
+
+
+def _mapped_kib(directory):
+    """The resident size, in KiB, of this process's mappings of the shard data
+    files in `directory`."""
+    inside, total = False, 0
+    prefix = str(directory.resolve()) + "/"
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):
+                name = line.split()[-1]
+                inside = name.startswith(prefix) and name.endswith(".bin")
+            elif inside and first == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_a_sparse_batch_is_read_without_mapping_the_shards(tmp_path, compression):
+    # read_ahead=True (a small view's batches) reads each value with a
+    # positional read of its shard file: the process maps none of the shards'
+    # pages, which a fault would map by the large folio (and a DataLoader
+    # worker would unmap again at its exit). A dense read maps them.
+    rng = np.random.default_rng(11)
+    values = [rng.integers(0, 256, size=3000, dtype=np.uint8).tobytes() if i % 2 else b"text %d " % i * 400 for i in range(400)]
+    bcd.Dataset.create(tmp_path / "d", compression=compression, max_shard_size=200_000).extend(values)
+    assert len(list((tmp_path / "d").glob("*.bin"))) > 3
+    dataset = bcd.Dataset(tmp_path / "d")
+    order = [int(i) for i in rng.permutation(len(values))[:64]]
+    for threads in (1, 2):
+        dataset.threads = threads
+        buffer = bytearray()
+
+        def allocate(n):
+            buffer[:] = bytes(n)
+            return buffer
+
+        offsets = dataset.get_batch_into(order, allocate, read_ahead=True)
+        assert [bytes(buffer[a:b]) for a, b in zip(offsets[:-1], offsets[1:])] == [values[i] for i in order]
+        assert _mapped_kib(tmp_path / "d") == 0
+    dataset.get_batch_into(order, allocate)
+    assert _mapped_kib(tmp_path / "d") > 0
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_a_shard_cut_short_under_a_sparse_reader_is_an_error_naming_it(tmp_path, compression):
+    # Read through a mapping, a value past the end of a file cut short would
+    # be a SIGBUS; read positionally it is an error naming the shard, and the
+    # values before the cut still read.
+    rng = np.random.default_rng(12)
+    values = [rng.integers(0, 256, size=3000, dtype=np.uint8).tobytes() for _ in range(200)]
+    bcd.Dataset.create(tmp_path / "d", compression=compression, max_shard_size=200_000).extend(values)
+    dataset = bcd.Dataset(tmp_path / "d")
+    allocate = lambda n: bytearray(n)  # noqa: E731
+    dataset.get_batch_into([0], allocate, read_ahead=True)
+    shard = tmp_path / "d" / "000000.bin"
+    os.truncate(shard, shard.stat().st_size // 2)
+    with pytest.raises(ValueError, match="000000.bin"):
+        dataset.get_batch_into([0, 40], allocate, read_ahead=True)
+    buffer = bytearray()
+
+    def into(n):
+        buffer[:] = bytes(n)
+        return buffer
+
+    dataset.get_batch_into([1, 2], into, read_ahead=True)
+    assert bytes(buffer) == values[1] + values[2]
 
 
 def test_a_view_of_under_a_sixteenth_of_the_records_reads_ahead(ds):

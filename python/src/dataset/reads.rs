@@ -212,16 +212,50 @@ impl PyDataset {
         read_ahead: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let wanted = self.collect_indices(py, indices)?;
-        let (resolved, lens) = {
+        // `read_ahead=True` says the values are scattered sparsely (a small
+        // view's): their pages are asked for at once, then each value is read
+        // with a positional read of its shard's file, which maps nothing into
+        // this process (`bcd::Dataset::read_into_unmapped`). A compressed
+        // value's length is in its stored bytes, so those are read first.
+        let sparse = read_ahead == Some(true);
+        let (resolved, lens, stored) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
             let resolved = resolve_all(&dataset, &wanted)?;
-            let lens = resolved
-                .iter()
-                .map(|&index| dataset.value_len(index))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(to_py)?;
-            (resolved, lens)
+            if sparse {
+                dataset.prefetch(resolved.iter().copied());
+            }
+            let mut stored: Vec<Option<Vec<u8>>> = Vec::new();
+            let lens = if sparse && dataset.compression() == Compression::Lz4 {
+                // Positional reads may wait for the disk: without the GIL.
+                let dataset: &Dataset = &dataset;
+                py.detach(|| {
+                    resolved
+                        .iter()
+                        .map(|&index| {
+                            let mut bytes = Vec::new();
+                            match dataset.read_stored_unmapped(index, &mut bytes)? {
+                                Some(len) => {
+                                    stored.push(Some(bytes));
+                                    Ok(len)
+                                }
+                                None => {
+                                    stored.push(None);
+                                    dataset.value_len(index)
+                                }
+                            }
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(to_py)?
+            } else {
+                resolved
+                    .iter()
+                    .map(|&index| dataset.value_len(index))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(to_py)?
+            };
+            (resolved, lens, stored)
         };
         let total: usize = lens.iter().sum();
         let offsets = py
@@ -260,10 +294,16 @@ impl PyDataset {
         let out = unsafe { &mut *data.as_ptr() };
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
-        let stored: u64 = lens.iter().map(|&len| len as u64).sum();
-        if reads_ahead(read_ahead, stored, resolved.len()) {
-            dataset.prefetch(resolved.iter().copied());
-        }
+        let source = if !sparse {
+            if reads_ahead(read_ahead, total as u64, resolved.len()) {
+                dataset.prefetch(resolved.iter().copied());
+            }
+            batch_read::Source::Mapped
+        } else if dataset.compression() == Compression::Lz4 {
+            batch_read::Source::Stored(&stored)
+        } else {
+            batch_read::Source::Unmapped
+        };
         batch_read::read_contiguous(
             py,
             &dataset,
@@ -271,6 +311,7 @@ impl PyDataset {
             &lens,
             &mut out[..total],
             self.threads.load(Ordering::Relaxed),
+            source,
         )?;
         Ok(offsets)
     }

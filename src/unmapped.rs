@@ -1,0 +1,242 @@
+//! Values read with positional reads (`pread`) of their shard's data file
+//! instead of through its mapping: for values scattered sparsely over a large
+//! dataset (a small view's batches).
+//!
+//! A read through the mapping costs the reading process a page fault, and the
+//! fault maps every cached page around the value (a whole large folio of the
+//! page cache on current kernels: 147 KiB a 2 KB value, measured on 6.18), each
+//! page table entry set on the fault and cleared again when the process unmaps
+//! the shard or exits. Read densely, those pages hold the next values; read
+//! sparsely, they are pure cost: a DataLoader worker that read 10,000 values of
+//! a 1% view had 1.5 GB of the shards mapped and took 65-270 ms to exit. A
+//! positional read copies the value's bytes out of the page cache and maps
+//! nothing.
+//!
+//! The mapping stays the authority on what was opened: a file is read this way
+//! only when it is the very file the shard's data was loaded from (same device
+//! and inode), otherwise the value is read through the mapping as usual.
+
+use std::fs::File;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::lz4_block;
+use crate::manifest::Compression;
+use crate::mapping::{open_regular, Mapping};
+use crate::reader::Location;
+use crate::shard::Shard;
+
+/// At most this many shard files are kept open for positional reads (the least
+/// recently used is closed first), so a dataset of many shards never holds a
+/// descriptor per shard.
+const OPEN_MAX: usize = 32;
+
+/// The shard files open for positional reads, most recently used last.
+#[derive(Debug, Default)]
+pub(crate) struct OpenShards {
+    open: Mutex<Vec<(u64, Arc<File>)>>,
+}
+
+impl OpenShards {
+    /// Shard `id`'s data file, opened (or reused) for positional reads; `None`
+    /// when it cannot be read that way: not a mapped file, or the file now at its
+    /// path is not the one the mapping was made from.
+    fn file(&self, id: u64, shard: &Shard, data: &Mapping) -> Option<Arc<File>> {
+        if !matches!(data, Mapping::Mapped(_)) {
+            return None;
+        }
+        let identity = shard.data_identity()?;
+        {
+            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(at) = open.iter().position(|(shard, _)| *shard == id) {
+                let entry = open.remove(at);
+                let file = Arc::clone(&entry.1);
+                open.push(entry);
+                return Some(file);
+            }
+        }
+        // Opened without the lock held: another thread may open it too, and the
+        // second one kept replaces nothing but its own entry.
+        let file = open_data_file(shard)?;
+        if file_identity(&file)? != identity {
+            return None;
+        }
+        let file = Arc::new(file);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if !open.iter().any(|(shard, _)| *shard == id) {
+            if open.len() == OPEN_MAX {
+                open.remove(0);
+            }
+            open.push((id, Arc::clone(&file)));
+        }
+        Some(file)
+    }
+}
+
+/// Opens `shard`'s data file where it is read from: its path, or its source.
+fn open_data_file(shard: &Shard) -> Option<File> {
+    match &shard.source {
+        None => open_regular(&shard.path).ok().map(|(file, _)| file),
+        Some((id, files)) => files.open(*id).ok(),
+    }
+}
+
+/// The device and inode of `file`.
+#[cfg(unix)]
+pub(crate) fn file_identity(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn file_identity(_: &File) -> Option<(u64, u64)> {
+    None
+}
+
+/// Reads exactly `out.len()` bytes at `offset` of `file`.
+#[cfg(unix)]
+fn read_exact_at(file: &File, out: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(out, offset)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(_: &File, _: &mut [u8], _: u64) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+impl Dataset {
+    /// Writes the value at `index` into `out` exactly as [`Dataset::read_into`]
+    /// does, reading its stored bytes with a positional read of the shard's data
+    /// file rather than through the mapping (see the module's notes): for
+    /// values read sparsely. `stored` is scratch space for a compressed value's
+    /// stored bytes. Values of shards read into memory, or whose file cannot be
+    /// read this way, are read through the mapping.
+    pub fn read_into_unmapped(
+        &self,
+        index: usize,
+        out: &mut [u8],
+        stored: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let Some(file) = self.unmapped_file(&location) else {
+            return self.read_into(index, out);
+        };
+        match self.compression() {
+            Compression::None => {
+                if out.len() != location.stored.len() {
+                    return Err(wrong_buffer(out.len(), location.stored.len()));
+                }
+                read_at(&file, &location, out)?;
+            }
+            Compression::Lz4 => {
+                stored.clear();
+                stored.resize(location.stored.len(), 0);
+                read_at(&file, &location, stored)?;
+                self.decode_stored(index, &location, stored, out)?;
+            }
+        }
+        self.check_content(index, out)
+    }
+
+    /// The length of the value at `index`, reading (for a compressed dataset) its
+    /// stored bytes into `stored` with a positional read rather than touching the
+    /// mapping, as [`Dataset::value_len`] would; `stored` then holds them for
+    /// [`Dataset::decode_stored_into`]. `None` when the shard's file cannot be
+    /// read that way (use [`Dataset::read_into`]).
+    pub fn read_stored_unmapped(
+        &self,
+        index: usize,
+        stored: &mut Vec<u8>,
+    ) -> Result<Option<usize>> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let Some(file) = self.unmapped_file(&location) else {
+            return Ok(None);
+        };
+        stored.clear();
+        stored.resize(location.stored.len(), 0);
+        read_at(&file, &location, stored)?;
+        let len = match self.compression() {
+            Compression::None => stored.len(),
+            Compression::Lz4 => {
+                lz4_block::declared_len(stored).map_err(|e| Self::corrupt(index, &location, e))?
+            }
+        };
+        Ok(Some(len))
+    }
+
+    /// Writes the value at `index`, whose stored bytes [`Dataset::read_stored_unmapped`]
+    /// read into `stored`, into `out` (exactly its length), checked as
+    /// [`Dataset::read_into`] checks.
+    pub fn decode_stored_into(&self, index: usize, stored: &[u8], out: &mut [u8]) -> Result<()> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        if stored.len() != location.stored.len() {
+            return Err(Error::InvalidOption(format!(
+                "decode_stored_into: {} stored bytes for a value stored in {}",
+                stored.len(),
+                location.stored.len()
+            )));
+        }
+        self.decode_stored(index, &location, stored, out)?;
+        self.check_content(index, out)
+    }
+
+    /// `stored` (the value at `index`, stored at `location`) into `out`.
+    fn decode_stored(
+        &self,
+        index: usize,
+        location: &Location<'_>,
+        stored: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        match self.compression() {
+            Compression::None => {
+                if out.len() != stored.len() {
+                    return Err(wrong_buffer(out.len(), stored.len()));
+                }
+                out.copy_from_slice(stored);
+            }
+            Compression::Lz4 => {
+                let len = lz4_block::declared_len(stored)
+                    .map_err(|e| Self::corrupt(index, location, e))?;
+                if out.len() != len {
+                    return Err(wrong_buffer(out.len(), len));
+                }
+                match lz4_block::literal_range(stored) {
+                    Some(range) => out.copy_from_slice(&stored[range]),
+                    None => lz4_block::decompress_to_slice(stored, out)
+                        .map_err(|e| Self::corrupt(index, location, e))?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The open file to read `location`'s value from positionally, if any.
+    fn unmapped_file(&self, location: &Location<'_>) -> Option<Arc<File>> {
+        self.open_shards
+            .file(location.shard_id, location.shard, location.data)
+    }
+}
+
+/// Reads `location`'s stored bytes from `file` into `out` (their length).
+fn read_at(file: &File, location: &Location<'_>, out: &mut [u8]) -> Result<()> {
+    read_exact_at(file, out, location.value_offset).map_err(|e| Error::CorruptShard {
+        path: location.shard.path.clone(),
+        reason: format!(
+            "reading {} bytes at offset {}: {e} (the data file changed after the dataset was opened)",
+            out.len(),
+            location.value_offset
+        ),
+    })
+}
+
+fn wrong_buffer(buffer: usize, value: usize) -> Error {
+    Error::InvalidOption(format!(
+        "read_into: a buffer of {buffer} bytes for a value of {value}"
+    ))
+}
