@@ -169,11 +169,12 @@ mod tests {
     #[test]
     fn a_register_keeps_the_largest_rank_of_its_hashes() {
         let mut h = HyperLogLog::new();
-        // Register 5: the 50 low bits' leading zeros plus one.
-        h.add_hash((5 << 50) | (1 << 49)); // rank 1
-        h.add_hash((5 << 50) | 1); // rank 50
-        h.add_hash((5 << 50) | (1 << 40)); // rank 10, smaller: kept 50
-                                           // Register 16383: all 50 low bits zero, the largest rank.
+        // Register 5: the 50 low bits' leading zeros plus one, ranks 1, 50
+        // and 10 (smaller: 50 is kept).
+        h.add_hash((5 << 50) | (1 << 49));
+        h.add_hash((5 << 50) | 1);
+        h.add_hash((5 << 50) | (1 << 40));
+        // Register 16383: all 50 low bits zero, the largest rank.
         h.add_hash(u64::MAX << 50);
         // Register 0: rank 2 then 1.
         h.add_hash(1 << 48);
