@@ -24,7 +24,11 @@ warm: the next epoch. Workers are not persistent: a mapped page stays cached.
 Medians over --runs, contenders rotating within a run. A third contender reads
 the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW``
 set past any view's size), what a view read before it: the change it makes in
-the same run.
+the same run. A fourth is the DataLoader's own floor for an epoch of the
+view's length: an in-memory dataset whose batches are slices of one tensor
+(``InMemory``), read from nowhere. ``--persistent`` runs every loader with
+``persistent_workers=True`` (the warm epoch then reuses the cold one's
+workers).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def evict(path: Path):
                 os.close(fd)
 
 
-def loader(path: Path, view):
+def loader(path: Path, view, persistent: bool = False):
     import torch
     import bcd.torch
 
@@ -85,20 +89,80 @@ def loader(path: Path, view):
         num_workers=2,
         multiprocessing_context="fork",
         collate_fn=bcd.torch.collate,
+        persistent_workers=persistent,
     )
+
+
+class InMemory:
+    """The DataLoader's own floor for an epoch of `samples` values of
+    `value_bytes`: a map-style dataset whose batch is a slice of one tensor
+    already in memory (`__getitems__`), read nowhere, crossing to the main
+    process as torch sends a worker's tensors. A store's epoch of that many
+    samples cannot be faster than this one's."""
+
+    def __init__(self, samples: int, value_bytes: int):
+        self.samples, self.value_bytes, self.block = samples, value_bytes, None
+
+    def __len__(self):
+        return self.samples
+
+    def __getitems__(self, indices):
+        import torch
+
+        if self.block is None:
+            self.block = torch.zeros(64, self.value_bytes, dtype=torch.uint8)
+        return self.block[: len(indices)].clone()
+
+
+class Seeded:
+    """A shuffled order of `n` positions with `set_epoch`, as bcd's Sampler."""
+
+    def __init__(self, n: int):
+        self.n, self.epoch = n, 0
+
+    def set_epoch(self, epoch: int):
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter(np.random.default_rng(self.epoch).permutation(self.n).tolist())
+
+
+def floor_loader(samples: int, value_bytes: int, persistent: bool = False):
+    import torch
+
+    sampler = Seeded(samples)
+    return sampler, torch.utils.data.DataLoader(
+        InMemory(samples, value_bytes),
+        batch_size=64,
+        sampler=sampler,
+        num_workers=2,
+        multiprocessing_context="fork",
+        collate_fn=_identity,
+        persistent_workers=persistent,
+    )
+
+
+def _identity(batch):
+    return batch
 
 
 def epoch(sampler, load, number=0):
     """(samples, seconds) of the whole epoch, and of it after its first batch
     has arrived: the per-sample rate of the reading once the workers run,
     without torch starting them (about 0.1 s an epoch, whatever its length)."""
+    import torch
+
     sampler.set_epoch(number)
     started = time.perf_counter()
     samples = 0
     total = 0
     first = None
     for batch in load:
-        total += int(batch.values.numpy().sum(dtype=np.uint64))
+        values = batch if isinstance(batch, torch.Tensor) else batch.values
+        total += int(values.numpy().sum(dtype=np.uint64))
         samples += len(batch)
         if first is None:
             first = (samples, time.perf_counter())
@@ -163,6 +227,7 @@ def main():
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--value-bytes", type=int, default=2048)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--persistent", action="store_true", help="DataLoaders with persistent_workers=True")
     parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
     args = parser.parse_args()
     path = args.data / "ds"
@@ -173,17 +238,21 @@ def main():
         return
     import bcd.views
 
-    names = ("whole", "view", "view-no-read-ahead")
+    names = ("whole", "view", "view-no-read-ahead", "in-memory")
     sparse_view = bcd.views.SPARSE_VIEW
+    view_samples = len(bcd.Dataset(path).view("one_pct"))
     kinds = ("cold", "warm", "cold, start-up included", "warm, start-up included")
     rates = {(kind, view): [] for kind in kinds for view in names}
     for run in range(args.runs):
-        order = names[run % 3:] + names[:run % 3]
+        order = names[run % len(names):] + names[:run % len(names)]
         for name in order:
             view = None if name == "whole" else "one_pct"
             # The fork workers inherit the setting.
             bcd.views.SPARSE_VIEW = 1 << 62 if name == "view-no-read-ahead" else sparse_view
-            sampler, load = loader(path, view)
+            if name == "in-memory":
+                sampler, load = floor_loader(view_samples, args.value_bytes, args.persistent)
+            else:
+                sampler, load = loader(path, view, args.persistent)
             evict(path)
             for number, cache in enumerate(("cold", "warm")):
                 (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
@@ -191,13 +260,22 @@ def main():
                 rates[(cache, name)].append(after / after_seconds)
             del load
             log(f"run {run} {name}: {samples} samples/epoch")
-    print("| cache | whole dataset samples/s | 1% view samples/s | view / whole | view without read-ahead samples/s | its / whole |")
-    print("|---|---|---|---|---|---|")
+    workers = "persistent workers" if args.persistent else "workers started each epoch"
+    print(f"\n{workers}, medians of {args.runs}; samples/s\n")
+    print(
+        "| cache | whole dataset | 1% view | view / whole | view without read-ahead | its / whole "
+        "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind in kinds:
         whole = statistics.median(rates[(kind, "whole")])
         view = statistics.median(rates[(kind, "view")])
         plain = statistics.median(rates[(kind, "view-no-read-ahead")])
-        print(f"| {kind} | {whole:.0f} | {view:.0f} | {view / whole:.2f} | {plain:.0f} | {plain / whole:.2f} |")
+        floor = statistics.median(rates[(kind, "in-memory")])
+        print(
+            f"| {kind} | {whole:.0f} | {view:.0f} | {view / whole:.2f} | {plain:.0f} | {plain / whole:.2f} "
+            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} |"
+        )
 
 
 if __name__ == "__main__":

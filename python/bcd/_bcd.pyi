@@ -397,6 +397,7 @@ class Dataset:
         allocate: Callable[[int], Buffer],
         *,
         read_ahead: Optional[bool] = None,
+        positional: Optional[bool] = None,
     ) -> "numpy.ndarray":
         """Reads the values at ``indices`` back to back into one buffer.
 
@@ -406,10 +407,11 @@ class Dataset:
         filled on all cores without the GIL. Returns the offsets, a NumPy
         ``int64`` array of ``len(indices) + 1``: value ``i`` is
         ``buffer[offsets[i]:offsets[i + 1]]``. Indices are checked as by
-        ``get_batch``, and ``read_ahead`` is as there; with ``read_ahead=True``
-        each value is then read with a positional read of its shard file
-        instead of through the mapping, so the process maps none of the
-        shards' pages (at most 32 shard files stay open). Nothing else may use the
+        ``get_batch``, and ``read_ahead`` is as there. ``positional=True``
+        reads each value with a positional read of its shard file instead of
+        through the mapping, so the process maps none of the shards' pages (at
+        most 32 shard files stay open); ``None``, the default, does so when
+        ``read_ahead`` is ``True``. Nothing else may use the
         buffer during the call. ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
         process as one tensor in shared memory instead of pickled values.
         """

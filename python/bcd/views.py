@@ -55,6 +55,9 @@ class View:
         self._expression = expression
         self._evaluated_over = len(dataset) if evaluated_over is None else int(evaluated_over)
         self._read_ahead = True if len(indices) * SPARSE_VIEW < len(dataset) else None
+        # Values read through this object in this process: see get_batch_into.
+        self._values_read = 0
+        self.values_per_pass = len(indices)
 
     @property
     def dataset(self):
@@ -169,8 +172,22 @@ class View:
 
     def get_batch_into(self, indices, allocate: Callable[[int], Any]):
         """As ``Dataset.get_batch_into``, for the view's records at ``indices``
-        (read ahead as ``get_batch`` says)."""
-        return self._dataset.get_batch_into(self._records(indices), allocate, read_ahead=self._read_ahead)
+        (read ahead as ``get_batch`` says).
+
+        A sparse view's values are read with positional reads of the shard
+        files (nothing mapped) until this object has read ``values_per_pass``
+        values (the view's length; a DataLoader worker's share of it, set by
+        ``bcd.torch``), and through the mappings from then on: a process that
+        reads the view once (a DataLoader worker started for one epoch) maps
+        nothing it would unmap at its exit, one that reads it again (a
+        persistent worker, the main process) keeps the pages it maps and reads
+        them without a system call."""
+        records = self._records(indices)
+        positional = None
+        if self._read_ahead:
+            positional = self._values_read < self.values_per_pass
+            self._values_read += len(records)
+        return self._dataset.get_batch_into(records, allocate, read_ahead=self._read_ahead, positional=positional)
 
     def get_images_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
         """As ``Dataset.get_images_into``, for the view's records at

@@ -481,17 +481,20 @@ impl PyDataset {
     /// a bytearray, a tensor in shared memory), fills it on all cores without the
     /// GIL, and returns the offsets as a NumPy int64 array of `len(indices) + 1`:
     /// value `i` is `buffer[offsets[i]:offsets[i + 1]]`. Indices are checked as by
-    /// `get_batch`, and `read_ahead` is as there. Nothing else may use the
+    /// `get_batch`, and `read_ahead` is as there. `positional` reads each value
+    /// with a positional read of its shard file instead of through the
+    /// mapping (`None`: when `read_ahead` is `True`). Nothing else may use the
     /// buffer during the call.
-    #[pyo3(signature = (indices, allocate, *, read_ahead = None))]
+    #[pyo3(signature = (indices, allocate, *, read_ahead = None, positional = None))]
     fn get_batch_into<'py>(
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
         allocate: &Bound<'py, PyAny>,
         read_ahead: Option<bool>,
+        positional: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read_batch_into(py, indices, allocate, read_ahead)
+        self.read_batch_into(py, indices, allocate, read_ahead, positional)
     }
 
     /// Decodes the images (JPEG or PNG values) at `indices` into `out` as

@@ -272,6 +272,11 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             # waiting for one cost a scheduler tick (4 ms) where reading 64
             # values of 10 KB takes 0.2 ms.
             self._dataset.threads = max(1, torch.get_num_threads())
+            if self._view is not None:
+                # A worker reads about its share of the view an epoch: past
+                # that, it is reading it again (a persistent worker).
+                workers = torch.utils.data.get_worker_info().num_workers
+                self._view.values_per_pass = -(-len(self._view) // max(1, workers))
             self._threads_set = os.getpid()
         try:
             return read(*args)

@@ -210,23 +210,25 @@ impl PyDataset {
         indices: &Bound<'py, PyAny>,
         allocate: &Bound<'py, PyAny>,
         read_ahead: Option<bool>,
+        positional: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let wanted = self.collect_indices(py, indices)?;
         // `read_ahead=True` says the values are scattered sparsely (a small
-        // view's): their pages are asked for at once, then each value is read
-        // with a positional read of its shard's file, which maps nothing into
-        // this process (`bcd::Dataset::read_into_unmapped`). A compressed
-        // value's length is in its stored bytes, so those are read first.
-        let sparse = read_ahead == Some(true);
+        // view's): their pages are asked for at once, then (unless told
+        // otherwise by `positional`) each value is read with a positional read
+        // of its shard's file, which maps nothing into this process
+        // (`bcd::Dataset::read_into_unmapped`). A compressed value's length is
+        // in its stored bytes, so those are read first.
+        let unmapped = positional.unwrap_or(read_ahead == Some(true));
         let (resolved, lens, stored) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
             let resolved = resolve_all(&dataset, &wanted)?;
-            if sparse {
+            if read_ahead == Some(true) && unmapped {
                 dataset.prefetch(resolved.iter().copied());
             }
             let mut stored: Vec<Option<Vec<u8>>> = Vec::new();
-            let lens = if sparse && dataset.compression() == Compression::Lz4 {
+            let lens = if unmapped && dataset.compression() == Compression::Lz4 {
                 // Positional reads may wait for the disk: without the GIL.
                 let dataset: &Dataset = &dataset;
                 py.detach(|| {
@@ -294,7 +296,7 @@ impl PyDataset {
         let out = unsafe { &mut *data.as_ptr() };
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
-        let source = if !sparse {
+        let source = if !unmapped {
             if reads_ahead(read_ahead, total as u64, resolved.len()) {
                 dataset.prefetch(resolved.iter().copied());
             }
