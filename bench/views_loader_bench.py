@@ -27,8 +27,8 @@ set past any view's size), what a view read before it: the change it makes in
 the same run. A fourth is the DataLoader's own floor for an epoch of the
 view's length: an in-memory dataset whose batches are slices of one tensor
 (``InMemory``), read from nowhere. ``--persistent`` runs every loader with
-``persistent_workers=True`` (the warm epoch then reuses the cold one's
-workers).
+``persistent_workers=True`` (the warm epochs then reuse the cold one's
+workers), and a third epoch ("warm again").
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ def main():
     names = ("whole", "view", "view-no-read-ahead", "in-memory")
     sparse_view = bcd.views.SPARSE_VIEW
     view_samples = len(bcd.Dataset(path).view("one_pct"))
-    kinds = ("cold", "warm", "cold, start-up included", "warm, start-up included")
+    caches = ("cold", "warm", "warm again") if args.persistent else ("cold", "warm")
+    kinds = caches + tuple(f"{cache}, start-up included" for cache in caches)
     rates = {(kind, view): [] for kind in kinds for view in names}
     for run in range(args.runs):
         order = names[run % len(names):] + names[:run % len(names)]
@@ -254,7 +255,7 @@ def main():
             else:
                 sampler, load = loader(path, view, args.persistent)
             evict(path)
-            for number, cache in enumerate(("cold", "warm")):
+            for number, cache in enumerate(caches):
                 (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
                 rates[(f"{cache}, start-up included", name)].append(samples / seconds)
                 rates[(cache, name)].append(after / after_seconds)
