@@ -17,7 +17,7 @@ use crate::conform::conform;
 use crate::error::{FieldsError, Result};
 use crate::types::value_type;
 use crate::unify::unify_types;
-use crate::value::{FieldValue, Fields};
+use crate::value::{FieldValue, Fields, SourceColumns};
 
 mod column;
 use column::Column;
@@ -211,6 +211,62 @@ impl BatchBuilder {
         Ok(())
     }
 
+    /// Adds the records that are rows `rows` of `source` (a source's batch
+    /// read in order), one record a row: what as many [`BatchBuilder::push`]es
+    /// of [`Fields::row`] would add, the same columns built. Once a row
+    /// continues every column's current run of `source`'s arrays (after the
+    /// first row of a batch, usually), the rest of the rows are added at once,
+    /// a few compares per column; until then they are pushed one by one.
+    /// `origin` names the record of a row in errors (formatted only for an
+    /// error). On an error the rows before the refused one stay added.
+    pub fn push_rows<O: std::fmt::Display>(
+        &mut self,
+        source: &Arc<SourceColumns>,
+        rows: std::ops::Range<usize>,
+        origin: impl Fn(usize) -> O,
+    ) -> Result<()> {
+        for at in rows.clone() {
+            if rows.end <= source.rows() && self.source_continues(source, at) {
+                self.extend_runs(source.names().len(), rows.end - at);
+                return Ok(());
+            }
+            let fields = Fields::row(Arc::clone(source), at).ok_or_else(|| {
+                FieldsError::Unsupported(format!(
+                    "{}: row {at} of a batch of {} rows",
+                    origin(at),
+                    source.rows()
+                ))
+            })?;
+            self.push(&fields, &origin(at))?;
+        }
+        Ok(())
+    }
+
+    /// Whether row `at` of `source` is the row after the last of its column's
+    /// current Arrow run for each of `source`'s columns, in the columns' order
+    /// (then it, and the rows after it in `source`, need no check).
+    fn source_continues(&self, source: &SourceColumns, at: usize) -> bool {
+        let row = self.rows;
+        source.names().len() <= self.columns.len()
+            && source
+                .names()
+                .iter()
+                .zip(source.arrays())
+                .zip(&self.columns)
+                .all(|((name, array), c)| Arc::ptr_eq(&c.name, name) && c.continues(row, array, at))
+    }
+
+    /// Adds `n` rows to the current runs of the first `columns` columns (which
+    /// [`Column::continues`] accepted, and whose arrays hold `n` more rows).
+    fn extend_runs(&mut self, columns: usize, n: usize) {
+        for column in &mut self.columns[..columns] {
+            column.extend_run(n);
+            // The run's array is the one its estimate is of.
+            self.bytes += column.estimate.1 * n;
+        }
+        self.rows += n;
+    }
+
     /// Adds a record whose every field is the row after the last of its
     /// column's current Arrow run, in the columns' order (the rows of a
     /// Parquet or JSON Lines batch read in order): a few compares per field,
@@ -221,14 +277,7 @@ impl BatchBuilder {
         let fits = fields.len() <= self.columns.len()
             && match fields.source_row() {
                 // A row of a source's batch: nothing to make.
-                Some((source, at)) => source
-                    .names()
-                    .iter()
-                    .zip(source.arrays())
-                    .zip(&self.columns)
-                    .all(|((name, array), c)| {
-                        Arc::ptr_eq(&c.name, name) && c.continues(row, array, at)
-                    }),
+                Some((source, at)) => self.source_continues(source, at),
                 None => fields.iter().zip(&self.columns).all(|((name, value), c)| {
                     matches!(value, FieldValue::Arrow(array, at)
                         if Arc::ptr_eq(&c.name, name) && c.continues(row, array, *at))
@@ -237,12 +286,7 @@ impl BatchBuilder {
         if !fits {
             return false;
         }
-        for column in &mut self.columns[..fields.len()] {
-            column.extend_run();
-            // The run's array is the one its estimate is of.
-            self.bytes += column.estimate.1;
-        }
-        self.rows += 1;
+        self.extend_runs(fields.len(), 1);
         true
     }
 

@@ -44,15 +44,11 @@ impl HyperLogLog {
     pub fn add_hash(&mut self, hash: u64) {
         let index = (hash >> (64 - HLL_PRECISION)) as usize;
         let rest = hash << HLL_PRECISION;
-        let rank = if rest == 0 {
-            MAX_RANK
-        } else {
-            rest.leading_zeros() as u8 + 1
-        };
+        // Without branches (a hash's register and rank are random): 50 bits
+        // all zero have 64 leading zeros, ranked MAX_RANK.
+        let rank = (rest.leading_zeros() as u8 + 1).min(MAX_RANK);
         let r = &mut self.registers[index];
-        if rank > *r {
-            *r = rank;
-        }
+        *r = (*r).max(rank);
     }
 
     /// The sketch of the union of both sketches' values (register-wise max).
@@ -168,6 +164,26 @@ mod tests {
             assert_eq!(merged, sketch(0..n), "merging is the sketch of the union");
             assert!(relative_error(&merged, n) < 0.02);
         }
+    }
+
+    #[test]
+    fn a_register_keeps_the_largest_rank_of_its_hashes() {
+        let mut h = HyperLogLog::new();
+        // Register 5: the 50 low bits' leading zeros plus one, ranks 1, 50
+        // and 10 (smaller: 50 is kept).
+        h.add_hash((5 << 50) | (1 << 49));
+        h.add_hash((5 << 50) | 1);
+        h.add_hash((5 << 50) | (1 << 40));
+        // Register 16383: all 50 low bits zero, the largest rank.
+        h.add_hash(u64::MAX << 50);
+        // Register 0: rank 2 then 1.
+        h.add_hash(1 << 48);
+        h.add_hash(1 << 49);
+        let mut want = [0u8; HLL_REGISTERS];
+        want[5] = 50;
+        want[HLL_REGISTERS - 1] = MAX_RANK;
+        want[0] = 2;
+        assert_eq!(&h.registers[..], &want[..]);
     }
 
     #[test]

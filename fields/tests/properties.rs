@@ -1,7 +1,8 @@
 //! Property tests: schema unification commutes and widens, shard files round
 //! trip, a shard written batch by batch (through memory or a scratch file)
 //! reads back as the one batch of all its records with the same statistics,
-//! and merged statistics are the statistics of the concatenation.
+//! merged statistics are the statistics of the concatenation, and a column's
+//! statistics skip its nulls and a slice's offset.
 
 use std::sync::Arc;
 
@@ -336,5 +337,90 @@ proptest! {
         prop_assert_eq!(&merged, &expected);
         // And the JSON of each side decodes to what it encoded.
         prop_assert_eq!(&ShardStats::decode(&merged.encode(), "m").unwrap(), &merged);
+    }
+}
+
+/// A column of one of the statistics' kinds: `kind` picks Int64, Int32,
+/// UInt64, Float64 (NaN, both zeros and infinities among the values), Utf8,
+/// LargeUtf8 or Utf8View; `None` is a null.
+fn stats_column(kind: u8, values: &[Option<i64>]) -> arrow_array::ArrayRef {
+    use arrow_array::*;
+    let float = |v: i64| match v.rem_euclid(9) {
+        0 => f64::NAN,
+        1 => -0.0,
+        2 => 0.0,
+        3 => f64::NEG_INFINITY,
+        _ => v as f64 / 4.0,
+    };
+    let string = |v: i64| format!("s{}", v.rem_euclid(50));
+    let it = values.iter().copied();
+    match kind % 7 {
+        0 => Arc::new(Int64Array::from_iter(it)),
+        1 => Arc::new(Int32Array::from_iter(it.map(|v| v.map(|v| v as i32)))),
+        2 => Arc::new(UInt64Array::from_iter(it.map(|v| v.map(|v| v as u64)))),
+        3 => Arc::new(Float64Array::from_iter(it.map(|v| v.map(float)))),
+        4 => Arc::new(StringArray::from_iter(it.map(|v| v.map(string)))),
+        5 => Arc::new(LargeStringArray::from_iter(it.map(|v| v.map(string)))),
+        _ => Arc::new(StringViewArray::from_iter(it.map(|v| v.map(string)))),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
+
+    /// A column's statistics, over a slice of an array with nulls, are those of
+    /// its valid values alone in an array of no nulls (count, min, max, exact
+    /// counts and sketch), and its min and max are those found value by value
+    /// (NaN never one, strings by their bytes).
+    #[test]
+    fn column_statistics_skip_nulls_and_slices(
+        kind in 0u8..7,
+        values in proptest::collection::vec(proptest::option::weighted(0.8, -3000i64..3000), 0..300),
+        cut in 0usize..20,
+    ) {
+        let whole = stats_column(kind, &values);
+        let cut = cut.min(values.len());
+        let sliced = whole.slice(cut, values.len() - cut);
+        let valid: Vec<Option<i64>> = values[cut..].iter().copied().filter(|v| v.is_some()).collect();
+        let compact = stats_column(kind, &valid);
+        prop_assert_eq!(compact.null_count(), 0);
+        let stats = |array: &arrow_array::ArrayRef| {
+            let batch = RecordBatch::try_from_iter([("c", array.clone())]).unwrap();
+            let mut s = ShardStats::new();
+            s.add_fields(&batch).unwrap();
+            s.field("c").unwrap().clone()
+        };
+        let (got, want) = (stats(&sliced), stats(&compact));
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(got.counts(), want.counts());
+        prop_assert_eq!(got.count(), valid.len() as u64);
+        // Min and max value by value.
+        use bcd_fields::Scalar;
+        let (lo, hi) = match kind % 7 {
+            0..=2 => {
+                let ints = (0..compact.len()).map(|i| match kind % 7 {
+                    0 => i128::from(compact.as_any().downcast_ref::<arrow_array::Int64Array>().unwrap().value(i)),
+                    1 => i128::from(compact.as_any().downcast_ref::<arrow_array::Int32Array>().unwrap().value(i)),
+                    _ => i128::from(compact.as_any().downcast_ref::<arrow_array::UInt64Array>().unwrap().value(i)),
+                });
+                let v: Vec<i128> = ints.collect();
+                (v.iter().min().map(|&m| Scalar::Int(m)), v.iter().max().map(|&m| Scalar::Int(m)))
+            }
+            3 => {
+                let a = compact.as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+                let v: Vec<f64> = a.values().iter().copied().filter(|v| !v.is_nan()).collect();
+                (
+                    v.iter().copied().reduce(f64::min).map(Scalar::Float),
+                    v.iter().copied().reduce(f64::max).map(Scalar::Float),
+                )
+            }
+            _ => {
+                let v: Vec<String> = valid.iter().map(|v| format!("s{}", v.unwrap().rem_euclid(50))).collect();
+                let s = |m: Option<&String>| m.map(|m| Scalar::Utf8 { value: m.clone(), truncated: false });
+                (s(v.iter().min()), s(v.iter().max()))
+            }
+        };
+        prop_assert_eq!(got.min(), lo.as_ref());
+        prop_assert_eq!(got.max(), hi.as_ref());
     }
 }

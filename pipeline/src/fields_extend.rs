@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Display;
+use std::sync::Arc;
 
 #[cfg(doc)]
 use bcd::Dedup;
@@ -190,20 +191,60 @@ impl<'d> FieldsExtend<'d> {
         let mut left_out: Vec<usize> = skipped.keys.clone();
         left_out.extend(skipped.values.iter().map(|v| v.position));
         left_out.sort_unstable();
-        let mut left_out = left_out.iter().peekable();
-        for (at, record) in records.iter().enumerate() {
-            if left_out.next_if_eq(&&at).is_none() {
-                let key_len = if self.keyed { record.key.len() } else { 0 };
-                let (fields, origin) = (&record.fields, record.origin);
-                self.writer
-                    .push(key_len, record.value.len(), fields, origin)?;
+        // The records kept, between those left out.
+        let mut from = 0;
+        for end in left_out.into_iter().chain([records.len()]) {
+            if end > from {
+                self.push_fields(&records[from..end])?;
             }
+            from = end + 1;
         }
         self.writer.shards_finished(&mut self.extend)?;
         self.skipped += skipped.keys.len() as u64;
         self.skipped_values += skipped.values.len() as u64;
         self.added += (records.len() - skipped.keys.len() - skipped.values.len()) as u64;
         Ok(skipped)
+    }
+
+    /// Pushes the fields of `records` (all kept) to the writer: a run of
+    /// records whose fields are consecutive rows of one source's batch at
+    /// once, the others one by one.
+    fn push_fields(&mut self, records: &[NewRecord<'_>]) -> Result<(), FieldsIoError> {
+        let keyed = self.keyed;
+        let sizes = |r: &NewRecord<'_>| (if keyed { r.key.len() } else { 0 }, r.value.len());
+        let mut at = 0;
+        while at < records.len() {
+            let record = &records[at];
+            // How many records from `at` are rows `row..` of one batch.
+            let run = record.fields.source_row().map(|(source, row)| {
+                let n = records[at + 1..]
+                    .iter()
+                    .zip(row + 1..)
+                    .take_while(|(r, next)| {
+                        r.fields
+                            .source_row()
+                            .is_some_and(|(s, k)| Arc::ptr_eq(s, source) && k == *next)
+                    })
+                    .count();
+                (source, row, n + 1)
+            });
+            match run {
+                Some((source, row, n)) if n > 1 => {
+                    let run = &records[at..at + n];
+                    let origin = |k: usize| run[k - row].origin;
+                    self.writer
+                        .push_rows(run.iter().map(sizes), source, row..row + n, origin)?;
+                    at += n;
+                }
+                _ => {
+                    let (key_len, raw_len) = sizes(record);
+                    let (fields, origin) = (&record.fields, record.origin);
+                    self.writer.push(key_len, raw_len, fields, origin)?;
+                    at += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Adds one record whose value is already in the dataset's stored form (a

@@ -19,13 +19,14 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use bcd::{Dataset, Extend, ShardFingerprint, WrittenShard};
 use bcd_fields::{
     has_dictionary, merge_metadata, BatchBuilder, CommitFile, DatasetSchema, Fields, FieldsError,
-    Fingerprint, Remap, ShardBatches, ShardFileEncoder, ShardFileWriter, ShardStats, BATCH_BYTES,
-    BATCH_ROWS, SHARD_MEMORY_BYTES,
+    Fingerprint, Remap, ShardBatches, ShardFileEncoder, ShardFileWriter, ShardStats, SourceColumns,
+    BATCH_BYTES, BATCH_ROWS, SHARD_MEMORY_BYTES,
 };
 use serde_json::{Map, Value};
 
@@ -194,6 +195,34 @@ impl FieldsWriter {
         });
         self.pushed += 1;
         Ok(())
+    }
+
+    /// Adds the records whose fields are rows `rows` of `source` (a source's
+    /// batch read in order), in order: `sizes` gives each one's key and
+    /// (uncompressed) value sizes, `origin` names the record of a row (for
+    /// errors). The same as a [`FieldsWriter::push`] of each, the source's
+    /// columns extended by whole runs of rows rather than record by record.
+    /// On an error the records before the refused one stay added.
+    pub fn push_rows<O: std::fmt::Display>(
+        &mut self,
+        sizes: impl ExactSizeIterator<Item = (usize, usize)>,
+        source: &Arc<SourceColumns>,
+        rows: std::ops::Range<usize>,
+        origin: impl Fn(usize) -> O,
+    ) -> Result<(), FieldsIoError> {
+        debug_assert_eq!(sizes.len(), rows.len());
+        let before = self.builder.len();
+        let pushed = self.builder.push_rows(source, rows, origin);
+        // The records added before an error, or all of them.
+        let added = self.builder.len() - before;
+        for (key_len, raw_len) in sizes.take(added) {
+            self.pending.push_back(Pending {
+                key_len: key_len as u64,
+                raw_len: raw_len as u64,
+            });
+        }
+        self.pushed += added as u64;
+        Ok(pushed?)
     }
 
     /// Sets metadata on a field column (`bcd.member_ext`, or an Arrow extension

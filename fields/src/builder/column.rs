@@ -118,11 +118,12 @@ impl Column {
         }
     }
 
-    /// Adds the row [`Column::continues`] accepted.
-    pub(super) fn extend_run(&mut self) {
+    /// Adds the row [`Column::continues`] accepted and the `n - 1` rows after
+    /// it (which its array holds).
+    pub(super) fn extend_run(&mut self, n: usize) {
         if let Some(Piece::Rows { len, .. }) = self.pieces.back_mut() {
-            *len += 1;
-            self.len += 1;
+            *len += n;
+            self.len += n;
         }
     }
 

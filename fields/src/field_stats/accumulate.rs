@@ -2,7 +2,8 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type};
-use arrow_array::{Array, ArrayRef};
+use arrow_array::{Array, ArrayAccessor, ArrayRef};
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 
 use super::*;
@@ -34,14 +35,30 @@ impl FieldStats {
                 &t,
                 |a| {
                     let values = a.values();
-                    for i in (0..a.len()).filter(|&i| is_valid(i)) {
-                        let v = i128::from(values[i]);
-                        let h = xxh3_64_with_seed(&v.to_le_bytes(), canonical::SEED_INT);
-                        acc.hash(h);
-                        if counted {
+                    let hash = |v: i128| xxh3_64_with_seed(&v.to_le_bytes(), canonical::SEED_INT);
+                    if counted && acc.counts.is_some() {
+                        each_valid(values.len(), nulls.as_ref(), |i| {
+                            let v = i128::from(values[i]);
+                            let h = hash(v);
+                            acc.hash(h);
                             acc.count(h, KeyRef::Int(v));
-                        }
-                        acc.int(v);
+                        });
+                    } else {
+                        // Past the exact counts (or without them): the sketch only.
+                        let hll = &mut acc.hll;
+                        each_valid(values.len(), nulls.as_ref(), |i| {
+                            if let Some(hll) = hll.as_mut() {
+                                hll.add_hash(hash(i128::from(values[i])));
+                            }
+                        });
+                    }
+                    // Arrow's kernels skip the nulls (integers: exact).
+                    if let (Some(lo), Some(hi)) = (
+                        arrow_arith::aggregate::min(a),
+                        arrow_arith::aggregate::max(a),
+                    ) {
+                        acc.int(i128::from(lo));
+                        acc.int(i128::from(hi));
                     }
                 },
                 ()
@@ -56,14 +73,10 @@ impl FieldStats {
                 };
                 if let DataType::Float32 = t {
                     let values = array.as_primitive::<Float32Type>().values();
-                    (0..values.len())
-                        .filter(|&i| is_valid(i))
-                        .for_each(|i| add(f64::from(values[i])));
+                    each_valid(values.len(), nulls.as_ref(), |i| add(f64::from(values[i])));
                 } else {
                     let values = array.as_primitive::<Float64Type>().values();
-                    (0..values.len())
-                        .filter(|&i| is_valid(i))
-                        .for_each(|i| add(values[i]));
+                    each_valid(values.len(), nulls.as_ref(), |i| add(values[i]));
                 }
             }
             Kind::Bool => {
@@ -77,25 +90,12 @@ impl FieldStats {
                 }
             }
             Kind::Utf8 => {
-                let mut lo: Option<&str> = None;
-                let mut hi: Option<&str> = None;
-                for i in (0..array.len()).filter(|&i| is_valid(i)) {
-                    let s = canonical::utf8_at(array.as_ref(), i).unwrap_or_default();
-                    let h = xxh3_64_with_seed(s.as_bytes(), canonical::SEED_UTF8);
-                    acc.hash(h);
-                    if s.len() <= MAX_STRING_STAT_BYTES {
-                        acc.count(h, KeyRef::Utf8(s));
-                    } else {
-                        acc.counts = None;
-                    }
-                    if lo.is_none_or(|m| s < m) {
-                        lo = Some(s);
-                    }
-                    if hi.is_none_or(|m| s > m) {
-                        hi = Some(s);
-                    }
-                }
-                if let (Some(lo), Some(hi)) = (lo, hi) {
+                let range = match &t {
+                    DataType::Utf8 => add_strings(array.as_string::<i32>(), &nulls, &mut acc),
+                    DataType::LargeUtf8 => add_strings(array.as_string::<i64>(), &nulls, &mut acc),
+                    _ => add_strings(array.as_string_view(), &nulls, &mut acc),
+                };
+                if let Some((lo, hi)) = range {
                     acc.utf8(lo, hi);
                 }
             }
@@ -131,6 +131,43 @@ impl FieldStats {
         acc.finish(self);
         Ok(())
     }
+}
+
+/// Calls `f` with each row of `len` rows that `nulls` does not make null.
+#[inline]
+fn each_valid(len: usize, nulls: Option<&NullBuffer>, f: impl FnMut(usize)) {
+    match nulls {
+        Some(n) if n.null_count() > 0 => n.valid_indices().for_each(f),
+        _ => (0..len).for_each(f),
+    }
+}
+
+/// Adds the valid strings of `array` to `acc`'s sketch and counts; returns
+/// their least and greatest (by bytes), if any.
+fn add_strings<'a, A>(
+    array: A,
+    nulls: &Option<NullBuffer>,
+    acc: &mut Acc,
+) -> Option<(&'a str, &'a str)>
+where
+    A: ArrayAccessor<Item = &'a str>,
+{
+    let mut range: Option<(&str, &str)> = None;
+    each_valid(array.len(), nulls.as_ref(), |i| {
+        let s = array.value(i);
+        let h = xxh3_64_with_seed(s.as_bytes(), canonical::SEED_UTF8);
+        acc.hash(h);
+        if s.len() <= MAX_STRING_STAT_BYTES {
+            acc.count(h, KeyRef::Utf8(s));
+        } else {
+            acc.counts = None;
+        }
+        range = Some(match range {
+            Some((lo, hi)) => (if s < lo { s } else { lo }, if s > hi { s } else { hi }),
+            None => (s, s),
+        });
+    });
+    range
 }
 
 /// Folds a column's values into its statistics, one value at a time.
