@@ -539,21 +539,7 @@ impl Dataset {
     pub fn read_into(&self, index: usize, out: &mut [u8]) -> Result<()> {
         self.check_index(index)?;
         let location = self.index.locate(index)?;
-        let len = self.value_len_at(index, &location)?;
-        if out.len() != len {
-            return Err(Error::InvalidOption(format!(
-                "read_into: a buffer of {} bytes for a value of {len}",
-                out.len()
-            )));
-        }
-        match self.compression() {
-            Compression::None => out.copy_from_slice(location.stored),
-            Compression::Lz4 => match lz4_block::literal_range(location.stored) {
-                Some(range) => out.copy_from_slice(&location.stored[range]),
-                None => lz4_block::decompress_to_slice(location.stored, out)
-                    .map_err(|e| Self::corrupt(index, &location, e))?,
-            },
-        }
+        self.decode_stored(index, &location, location.stored, out)?;
         self.check_content(index, out)
     }
 

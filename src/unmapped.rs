@@ -185,8 +185,10 @@ impl Dataset {
         self.check_content(index, out)
     }
 
-    /// `stored` (the value at `index`, stored at `location`) into `out`.
-    fn decode_stored(
+    /// `stored` (the value at `index`, stored at `location`: read from its
+    /// mapping or positionally) into `out`, which must be exactly the value's
+    /// length; the one decoder of [`Dataset::read_into`] and the positional reads.
+    pub(crate) fn decode_stored(
         &self,
         index: usize,
         location: &Location<'_>,
