@@ -156,7 +156,7 @@ def test_a_failing_attempt_removes_its_own_part_and_claim(target):
         raise RuntimeError("bad row")
 
     schema = pa.schema([("key", pa.string()), ("value", pa.binary())])
-    with pytest.raises(RuntimeError, match="bad row"):
+    with pytest.raises(ValueError, match="bad row"):
         settings.write_part(0, pa.RecordBatchReader.from_batches(schema, batches()))
     assert os.listdir(settings.job_dir) == []
     _staging.Job(settings).abort()
