@@ -42,7 +42,7 @@ def test_a_large_dataset_gets_an_index_file_that_reopens_right(large):
         dataset[key(RECORDS)]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/status")
+@pytest.mark.skipif(sys.platform != "linux", reason="measures the heap with glibc's mallinfo2")
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_workers_open_through_the_file_without_a_private_key_table(large, start_method):
     probe = key(RECORDS // 3)
@@ -54,7 +54,8 @@ def test_workers_open_through_the_file_without_a_private_key_table(large, start_
         assert added < 1536, f"{added} KiB"
 
         # Without it (here: a directory in its way, so it cannot be rewritten),
-        # the open builds the index in private memory: about 30 bytes a key.
+        # the open builds the index on the heap: about 26 bytes a key, 3 MB
+        # (against a few KiB through the file).
         saved = (large / ".bcd-index").read_bytes()
         (large / ".bcd-index").unlink()
         (large / ".bcd-index").mkdir()
@@ -63,7 +64,7 @@ def test_workers_open_through_the_file_without_a_private_key_table(large, start_
         finally:
             (large / ".bcd-index").rmdir()
             (large / ".bcd-index").write_bytes(saved)
-        assert added > 3072, f"{added} KiB"
+        assert added > 2048, f"{added} KiB"
 
 
 def test_the_reference_extending_past_the_file(tmp_path):

@@ -28,17 +28,32 @@ def read_pickled_batch(dataset, indices: list[int]) -> list[bytes]:
 
 
 
-def _anon_kib() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+def _allocated_kib() -> int:
+    """The heap memory this process has allocated and not freed, in KiB
+    (glibc's ``mallinfo2``: in-use chunks plus mmap'd ones). Not the resident
+    size: a worker forked from the test process inherits its heap, free chunks
+    already resident included, and an allocation that reuses them adds nothing
+    to RssAnon (which made an RSS measure here depend on what ran before)."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+        ]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return (info.uordblks + info.hblkhd) // 1024
 
 
 def open_and_measure(path: str, key: bytes) -> tuple[int, int]:
-    """Opens the dataset at `path` in this worker; returns the private (anonymous)
-    memory the open added, in KiB, and the length of `key`'s value."""
+    """Opens the dataset at `path` in this worker; returns the heap memory the
+    open allocated (and holds), in KiB, and the length of `key`'s value."""
     import bcd
 
-    before = _anon_kib()
+    before = _allocated_kib()
     dataset = bcd.Dataset(path)
-    added = _anon_kib() - before
+    added = _allocated_kib() - before
     return added, len(dataset[key])
