@@ -130,16 +130,9 @@ pub fn read_contiguous(
     } else {
         threads.clamp(1, indices.len().max(1))
     };
-    let read = |position: usize, out: &mut [u8], scratch: &mut Vec<u8>| {
-        let index = indices[position];
-        match source {
-            Source::Mapped => dataset.read_into(index, out),
-            Source::Unmapped => dataset.read_into_unmapped(index, out, scratch),
-            Source::Stored(stored) => match &stored[position] {
-                Some(bytes) => dataset.decode_stored_into(index, bytes, out),
-                None => dataset.read_into(index, out),
-            },
-        }
+    let read = |position: usize, out: &mut [u8], scratch: &mut Vec<u8>| match source {
+        Source::Mapped => dataset.read_into(indices[position], out),
+        Source::Positional(batch) => dataset.read_planned(batch, indices, position, out, scratch),
     };
     py.detach(|| {
         if threads == 1 {
@@ -190,10 +183,7 @@ pub fn read_contiguous(
 pub enum Source<'a> {
     /// Through the shard's mapping ([`Dataset::read_into`]).
     Mapped,
-    /// With a positional read of the shard's file ([`Dataset::read_into_unmapped`]):
-    /// for values scattered sparsely.
-    Unmapped,
-    /// From the stored bytes already read positionally, one per value
-    /// ([`Dataset::read_stored_unmapped`]); `None`: through the mapping.
-    Stored(&'a [Option<Vec<u8>>]),
+    /// With positional reads of the shard files, as planned
+    /// ([`Dataset::plan_positional`] of the same indices): nothing mapped.
+    Positional(&'a bcd::PositionalBatch),
 }

@@ -66,6 +66,10 @@ pub struct PyDataset {
     remote: Option<RemoteSource>,
     /// Whether every value read is checked against its content hash.
     verify: bool,
+    /// The plan and run buffer of positional batch reads, kept from batch to
+    /// batch (taken out while a batch is read, so a second thread reading at
+    /// the same time uses its own).
+    positional: Mutex<bcd::PositionalBatch>,
 }
 
 impl PyDataset {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -16,6 +17,9 @@ from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 _BAD_IMAGES = ("raise", "skip")
+# A transform's batch buffer (positional reads) larger than this is not kept
+# for the next batch unless that one needs as much.
+_SCRATCH_KEEP = 64 << 20
 
 
 class ReadsDataset:
@@ -86,6 +90,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     :class:`Sampler` of this dataset has it fetch each epoch's shards in the
     order the epoch needs them.
 
+    In a DataLoader worker, batches are read with positional reads of the
+    shard files (``Dataset.get_batch_into(..., positional=True)``) rather than
+    through the mappings: a worker that reads through a mapping counts every
+    page it touched in its memory (its PSS), most of the dataset over an epoch,
+    where a positional read maps nothing; the epoch runs as fast either way
+    (BENCHMARKS.md, session 37). ``positional=False`` reads through the
+    mappings in workers too, ``positional=True`` in the main process too.
+    A view decides for itself (a sparse one reads positionally).
+
     ``view="NAME"``: only the records of that view (``bcd view create``), in
     dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
     view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
@@ -110,9 +123,11 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         cache_limit: Union[None, int, str] = None,
         view: Optional[str] = None,
         prefetch: Optional[int] = None,
+        positional: Optional[bool] = None,
     ):
         self.path = os.fspath(path)
         self.view = view
+        self.positional = None if positional is None else bool(positional)
         if image is not None and not isinstance(image, bcd.ImageOptions):
             raise TypeError(f"image={image!r}: expected bcd.torch.Image(size, ...) (a bcd.ImageOptions)")
         if bad_images not in _BAD_IMAGES:
@@ -155,12 +170,13 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         self._dataset = bcd.Dataset(self.path, **self._open)
         self._view = None if self.view is None else self._dataset.view(self.view)
         self._source = self._dataset if self._view is None else self._view
+        self._scratch = threading.local()  # see _values
         self._threads_set = None  # the process whose reads use its DataLoader worker's threads
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_dataset"] = state["_view"] = state["_source"] = None
+        state["_dataset"] = state["_view"] = state["_source"] = state["_scratch"] = None
         state["_columns"] = None
         return state
 
@@ -309,7 +325,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._source.get_batch, indices)
+        values = self._read(self._values, indices)
         if self._field_names:
             samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
         else:
@@ -317,6 +333,44 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         if self.transform is not None:
             samples = [self.transform(s) for s in samples]
         return samples
+
+    def _reads_positionally(self) -> Optional[bool]:
+        """Whether batches are read with positional reads of the shard files
+        (nothing mapped; see the class's notes): as ``positional=`` says, else
+        in a DataLoader worker. A view decides for itself (a sparse one reads
+        positionally, a dense one through the mappings)."""
+        if self._view is not None:
+            return None
+        if self.positional is not None:
+            return self.positional
+        return torch.utils.data.get_worker_info() is not None
+
+    def _get_batch_into(self, index_array: np.ndarray, allocate: Callable):
+        positional = self._reads_positionally()
+        if positional is None:
+            return self._source.get_batch_into(index_array, allocate)
+        return self._source.get_batch_into(index_array, allocate, positional=positional)
+
+    def _values(self, indices: Sequence[int]) -> list:
+        """The values at ``indices`` for a ``transform``: views of the mappings,
+        or, read positionally, of one buffer the batch was read into."""
+        if not self._reads_positionally():
+            return self._source.get_batch(indices)
+        holder: list = []
+
+        def allocate(size: int):
+            # One buffer per thread reused from batch to batch (a new one's
+            # pages would be faulted in and zeroed for each): every sample made
+            # from these views is a copy (see _value) taken before the next.
+            scratch = getattr(self._scratch, "buffer", None)
+            if scratch is None or len(scratch) < size or len(scratch) > max(size, _SCRATCH_KEEP):
+                scratch = self._scratch.buffer = np.empty(size, dtype=np.uint8)
+            holder.append(scratch)
+            return scratch[:size]
+
+        offsets = self._get_batch_into(np.asarray(indices, dtype=np.int64), allocate).tolist()
+        data = memoryview(holder[0])
+        return [data[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
 
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;
@@ -332,7 +386,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return tensor.numpy()
 
         index_array = np.asarray(indices, dtype=np.int64)
-        offsets = self._source.get_batch_into(index_array, allocate)
+        offsets = self._get_batch_into(index_array, allocate)
         values = holder[0]
         fields = self._batch_fields(index_array)
         return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array), self.output)
