@@ -285,7 +285,7 @@ class Dataset:
         """
 
     def get_batch(
-        self, indices: Iterable[SupportsIndex], *, read_ahead: Optional[bool] = None
+        self, indices: Iterable[SupportsIndex], *, read_ahead: Optional[bool] = None, positional: bool = False
     ) -> list[memoryview]:
         """The values at ``indices``, as ``at`` returns them, in order.
 
@@ -300,6 +300,10 @@ class Dataset:
         values average 16 KiB or more, ``True`` always (indices scattered
         sparsely over the files, as a small view's are: a page fault alone
         reads 128 KiB around each value, one value at a time), ``False`` never.
+
+        ``positional=True`` reads the values as ``get_batch_into(...,
+        positional=True)`` does, mapping nothing, each straight into a new
+        ``bytes`` (a list of ``bytes`` then, which read as the memoryviews do).
         """
 
     def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:

@@ -355,7 +355,8 @@ def test_positional_batches_equal_the_mapped_ones_over_random_index_sets(tmp_pat
     # Every kind of value a positional batch reads its own way (small ones in
     # runs of neighbours, large verbatim ones straight into the buffer, large
     # compressed ones decoded), over shards, in random orders with repeats:
-    # the same bytes and offsets as through the mappings, and nothing mapped.
+    # the same bytes and offsets as through the mappings, and nothing mapped;
+    # get_batch(positional=True) gives the same values as bytes.
     rng = np.random.default_rng(13)
 
     def value(i):
@@ -398,6 +399,9 @@ def test_positional_batches_equal_the_mapped_ones_over_random_index_sets(tmp_pat
         positional.threads = 1 + round % 2
         orders.append(order)
         read_positionally.append(read(positional, order, positional=True))
+        as_bytes = positional.get_batch(order, positional=True)
+        assert all(type(value) is bytes for value in as_bytes)
+        assert as_bytes == [values[i] for i in order], round
     assert _mapped_kib(tmp_path / "d") == 0
     for round, (order, (offsets, data)) in enumerate(zip(orders, read_positionally)):
         assert (offsets, data) == read(mapped, order, positional=False), round

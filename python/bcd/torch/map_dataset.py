@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -17,9 +16,6 @@ from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 _BAD_IMAGES = ("raise", "skip")
-# A transform's batch buffer (positional reads) larger than this is not kept
-# for the next batch unless that one needs as much.
-_SCRATCH_KEEP = 64 << 20
 
 
 class ReadsDataset:
@@ -170,13 +166,12 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         self._dataset = bcd.Dataset(self.path, **self._open)
         self._view = None if self.view is None else self._dataset.view(self.view)
         self._source = self._dataset if self._view is None else self._view
-        self._scratch = threading.local()  # see _values
         self._threads_set = None  # the process whose reads use its DataLoader worker's threads
 
     # Pickling: the path and settings; the dataset and columns are reopened.
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_dataset"] = state["_view"] = state["_source"] = state["_scratch"] = None
+        state["_dataset"] = state["_view"] = state["_source"] = None
         state["_columns"] = None
         return state
 
@@ -353,24 +348,11 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
 
     def _values(self, indices: Sequence[int]) -> list:
         """The values at ``indices`` for a ``transform``: views of the mappings,
-        or, read positionally, of one buffer the batch was read into."""
-        if not self._reads_positionally():
-            return self._source.get_batch(indices)
-        holder: list = []
-
-        def allocate(size: int):
-            # One buffer per thread reused from batch to batch (a new one's
-            # pages would be faulted in and zeroed for each): every sample made
-            # from these views is a copy (see _value) taken before the next.
-            scratch = getattr(self._scratch, "buffer", None)
-            if scratch is None or len(scratch) < size or len(scratch) > max(size, _SCRATCH_KEEP):
-                scratch = self._scratch.buffer = np.empty(size, dtype=np.uint8)
-            holder.append(scratch)
-            return scratch[:size]
-
-        offsets = self._get_batch_into(np.asarray(indices, dtype=np.int64), allocate).tolist()
-        data = memoryview(holder[0])
-        return [data[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+        or, read positionally, new ``bytes`` (each read straight into its
+        object, which ``_value`` then hands on without a copy)."""
+        if self._reads_positionally():
+            return self._source.get_batch(indices, positional=True)
+        return self._source.get_batch(indices)
 
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;

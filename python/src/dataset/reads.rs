@@ -204,6 +204,45 @@ impl PyDataset {
         }
     }
 
+    /// `get_batch(positional=True)`: the values as new `bytes`, read as a
+    /// planned positional batch (see `read_batch_into`).
+    pub(super) fn read_batch_positional<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let wanted = self.collect_indices(py, indices)?;
+        let mut plan = {
+            let mut kept = self
+                .positional
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            std::mem::take(&mut *kept)
+        };
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let resolved = resolve_all(&dataset, &wanted)?;
+        let planned = {
+            let dataset: &Dataset = &dataset;
+            py.detach(|| dataset.plan_positional(&resolved, &mut plan))
+        };
+        let values = planned.map_err(to_py).and_then(|()| {
+            batch_read::read_planned_bytes(
+                py,
+                &dataset,
+                &resolved,
+                &plan,
+                self.threads.load(Ordering::Relaxed),
+            )
+        });
+        plan.trim();
+        *self
+            .positional
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = plan;
+        PyList::new(py, values?)
+    }
+
     /// `get_batch_into`.
     pub(super) fn read_batch_into<'py>(
         &self,
