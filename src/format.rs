@@ -182,6 +182,11 @@ pub const STAGING_DIR: &str = "_staging";
 /// job's driver from its start to its commit or abort, so that garbage
 /// collection leaves a running job alone.
 pub const JOB_LOCK_NAME: &str = ".bcd-job.lock";
+/// Suffix of a part's claim (`_staging/<job id>/<part>.bcd-part.lock`), made by
+/// the task attempt writing `<part>` before the part's directory and held
+/// (flock) until its part is written, so that the driver's commit or abort, and
+/// garbage collection, remove a part only once no attempt writes it.
+pub const PART_CLAIM_SUFFIX: &str = ".bcd-part.lock";
 /// Commit files larger than this are refused unread (one holds a schema,
 /// metadata and statistics totals: kilobytes). The fields crate, which decodes
 /// them, declares the same limit (`bcd_fields::MAX_COMMIT_BYTES`); neither

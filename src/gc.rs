@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::commit::WriterLock;
 use crate::error::{Error, Result};
-use crate::format::{JOB_LOCK_NAME, LOCK_NAME, STAGING_DIR};
+use crate::format::{JOB_LOCK_NAME, LOCK_NAME, PART_CLAIM_SUFFIX, STAGING_DIR};
 use crate::manifest::Manifest;
 use crate::storage::{FileSystem, Storage};
 use crate::verify::uncommitted_files_in;
@@ -201,6 +201,20 @@ fn take_job(job: &Path) -> Result<Option<(Vec<Found>, Vec<PathBuf>, Vec<WriterLo
             }
             if name == JOB_LOCK_NAME && dir.join(LOCK_NAME).exists() {
                 match WriterLock::acquire_file(&dir, LOCK_NAME) {
+                    Ok(lock) => locks.push(lock),
+                    Err(Error::Locked { .. }) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // A part's claim is held by the task attempt still writing that part
+        // (whose directory may not have its own lock yet).
+        if dir == job {
+            for claim in entries.iter().filter_map(|p| p.file_name()?.to_str()) {
+                if !claim.ends_with(PART_CLAIM_SUFFIX) {
+                    continue;
+                }
+                match WriterLock::acquire_file(&dir, claim) {
                     Ok(lock) => locks.push(lock),
                     Err(Error::Locked { .. }) => return Ok(None),
                     Err(e) => return Err(e),

@@ -27,15 +27,54 @@ use crate::mapping::{open_regular, Mapping};
 use crate::reader::Location;
 use crate::shard::Shard;
 
-/// At most this many shard files are kept open for positional reads (the least
-/// recently used is closed first), so a dataset of many shards never holds a
-/// descriptor per shard.
-const OPEN_MAX: usize = 32;
-
-/// The shard files open for positional reads, most recently used last.
+/// The shard files open for positional reads: at most [`open_max`] of them
+/// (the least recently used closed first), so a dataset of many shards never
+/// holds a descriptor per shard past the process's means.
 #[derive(Debug, Default)]
 pub(crate) struct OpenShards {
-    open: Mutex<Vec<(u64, Arc<File>)>>,
+    open: Mutex<OpenFiles>,
+}
+
+#[derive(Debug, Default)]
+struct OpenFiles {
+    /// Shard id to its file and when it was last used.
+    files: hashbrown::HashMap<u64, (Arc<File>, u64)>,
+    /// Uses so far: the clock of `files`' last uses.
+    uses: u64,
+}
+
+/// How many shard files a dataset keeps open for positional reads: a quarter
+/// of the process's descriptor limit (the soft `RLIMIT_NOFILE`), between 32 and
+/// 4,096. Read in random order, a dataset of more shards than this reopens a
+/// file per value (an `open`, two `statx` and a `close`: measured 3x the cost of
+/// the read itself); 1,024 descriptors (the usual default) keep 256 shards
+/// open, 256 GiB of 1 GiB shards.
+fn open_max() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        descriptor_limit().map_or(OPEN_MIN, |limit| (limit / 4).clamp(OPEN_MIN, OPEN_CAP))
+    })
+}
+
+const OPEN_MIN: usize = 32;
+const OPEN_CAP: usize = 4096;
+
+#[cfg(unix)]
+fn descriptor_limit() -> Option<usize> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given, which lives here.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    usize::try_from(limit.rlim_cur).ok()
+}
+
+#[cfg(not(unix))]
+fn descriptor_limit() -> Option<usize> {
+    None
 }
 
 impl OpenShards {
@@ -47,14 +86,13 @@ impl OpenShards {
             return None;
         }
         let identity = shard.data_identity()?;
+        if let Some(file) = self
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
         {
-            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(at) = open.iter().position(|(shard, _)| *shard == id) {
-                let entry = open.remove(at);
-                let file = Arc::clone(&entry.1);
-                open.push(entry);
-                return Some(file);
-            }
+            return Some(file);
         }
         // Opened without the lock held: another thread may open it too, and the
         // second one kept replaces nothing but its own entry.
@@ -63,14 +101,38 @@ impl OpenShards {
             return None;
         }
         let file = Arc::new(file);
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if !open.iter().any(|(shard, _)| *shard == id) {
-            if open.len() == OPEN_MAX {
-                open.remove(0);
-            }
-            open.push((id, Arc::clone(&file)));
-        }
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, Arc::clone(&file), open_max());
         Some(file)
+    }
+}
+
+impl OpenFiles {
+    /// Shard `id`'s file if it is open, marked as used now.
+    fn get(&mut self, id: u64) -> Option<Arc<File>> {
+        self.uses += 1;
+        let (file, used) = self.files.get_mut(&id)?;
+        *used = self.uses;
+        Some(Arc::clone(file))
+    }
+
+    /// Keeps `file` open as shard `id`'s (unless another thread kept one
+    /// meanwhile), closing the least recently used when `max` are open.
+    fn insert(&mut self, id: u64, file: Arc<File>, max: usize) {
+        if self.files.contains_key(&id) {
+            return;
+        }
+        if self.files.len() >= max {
+            // A scan, on a miss with every place taken.
+            let oldest = self.files.iter().min_by_key(|(_, (_, used))| *used);
+            if let Some(&oldest) = oldest.map(|(id, _)| id) {
+                self.files.remove(&oldest);
+            }
+        }
+        self.uses += 1;
+        self.files.insert(id, (file, self.uses));
     }
 }
 
@@ -251,4 +313,43 @@ fn wrong_buffer(buffer: usize, value: usize) -> Error {
     Error::InvalidOption(format!(
         "read_into: a buffer of {buffer} bytes for a value of {value}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> Arc<File> {
+        Arc::new(tempfile::tempfile().unwrap())
+    }
+
+    /// Past `max` files, the least recently used is closed: the one not asked
+    /// for longest, whether it was opened first or not.
+    #[test]
+    fn the_least_recently_used_file_is_closed_past_the_bound() {
+        let mut open = OpenFiles::default();
+        for id in 0..3 {
+            open.insert(id, file(), 3);
+        }
+        assert!(open.get(0).is_some()); // 1 is now the least recently used
+        open.insert(3, file(), 3);
+        assert_eq!(open.files.len(), 3);
+        assert!(open.get(1).is_none());
+        for id in [0, 2, 3] {
+            assert!(open.get(id).is_some(), "{id}");
+        }
+        // A file kept by another thread meanwhile is not replaced.
+        let kept = open.get(2).unwrap();
+        open.insert(2, file(), 3);
+        assert!(Arc::ptr_eq(&kept, &open.get(2).unwrap()));
+    }
+
+    #[test]
+    fn the_bound_follows_the_descriptor_limit() {
+        let max = open_max();
+        assert!((OPEN_MIN..=OPEN_CAP).contains(&max));
+        if let Some(limit) = descriptor_limit() {
+            assert_eq!(max, (limit / 4).clamp(OPEN_MIN, OPEN_CAP));
+        }
+    }
 }

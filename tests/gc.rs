@@ -182,3 +182,31 @@ fn gc_refuses_while_a_writer_holds_the_dataset_and_outside_a_dataset() {
     let err = Dataset::gc(tmp.path(), &GcOptions::default()).unwrap_err();
     assert!(matches!(err, Error::NotADataset { .. }), "{err:?}");
 }
+
+/// A part whose claim a task attempt holds (FORMAT.md, "Staging": the attempt
+/// may not have made the part's own lock yet) is kept with its job; once the
+/// claim is let go, the job goes.
+#[test]
+fn a_job_with_a_part_claim_held_is_kept_until_it_is_let_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    drop(create(&dir, 3));
+    let job = dir.join(bcd::format::STAGING_DIR).join("job");
+    let part = job.join("000000-attempt");
+    fs::create_dir_all(&part).unwrap();
+    touch(&part.join("000000.bin"), b"partial", Duration::ZERO);
+    let claim_path = job.join(format!("000000-attempt{}", bcd::format::PART_CLAIM_SUFFIX));
+    let claim = File::create(&claim_path).unwrap();
+    claim.lock().unwrap();
+
+    let report = Dataset::gc(&dir, &GcOptions::default()).unwrap();
+    assert!(report.files.is_empty(), "{:?}", report.files);
+    assert_eq!(report.kept_jobs, vec![job.clone()]);
+    assert!(part.join("000000.bin").exists());
+
+    drop(claim);
+    let report = Dataset::gc(&dir, &GcOptions::default()).unwrap();
+    assert!(report.files.contains(&claim_path), "{:?}", report.files);
+    assert!(report.files.contains(&part.join("000000.bin")));
+    assert!(!dir.join(bcd::format::STAGING_DIR).exists());
+}

@@ -2,7 +2,8 @@
 //! [`Dataset::read_stored_unmapped`] + [`Dataset::decode_stored_into`]): the same
 //! bytes as reads through the mapping for every record of uncompressed and LZ4
 //! datasets (compressible values, incompressible ones stored as literal-only
-//! blocks, empty ones) over more shards than are kept open at once; nothing of
+//! blocks, empty ones) over many shards (which files stay open, and which are
+//! closed past the bound: `src/unmapped.rs`'s unit tests); nothing of
 //! the shard mapped into the process; a shard file replaced at its path is not
 //! read (the mapping is); a shard cut short under the reader is an error naming
 //! it, where a read through the mapping would be a SIGBUS; content checks apply.
@@ -97,7 +98,7 @@ fn positional_reads_equal_the_mapped_ones_over_many_shards() {
         let dir = tempfile::tempdir().unwrap();
         let records = records(900, 3);
         let dataset = create(dir.path(), compression, &records);
-        // More shards than the 32 kept open: files are closed and opened again.
+        // Many shards, each file opened on its first read.
         assert!(dataset.shards() > 40, "{}", dataset.shards());
         // Scattered order, twice over.
         let mut rng = Rng::new(9);

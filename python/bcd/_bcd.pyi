@@ -611,6 +611,9 @@ STAGING_DIR: str
 """Directory inside a dataset where distributed writers stage their parts."""
 JOB_LOCK_NAME: str
 """Lock file of a staging job, held by its driver while the job runs."""
+PART_CLAIM_SUFFIX: str
+"""Suffix of a part's claim beside it in the job's directory, held by the task
+attempt writing the part until it is written."""
 
 def merge(
     parts: Iterable[_StrPath],

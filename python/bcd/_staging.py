@@ -10,10 +10,22 @@ the parts of the successful attempts, in task order, into ``PATH`` in one commit
 (``bcd.merge``) and removes the job's directory; parts of failed or retried
 attempts are never merged. A job that fails removes its directory and commits
 nothing; what a killed driver leaves, ``bcd gc`` removes.
+
+An engine may still run a task attempt after the driver has committed or
+aborted (Spark kills the other tasks of a failed job asynchronously; a
+speculative attempt outlives the commit). So each attempt first makes and holds
+its part's claim, ``<part>.bcd-part.lock`` beside the part, and makes the part's
+directory only inside a job directory that still exists; the driver removes a
+part only holding its claim, which waits for the attempt writing it (or for its
+death, which releases the claim), and removes the job's directory only once it
+is empty. An attempt that comes after the removal finds no job directory, or its
+claim unlinked, and writes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -73,23 +85,35 @@ class WriteSettings:
     def write_part(self, task: int, data: Any) -> Dict[str, Any]:
         """Writes ``data`` (Arrow data: a table, batch or reader) as this task
         attempt's part; returns its description."""
-        part = self.job_dir / f"{task:06d}-{uuid.uuid4().hex}"
-        dataset = Dataset.create(
-            part,
-            keyed=self.keyed,
-            compression=self.compression,
-            max_shard_size=self.max_shard_size,
-        )
-        added = dataset.extend_arrow(
-            data,
-            self.value_column,
-            self.key_column,
-            on_duplicate=self.on_duplicate,
-            level=5,
-            fields=self.fields,
-            dedup=self.dedup,
-            memory_limit=self.memory_limit,
-        )
+        name = f"{task:06d}-{uuid.uuid4().hex}"
+        part = self.job_dir / name
+        with _claim(self.job_dir, name):
+            try:
+                # Not its parents: a job directory that is gone stays gone.
+                os.mkdir(part)
+                dataset = Dataset.create(
+                    part,
+                    keyed=self.keyed,
+                    compression=self.compression,
+                    max_shard_size=self.max_shard_size,
+                )
+                added = dataset.extend_arrow(
+                    data,
+                    self.value_column,
+                    self.key_column,
+                    on_duplicate=self.on_duplicate,
+                    level=5,
+                    fields=self.fields,
+                    dedup=self.dedup,
+                    memory_limit=self.memory_limit,
+                )
+                del dataset
+            except BaseException:
+                # A failed attempt's part is never merged: it goes now, with
+                # its claim, rather than at the job's end.
+                shutil.rmtree(part, ignore_errors=True)
+                _unlink(self.job_dir / (name + _bcd.PART_CLAIM_SUFFIX))
+                raise
         return {"task": task, "path": str(part), **added}
 
     def write_runs(self, task: int, batches: Iterable[Any]) -> Dict[str, Any]:
@@ -105,6 +129,94 @@ class WriteSettings:
         if not parts:
             parts.append(self.write_part(task, pa.RecordBatchReader.from_batches(pa.schema([]), [])))
         return {"task": task, "parts": parts}
+
+
+class JobEnded(RuntimeError):
+    """A task attempt started after its job's driver committed or aborted."""
+
+
+@contextlib.contextmanager
+def _claim(job_dir: Path, name: str):
+    """Holds the claim of the part ``name`` of the job in ``job_dir`` while the
+    body writes it. Raises JobEnded if the job's directory is gone, or the
+    driver removed the claim before the attempt could take it."""
+    path = job_dir / (name + _bcd.PART_CLAIM_SUFFIX)
+    ended = JobEnded(
+        f"{job_dir}: the job ended (committed or aborted) before this task attempt wrote its part; nothing was written"
+    )
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        raise ended from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink == 0:
+            # The driver took the claim first and removed it.
+            raise ended
+        yield
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def remove_job_dir(job_dir: Path) -> None:
+    """Removes a job's directory, each part once no attempt writes it (holding
+    its claim: this waits for an attempt still writing, and an attempt that
+    comes later writes nothing), until the directory is gone."""
+    suffix = _bcd.PART_CLAIM_SUFFIX
+    previous = None
+    while True:
+        try:
+            names = sorted(os.listdir(job_dir))
+        except FileNotFoundError:
+            return
+        if names == previous:
+            # Nothing could be removed since the last round (permissions, say):
+            # what is left is for `bcd gc`.
+            return
+        previous = names
+        for name in names:
+            if not name.endswith(suffix):
+                continue
+            try:
+                fd = os.open(job_dir / name, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                continue  # gone meanwhile, or not ours to open: gc's
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                shutil.rmtree(job_dir / name[: -len(suffix)], ignore_errors=True)
+                _unlink(job_dir / name)
+            finally:
+                os.close(fd)
+        # The rest: parts whose claim is gone (an attempt of an older version,
+        # or one that died), and the job's lock. A part whose claim appeared
+        # since the listing is left for the next round.
+        try:
+            names = set(os.listdir(job_dir))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.endswith(suffix) or name + suffix in names:
+                continue
+            path = job_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                _unlink(path)
+        try:
+            os.rmdir(job_dir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                return  # left for `bcd gc`, as what a killed driver leaves
 
 
 def _runs_of_one_schema(batches):
@@ -267,7 +379,7 @@ class Job:
                     break
 
     def _finish(self) -> None:
-        shutil.rmtree(self.settings.job_dir, ignore_errors=True)
+        remove_job_dir(self.settings.job_dir)
         try:
             (Path(self.settings.path) / _bcd.STAGING_DIR).rmdir()
         except OSError:

@@ -35,6 +35,7 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(merge::gc, module)?)?;
     module.add("STAGING_DIR", bcd::format::STAGING_DIR)?;
     module.add("JOB_LOCK_NAME", bcd::format::JOB_LOCK_NAME)?;
+    module.add("PART_CLAIM_SUFFIX", bcd::format::PART_CLAIM_SUFFIX)?;
     module.add_function(wrap_pyfunction!(sampling::_partition, module)?)?;
     module.add_function(wrap_pyfunction!(sampling::_rank_len, module)?)?;
     module.add_function(wrap_pyfunction!(mixture::_partition_mix, module)?)?;
