@@ -27,24 +27,39 @@ use crate::mapping::{open_regular, Mapping};
 use crate::reader::Location;
 use crate::shard::Shard;
 
-/// The shard files open for positional reads: at most [`open_max`] of them
-/// (the least recently used closed first), so a dataset of many shards never
-/// holds a descriptor per shard past the process's means.
+/// The shard files open for positional reads. Every dataset of the process
+/// together keeps at most [`open_max`] open ([`OPEN_FILES`]): past it, a
+/// dataset closes its least recently used one first (or, holding none, keeps
+/// none), so datasets of many shards, or many datasets (a mixture's sources in
+/// each DataLoader worker), never take the descriptors the rest of the process
+/// needs.
 #[derive(Debug, Default)]
 pub(crate) struct OpenShards {
     open: Mutex<OpenFiles>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct OpenFiles {
     /// Shard id to its file and when it was last used.
     files: hashbrown::HashMap<u64, (Arc<File>, u64)>,
     /// Uses so far: the clock of `files`' last uses.
     uses: u64,
+    /// The count of files open that the bound applies to: [`OPEN_FILES`].
+    counted: &'static std::sync::atomic::AtomicUsize,
 }
 
-/// How many shard files a dataset keeps open for positional reads: a quarter
-/// of the process's descriptor limit (the soft `RLIMIT_NOFILE`), between 32 and
+impl Default for OpenFiles {
+    fn default() -> Self {
+        OpenFiles {
+            files: Default::default(),
+            uses: 0,
+            counted: &OPEN_FILES,
+        }
+    }
+}
+
+/// How many shard files the process's datasets keep open for positional reads:
+/// a quarter of the process's descriptor limit (the soft `RLIMIT_NOFILE`), between 32 and
 /// 4,096. Read in random order, a dataset of more shards than this reopens a
 /// file per value (an `open`, two `statx` and a `close`: measured 3x the cost of
 /// the read itself); 1,024 descriptors (the usual default) keep 256 shards
@@ -55,6 +70,9 @@ fn open_max() -> usize {
         descriptor_limit().map_or(OPEN_MIN, |limit| (limit / 4).clamp(OPEN_MIN, OPEN_CAP))
     })
 }
+
+/// Shard files kept open for positional reads by every dataset of the process.
+static OPEN_FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 const OPEN_MIN: usize = 32;
 const OPEN_CAP: usize = 4096;
@@ -119,20 +137,33 @@ impl OpenFiles {
     }
 
     /// Keeps `file` open as shard `id`'s (unless another thread kept one
-    /// meanwhile), closing the least recently used when `max` are open.
+    /// meanwhile), closing this dataset's least recently used one when the
+    /// process's datasets hold `max` (and keeping none if it holds none).
     fn insert(&mut self, id: u64, file: Arc<File>, max: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
         if self.files.contains_key(&id) {
             return;
         }
-        if self.files.len() >= max {
-            // A scan, on a miss with every place taken.
+        let taken = self
+            .counted
+            .fetch_update(Relaxed, Relaxed, |open| (open < max).then_some(open + 1));
+        if taken.is_err() {
+            // A scan, on a miss with every place taken: the place is reused.
             let oldest = self.files.iter().min_by_key(|(_, (_, used))| *used);
-            if let Some(&oldest) = oldest.map(|(id, _)| id) {
-                self.files.remove(&oldest);
-            }
+            let Some(&oldest) = oldest.map(|(id, _)| id) else {
+                return;
+            };
+            self.files.remove(&oldest);
         }
         self.uses += 1;
         self.files.insert(id, (file, self.uses));
+    }
+}
+
+impl Drop for OpenFiles {
+    fn drop(&mut self) {
+        self.counted
+            .fetch_sub(self.files.len(), std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -323,25 +354,47 @@ mod tests {
         Arc::new(tempfile::tempfile().unwrap())
     }
 
-    /// Past `max` files, the least recently used is closed: the one not asked
-    /// for longest, whether it was opened first or not.
+    /// The bound is the process's: past it, a dataset closes its least
+    /// recently used file (the one not asked for longest, whether it was opened
+    /// first or not), and one holding none keeps none; a dataset dropped gives
+    /// its places back. (Counted apart from the process's own count, which
+    /// other tests' reads move.)
     #[test]
-    fn the_least_recently_used_file_is_closed_past_the_bound() {
-        let mut open = OpenFiles::default();
+    fn the_least_recently_used_file_is_closed_past_the_process_bound() {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static COUNTED: AtomicUsize = AtomicUsize::new(0);
+        let dataset = || OpenFiles {
+            files: Default::default(),
+            uses: 0,
+            counted: &COUNTED,
+        };
+        let max = 3;
+        let mut open = dataset();
         for id in 0..3 {
-            open.insert(id, file(), 3);
+            open.insert(id, file(), max);
         }
         assert!(open.get(0).is_some()); // 1 is now the least recently used
-        open.insert(3, file(), 3);
+        open.insert(3, file(), max);
         assert_eq!(open.files.len(), 3);
+        assert_eq!(COUNTED.load(Relaxed), max);
         assert!(open.get(1).is_none());
         for id in [0, 2, 3] {
             assert!(open.get(id).is_some(), "{id}");
         }
         // A file kept by another thread meanwhile is not replaced.
         let kept = open.get(2).unwrap();
-        open.insert(2, file(), 3);
+        open.insert(2, file(), max);
         assert!(Arc::ptr_eq(&kept, &open.get(2).unwrap()));
+        // Another dataset, with every place taken by the first: keeps nothing.
+        let mut other = dataset();
+        other.insert(7, file(), max);
+        assert!(other.get(7).is_none());
+        drop(open);
+        assert_eq!(COUNTED.load(Relaxed), 0);
+        other.insert(7, file(), max);
+        assert!(other.get(7).is_some());
+        drop(other);
+        assert_eq!(COUNTED.load(Relaxed), 0);
     }
 
     #[test]

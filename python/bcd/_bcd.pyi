@@ -414,8 +414,8 @@ class Dataset:
         ``get_batch``, and ``read_ahead`` is as there. ``positional=True``
         reads the values with positional reads (``pread``) of their shard
         files instead of through the mappings, so the process maps none of the
-        shards' pages (a quarter of the descriptor limit of shard files, 32 to
-        4096, stay open): values under 32 KiB
+        shards' pages (the process's datasets together keep at most a quarter
+        of its descriptor limit of shard files open): values under 32 KiB
         stored are read in runs of neighbours (gaps under 64 KiB, up to 8 MiB a
         run) with one read each into a buffer the dataset object keeps between
         batches, larger ones stored verbatim (uncompressed, or LZ4 literal-only
