@@ -540,9 +540,12 @@ def protocol_epoch(store: str, base: Path, modality: str, task: str, workers: in
 
     import bcd.torch
 
-    if store == "bcd":
+    if store.startswith("bcd"):
+        # "bcd" as the README's code reads; "bcd-mapped" and "bcd-positional"
+        # with each way of reading forced (`MapDataset(positional=...)`).
         transform = Preprocessed(modality) if task == "preprocess" else None
-        dataset = bcd.torch.MapDataset(base / "bcd", transform=transform)
+        forced = {"bcd": {}, "bcd-mapped": {"positional": False}, "bcd-positional": {"positional": True}}[store]
+        dataset = bcd.torch.MapDataset(base / "bcd", transform=transform, **forced)
         sampler = bcd.torch.Sampler(dataset, seed=seed, shuffle=task != "sequential")
         # The same collate as LMDB's and TFRecord's: what each worker returns
         # crosses as it is (a bcd Batch, or the list of preprocessed results,
@@ -671,6 +674,40 @@ def run_protocol(data: Path, megabytes: int, runs: int) -> None:
                 )
 
 
+def run_positional(data: Path, megabytes: int, runs: int) -> None:
+    """bcd's protocol epochs read through the mappings and with positional
+    reads (``MapDataset(positional=False / True)``), alternating, on the
+    corpora `protocol` made: seconds and peak summed PSS, medians of `runs`."""
+    root = data / f"protocol-{megabytes}MB"
+    counts = {}
+    for modality in ("jpeg", "text", "wav"):
+        import bcd
+
+        counts[modality] = len(bcd.Dataset(str(root / modality / "bcd")))
+    stores = ("bcd-mapped", "bcd-positional")
+    cells = {}
+    for modality, count in counts.items():
+        for task in ("sequential", "shuffled", "preprocess"):
+            for workers in (1, 2, 4):
+                for run in range(runs):
+                    for store in stores if run % 2 == 0 else stores[::-1]:
+                        outcome = protocol_epoch(store, root / modality, modality, task, workers, run, count)
+                        cells.setdefault((modality, task, workers, store), []).append(outcome)
+                log(f"positional {modality} {task} {workers} workers done")
+    print(f"\nbcd's protocol epochs, mapped and positional, medians of {runs}\n")
+    print("| modality | task | workers | mapped s / PSS MB | positional s / PSS MB | speed, positional |")
+    print("|---|---|---|---|---|---|")
+    for modality in counts:
+        for task in ("sequential", "shuffled", "preprocess"):
+            for workers in (1, 2, 4):
+                row = {}
+                for store in stores:
+                    outcomes = cells[(modality, task, workers, store)]
+                    row[store] = (statistics.median(o["seconds"] for o in outcomes), max(o["pss_mb"] for o in outcomes))
+                (ms, mp), (ps, pp) = row["bcd-mapped"], row["bcd-positional"]
+                print(f"| {modality} | {task} | {workers} | {ms:.2f} / {mp:.0f} | {ps:.2f} / {pp:.0f} | {ms / ps:.2f}x |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, required=True)
@@ -679,7 +716,7 @@ def main():
     parser.add_argument(
         "--protocol-megabytes", type=int, default=450, help="the size of each modality's corpus in the research protocol"
     )
-    parser.add_argument("what", nargs="+", choices=["epoch", "images", "single", "protocol", "floor"])
+    parser.add_argument("what", nargs="+", choices=["epoch", "images", "single", "protocol", "floor", "positional"])
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     prepare(args.data, args.megabytes)
@@ -692,6 +729,8 @@ def main():
             decode_floor(args.data)
         elif what == "single":
             run_single(args.data, args.runs)
+        elif what == "positional":
+            run_positional(args.data, args.protocol_megabytes, args.runs)
         else:
             run_protocol(args.data, args.protocol_megabytes, args.runs)
 

@@ -40,6 +40,7 @@ pub mod lz4_block;
 mod manifest;
 mod mapping;
 mod merge;
+pub mod positional_batch;
 mod read_ahead;
 mod reader;
 mod shard;
@@ -77,6 +78,7 @@ pub use merge::{
     MergeSummary, MergedPart, MergedShard, MergedValueDuplicate, PartSource, RewrittenSidecar,
     SidecarOut, SidecarRewrite,
 };
+pub use positional_batch::{PlanCounts, PositionalBatch};
 pub use shard::DataFiles;
 pub use shard_writer::WrittenShard;
 pub use view_file::{View, ViewBinding, ViewFileError, ViewIndices, ViewRecords, ViewRecordsError};

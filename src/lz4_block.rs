@@ -181,10 +181,23 @@ pub fn literal_header_into(n: usize, out: &mut Vec<u8>) {
 /// `None` for any other stored value (compressed, empty, or malformed: decoding
 /// reports the error); the empty stored value is the empty range.
 pub fn literal_range(stored: &[u8]) -> Option<std::ops::Range<usize>> {
-    if stored.is_empty() {
-        return Some(0..0);
+    literal_start(stored, stored.len()).map(|start| start..stored.len())
+}
+
+/// Where the value's own bytes begin in a stored value of `stored_len` bytes
+/// whose first bytes are `head` (all of it, or a prefix), as
+/// [`literal_range`] finds them: `Some` only for a literal-only block whose
+/// token and literal-length bytes all lie within `head`, so a reader can read
+/// the value's bytes alone from the rest of the file. `None` for any other
+/// stored value, or when `head` ends before the literal length does (a reader
+/// then reads the whole stored value and decodes it). The empty stored value
+/// starts at 0.
+pub fn literal_start(head: &[u8], stored_len: usize) -> Option<usize> {
+    if stored_len == 0 {
+        return Some(0);
     }
-    let (prefix, block) = stored.split_first_chunk::<LZ4_SIZE_PREFIX>()?;
+    let head = head.get(..stored_len.min(head.len()))?;
+    let (prefix, block) = head.split_first_chunk::<LZ4_SIZE_PREFIX>()?;
     let declared = u32::from_le_bytes(*prefix) as usize;
     let (&token, mut rest) = block.split_first()?;
     // A match length in the token would mean a match follows the literals.
@@ -202,7 +215,15 @@ pub fn literal_range(stored: &[u8]) -> Option<std::ops::Range<usize>> {
             }
         }
     }
-    (literals == rest.len() && literals == declared).then(|| stored.len() - literals..stored.len())
+    let start = head.len() - rest.len();
+    (literals == stored_len - start && literals == declared).then_some(start)
+}
+
+/// How many leading bytes of a stored value of `stored_len` bytes hold, if it
+/// is a literal-only block, its size prefix, token and literal-length bytes:
+/// what [`literal_start`] needs to see.
+pub fn literal_header_len(stored_len: usize) -> usize {
+    (LZ4_SIZE_PREFIX + 2 + stored_len / 255).min(stored_len)
 }
 
 /// The stored form of one value, as [`compress_many`] made it.
@@ -316,22 +337,31 @@ pub fn compress_many(
 /// The uncompressed size a stored value declares, checked against what its
 /// block could possibly produce, so a hostile prefix cannot cause a huge allocation.
 pub fn declared_len(stored: &[u8]) -> Result<usize, BlockError> {
-    if stored.is_empty() {
+    declared_len_of(stored, stored.len())
+}
+
+/// [`declared_len`] of a stored value of `stored_len` bytes whose first bytes
+/// are `head` (at least its size prefix): the bound on the declared size
+/// depends only on the block's length.
+pub fn declared_len_of(head: &[u8], stored_len: usize) -> Result<usize, BlockError> {
+    if stored_len == 0 {
         return Ok(0);
     }
-    let Some((prefix, block)) = stored.split_first_chunk::<LZ4_SIZE_PREFIX>() else {
+    let Some((prefix, _)) = head
+        .get(..stored_len.min(head.len()))
+        .and_then(|head| head.split_first_chunk::<LZ4_SIZE_PREFIX>())
+    else {
         return Err(BlockError(format!(
-            "{} bytes is too short for the {LZ4_SIZE_PREFIX}-byte size prefix",
-            stored.len()
+            "{stored_len} bytes is too short for the {LZ4_SIZE_PREFIX}-byte size prefix"
         )));
     };
+    let block_len = (stored_len - LZ4_SIZE_PREFIX) as u64;
     let declared = u32::from_le_bytes(*prefix) as u64;
-    let possible = (block.len() as u64 * LZ4_MAX_EXPANSION + LZ4_EXPANSION_SLACK)
-        .min(LZ4_MAX_INPUT_SIZE as u64);
+    let possible =
+        (block_len * LZ4_MAX_EXPANSION + LZ4_EXPANSION_SLACK).min(LZ4_MAX_INPUT_SIZE as u64);
     if declared > possible {
         return Err(BlockError(format!(
-            "size prefix declares {declared} bytes, more than a {}-byte LZ4 block can hold",
-            block.len()
+            "size prefix declares {declared} bytes, more than a {block_len}-byte LZ4 block can hold"
         )));
     }
     Ok(declared as usize)
@@ -511,6 +541,54 @@ mod tests {
                     proptest::prop_assert_eq!(
                         lz4_flex::block::decompress_size_prepended(&stored).unwrap(),
                         decoded
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Read from a prefix of the stored value (what a positional reader
+        /// reads first), `literal_start` agrees with `literal_range` on the
+        /// whole value, finds it whenever the prefix is `literal_header_len`
+        /// long, and `declared_len_of` agrees with `declared_len`.
+        #[test]
+        fn literal_start_of_a_prefix_agrees_with_the_whole_value(
+            len in 0usize..3000,
+            compressible in proptest::bool::ANY,
+            cut in 0usize..8,
+            flip in proptest::option::of((0usize..16, proptest::num::u8::ANY)),
+            head in 0usize..40,
+        ) {
+            let value: Vec<u8> = if compressible {
+                b"abcabcabd".iter().copied().cycle().take(len).collect()
+            } else {
+                noise(len)
+            };
+            let mut stored = Vec::new();
+            if compressible {
+                compress_into(&value, Lz4Mode::default(), &mut stored).unwrap();
+            } else {
+                literal_block_into(&value, &mut stored);
+            }
+            if let Some((at, byte)) = flip {
+                if at < stored.len() {
+                    stored[at] = byte;
+                }
+            }
+            stored.truncate(stored.len().saturating_sub(cut));
+            let whole = literal_range(&stored).map(|range| range.start);
+            let needed = literal_header_len(stored.len());
+            for h in [head.min(stored.len()), needed, stored.len()] {
+                let start = literal_start(&stored[..h], stored.len());
+                proptest::prop_assert!(start.is_none() || start == whole, "h={} {:?} {:?}", h, start, whole);
+                if h >= needed {
+                    proptest::prop_assert_eq!(start, whole);
+                }
+                if h >= LZ4_SIZE_PREFIX.min(stored.len()) {
+                    proptest::prop_assert_eq!(
+                        declared_len_of(&stored[..h], stored.len()),
+                        declared_len(&stored)
                     );
                 }
             }

@@ -312,7 +312,7 @@ impl Dataset {
     }
 
     /// The open file to read `location`'s value from positionally, if any.
-    fn unmapped_file(&self, location: &Location<'_>) -> Option<Arc<File>> {
+    pub(crate) fn unmapped_file(&self, location: &Location<'_>) -> Option<Arc<File>> {
         self.open_shards
             .file(location.shard_id, location.shard, location.data)
     }
@@ -320,12 +320,22 @@ impl Dataset {
 
 /// Reads `location`'s stored bytes from `file` into `out` (their length).
 fn read_at(file: &File, location: &Location<'_>, out: &mut [u8]) -> Result<()> {
-    read_exact_at(file, out, location.value_offset).map_err(|e| Error::CorruptShard {
-        path: location.shard.path.clone(),
+    read_exact_at_or_corrupt(file, out, location.value_offset, &location.shard.path)
+}
+
+/// Reads exactly `out.len()` bytes at `offset` of `file`, the data file of the
+/// shard at `path`; a short read is [`Error::CorruptShard`] naming both.
+pub(crate) fn read_exact_at_or_corrupt(
+    file: &File,
+    out: &mut [u8],
+    offset: u64,
+    path: &std::path::Path,
+) -> Result<()> {
+    read_exact_at(file, out, offset).map_err(|e| Error::CorruptShard {
+        path: path.to_path_buf(),
         reason: format!(
-            "reading {} bytes at offset {}: {e} (the data file changed after the dataset was opened)",
+            "reading {} bytes at offset {offset}: {e} (the data file changed after the dataset was opened)",
             out.len(),
-            location.value_offset
         ),
     })
 }

@@ -7,10 +7,17 @@
 //! the shard mapped into the process; a shard file replaced at its path is not
 //! read (the mapping is); a shard cut short under the reader is an error naming
 //! it, where a read through the mapping would be a SIGBUS; content checks apply.
+//!
+//! Positional batches ([`Dataset::plan_positional`] + [`Dataset::read_planned`]):
+//! the same bytes as the mapped reads for every mix of values (small ones read
+//! in runs of neighbours, large verbatim ones straight into place, large
+//! compressed ones decoded), keyed and keyless, in sorted, shuffled and
+//! repeated orders, across shards, around the gap bound and the run cap; the
+//! same safety as the single reads.
 
 use std::path::Path;
 
-use bcd::{Compression, CreateOptions, Dataset, Dedup, Error, ExtendOptions};
+use bcd::{Compression, CreateOptions, Dataset, Dedup, Error, ExtendOptions, PositionalBatch};
 use bcd_test_support::Rng;
 
 /// `count` records: compressible text, random bytes (stored verbatim by LZ4) and
@@ -267,4 +274,353 @@ fn positional_reads_check_content_hashes() {
         ));
         assert_eq!(unmapped(&dataset, index + 1).unwrap(), records[index + 1].1);
     }
+}
+
+/// The values at `indices` read as one positional batch, into one buffer as
+/// the Python batches are, then split.
+fn batch(
+    dataset: &Dataset,
+    plan: &mut PositionalBatch,
+    indices: &[usize],
+) -> bcd::Result<Vec<Vec<u8>>> {
+    dataset.plan_positional(indices, plan)?;
+    let lens = plan.lens().to_vec();
+    assert_eq!(lens.len(), indices.len());
+    let mut out = vec![0xA5u8; lens.iter().sum()];
+    let mut scratch = Vec::new();
+    let mut rest = &mut out[..];
+    for (position, &len) in lens.iter().enumerate() {
+        let (mine, tail) = rest.split_at_mut(len);
+        dataset.read_planned(plan, indices, position, mine, &mut scratch)?;
+        rest = tail;
+    }
+    let mut values = Vec::new();
+    let mut at = 0;
+    for len in lens {
+        values.push(out[at..at + len].to_vec());
+        at += len;
+    }
+    Ok(values)
+}
+
+/// `count` values of every kind a batch plans differently: empty, small text
+/// (compressible), small random (verbatim under LZ4), large random (read
+/// straight into place), large half-random (compressed, over the direct bound).
+fn mixed_values(count: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|i| {
+            let kind = rng.below(6);
+            let n = rng.below(90_000);
+            match kind {
+                0 => Vec::new(),
+                1 => format!("text {i} ").repeat(50 + n % 2000).into_bytes(),
+                2 => rng.bytes(1 + n % 30_000),
+                3 => rng.bytes(33_000 + n),
+                4 => {
+                    let mut value = rng.bytes(40_000 + n % 40_000);
+                    value.extend(format!("tail {i} ").repeat(3000).into_bytes());
+                    value
+                }
+                _ => rng.bytes(100 + n % 3000),
+            }
+        })
+        .collect()
+}
+
+/// A dataset of `values` (keyed `key-N` or keyless) in shards of about
+/// `shard_size` bytes, with content hashes.
+fn create_values(
+    dir: &Path,
+    compression: Compression,
+    keyed: bool,
+    shard_size: u64,
+    values: &[Vec<u8>],
+) -> Dataset {
+    let options = CreateOptions {
+        keyed,
+        compression,
+        max_shard_size: shard_size,
+    };
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    let mut extend = dataset
+        .begin_extend_with(ExtendOptions {
+            dedup: Dedup::Keys,
+            memory_limit: None,
+            content_hashes: true,
+        })
+        .unwrap();
+    if keyed {
+        let pairs: Vec<(Vec<u8>, &[u8])> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("key-{i:06}").into_bytes(), &v[..]))
+            .collect();
+        extend.push_batch(&pairs).unwrap();
+    } else {
+        extend.push_value_batch(values).unwrap();
+    }
+    extend.commit().unwrap();
+    Dataset::open(dir).unwrap()
+}
+
+/// Every kind of value, keyed and keyless, uncompressed and LZ4, over more
+/// shards than are kept open, in random batches (sorted, shuffled, repeats,
+/// a whole shard in order): the bytes and lengths of the mapped reads.
+#[test]
+fn positional_batches_equal_the_mapped_reads_in_random_batches() {
+    let values = mixed_values(400, 11);
+    for compression in [Compression::None, Compression::Lz4] {
+        for keyed in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let dataset = create_values(dir.path(), compression, keyed, 256 << 10, &values);
+            assert!(dataset.shards() > 32, "{}", dataset.shards());
+            let mut plan = PositionalBatch::new();
+            let mut rng = Rng::new(21);
+            let mut seen = bcd::PlanCounts::default();
+            for round in 0..150 {
+                let count = rng.below(96);
+                let mut indices: Vec<usize> = match round % 4 {
+                    // Consecutive records from a random start: runs of neighbours.
+                    0 => {
+                        let start = rng.below(values.len());
+                        (start..(start + count).min(values.len())).collect()
+                    }
+                    // Random records, sorted.
+                    1 => {
+                        let mut picked: Vec<usize> =
+                            (0..count).map(|_| rng.below(values.len())).collect();
+                        picked.sort_unstable();
+                        picked
+                    }
+                    // Random records with repeats, shuffled.
+                    2 => (0..count).map(|_| rng.below(values.len())).collect(),
+                    // Records of a narrow window, shuffled: gaps below the bound.
+                    _ => {
+                        let start = rng.below(values.len());
+                        (0..count)
+                            .map(|_| (start + rng.below(12)).min(values.len() - 1))
+                            .collect()
+                    }
+                };
+                if round % 4 == 0 {
+                    // Shuffled consecutive records: the plan sorts them back.
+                    for i in (1..indices.len()).rev() {
+                        indices.swap(i, rng.below(i + 1));
+                    }
+                }
+                let read = batch(&dataset, &mut plan, &indices).unwrap();
+                let counts = plan.counts();
+                seen.buffered += counts.buffered;
+                seen.direct += counts.direct;
+                seen.deferred += counts.deferred;
+                seen.mapped += counts.mapped;
+                for (position, &index) in indices.iter().enumerate() {
+                    assert_eq!(
+                        read[position],
+                        dataset.at(index).unwrap().to_vec(),
+                        "{compression:?} keyed={keyed} round {round} record {index}"
+                    );
+                    assert_eq!(read[position], values[index]);
+                }
+                plan.trim();
+            }
+            // Every way of reading was taken, none through the mappings.
+            assert!(seen.buffered > 0 && seen.direct > 0, "{seen:?}");
+            assert_eq!(seen.mapped, 0, "{seen:?}");
+            if compression == Compression::Lz4 {
+                assert!(seen.deferred > 0, "{seen:?}");
+            } else {
+                assert_eq!(seen.deferred, 0, "{seen:?}");
+            }
+        }
+    }
+}
+
+/// Small values read in runs: neighbours closer than the gap bound share one
+/// system call, farther ones do not, and a run stops at the cap.
+#[test]
+fn neighbours_are_read_in_runs_up_to_the_gap_bound_and_the_cap() {
+    let gap = bcd::positional_batch::GAP_MAX as usize;
+    let cap = bcd::positional_batch::RUN_MAX as usize;
+    // 20 KB values (small): 3 of them (with their keys) less than the gap
+    // bound, 4 more.
+    let mut rng = Rng::new(31);
+    let values: Vec<Vec<u8>> = (0..(cap / 20_000) + 40)
+        .map(|_| rng.bytes(20_000))
+        .collect();
+    assert!(3 * 20_200 < gap && gap < 4 * 20_000);
+    for compression in [Compression::None, Compression::Lz4] {
+        for keyed in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let dataset = create_values(dir.path(), compression, keyed, 64 << 20, &values);
+            assert_eq!(dataset.shards(), 1);
+            let mut plan = PositionalBatch::new();
+            let cases: [(&[usize], usize); 5] = [
+                (&[10, 11, 12, 13], 1),
+                (&[13, 10, 12, 11, 10], 1),
+                // Gaps of three values (60 KB and the keys): under the bound.
+                (&[10, 14, 18], 1),
+                // Gaps of five values (100 KB): over it.
+                (&[10, 16, 22], 3),
+                (&[22, 10, 16, 17], 3),
+            ];
+            for (indices, runs) in cases {
+                let read = batch(&dataset, &mut plan, indices).unwrap();
+                for (position, &index) in indices.iter().enumerate() {
+                    assert_eq!(read[position], values[index]);
+                }
+                assert_eq!(
+                    plan.counts().runs,
+                    runs,
+                    "{compression:?} keyed={keyed} {indices:?}"
+                );
+            }
+            // Every value of the shard, in order: over the cap, so two runs.
+            let all: Vec<usize> = (0..values.len()).collect();
+            let read = batch(&dataset, &mut plan, &all).unwrap();
+            assert_eq!(read, values);
+            assert_eq!(plan.counts().runs, 2, "{compression:?} keyed={keyed}");
+            assert_eq!(plan.counts().buffered, values.len());
+            // The run buffer of that batch (over the kept size) is freed.
+            plan.trim();
+            let read = batch(&dataset, &mut plan, &[3, 1]).unwrap();
+            assert_eq!(read, vec![values[3].clone(), values[1].clone()]);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn positional_batches_map_no_page_of_the_shard() {
+    let values = mixed_values(60, 41);
+    for compression in [Compression::None, Compression::Lz4] {
+        let dir = tempfile::tempdir().unwrap();
+        let dataset = create_values(dir.path(), compression, true, 64 << 20, &values);
+        let path = dataset.shard_data_path(0);
+        let before = mapped_kib(&path);
+        let mut plan = PositionalBatch::new();
+        let indices: Vec<usize> = (1..values.len()).rev().collect();
+        let read = batch(&dataset, &mut plan, &indices).unwrap();
+        for (position, &index) in indices.iter().enumerate() {
+            assert_eq!(read[position], values[index]);
+        }
+        assert_eq!(mapped_kib(&path), before, "{compression:?}");
+    }
+}
+
+#[test]
+fn a_positional_batch_of_a_replaced_shard_reads_the_mapping() {
+    let values = mixed_values(60, 51);
+    for compression in [Compression::None, Compression::Lz4] {
+        let dir = tempfile::tempdir().unwrap();
+        let dataset = create_values(dir.path(), compression, true, 64 << 20, &values);
+        let path = dataset.shard_data_path(0);
+        dataset.value_location(0).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        let replacement = dir.path().join("replacement");
+        std::fs::write(&replacement, vec![0x5a; len]).unwrap();
+        std::fs::rename(&replacement, &path).unwrap();
+        let mut plan = PositionalBatch::new();
+        let indices: Vec<usize> = (0..values.len()).collect();
+        assert_eq!(batch(&dataset, &mut plan, &indices).unwrap(), values);
+        assert_eq!(plan.counts().mapped, values.len());
+    }
+}
+
+/// A shard cut short under the reader: the batch is an error naming the file
+/// and an offset, whichever way the cut value is read (in a run, straight
+/// into place, or decoded).
+#[test]
+fn a_positional_batch_of_a_cut_shard_is_an_error_naming_it() {
+    let mut rng = Rng::new(61);
+    let text = |n: usize| format!("record {n} ").repeat(n).into_bytes();
+    let half = |rng: &mut Rng| {
+        let mut value = rng.bytes(50_000);
+        value.extend(text(4000));
+        value
+    };
+    let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("small", (0..6).map(|_| rng.bytes(3000)).collect()),
+        ("large", (0..6).map(|_| rng.bytes(60_000)).collect()),
+        ("large compressed", (0..6).map(|_| half(&mut rng)).collect()),
+    ];
+    for (kind, values) in cases {
+        for compression in [Compression::None, Compression::Lz4] {
+            let dir = tempfile::tempdir().unwrap();
+            let dataset = create_values(dir.path(), compression, false, 64 << 20, &values);
+            let path = dataset.shard_data_path(0);
+            let last = values.len() - 1;
+            let location = dataset.value_location(last).unwrap();
+            let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.set_len(location.offset + location.len - 1).unwrap();
+            drop(file);
+            let mut plan = PositionalBatch::new();
+            let error = batch(&dataset, &mut plan, &[0, last]).unwrap_err();
+            let message = error.to_string();
+            assert!(
+                matches!(error, Error::CorruptShard { .. }),
+                "{kind} {message}"
+            );
+            assert!(
+                message.contains(&*path.to_string_lossy()),
+                "{kind} {message}"
+            );
+            assert!(message.contains("offset "), "{kind} {message}");
+            // The values before the cut still read.
+            assert_eq!(
+                batch(&dataset, &mut plan, &[0, 1]).unwrap(),
+                values[..2].to_vec()
+            );
+        }
+    }
+}
+
+#[test]
+fn positional_batches_check_content_hashes() {
+    let mut rng = Rng::new(71);
+    let values: Vec<Vec<u8>> = vec![rng.bytes(3000), rng.bytes(60_000), rng.bytes(3000)];
+    for compression in [Compression::None, Compression::Lz4] {
+        for flipped in [0, 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let dataset = create_values(dir.path(), compression, false, 64 << 20, &values);
+            let location = dataset.value_location(flipped).unwrap();
+            let path = dataset.shard_data_path(location.shard);
+            drop(dataset);
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[(location.offset + location.len - 1) as usize] ^= 1;
+            std::fs::write(&path, &bytes).unwrap();
+            let mut dataset = Dataset::open(dir.path()).unwrap();
+            let mut plan = PositionalBatch::new();
+            assert!(batch(&dataset, &mut plan, &[0, 1, 2]).is_ok());
+            dataset.set_verify_content(true).unwrap();
+            assert!(matches!(
+                batch(&dataset, &mut plan, &[2, flipped]),
+                Err(Error::ContentMismatch { .. })
+            ));
+            assert_eq!(
+                batch(&dataset, &mut plan, &[2]).unwrap(),
+                vec![values[2].clone()]
+            );
+        }
+    }
+}
+
+#[test]
+fn read_planned_refuses_a_buffer_or_position_not_planned() {
+    let values = mixed_values(20, 81);
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = create_values(dir.path(), Compression::Lz4, false, 64 << 20, &values);
+    let mut plan = PositionalBatch::new();
+    let indices = [3, 5];
+    dataset.plan_positional(&indices, &mut plan).unwrap();
+    let len = plan.lens()[0];
+    let mut scratch = Vec::new();
+    for (position, size) in [(0, len + 1), (2, 0)] {
+        assert!(matches!(
+            dataset.read_planned(&plan, &indices, position, &mut vec![0; size], &mut scratch),
+            Err(Error::InvalidOption(_))
+        ));
+    }
+    assert!(dataset.plan_positional(&[values.len()], &mut plan).is_err());
 }

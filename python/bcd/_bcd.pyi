@@ -285,7 +285,7 @@ class Dataset:
         """
 
     def get_batch(
-        self, indices: Iterable[SupportsIndex], *, read_ahead: Optional[bool] = None
+        self, indices: Iterable[SupportsIndex], *, read_ahead: Optional[bool] = None, positional: bool = False
     ) -> list[memoryview]:
         """The values at ``indices``, as ``at`` returns them, in order.
 
@@ -300,6 +300,10 @@ class Dataset:
         values average 16 KiB or more, ``True`` always (indices scattered
         sparsely over the files, as a small view's are: a page fault alone
         reads 128 KiB around each value, one value at a time), ``False`` never.
+
+        ``positional=True`` reads the values as ``get_batch_into(...,
+        positional=True)`` does, mapping nothing, each straight into a new
+        ``bytes`` (a list of ``bytes`` then, which read as the memoryviews do).
         """
 
     def prefetch(self, indices: Union[Iterable[SupportsIndex], "numpy.ndarray"], *, wait: bool = False) -> int:
@@ -408,10 +412,16 @@ class Dataset:
         ``int64`` array of ``len(indices) + 1``: value ``i`` is
         ``buffer[offsets[i]:offsets[i + 1]]``. Indices are checked as by
         ``get_batch``, and ``read_ahead`` is as there. ``positional=True``
-        reads each value with a positional read of its shard file instead of
-        through the mapping, so the process maps none of the shards' pages (at
-        most 32 shard files stay open); ``None``, the default, does so when
-        ``read_ahead`` is ``True``. Nothing else may use the
+        reads the values with positional reads (``pread``) of their shard
+        files instead of through the mappings, so the process maps none of the
+        shards' pages (the process's datasets together keep at most a quarter
+        of its descriptor limit of shard files open): values under 32 KiB
+        stored are read in runs of neighbours (gaps under 64 KiB, up to 8 MiB a
+        run) with one read each into a buffer the dataset object keeps between
+        batches, larger ones stored verbatim (uncompressed, or LZ4 literal-only
+        blocks such as JPEGs) straight into their place in the buffer;
+        ``None``, the default, does so when ``read_ahead`` is ``True``
+        (``bcd.torch`` asks for it in DataLoader workers). Nothing else may use the
         buffer during the call. ``bcd.torch`` uses it so DataLoader workers hand a batch to the main
         process as one tensor in shared memory instead of pickled values.
         """

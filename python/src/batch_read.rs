@@ -21,6 +21,8 @@ const PARALLEL_MIN_BYTES: u64 = 256 << 10;
 
 /// The destination of one value: a `bytes` object's buffer.
 struct Destination {
+    /// The value's index (`decompress_many`) or position in its batch
+    /// (`read_planned_bytes`).
     index: usize,
     ptr: *mut u8,
     len: usize,
@@ -102,6 +104,89 @@ pub fn decompress_many<'py>(
     Ok(objects)
 }
 
+/// The values at `indices` (each checked to be in range), planned in `plan`
+/// ([`Dataset::plan_positional`]), in order, as new `bytes`, each read straight
+/// into its object on up to `threads` threads with the GIL released.
+pub fn read_planned_bytes<'py>(
+    py: Python<'py>,
+    dataset: &Dataset,
+    indices: &[usize],
+    plan: &bcd::PositionalBatch,
+    threads: usize,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let lens = plan.lens();
+    let total: usize = lens.iter().sum();
+    // Every object is allocated first (that needs the GIL), then filled without it.
+    let mut objects = Vec::with_capacity(indices.len());
+    let mut destinations = Vec::with_capacity(indices.len());
+    for (position, &len) in lens.iter().enumerate() {
+        let size = pyo3::ffi::Py_ssize_t::try_from(len)
+            .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("value too large"))?;
+        // SAFETY: PyBytes_FromStringAndSize with a null pointer returns a new
+        // bytes object of `len` uninitialised bytes (not zeroed: every byte is
+        // written below, before any Python code can see the object), or null
+        // with an exception set.
+        let object = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size),
+            )?
+            .cast_into_unchecked::<PyBytes>()
+        };
+        // SAFETY: as in `decompress_many`: the object's buffer, `len` bytes,
+        // with no Rust reference to it.
+        let ptr = unsafe { pyo3::ffi::PyBytes_AsString(object.as_ptr()) }.cast::<u8>();
+        if ptr.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        destinations.push(Destination {
+            index: position,
+            ptr,
+            len,
+        });
+        objects.push(object);
+    }
+    let threads = if (total as u64) < PARALLEL_MIN_BYTES {
+        1
+    } else {
+        threads.clamp(1, indices.len().max(1))
+    };
+    let chunk = destinations.len().div_ceil(threads).max(1);
+    let fill = |run: &mut [Destination]| {
+        let mut scratch = Vec::new();
+        for destination in run {
+            // SAFETY: see `Destination`: this thread is the only user of this
+            // buffer, which stays alive (held in `objects`) until the fill ends.
+            // Its bytes may be uninitialised: `read_planned` only writes them
+            // (a `pread`, a copy, the LZ4 decoder's output), never reads them.
+            let out = unsafe { std::slice::from_raw_parts_mut(destination.ptr, destination.len) };
+            dataset.read_planned(plan, indices, destination.index, out, &mut scratch)?;
+        }
+        Ok::<(), bcd::Error>(())
+    };
+    py.detach(|| {
+        if threads == 1 {
+            return fill(&mut destinations);
+        }
+        thread::scope(|scope| {
+            let workers: Vec<_> = destinations
+                .chunks_mut(chunk)
+                .map(|run| {
+                    let fill = &fill;
+                    scope.spawn(move || fill(run))
+                })
+                .collect();
+            workers.into_iter().try_for_each(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        })
+    })
+    .map_err(to_py)?;
+    Ok(objects)
+}
+
 /// Writes the values at `indices` (each checked to be in range, `lens` their
 /// sizes) back to back into `out`, on up to `threads` threads without the GIL:
 /// one contiguous batch, for callers that own the destination (a tensor in shared
@@ -130,16 +215,9 @@ pub fn read_contiguous(
     } else {
         threads.clamp(1, indices.len().max(1))
     };
-    let read = |position: usize, out: &mut [u8], scratch: &mut Vec<u8>| {
-        let index = indices[position];
-        match source {
-            Source::Mapped => dataset.read_into(index, out),
-            Source::Unmapped => dataset.read_into_unmapped(index, out, scratch),
-            Source::Stored(stored) => match &stored[position] {
-                Some(bytes) => dataset.decode_stored_into(index, bytes, out),
-                None => dataset.read_into(index, out),
-            },
-        }
+    let read = |position: usize, out: &mut [u8], scratch: &mut Vec<u8>| match source {
+        Source::Mapped => dataset.read_into(indices[position], out),
+        Source::Positional(batch) => dataset.read_planned(batch, indices, position, out, scratch),
     };
     py.detach(|| {
         if threads == 1 {
@@ -190,10 +268,7 @@ pub fn read_contiguous(
 pub enum Source<'a> {
     /// Through the shard's mapping ([`Dataset::read_into`]).
     Mapped,
-    /// With a positional read of the shard's file ([`Dataset::read_into_unmapped`]):
-    /// for values scattered sparsely.
-    Unmapped,
-    /// From the stored bytes already read positionally, one per value
-    /// ([`Dataset::read_stored_unmapped`]); `None`: through the mapping.
-    Stored(&'a [Option<Vec<u8>>]),
+    /// With positional reads of the shard files, as planned
+    /// ([`Dataset::plan_positional`] of the same indices): nothing mapped.
+    Positional(&'a bcd::PositionalBatch),
 }

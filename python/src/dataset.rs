@@ -66,6 +66,10 @@ pub struct PyDataset {
     remote: Option<RemoteSource>,
     /// Whether every value read is checked against its content hash.
     verify: bool,
+    /// The plan and run buffer of positional batch reads, kept from batch to
+    /// batch (taken out while a batch is read, so a second thread reading at
+    /// the same time uses its own).
+    positional: Mutex<bcd::PositionalBatch>,
 }
 
 impl PyDataset {
@@ -294,13 +298,20 @@ impl PyDataset {
     /// reads (one request each, only those pages): `None` (the default) does it
     /// for values of 16 KiB or more on average, `True` always (for indices
     /// scattered sparsely over the files, as a small view's are), `False` never.
-    #[pyo3(signature = (indices, *, read_ahead = None))]
+    ///
+    /// `positional=True` reads the values as `get_batch_into(positional=True)`
+    /// does (nothing mapped), each into a new `bytes`.
+    #[pyo3(signature = (indices, *, read_ahead = None, positional = false))]
     fn get_batch<'py>(
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
         read_ahead: Option<bool>,
+        positional: bool,
     ) -> PyResult<Bound<'py, PyList>> {
+        if positional {
+            return self.read_batch_positional(py, indices);
+        }
         self.read_batch(py, indices, read_ahead)
     }
 

@@ -350,6 +350,64 @@ def test_a_shard_cut_short_under_a_sparse_reader_is_an_error_naming_it(tmp_path,
     assert bytes(buffer) == values[1] + values[2]
 
 
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_positional_batches_equal_the_mapped_ones_over_random_index_sets(tmp_path, compression):
+    # Every kind of value a positional batch reads its own way (small ones in
+    # runs of neighbours, large verbatim ones straight into the buffer, large
+    # compressed ones decoded), over shards, in random orders with repeats:
+    # the same bytes and offsets as through the mappings, and nothing mapped;
+    # get_batch(positional=True) gives the same values as bytes.
+    rng = np.random.default_rng(13)
+
+    def value(i):
+        kind = i % 5
+        if kind == 0:
+            return b""
+        if kind == 1:
+            return b"text %d " % i * int(rng.integers(10, 3000))
+        if kind == 2:
+            return rng.integers(0, 256, size=int(rng.integers(1, 30_000)), dtype=np.uint8).tobytes()
+        if kind == 3:
+            return rng.integers(0, 256, size=int(rng.integers(33_000, 120_000)), dtype=np.uint8).tobytes()
+        return rng.integers(0, 256, size=50_000, dtype=np.uint8).tobytes() + b"tail %d " % i * 4000
+
+    values = [value(i) for i in range(300)]
+    bcd.Dataset.create(tmp_path / "d", compression=compression, max_shard_size=1 << 20).extend(values)
+    mapped = bcd.Dataset(tmp_path / "d")
+    positional = bcd.Dataset(tmp_path / "d")
+
+    def read(dataset, order, **how):
+        buffer = bytearray()
+
+        def allocate(n):
+            buffer[:] = b"\xa5" * n
+            return buffer
+
+        offsets = dataset.get_batch_into(order, allocate, **how)
+        return offsets.tolist(), bytes(buffer)
+
+    orders, read_positionally = [], []
+    for round in range(60):
+        count = int(rng.integers(0, 80))
+        if round % 3 == 0:
+            start = int(rng.integers(0, len(values)))
+            order = list(range(start, min(start + count, len(values))))
+        else:
+            order = [int(i) for i in rng.integers(0, len(values), size=count)]
+        if round % 2:
+            order = order[::-1]
+        positional.threads = 1 + round % 2
+        orders.append(order)
+        read_positionally.append(read(positional, order, positional=True))
+        as_bytes = positional.get_batch(order, positional=True)
+        assert all(type(value) is bytes for value in as_bytes)
+        assert as_bytes == [values[i] for i in order], round
+    assert _mapped_kib(tmp_path / "d") == 0
+    for round, (order, (offsets, data)) in enumerate(zip(orders, read_positionally)):
+        assert (offsets, data) == read(mapped, order, positional=False), round
+        assert [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])] == [values[i] for i in order]
+
+
 def test_a_view_of_under_a_sixteenth_of_the_records_reads_ahead(ds):
     # What a view asks its dataset for: the read-ahead only when it holds few
     # of the records (scattered sparsely over the files).

@@ -150,3 +150,32 @@ def test_persistent_workers_read_a_sparse_view_positionally_once_then_through_th
         mapped.append([_mapped_kib(pid, tmp_path / "d") for pid in pids])
     assert mapped[0] == [0, 0], mapped
     assert all(kib > 0 for kib in mapped[1] + mapped[2]), mapped
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")
+@pytest.mark.parametrize("transform", [None, bytes])
+def test_workers_read_batches_positionally_unless_told_otherwise(tmp_path, transform):
+    # A whole dataset's epoch in DataLoader workers: by default each batch is
+    # read with positional reads (a worker maps none of the shards' pages,
+    # which would count in its memory), with or without a transform;
+    # positional=False reads through the mappings. The samples are the same.
+    rng = np.random.default_rng(3)
+    values = [
+        rng.integers(0, 256, size=int(rng.integers(1, 60_000)), dtype=np.uint8).tobytes() if i % 3 else b"%06d " % i * 300
+        for i in range(400)
+    ]
+    bcd.Dataset.create(tmp_path / "d", compression="lz4", max_shard_size=2 << 20).extend(values)
+    for positional, expect_mapped in ((None, False), (True, False), (False, True)):
+        dataset = bcd.torch.MapDataset(tmp_path / "d", transform=transform, positional=positional)
+        sampler = bcd.torch.Sampler(dataset, seed=6)
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=16, sampler=sampler, num_workers=2, persistent_workers=True,
+            multiprocessing_context="fork", collate_fn=lambda samples: samples,
+        )
+        seen = []
+        for batch in loader:
+            seen.extend(bytes(sample) for sample in batch)
+        assert sorted(seen) == sorted(values)
+        mapped = [_mapped_kib(worker.pid, tmp_path / "d") for worker in loader._iterator._workers]
+        assert all((kib > 0) == expect_mapped for kib in mapped), (positional, mapped)
+        del loader

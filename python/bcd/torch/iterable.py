@@ -88,6 +88,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         cache_limit: Union[None, int, str] = None,
         view: Optional[str] = None,
         prefetch: Optional[int] = None,
+        positional: Optional[bool] = None,
     ):
         self.batch_size = None if batch_size is None else int(batch_size)
         if self.batch_size is not None and self.batch_size < 1:
@@ -97,7 +98,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         rank, world_size = _defaults(rank, world_size)
         if isinstance(path, Mix):
             theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit,
-                          view=view, prefetch=prefetch)
+                          view=view, prefetch=prefetch, positional=positional)
             theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
             given = sorted(name for name, value in theirs.items() if value is not None)
             if given:
@@ -118,6 +119,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
                 cache_limit=cache_limit,
                 view=view,
                 prefetch=prefetch,
+                positional=positional,
             )
             self._epochs = self._plain_epochs(shuffle, seed, rank, world_size, drop_last, block_size, num_samples)
         self._init_state()

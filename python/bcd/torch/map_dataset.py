@@ -86,6 +86,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     :class:`Sampler` of this dataset has it fetch each epoch's shards in the
     order the epoch needs them.
 
+    In a DataLoader worker, batches are read with positional reads of the
+    shard files (``Dataset.get_batch_into(..., positional=True)``) rather than
+    through the mappings: a worker that reads through a mapping counts every
+    page it touched in its memory (its PSS), most of the dataset over an epoch,
+    where a positional read maps nothing; the epoch runs as fast either way
+    (BENCHMARKS.md, session 37). ``positional=False`` reads through the
+    mappings in workers too, ``positional=True`` in the main process too.
+    A view decides for itself (a sparse one reads positionally).
+
     ``view="NAME"``: only the records of that view (``bcd view create``), in
     dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
     view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
@@ -110,9 +119,11 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         cache_limit: Union[None, int, str] = None,
         view: Optional[str] = None,
         prefetch: Optional[int] = None,
+        positional: Optional[bool] = None,
     ):
         self.path = os.fspath(path)
         self.view = view
+        self.positional = None if positional is None else bool(positional)
         if image is not None and not isinstance(image, bcd.ImageOptions):
             raise TypeError(f"image={image!r}: expected bcd.torch.Image(size, ...) (a bcd.ImageOptions)")
         if bad_images not in _BAD_IMAGES:
@@ -309,7 +320,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._source.get_batch, indices)
+        values = self._read(self._values, indices)
         if self._field_names:
             samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
         else:
@@ -317,6 +328,31 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         if self.transform is not None:
             samples = [self.transform(s) for s in samples]
         return samples
+
+    def _reads_positionally(self) -> Optional[bool]:
+        """Whether batches are read with positional reads of the shard files
+        (nothing mapped; see the class's notes): as ``positional=`` says, else
+        in a DataLoader worker. A view decides for itself (a sparse one reads
+        positionally, a dense one through the mappings)."""
+        if self._view is not None:
+            return None
+        if self.positional is not None:
+            return self.positional
+        return torch.utils.data.get_worker_info() is not None
+
+    def _get_batch_into(self, index_array: np.ndarray, allocate: Callable):
+        positional = self._reads_positionally()
+        if positional is None:
+            return self._source.get_batch_into(index_array, allocate)
+        return self._source.get_batch_into(index_array, allocate, positional=positional)
+
+    def _values(self, indices: Sequence[int]) -> list:
+        """The values at ``indices`` for a ``transform``: views of the mappings,
+        or, read positionally, new ``bytes`` (each read straight into its
+        object, which ``_value`` then hands on without a copy)."""
+        if self._reads_positionally():
+            return self._source.get_batch(indices, positional=True)
+        return self._source.get_batch(indices)
 
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;
@@ -332,7 +368,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return tensor.numpy()
 
         index_array = np.asarray(indices, dtype=np.int64)
-        offsets = self._source.get_batch_into(index_array, allocate)
+        offsets = self._get_batch_into(index_array, allocate)
         values = holder[0]
         fields = self._batch_fields(index_array)
         return Batch(values, torch.from_numpy(offsets), fields, torch.from_numpy(index_array), self.output)

@@ -154,6 +154,7 @@ impl PyDataset {
             threads: AtomicUsize::new(std::thread::available_parallelism().map_or(1, |n| n.get())),
             remote,
             verify,
+            positional: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@ use bcd::{Compression, Dataset};
 
 use super::PyDataset;
 use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
 
 use crate::batch_read;
 use crate::errors::to_py;
@@ -203,6 +204,45 @@ impl PyDataset {
         }
     }
 
+    /// `get_batch(positional=True)`: the values as new `bytes`, read as a
+    /// planned positional batch (see `read_batch_into`).
+    pub(super) fn read_batch_positional<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let wanted = self.collect_indices(py, indices)?;
+        let mut plan = {
+            let mut kept = self
+                .positional
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            std::mem::take(&mut *kept)
+        };
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let resolved = resolve_all(&dataset, &wanted)?;
+        let planned = {
+            let dataset: &Dataset = &dataset;
+            py.detach(|| dataset.plan_positional(&resolved, &mut plan))
+        };
+        let values = planned.map_err(to_py).and_then(|()| {
+            batch_read::read_planned_bytes(
+                py,
+                &dataset,
+                &resolved,
+                &plan,
+                self.threads.load(Ordering::Relaxed),
+            )
+        });
+        plan.trim();
+        *self
+            .positional
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = plan;
+        PyList::new(py, values?)
+    }
+
     /// `get_batch_into`.
     pub(super) fn read_batch_into<'py>(
         &self,
@@ -215,49 +255,45 @@ impl PyDataset {
         let wanted = self.collect_indices(py, indices)?;
         // `read_ahead=True` says the values are scattered sparsely (a small
         // view's): their pages are asked for at once, then (unless told
-        // otherwise by `positional`) each value is read with a positional read
-        // of its shard's file, which maps nothing into this process
-        // (`bcd::Dataset::read_into_unmapped`). A compressed value's length is
-        // in its stored bytes, so those are read first.
+        // otherwise by `positional`) the batch is read with positional reads of
+        // its shard files, which map nothing into this process
+        // (`bcd::Dataset::plan_positional`). A compressed value's length is in
+        // its stored bytes, so the plan reads the small values (in runs of
+        // neighbours) and the large ones' headers before the buffer is sized.
         let unmapped = positional.unwrap_or(read_ahead == Some(true));
-        let (resolved, lens, stored) = {
+        // Taken out for this batch and put back after it (a concurrent batch of
+        // this object plans into a new one).
+        let mut plan = if unmapped {
+            let mut kept = self
+                .positional
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Some(std::mem::take(&mut *kept))
+        } else {
+            None
+        };
+        let (resolved, lens) = {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
             let resolved = resolve_all(&dataset, &wanted)?;
             if read_ahead == Some(true) && unmapped {
                 dataset.prefetch(resolved.iter().copied());
             }
-            let mut stored: Vec<Option<Vec<u8>>> = Vec::new();
-            let lens = if unmapped && dataset.compression() == Compression::Lz4 {
-                // Positional reads may wait for the disk: without the GIL.
-                let dataset: &Dataset = &dataset;
-                py.detach(|| {
-                    resolved
-                        .iter()
-                        .map(|&index| {
-                            let mut bytes = Vec::new();
-                            match dataset.read_stored_unmapped(index, &mut bytes)? {
-                                Some(len) => {
-                                    stored.push(Some(bytes));
-                                    Ok(len)
-                                }
-                                None => {
-                                    stored.push(None);
-                                    dataset.value_len(index)
-                                }
-                            }
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(to_py)?
-            } else {
-                resolved
+            let lens = match &mut plan {
+                Some(plan) => {
+                    // Positional reads may wait for the disk: without the GIL.
+                    let dataset: &Dataset = &dataset;
+                    py.detach(|| dataset.plan_positional(&resolved, plan))
+                        .map_err(to_py)?;
+                    plan.lens().to_vec()
+                }
+                None => resolved
                     .iter()
                     .map(|&index| dataset.value_len(index))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(to_py)?
+                    .map_err(to_py)?,
             };
-            (resolved, lens, stored)
+            (resolved, lens)
         };
         let total: usize = lens.iter().sum();
         let offsets = py
@@ -296,17 +332,16 @@ impl PyDataset {
         let out = unsafe { &mut *data.as_ptr() };
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
-        let source = if !unmapped {
-            if reads_ahead(read_ahead, total as u64, resolved.len()) {
-                dataset.prefetch(resolved.iter().copied());
+        let source = match &plan {
+            Some(plan) => batch_read::Source::Positional(plan),
+            None => {
+                if reads_ahead(read_ahead, total as u64, resolved.len()) {
+                    dataset.prefetch(resolved.iter().copied());
+                }
+                batch_read::Source::Mapped
             }
-            batch_read::Source::Mapped
-        } else if dataset.compression() == Compression::Lz4 {
-            batch_read::Source::Stored(&stored)
-        } else {
-            batch_read::Source::Unmapped
         };
-        batch_read::read_contiguous(
+        let read = batch_read::read_contiguous(
             py,
             &dataset,
             &resolved,
@@ -314,7 +349,15 @@ impl PyDataset {
             &mut out[..total],
             self.threads.load(Ordering::Relaxed),
             source,
-        )?;
+        );
+        if let Some(mut plan) = plan {
+            plan.trim();
+            *self
+                .positional
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = plan;
+        }
+        read?;
         Ok(offsets)
     }
 }
