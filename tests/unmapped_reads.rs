@@ -40,23 +40,9 @@ fn records(count: usize, seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// A dataset of `records` in shards of about 24 KiB (so mapped, not read into
 /// memory), written with content hashes.
 fn create(dir: &Path, compression: Compression, records: &[(Vec<u8>, Vec<u8>)]) -> Dataset {
-    let options = CreateOptions {
-        keyed: true,
-        compression,
-        max_shard_size: 24 << 10,
-    };
-    let mut dataset = Dataset::create(dir, options).unwrap();
-    let mut extend = dataset
-        .begin_extend_with(ExtendOptions {
-            dedup: Dedup::Keys,
-            memory_limit: None,
-            content_hashes: true,
-        })
-        .unwrap();
-    let pairs: Vec<(&[u8], &[u8])> = records.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-    extend.push_batch_deduplicated(&pairs).unwrap();
-    extend.commit().unwrap();
-    Dataset::open(dir).unwrap()
+    // `records` are keyed `key-N`, as `create_values` keys its values.
+    let values: Vec<Vec<u8>> = records.iter().map(|(_, value)| value.clone()).collect();
+    create_values(dir, compression, true, 24 << 10, &values)
 }
 
 /// The value at `index` by `read_into_unmapped`, its length found without the
