@@ -100,6 +100,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     mappings in workers too, ``positional=True`` in the main process too.
     A view decides for itself (a sparse one reads positionally).
 
+    With a ``transform``, each sample's value is made (read positionally into
+    a ``bytes`` of its own, or copied out of the mapping) just before the
+    transform runs on it, and let go when it returns: a transform that keeps
+    nothing needs the memory of a few values at a time, not a batch of them
+    (which glibc would give back to the kernel after each batch and fault in
+    again for the next; BENCHMARKS.md, session 38). Read positionally, a
+    batch is read in pieces of about 64 KiB of values (one at a time for large
+    ones). A transform may keep what it is given.
+
     ``view="NAME"``: only the records of that view (``bcd view create``), in
     dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
     view's, ``fields`` and a :class:`Sampler`'s ``balance_by`` the view's
