@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::csv_fields::{FieldColumn, Inference, INFER_BYTES, INFER_ROWS};
 use crate::field_options::{FieldSelection, FieldType};
 use crate::regular_file::{read_regular, ReadRegularError};
-use crate::{Fields, Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
+use crate::{Fields, Fused, Origin, Record, RowAt, Skipped, Source, SourceError, MAX_VALUE_SIZE};
 
 /// Longest row read: a row names one path (and a key), so anything longer is not
 /// a list of paths, and the CSV parser would hold all of it in memory.
@@ -87,7 +87,8 @@ impl Read for RowGuard {
 }
 
 struct OpenCsv {
-    path: PathBuf,
+    /// Shared with its records' origins.
+    path: Arc<Path>,
     reader: csv::Reader<RowGuard>,
     /// Where [`RowGuard`] stops: the end of the last row plus [`MAX_ROW_BYTES`].
     allowed: Arc<AtomicU64>,
@@ -197,7 +198,7 @@ impl CsvSource {
             None => path.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
         let mut csv = OpenCsv {
-            path,
+            path: Arc::from(path),
             reader,
             allowed,
             path_index,
@@ -412,8 +413,8 @@ impl CsvSource {
                 key,
                 value,
                 origin: Origin::Row {
-                    file: csv.path.clone(),
-                    row: format!("line {line}"),
+                    file: Arc::clone(&csv.path),
+                    row: RowAt::Line(line),
                 },
                 fields,
             }));

@@ -64,7 +64,8 @@ pub fn is_hf_disk(dir: &Path) -> bool {
 
 /// One data file being read.
 struct OpenFile {
-    path: PathBuf,
+    /// Shared with its records' origins.
+    path: Arc<Path>,
     reader: BufReader<File>,
     /// Bytes of the file not read yet.
     left: u64,
@@ -146,7 +147,7 @@ impl HfDiskSource {
     fn open(&self, path: PathBuf) -> Result<OpenFile, SourceError> {
         let (file, len) = open_regular(&path).map_err(|e| regular_error(&path, e))?;
         Ok(OpenFile {
-            path,
+            path: Arc::from(path),
             reader: BufReader::new(file),
             left: len,
             offset: 0,
@@ -395,13 +396,13 @@ fn read_exact(
         .take(len)
         .read_to_end(&mut bytes)
         .map_err(|source| SourceError::Io {
-            path: file.path.clone(),
+            path: file.path.to_path_buf(),
             source,
         })?;
     if read as u64 != len {
         // The file shrank since it was opened.
         return Err(SourceError::Io {
-            path: file.path.clone(),
+            path: file.path.to_path_buf(),
             source: std::io::ErrorKind::UnexpectedEof.into(),
         });
     }

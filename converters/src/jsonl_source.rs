@@ -48,7 +48,7 @@ use crate::jsonl_fields::{arrow_message, infer_schema, value_and_key_columns};
 pub use crate::jsonl_fields::{INFER_BYTES, INFER_LINES};
 use crate::regular_file::{open_regular, ReadRegularError};
 use crate::{
-    Fields, Fused, LazyInput, Origin, Record, Skipped, Source, SourceColumns, SourceError,
+    Fields, Fused, LazyInput, Origin, Record, RowAt, Skipped, Source, SourceColumns, SourceError,
 };
 
 /// Longest line accepted: 64 MiB. A longer one is an error before it is held.
@@ -114,7 +114,8 @@ struct Batch {
 
 /// Streams the objects of JSON Lines files as records with fields.
 pub struct JsonlSource {
-    files: Vec<PathBuf>,
+    /// Shared with their records' origins.
+    files: Vec<Arc<Path>>,
     /// For each file, how to open it when it is not a local path (an object in a
     /// store, streamed).
     inputs: Vec<Option<LazyInput>>,
@@ -172,7 +173,8 @@ impl JsonlSource {
         files: Vec<(PathBuf, Option<LazyInput>)>,
         options: JsonlOptions,
     ) -> Result<Fused<JsonlSource>, SourceError> {
-        let (files, inputs) = files.into_iter().unzip();
+        let (files, inputs): (Vec<PathBuf>, _) = files.into_iter().unzip();
+        let files = files.into_iter().map(Arc::from).collect();
         let mut source = JsonlSource {
             files,
             inputs,
@@ -276,7 +278,7 @@ impl JsonlSource {
                 self.reader = Some(match &self.inputs[self.current] {
                     Some(input) => {
                         let raw = (input.open)().map_err(|source| SourceError::Io {
-                            path: self.files[self.current].clone(),
+                            path: self.files[self.current].to_path_buf(),
                             source,
                         })?;
                         decode(self.path(self.current), raw)?
@@ -461,8 +463,8 @@ impl JsonlSource {
             key,
             value,
             origin: Origin::Row {
-                file: self.files[file].clone(),
-                row: format!("line {line}"),
+                file: Arc::clone(&self.files[file]),
+                row: RowAt::Line(line),
             },
             fields,
         })

@@ -73,7 +73,8 @@ pub mod tfrecord_source;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use bcd_fields::{FieldValue, Fields, SourceColumns};
 pub use error::SourceError;
@@ -144,20 +145,43 @@ pub enum Origin {
     },
     /// A record of a record-oriented file (TFRecord), by number and byte offset.
     Record {
-        /// The file.
-        file: PathBuf,
+        /// The file (shared by its records: a record's origin costs no copy of
+        /// the path).
+        file: Arc<Path>,
         /// Record number, from 0.
         record: u64,
         /// Byte offset of the record's frame (in the decompressed stream).
         offset: u64,
     },
-    /// A row of a table (CSV line, Parquet row).
+    /// A row of a table (CSV line, Parquet row, LMDB entry).
     Row {
-        /// The file.
-        file: PathBuf,
-        /// "line 12" or "row 12".
-        row: String,
+        /// The file (shared by its rows).
+        file: Arc<Path>,
+        /// Which row.
+        row: RowAt,
     },
+}
+
+/// Which row of a table a record came from: kept as numbers and formatted only
+/// when shown (an origin is made for every record, and shown for few).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowAt {
+    /// A line of a text file, from 1: "line 12".
+    Line(u64),
+    /// A row of a columnar file, from 0: "row 12".
+    Row(u64),
+    /// An entry named by its key, shown as it is.
+    Entry(String),
+}
+
+impl fmt::Display for RowAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowAt::Line(line) => write!(f, "line {line}"),
+            RowAt::Row(row) => write!(f, "row {row}"),
+            RowAt::Entry(entry) => f.write_str(entry),
+        }
+    }
 }
 
 impl fmt::Display for Origin {

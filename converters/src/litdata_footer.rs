@@ -277,7 +277,8 @@ pub(crate) struct FooterPlan {
 /// One chunk whose rows are an Arrow IPC footer, read a record batch at a
 /// time.
 pub(crate) struct FooterChunk {
-    path: PathBuf,
+    /// Shared with its records' origins.
+    path: Arc<Path>,
     /// The header's item count.
     items: u64,
     /// The IPC file (or stream), and its byte offset in the chunk.
@@ -379,7 +380,7 @@ impl FooterChunk {
         let ipc = Buffer::from(bytes).slice_with_length(ipc_at as usize, ipc_len as usize);
         let is_file = ipc.starts_with(IPC_FILE_MAGIC);
         Ok(FooterChunk {
-            path,
+            path: Arc::from(path),
             items,
             pos: if is_file { IPC_FILE_MAGIC.len() } else { 0 },
             message_at: 0,

@@ -28,7 +28,9 @@ use bcd_fields::{FieldValue, Fields};
 
 use crate::lmdb_env::{show_key, LmdbReader};
 use crate::pickle::{self, Value};
-use crate::{caffe_datum, Fused, Origin, Record, Skipped, Source, SourceError, MAX_VALUE_SIZE};
+use crate::{
+    caffe_datum, Fused, Origin, Record, RowAt, Skipped, Source, SourceError, MAX_VALUE_SIZE,
+};
 
 /// How an entry's value is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -104,7 +106,9 @@ pub fn is_lmdb(path: &Path) -> bool {
 /// Reads LMDB environments, one after another.
 pub struct LmdbSource {
     pending: VecDeque<PathBuf>,
-    current: Option<LmdbReader>,
+    /// The environment being read, and its file's path (shared with its
+    /// records' origins).
+    current: Option<(LmdbReader, Arc<Path>)>,
     options: LmdbOptions,
     skipped: Skipped,
 }
@@ -126,12 +130,15 @@ impl LmdbSource {
             if self.current.is_none() {
                 let path = self.pending.pop_front()?;
                 match LmdbReader::open(&path, self.options.db.as_deref()) {
-                    Ok(reader) => self.current = Some(reader),
+                    Ok(reader) => {
+                        let file = Arc::from(reader.file());
+                        self.current = Some((reader, file));
+                    }
                     Err(error) => return Some(Err(error)),
                 }
             }
-            let reader = self.current.as_mut().expect("opened above");
-            let path = reader.file().to_path_buf();
+            let (reader, file) = self.current.as_mut().expect("opened above");
+            let path = Arc::clone(file);
             let entry = match reader.next_entry() {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
@@ -148,8 +155,8 @@ impl LmdbSource {
                         key: key.to_vec(),
                         value,
                         origin: Origin::Row {
+                            row: RowAt::Entry(show_key(key)),
                             file: path,
-                            row: show_key(key),
                         },
                         fields,
                     };

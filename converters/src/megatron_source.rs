@@ -14,6 +14,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bcd_fields::{FieldValue, Fields};
 
@@ -55,7 +56,8 @@ pub struct MegatronSource {
 }
 
 struct Open {
-    bin_path: PathBuf,
+    /// Shared with its records' origins.
+    bin_path: Arc<Path>,
     bin: File,
     index: MegatronIndex,
     next: usize,
@@ -181,7 +183,7 @@ impl MegatronSource {
                             .as_u64()
                             .expect("described above");
                         self.current = Some(Open {
-                            bin_path,
+                            bin_path: Arc::from(bin_path),
                             bin,
                             index,
                             next: 0,
@@ -218,7 +220,7 @@ impl Open {
         // reach of that file; the store's value limit is the other bound.
         let size = length * index.dtype().size() as u64;
         let origin = Origin::Record {
-            file: self.bin_path.clone(),
+            file: Arc::clone(&self.bin_path),
             record: sequence as u64,
             offset: pointer,
         };
@@ -241,7 +243,7 @@ impl Open {
                 }
             } else {
                 SourceError::Io {
-                    path: self.bin_path.clone(),
+                    path: self.bin_path.to_path_buf(),
                     source,
                 }
             }

@@ -70,7 +70,8 @@ pub use crate::parquet_pages::{BATCH_BYTES, MAX_PAGE_SIZE};
 use open::expand_inputs;
 
 struct OpenFile {
-    path: PathBuf,
+    /// Shared with its records' origins.
+    path: Arc<Path>,
     file: ParquetInput,
     metadata: ArrowReaderMetadata,
     /// The leaf columns read (and whether each is a field's), and the same as a mask.

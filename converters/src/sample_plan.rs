@@ -201,7 +201,7 @@ impl Plan {
             };
             bytes += sample.len();
             let origin = Origin::Record {
-                file: samples.path().to_owned(),
+                file: Arc::from(samples.path()),
                 record: i,
                 offset,
             };

@@ -17,7 +17,7 @@ use crate::parquet_fields::{
     field_specs, read_beside, value_path_type, FieldColumn, FieldSpec, FieldTypes, SourceMetadata,
 };
 use crate::FieldSelection;
-use crate::{Fields, Origin, Record, SourceColumns, SourceError};
+use crate::{Fields, Origin, Record, RowAt, SourceColumns, SourceError};
 
 /// Which columns of an Arrow table a source reads (the Parquet source and
 /// Hugging Face `save_to_disk` directories take the same options).
@@ -215,12 +215,12 @@ impl Batch {
         &self,
         i: usize,
         row: u64,
-        path: &Path,
+        path: &Arc<Path>,
         options: &TableOptions,
     ) -> Option<Result<Record, SourceError>> {
         let origin = Origin::Row {
-            file: path.to_owned(),
-            row: format!("row {row}"),
+            file: Arc::clone(path),
+            row: RowAt::Row(row),
         };
         let null = |column: &str| {
             if options.skip_nulls {

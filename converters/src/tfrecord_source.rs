@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -80,7 +80,8 @@ impl<R: Read> Read for Counted<R> {
 }
 
 struct OpenFile {
-    path: PathBuf,
+    /// Shared with its records' origins.
+    path: Arc<Path>,
     reader: Box<dyn Read + Send>,
     /// The file's size, if it is a regular file (not a pipe).
     file_len: Option<u64>,
@@ -263,7 +264,7 @@ impl TfRecordSource {
             false => Box::new(reader),
         };
         Ok(OpenFile {
-            path,
+            path: Arc::from(path),
             reader,
             file_len,
             compressed_read,
@@ -387,7 +388,7 @@ impl TfRecordSource {
             _ => Fields::new(),
         };
         let origin = Origin::Record {
-            file: file.path.clone(),
+            file: Arc::clone(&file.path),
             record: file.record,
             offset: file.offset,
         };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use bcd_converters::jsonl_source::{JsonlOptions, JsonlSource, INFER_LINES, MAX_LINE_BYTES};
-use bcd_converters::{FieldValue, Origin, Record, Source, SourceError};
+use bcd_converters::{FieldValue, Origin, Record, RowAt, Source, SourceError};
 use bcd_test_support::venv_python;
 use serde_json::{json, Value};
 
@@ -204,8 +204,8 @@ fn fields_are_pyarrows_types_and_values() {
         assert_eq!(
             record.origin,
             Origin::Row {
-                file: path.clone(),
-                row: format!("line {}", i + 1)
+                file: Arc::from(path.as_path()),
+                row: RowAt::Line(i as u64 + 1)
             }
         );
         // The value and key are not fields.
@@ -242,8 +242,8 @@ fn compressed_files_and_several_files_read_as_one() {
     assert_eq!(
         parts[10].origin,
         Origin::Row {
-            file: gz,
-            row: "line 1".into()
+            file: Arc::from(gz.as_path()),
+            row: RowAt::Line(1)
         }
     );
 }

@@ -117,7 +117,7 @@ impl ParquetSource {
             leaves.iter().map(|&(leaf, _)| leaf),
         );
         Ok(OpenFile {
-            path,
+            path: Arc::from(path),
             file,
             metadata,
             leaves,
