@@ -15,6 +15,11 @@ from .announcement import Announcement, Counter
 from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
+# With a transform, values read positionally are read in pieces of about this
+# many bytes (see MapDataset._transformed): glibc keeps 128 KiB free at the top
+# of its heap after a trim, so a piece's values freed there are what the next
+# piece's reuse, without new pages.
+_PIECE_BYTES = 64 << 10
 _BAD_IMAGES = ("raise", "skip")
 
 
@@ -94,6 +99,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     (BENCHMARKS.md, session 37). ``positional=False`` reads through the
     mappings in workers too, ``positional=True`` in the main process too.
     A view decides for itself (a sparse one reads positionally).
+
+    With a ``transform``, each sample's value is made (read positionally into
+    a ``bytes`` of its own, or copied out of the mapping) just before the
+    transform runs on it, and let go when it returns: a transform that keeps
+    nothing needs the memory of a few values at a time, not a batch of them
+    (which glibc would give back to the kernel after each batch and fault in
+    again for the next; BENCHMARKS.md, session 38). Read positionally, a
+    batch is read in pieces of about 64 KiB of values (one at a time for large
+    ones). A transform may keep what it is given.
 
     ``view="NAME"``: only the records of that view (``bcd view create``), in
     dataset order: ``dataset[i]`` is the view's ``i``-th record, ``len`` the
@@ -320,13 +334,48 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
-        values = self._read(self._values, indices)
-        if self._field_names:
-            samples = [(self._value(v), *self._fields_at(i)) for v, i in zip(values, indices)]
-        else:
-            samples = [self._value(v) for v in values]
-        if self.transform is not None:
-            samples = [self.transform(s) for s in samples]
+        return self._transformed(indices)
+
+    def _sample(self, value, index: int):
+        """The sample of the value read for ``index``, before the transform."""
+        if not self._field_names:
+            return self._value(value)
+        return (self._value(value), *self._fields_at(index))
+
+    def _transformed(self, indices: Sequence[int]) -> list:
+        """The samples at ``indices`` through ``transform``, each one's value
+        made (a ``bytes`` or a tensor) just before its transform runs, and let
+        go as soon as it returns: unless the transform keeps it, the next value
+        reuses its memory. A batch of values all alive at once (64 WAV files of
+        80 KB: 5 MB at the top of the heap, under glibc's 128 KiB threshold for
+        mapping an allocation of its own) was freed at the end of each batch,
+        where glibc gave those pages back to the kernel (its trim threshold),
+        so every batch faulted in and zeroed 5 MB afresh: 2.5-4x the time of
+        the reads themselves (BENCHMARKS.md, session 38).
+
+        Through the mappings, the batch is one read of views of the shards
+        (values stored verbatim) and decoded ``bytes``. Read positionally (each
+        value a new ``bytes``), it is read in pieces of about
+        :data:`_PIECE_BYTES`, the number of values a piece holds set by the
+        mean size of those read so far: one value at a time for large ones,
+        runs of neighbours still read together for small ones."""
+        samples = []
+        if not self._reads_positionally():
+            values = self._read(self._values, indices)
+            for value, index in zip(values, indices):
+                samples.append(self.transform(self._sample(value, index)))
+            return samples
+        done = read = 0
+        count = 1
+        while done < len(indices):
+            piece = indices[done : done + count]
+            values = self._read(self._positional_values, piece)
+            for value, index in zip(values, piece):
+                read += len(value)
+                samples.append(self.transform(self._sample(value, index)))
+            values = value = None  # the piece's values go before the next piece is read
+            done += len(piece)
+            count = max(1, _PIECE_BYTES * done // max(read, 1))
         return samples
 
     def _reads_positionally(self) -> Optional[bool]:
@@ -347,12 +396,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return self._source.get_batch_into(index_array, allocate, positional=positional)
 
     def _values(self, indices: Sequence[int]) -> list:
-        """The values at ``indices`` for a ``transform``: views of the mappings,
-        or, read positionally, new ``bytes`` (each read straight into its
-        object, which ``_value`` then hands on without a copy)."""
-        if self._reads_positionally():
-            return self._source.get_batch(indices, positional=True)
+        """The values at ``indices`` for a ``transform``, read through the
+        mappings: views of the shards (values stored verbatim) or decoded
+        ``bytes``."""
         return self._source.get_batch(indices)
+
+    def _positional_values(self, indices: Sequence[int]) -> list:
+        """The values at ``indices`` read positionally, each straight into a
+        new ``bytes``, which ``_value`` hands on without a copy."""
+        return self._source.get_batch(indices, positional=True)
 
     def read_batch(self, indices: Sequence[int]) -> Batch:
         """The records at ``indices`` as a :class:`Batch` (one parallel read;
