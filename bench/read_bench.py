@@ -45,6 +45,7 @@ import threading
 import time
 import wave
 import zlib
+from typing import Optional
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -617,13 +618,14 @@ class PeakPss:
         self._sample()
 
 
-def run_protocol(data: Path, megabytes: int, runs: int) -> None:
+def run_protocol(data: Path, megabytes: int, runs: int, only: Optional[set] = None) -> None:
     """Each modality's corpus holds `megabytes` of values, made under
     `protocol-{megabytes}MB` (JPEGs by ingest_bench's generator, as the epoch's
     corpus). The size sets how long an epoch runs: at 50 MB of text an epoch
     took 0.1-0.5 s, most of it starting the workers, and single cells moved by
     1.5x between runs of the same build; 450 MB makes every epoch but the
-    shortest a second or more of reading."""
+    shortest a second or more of reading. `only`: the cells to run, as
+    (modality, task, workers), all when None."""
     import ingest_bench
 
     root = data / f"protocol-{megabytes}MB"
@@ -649,6 +651,8 @@ def run_protocol(data: Path, megabytes: int, runs: int) -> None:
     for modality, count in counts.items():
         for task in ("sequential", "shuffled", "preprocess"):
             for workers in (1, 2, 4):
+                if only is not None and (modality, task, workers) not in only:
+                    continue
                 for run in range(runs):
                     order = stores[run % 3:] + stores[: run % 3]
                     for store in order:
@@ -661,6 +665,8 @@ def run_protocol(data: Path, megabytes: int, runs: int) -> None:
     for modality, count in counts.items():
         for task in ("sequential", "shuffled", "preprocess"):
             for workers in (1, 2, 4):
+                if only is not None and (modality, task, workers) not in only:
+                    continue
                 rate = {}
                 pss = {}
                 for store in stores:
@@ -716,6 +722,10 @@ def main():
     parser.add_argument(
         "--protocol-megabytes", type=int, default=450, help="the size of each modality's corpus in the research protocol"
     )
+    parser.add_argument(
+        "--cells",
+        help="only these protocol cells, comma-separated MODALITY:TASK:WORKERS (say wav:preprocess:1,text:preprocess:4)",
+    )
     parser.add_argument("what", nargs="+", choices=["epoch", "images", "single", "protocol", "floor", "positional"])
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
@@ -732,7 +742,10 @@ def main():
         elif what == "positional":
             run_positional(args.data, args.protocol_megabytes, args.runs)
         else:
-            run_protocol(args.data, args.protocol_megabytes, args.runs)
+            only = None
+            if args.cells:
+                only = {(m, t, int(w)) for m, t, w in (cell.split(":") for cell in args.cells.split(","))}
+            run_protocol(args.data, args.protocol_megabytes, args.runs, only)
 
 
 if __name__ == "__main__":
