@@ -17,27 +17,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 
 def make(path: Path, records: int, shards: int) -> None:
-    import bcd
-    import pyarrow as pa
+    """views_loader_bench's dataset, each shard one extend of records / shards."""
+    import views_loader_bench
 
-    if (path / "manifest.json").exists():
-        return
-    dataset = bcd.Dataset.create(path, compression=None)
-    rng = np.random.default_rng(0)
-    per = -(-records // shards)
-    for start in range(0, records, per):
-        n = min(per, records - start)
-        blob = rng.integers(0, 256, size=n * 2048, dtype=np.uint8).tobytes()
-        values = [blob[i * 2048:(i + 1) * 2048] for i in range(n)]
-        dataset.extend_arrow(pa.table({"value": values, "label": rng.integers(0, 100, size=n)}), value_column="value")
-    dataset.create_view("one_pct", where="label = 7")
+    views_loader_bench.make(path, records, 2048, step=-(-records // shards))
 
 
 def main() -> None:

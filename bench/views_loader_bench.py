@@ -47,7 +47,9 @@ def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def make(path: Path, records: int, value_bytes: int):
+def make(path: Path, records: int, value_bytes: int, step: int = 20_000):
+    """The dataset, made once: each `step` records one extend (one shard,
+    under the 256 MiB limit)."""
     import bcd
     import pyarrow as pa
 
@@ -56,7 +58,6 @@ def make(path: Path, records: int, value_bytes: int):
     log(f"making {records} records of {value_bytes} bytes")
     dataset = bcd.Dataset.create(path, compression=None, max_shard_size=256 << 20)
     rng = np.random.default_rng(0)
-    step = 20_000
     for start in range(0, records, step):
         n = min(step, records - start)
         blob = rng.integers(0, 256, size=n * value_bytes, dtype=np.uint8).tobytes()
