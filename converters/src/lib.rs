@@ -336,3 +336,32 @@ impl Source for Chain {
         columns
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An origin is shown as error messages and duplicate reports name it;
+    /// the row is kept as a number and formatted only here.
+    #[test]
+    fn origins_are_shown_as_messages_name_them() {
+        let file: Arc<Path> = Arc::from(Path::new("dir/t.parquet"));
+        let shown = |origin: Origin| origin.to_string();
+        let row = |row| Origin::Row {
+            file: Arc::clone(&file),
+            row,
+        };
+        assert_eq!(shown(row(RowAt::Row(12))), "dir/t.parquet: row 12");
+        assert_eq!(shown(row(RowAt::Line(3))), "dir/t.parquet: line 3");
+        assert_eq!(
+            shown(row(RowAt::Entry("key \"a\"".into()))),
+            "dir/t.parquet: key \"a\""
+        );
+        let record = Origin::Record {
+            file: Arc::clone(&file),
+            record: 4,
+            offset: 96,
+        };
+        assert_eq!(shown(record), "dir/t.parquet: record 4 at byte 96");
+    }
+}
