@@ -35,7 +35,21 @@ use clap::Parser;
 use crate::args::{Cli, Command};
 use crate::output::{say, Outcome};
 
+/// mimalloc, not the system allocator: an ingest allocates each record on its
+/// reader thread and frees it on the writer thread, and glibc malloc's arena locks
+/// made that hand-over a measurable share of the time (issue 27, BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay` (mimalloc.h's `mi_option_t`; libmimalloc-sys
+/// has no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> ExitCode {
+    // Freed memory goes back to the system after 10 ms instead of mimalloc v3's
+    // 1 s: with 1 s an ingest with fields peaked about 20 MB higher (issue 27).
+    // SAFETY: mi_option_set is not thread safe; no other thread exists yet.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10) };
     std::panic::set_hook(Box::new(|info| {
         // A decoder's guard reports these as a corrupt file, naming it and
         // where in it (bcd_fields::contain_panics).
