@@ -8,6 +8,7 @@ warm.
     .venv/bin/pip install -r tests/python/requirements-torch.txt
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 3
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 5 --worker-exit
+    .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 7 --passes
 
 The dataset (made once in --data): --records keyless records of --value-bytes
 random bytes (uncompressed), with a field `label` (0..99, uniform), and the view
@@ -28,7 +29,9 @@ the same run. A fourth is the DataLoader's own floor for an epoch of the
 view's length: an in-memory dataset whose batches are slices of one tensor
 (``InMemory``), read from nowhere. ``--persistent`` runs every loader with
 ``persistent_workers=True`` (the warm epochs then reuse the cold one's
-workers), and a third epoch ("warm again").
+workers), and a third epoch ("warm again"), and a fifth contender: the view
+read through the mappings from each worker's second pass on
+(`MappedAfterFirstPass`, what `bcd.views` did until session 39).
 """
 
 from __future__ import annotations
@@ -65,6 +68,37 @@ def make(path: Path, records: int, value_bytes: int, step: int = 20_000):
         labels = rng.integers(0, 100, size=n)
         dataset.extend_arrow(pa.table({"value": values, "label": labels}), value_column="value")
     dataset.create_view("one_pct", where="label = 7")
+
+
+class MappedAfterFirstPass:
+    """What a sparse view read in DataLoader workers until session 39, for
+    comparison (``--persistent``): each process reads its share of the view
+    (the view's length over the workers) positionally, then through the
+    mappings. Installed in the parent before the workers fork."""
+
+    installed = None
+
+    @classmethod
+    def install(cls, on: bool):
+        import bcd.views
+
+        if cls.installed is None:
+            cls.installed = bcd.views.View.get_batch_into
+        if not on:
+            bcd.views.View.get_batch_into = cls.installed
+            return
+        original, read = cls.installed, {}
+
+        def get_batch_into(view, indices, allocate, *, positional=None):
+            import torch
+
+            info = torch.utils.data.get_worker_info()
+            share = -(-len(view) // (info.num_workers if info else 1))
+            done = read.get((os.getpid(), id(view)), 0)
+            read[(os.getpid(), id(view))] = done + len(indices)
+            return original(view, indices, allocate, positional=done < share)
+
+        bcd.views.View.get_batch_into = get_batch_into
 
 
 def evict(path: Path):
@@ -222,6 +256,63 @@ def worker_exit(path: Path, rounds: int):
         )
 
 
+def passes(path: Path, rounds: int):
+    """What a persistent worker's reading costs pass by pass: a forked child
+    (as a DataLoader worker, one read thread) reads half the view (its share
+    with two workers) three times in shuffled batches of 64 with
+    ``get_batch_into``: positionally every pass (what a sparse view does), the
+    first pass positionally and then through the mappings (what it did until
+    session 39), or through the mappings from the first pass. Wall and CPU
+    milliseconds a pass and the page faults it took (``ru_minflt``), medians
+    over ``rounds`` (the three ways rotating). Page cache warm."""
+    import resource
+
+    import bcd
+
+    half = len(bcd.Dataset(path).view("one_pct")) // 2
+    ways = ("positional", "mapped after the first pass", "mapped")
+
+    def child(way, seed, pipe):
+        dataset = bcd.Dataset(path)
+        dataset.threads = 1
+        view = dataset.view("one_pct")
+        buffer = np.empty(64 * 4096, dtype=np.uint8)
+        out = []
+        for number in range(3):
+            positional = {"positional": True, "mapped": False}.get(way, number == 0)
+            order = np.random.default_rng(seed * 10 + number).permutation(len(view))[:half]
+            before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            for start in range(0, half, 64):
+                view.get_batch_into(order[start:start + 64], lambda size: buffer, positional=positional)
+            seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            out.append(f"{seconds} {cpu} {after.ru_minflt - before.ru_minflt}")
+        os.write(pipe, ",".join(out).encode())
+        os._exit(0)
+
+    results = {way: [] for way in ways}
+    for round_ in range(rounds):
+        for way in ways[round_ % 3:] + ways[:round_ % 3]:
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                child(way, round_, write_end)
+            os.close(write_end)
+            text = os.read(read_end, 1000).decode()
+            os.close(read_end)
+            os.waitpid(pid, 0)
+            results[way].append([tuple(float(x) for x in p.split()) for p in text.split(",")])
+    print(f"\n{half} values a pass, medians of {rounds}; ms wall / ms CPU / page faults\n")
+    print("| way | pass 1 | pass 2 | pass 3 |")
+    print("|---|---|---|---|")
+    for way in ways:
+        cells = []
+        for number in range(3):
+            wall, cpu, faults = (statistics.median(r[number][i] for r in results[way]) for i in range(3))
+            cells.append(f"{wall * 1000:.1f} / {cpu * 1000:.1f} / {faults:.0f}")
+        print(f"| {way} | " + " | ".join(cells) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, required=True)
@@ -230,6 +321,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--persistent", action="store_true", help="DataLoaders with persistent_workers=True")
     parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
+    parser.add_argument("--passes", action="store_true", help="only what each pass of a persistent worker's reading costs (see passes)")
     args = parser.parse_args()
     path = args.data / "ds"
     args.data.mkdir(parents=True, exist_ok=True)
@@ -237,9 +329,14 @@ def main():
     if args.worker_exit:
         worker_exit(path, args.runs)
         return
+    if args.passes:
+        passes(path, args.runs)
+        return
     import bcd.views
 
     names = ("whole", "view", "view-no-read-ahead", "in-memory")
+    if args.persistent:
+        names += ("view-mapped-after-first-pass",)
     sparse_view = bcd.views.SPARSE_VIEW
     view_samples = len(bcd.Dataset(path).view("one_pct"))
     caches = ("cold", "warm", "warm again") if args.persistent else ("cold", "warm")
@@ -251,6 +348,7 @@ def main():
             view = None if name == "whole" else "one_pct"
             # The fork workers inherit the setting.
             bcd.views.SPARSE_VIEW = 1 << 62 if name == "view-no-read-ahead" else sparse_view
+            MappedAfterFirstPass.install(name == "view-mapped-after-first-pass")
             if name == "in-memory":
                 sampler, load = floor_loader(view_samples, args.value_bytes, args.persistent)
             else:
@@ -267,16 +365,21 @@ def main():
     print(
         "| cache | whole dataset | 1% view | view / whole | view without read-ahead | its / whole "
         "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor |"
+        + (" view mapped after its first pass | its / whole |" if args.persistent else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.persistent else ""))
     for kind in kinds:
         whole = statistics.median(rates[(kind, "whole")])
         view = statistics.median(rates[(kind, "view")])
         plain = statistics.median(rates[(kind, "view-no-read-ahead")])
         floor = statistics.median(rates[(kind, "in-memory")])
+        switched = ""
+        if args.persistent:
+            before = statistics.median(rates[(kind, "view-mapped-after-first-pass")])
+            switched = f" {before:.0f} | {before / whole:.2f} |"
         print(
             f"| {kind} | {whole:.0f} | {view:.0f} | {view / whole:.2f} | {plain:.0f} | {plain / whole:.2f} "
-            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} |"
+            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} |{switched}"
         )
 
 

@@ -55,9 +55,6 @@ class View:
         self._expression = expression
         self._evaluated_over = len(dataset) if evaluated_over is None else int(evaluated_over)
         self._read_ahead = True if len(indices) * SPARSE_VIEW < len(dataset) else None
-        # Values read through this object in this process: see get_batch_into.
-        self._values_read = 0
-        self.values_per_pass = len(indices)
 
     @property
     def dataset(self):
@@ -163,31 +160,28 @@ class View:
             return False
         return self.position(key) is not None
 
-    def get_batch(self, indices: Iterable[int]):
+    def get_batch(self, indices: Iterable[int], *, positional: bool = False):
         """The values of the view's records at ``indices``, as
         ``Dataset.get_batch`` reads them (in parallel), every value's pages asked
         for at once first when the view holds under 1/16 of the dataset's
-        records (``read_ahead=True``)."""
-        return self._dataset.get_batch(self._records(indices), read_ahead=self._read_ahead)
+        records (``read_ahead=True``); ``positional`` is as there."""
+        return self._dataset.get_batch(self._records(indices), read_ahead=self._read_ahead, positional=positional)
 
-    def get_batch_into(self, indices, allocate: Callable[[int], Any]):
+    def get_batch_into(self, indices, allocate: Callable[[int], Any], *, positional: Optional[bool] = None):
         """As ``Dataset.get_batch_into``, for the view's records at ``indices``
         (read ahead as ``get_batch`` says).
 
-        A sparse view's values are read with positional reads of the shard
-        files (nothing mapped) until this object has read ``values_per_pass``
-        values (the view's length; a DataLoader worker's share of it, set by
-        ``bcd.torch``), and through the mappings from then on: a process that
-        reads the view once (a DataLoader worker started for one epoch) maps
-        nothing it would unmap at its exit, one that reads it again (a
-        persistent worker, the main process) keeps the pages it maps and reads
-        them without a system call."""
-        records = self._records(indices)
-        positional = None
-        if self._read_ahead:
-            positional = self._values_read < self.values_per_pass
-            self._values_read += len(records)
-        return self._dataset.get_batch_into(records, allocate, read_ahead=self._read_ahead, positional=positional)
+        ``positional=None`` reads a sparse view's values with positional reads
+        of the shard files, mapping nothing, however often they are read, and
+        a dense view's through the mappings. Read again and again (a
+        persistent DataLoader worker), a sparse view's batch through mappings
+        already in place costs about 0.7 us a value less, but the pass that
+        maps them costs about 2 us a value more (each fault maps the large
+        folio around a value, for one value), the pages count in the process's
+        memory and are unmapped at its exit: BENCHMARKS.md, session 39."""
+        if positional is None and self._read_ahead:
+            positional = True
+        return self._dataset.get_batch_into(self._records(indices), allocate, read_ahead=self._read_ahead, positional=positional)
 
     def get_images_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
         """As ``Dataset.get_images_into``, for the view's records at

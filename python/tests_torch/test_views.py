@@ -123,33 +123,37 @@ def _mapped_kib(pid: int, directory) -> int:
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")
-def test_persistent_workers_read_a_sparse_view_positionally_once_then_through_the_mappings(tmp_path):
-    # A sparse view (1 record in 40): each worker reads its first epoch's share
-    # with positional reads, mapping none of the shards (a worker started for
-    # one epoch exits with nothing to unmap), and from its next epoch on reads
-    # through the mappings, keeping the pages it maps.
+def test_persistent_workers_read_a_sparse_view_positionally_in_every_epoch(tmp_path):
+    # A sparse view (1 record in 40): each persistent worker reads its share
+    # of every epoch with positional reads, mapping none of the shards (its
+    # memory holds no page of them, and its exit has nothing to unmap);
+    # positional=False reads through the mappings. The samples are the same.
     values = [b"%06d" % i * 341 for i in range(3200)]
     bcd.Dataset.create(tmp_path / "d", compression="lz4", max_shard_size=256 << 10).extend(values)
     view = bcd.Dataset(tmp_path / "d").create_view("sparse", indices=list(range(3, 3200, 40)))
     records = view.indices.tolist()
     assert len(records) == 80
-    dataset = bcd.torch.MapDataset(tmp_path / "d", view="sparse", output="tensor")
-    sampler = bcd.torch.Sampler(dataset, seed=4)
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=8, sampler=sampler, num_workers=2, persistent_workers=True,
-        multiprocessing_context="fork", collate_fn=bcd.torch.collate,
-    )
-    mapped = []
-    for epoch in range(3):
-        sampler.set_epoch(epoch)
-        seen = []
-        for batch in loader:
-            seen.extend(bytes(batch[i].numpy()) for i in range(len(batch)))
-        assert sorted(seen) == sorted(values[r] for r in records)
-        pids = [worker.pid for worker in loader._iterator._workers]
-        mapped.append([_mapped_kib(pid, tmp_path / "d") for pid in pids])
-    assert mapped[0] == [0, 0], mapped
-    assert all(kib > 0 for kib in mapped[1] + mapped[2]), mapped
+    for positional in (None, False):
+        dataset = bcd.torch.MapDataset(tmp_path / "d", view="sparse", output="tensor", positional=positional)
+        sampler = bcd.torch.Sampler(dataset, seed=4)
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=8, sampler=sampler, num_workers=2, persistent_workers=True,
+            multiprocessing_context="fork", collate_fn=bcd.torch.collate,
+        )
+        mapped = []
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            seen = []
+            for batch in loader:
+                seen.extend(bytes(batch[i].numpy()) for i in range(len(batch)))
+            assert sorted(seen) == sorted(values[r] for r in records)
+            pids = [worker.pid for worker in loader._iterator._workers]
+            mapped.append([_mapped_kib(pid, tmp_path / "d") for pid in pids])
+        if positional is None:
+            assert mapped == [[0, 0]] * 3, mapped
+        else:
+            assert all(kib > 0 for kib in sum(mapped, [])), mapped
+        del loader
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")

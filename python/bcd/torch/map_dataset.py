@@ -98,7 +98,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     where a positional read maps nothing; the epoch runs as fast either way
     (BENCHMARKS.md, session 37). ``positional=False`` reads through the
     mappings in workers too, ``positional=True`` in the main process too.
-    A view decides for itself (a sparse one reads positionally).
+    A sparse view (under 1/16 of the records) reads positionally in the main
+    process as well, in every epoch (``View.get_batch_into``).
 
     With a ``transform``, each sample's value is made (read positionally into
     a ``bytes`` of its own, or copied out of the mapping) just before the
@@ -297,11 +298,6 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             # waiting for one cost a scheduler tick (4 ms) where reading 64
             # values of 10 KB takes 0.2 ms.
             self._dataset.threads = max(1, torch.get_num_threads())
-            if self._view is not None:
-                # A worker reads about its share of the view an epoch: past
-                # that, it is reading it again (a persistent worker).
-                workers = torch.utils.data.get_worker_info().num_workers
-                self._view.values_per_pass = -(-len(self._view) // max(1, workers))
             self._threads_set = os.getpid()
         try:
             return read(*args)
@@ -381,10 +377,9 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def _reads_positionally(self) -> Optional[bool]:
         """Whether batches are read with positional reads of the shard files
         (nothing mapped; see the class's notes): as ``positional=`` says, else
-        in a DataLoader worker. A view decides for itself (a sparse one reads
-        positionally, a dense one through the mappings)."""
-        if self._view is not None:
-            return None
+        in a DataLoader worker; ``None`` in the main process, where a sparse
+        view reads positionally and a dense one or a dataset through the
+        mappings."""
         if self.positional is not None:
             return self.positional
         return torch.utils.data.get_worker_info() is not None
