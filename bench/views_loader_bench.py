@@ -27,11 +27,14 @@ the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW`
 set past any view's size), what a view read before it: the change it makes in
 the same run. A fourth is the DataLoader's own floor for an epoch of the
 view's length: an in-memory dataset whose batches are slices of one tensor
-(``InMemory``), read from nowhere. ``--persistent`` runs every loader with
-``persistent_workers=True`` (the warm epochs then reuse the cold one's
-workers), and a third epoch ("warm again"), and a fifth contender: the view
-read through the mappings from each worker's second pass on
-(`MappedAfterFirstPass`, what `bcd.views` did until session 39).
+(``InMemory``), read from nowhere. A fifth is a dataset of the view's
+length (made once in --data/small, the same kind of records), read as the
+whole dataset is: an epoch of that many samples without a view.
+``--persistent`` runs every loader with ``persistent_workers=True`` (the warm
+epochs then reuse the cold one's workers), a third epoch ("warm again"), and
+a sixth contender: the view read through the mappings from each worker's
+second pass on (``MappedAfterFirstPass``, what ``bcd.views`` did until
+session 39).
 """
 
 from __future__ import annotations
@@ -334,26 +337,31 @@ def main():
         return
     import bcd.views
 
-    names = ("whole", "view", "view-no-read-ahead", "in-memory")
+    names = ("whole", "view", "view-no-read-ahead", "in-memory", "small")
     if args.persistent:
         names += ("view-mapped-after-first-pass",)
     sparse_view = bcd.views.SPARSE_VIEW
     view_samples = len(bcd.Dataset(path).view("one_pct"))
+    # A whole dataset of the view's length (its first records' kind: the same
+    # values and field), read as the whole dataset is: what an epoch of that
+    # many samples costs bcd's reads and the DataLoader without the view.
+    small = args.data / "small"
+    make(small, view_samples, args.value_bytes)
     caches = ("cold", "warm", "warm again") if args.persistent else ("cold", "warm")
     kinds = caches + tuple(f"{cache}, start-up included" for cache in caches)
     rates = {(kind, view): [] for kind in kinds for view in names}
     for run in range(args.runs):
         order = names[run % len(names):] + names[:run % len(names)]
         for name in order:
-            view = None if name == "whole" else "one_pct"
+            view = None if name in ("whole", "small") else "one_pct"
             # The fork workers inherit the setting.
             bcd.views.SPARSE_VIEW = 1 << 62 if name == "view-no-read-ahead" else sparse_view
             MappedAfterFirstPass.install(name == "view-mapped-after-first-pass")
             if name == "in-memory":
                 sampler, load = floor_loader(view_samples, args.value_bytes, args.persistent)
             else:
-                sampler, load = loader(path, view, args.persistent)
-            evict(path)
+                sampler, load = loader(small if name == "small" else path, view, args.persistent)
+            evict(small if name == "small" else path)
             for number, cache in enumerate(caches):
                 (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
                 rates[(f"{cache}, start-up included", name)].append(samples / seconds)
@@ -364,22 +372,25 @@ def main():
     print(f"\n{workers}, medians of {args.runs}; samples/s\n")
     print(
         "| cache | whole dataset | 1% view | view / whole | view without read-ahead | its / whole "
-        "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor |"
+        "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor "
+        "| a dataset of the view's size | its / whole | view / it |"
         + (" view mapped after its first pass | its / whole |" if args.persistent else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.persistent else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.persistent else ""))
     for kind in kinds:
         whole = statistics.median(rates[(kind, "whole")])
         view = statistics.median(rates[(kind, "view")])
         plain = statistics.median(rates[(kind, "view-no-read-ahead")])
         floor = statistics.median(rates[(kind, "in-memory")])
+        short = statistics.median(rates[(kind, "small")])
         switched = ""
         if args.persistent:
             before = statistics.median(rates[(kind, "view-mapped-after-first-pass")])
             switched = f" {before:.0f} | {before / whole:.2f} |"
         print(
             f"| {kind} | {whole:.0f} | {view:.0f} | {view / whole:.2f} | {plain:.0f} | {plain / whole:.2f} "
-            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} |{switched}"
+            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} "
+            f"| {short:.0f} | {short / whole:.2f} | {view / short:.2f} |{switched}"
         )
 
 
