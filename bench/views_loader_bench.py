@@ -22,6 +22,11 @@ torch starting the workers (about 0.1 s an epoch whatever its length, where a
 ("start-up included"). Cold: the dataset's files dropped from the page cache
 (`posix_fadvise(DONTNEED)` on each, no other file touched) before the epoch;
 warm: the next epoch. Workers are not persistent: a mapped page stays cached.
+An epoch of the view's length lasts a hundredth of the whole dataset's, so a
+scheduler's pause on a shared machine moves it a hundred times more:
+``--epochs K`` repeats the last kind of epoch (warm, or warm again) K times
+for every contender but the whole dataset, its rate all their samples over
+all their seconds.
 Medians over --runs, contenders rotating within a run. A third contender reads
 the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW``
 set past any view's size), what a view read before it: the change it makes in
@@ -323,6 +328,8 @@ def main():
     parser.add_argument("--value-bytes", type=int, default=2048)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--persistent", action="store_true", help="DataLoaders with persistent_workers=True")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs of the last kind (warm, or warm again) for the contenders of the view's length")
     parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
     parser.add_argument("--passes", action="store_true", help="only what each pass of a persistent worker's reading costs (see passes)")
     args = parser.parse_args()
@@ -362,10 +369,20 @@ def main():
             else:
                 sampler, load = loader(small if name == "small" else path, view, args.persistent)
             evict(small if name == "small" else path)
-            for number, cache in enumerate(caches):
-                (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
-                rates[(f"{cache}, start-up included", name)].append(samples / seconds)
-                rates[(cache, name)].append(after / after_seconds)
+            number = 0
+            for cache in caches:
+                # The last kind of epoch is repeated --epochs times for the
+                # contenders of the view's length: their rate is the samples
+                # over the seconds of them all, so it averages over as much
+                # of the machine's time as one epoch of the whole dataset.
+                repeats = args.epochs if cache == caches[-1] and name != "whole" else 1
+                totals = [0, 0.0, 0, 0.0]
+                for _ in range(repeats):
+                    (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
+                    number += 1
+                    totals = [a + b for a, b in zip(totals, (samples, seconds, after, after_seconds))]
+                rates[(f"{cache}, start-up included", name)].append(totals[0] / totals[1])
+                rates[(cache, name)].append(totals[2] / totals[3])
             del load
             log(f"run {run} {name}: {samples} samples/epoch")
     workers = "persistent workers" if args.persistent else "workers started each epoch"
