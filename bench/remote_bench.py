@@ -42,7 +42,12 @@ back), which drifts less with the machine's load. Objects a repeat stored are
 removed after it (moto holds them in memory).
 
 moto keeps objects in memory in another process; its request handling (Python)
-is the bottleneck of every transfer here, for both clients alike.
+is the bottleneck of every transfer here, for both clients alike. On a machine
+of few cores it also takes the CPU the client's own reads need while a cold
+epoch overlaps them with the download, which a store on other machines does
+not: `--server-cpus 1` runs the server on CPU 1 only and every client (this
+process, `bcd pull`, the DataLoader workers) on the other CPUs, for every
+method alike.
 """
 
 import argparse
@@ -203,13 +208,25 @@ def main():
                         help="DataLoader workers of the loader epochs (run when torch is installed)")
     parser.add_argument("--only", choices=["epoch"],
                         help="only the epochs (no push and pull against boto3)")
+    parser.add_argument("--server-cpus", type=lambda text: {int(c) for c in text.split(",")},
+                        help="CPUs the S3 server runs on (comma-separated); the clients run on the others")
     args = parser.parse_args()
+    if args.server_cpus:
+        # Before any thread starts: a thread (and a child process) inherits the
+        # CPUs of the thread that starts it.
+        clients = set(os.sched_getaffinity(0)) - args.server_cpus
+        if not clients:
+            parser.error("--server-cpus leaves no CPU for the clients")
+        os.sched_setaffinity(0, clients)
 
     import bcd
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bcd-remote-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     server, port = start_moto()
+    if args.server_cpus:
+        for thread in os.listdir(f"/proc/{server.pid}/task"):
+            os.sched_setaffinity(int(thread), args.server_cpus)
     os.environ.update(environment(port))
     env = {**os.environ, **environment(port)}
     try:

@@ -22,16 +22,24 @@ torch starting the workers (about 0.1 s an epoch whatever its length, where a
 ("start-up included"). Cold: the dataset's files dropped from the page cache
 (`posix_fadvise(DONTNEED)` on each, no other file touched) before the epoch;
 warm: the next epoch. Workers are not persistent: a mapped page stays cached.
+An epoch of the view's length lasts a hundredth of the whole dataset's, so a
+scheduler's pause on a shared machine moves it a hundred times more:
+``--epochs K`` repeats the last kind of epoch (warm, or warm again) K times
+for every contender but the whole dataset, its rate all their samples over
+all their seconds.
 Medians over --runs, contenders rotating within a run. A third contender reads
 the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW``
 set past any view's size), what a view read before it: the change it makes in
 the same run. A fourth is the DataLoader's own floor for an epoch of the
 view's length: an in-memory dataset whose batches are slices of one tensor
-(``InMemory``), read from nowhere. ``--persistent`` runs every loader with
-``persistent_workers=True`` (the warm epochs then reuse the cold one's
-workers), and a third epoch ("warm again"), and a fifth contender: the view
-read through the mappings from each worker's second pass on
-(`MappedAfterFirstPass`, what `bcd.views` did until session 39).
+(``InMemory``), read from nowhere. A fifth is a dataset of the view's
+length (made once in --data/small, the same kind of records), read as the
+whole dataset is: an epoch of that many samples without a view.
+``--persistent`` runs every loader with ``persistent_workers=True`` (the warm
+epochs then reuse the cold one's workers), a third epoch ("warm again"), and
+a sixth contender: the view read through the mappings from each worker's
+second pass on (``MappedAfterFirstPass``, what ``bcd.views`` did until
+session 39).
 """
 
 from __future__ import annotations
@@ -320,6 +328,8 @@ def main():
     parser.add_argument("--value-bytes", type=int, default=2048)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--persistent", action="store_true", help="DataLoaders with persistent_workers=True")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs of the last kind (warm, or warm again) for the contenders of the view's length")
     parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
     parser.add_argument("--passes", action="store_true", help="only what each pass of a persistent worker's reading costs (see passes)")
     args = parser.parse_args()
@@ -334,52 +344,70 @@ def main():
         return
     import bcd.views
 
-    names = ("whole", "view", "view-no-read-ahead", "in-memory")
+    names = ("whole", "view", "view-no-read-ahead", "in-memory", "small")
     if args.persistent:
         names += ("view-mapped-after-first-pass",)
     sparse_view = bcd.views.SPARSE_VIEW
     view_samples = len(bcd.Dataset(path).view("one_pct"))
+    # A whole dataset of the view's length (its first records' kind: the same
+    # values and field), read as the whole dataset is: what an epoch of that
+    # many samples costs bcd's reads and the DataLoader without the view.
+    small = args.data / "small"
+    make(small, view_samples, args.value_bytes)
     caches = ("cold", "warm", "warm again") if args.persistent else ("cold", "warm")
     kinds = caches + tuple(f"{cache}, start-up included" for cache in caches)
     rates = {(kind, view): [] for kind in kinds for view in names}
     for run in range(args.runs):
         order = names[run % len(names):] + names[:run % len(names)]
         for name in order:
-            view = None if name == "whole" else "one_pct"
+            view = None if name in ("whole", "small") else "one_pct"
             # The fork workers inherit the setting.
             bcd.views.SPARSE_VIEW = 1 << 62 if name == "view-no-read-ahead" else sparse_view
             MappedAfterFirstPass.install(name == "view-mapped-after-first-pass")
             if name == "in-memory":
                 sampler, load = floor_loader(view_samples, args.value_bytes, args.persistent)
             else:
-                sampler, load = loader(path, view, args.persistent)
-            evict(path)
-            for number, cache in enumerate(caches):
-                (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
-                rates[(f"{cache}, start-up included", name)].append(samples / seconds)
-                rates[(cache, name)].append(after / after_seconds)
+                sampler, load = loader(small if name == "small" else path, view, args.persistent)
+            evict(small if name == "small" else path)
+            number = 0
+            for cache in caches:
+                # The last kind of epoch is repeated --epochs times for the
+                # contenders of the view's length: their rate is the samples
+                # over the seconds of them all, so it averages over as much
+                # of the machine's time as one epoch of the whole dataset.
+                repeats = args.epochs if cache == caches[-1] and name != "whole" else 1
+                totals = [0, 0.0, 0, 0.0]
+                for _ in range(repeats):
+                    (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
+                    number += 1
+                    totals = [a + b for a, b in zip(totals, (samples, seconds, after, after_seconds))]
+                rates[(f"{cache}, start-up included", name)].append(totals[0] / totals[1])
+                rates[(cache, name)].append(totals[2] / totals[3])
             del load
             log(f"run {run} {name}: {samples} samples/epoch")
     workers = "persistent workers" if args.persistent else "workers started each epoch"
     print(f"\n{workers}, medians of {args.runs}; samples/s\n")
     print(
         "| cache | whole dataset | 1% view | view / whole | view without read-ahead | its / whole "
-        "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor |"
+        "| in memory, the view's size (the DataLoader's floor) | floor / whole | view / floor "
+        "| a dataset of the view's size | its / whole | view / it |"
         + (" view mapped after its first pass | its / whole |" if args.persistent else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.persistent else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.persistent else ""))
     for kind in kinds:
         whole = statistics.median(rates[(kind, "whole")])
         view = statistics.median(rates[(kind, "view")])
         plain = statistics.median(rates[(kind, "view-no-read-ahead")])
         floor = statistics.median(rates[(kind, "in-memory")])
+        short = statistics.median(rates[(kind, "small")])
         switched = ""
         if args.persistent:
             before = statistics.median(rates[(kind, "view-mapped-after-first-pass")])
             switched = f" {before:.0f} | {before / whole:.2f} |"
         print(
             f"| {kind} | {whole:.0f} | {view:.0f} | {view / whole:.2f} | {plain:.0f} | {plain / whole:.2f} "
-            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} |{switched}"
+            f"| {floor:.0f} | {floor / whole:.2f} | {view / floor:.2f} "
+            f"| {short:.0f} | {short / whole:.2f} | {view / short:.2f} |{switched}"
         )
 
 
