@@ -175,9 +175,9 @@ class View:
         of the shard files, mapping nothing, however often they are read, and
         a dense view's through the mappings. Read again and again (a
         persistent DataLoader worker), a sparse view's batch through mappings
-        already in place costs about 0.7 us a value less, but the pass that
-        maps them costs about 2 us a value more (each fault maps the large
-        folio around a value, for one value), the pages count in the process's
+        already in place costs about 1 us a value less, but the pass that maps
+        them costs about 3 us a value more (each fault maps the large folio
+        around a value, for one value), and the pages count in the process's
         memory and are unmapped at its exit: BENCHMARKS.md, session 39."""
         if positional is None and self._read_ahead:
             positional = True
