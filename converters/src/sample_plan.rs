@@ -194,6 +194,8 @@ impl Plan {
         let mut builders = self.builders();
         let mut records = Vec::new();
         let (mut bytes, mut ended) = (0, false);
+        // One path for the batch's origins (a sample's copies none of it).
+        let file: Arc<Path> = Arc::from(samples.path());
         while records.len() < BATCH_SAMPLES && bytes < BATCH_BYTES {
             let Some((i, offset, sample)) = samples.next_sample()? else {
                 ended = true;
@@ -201,7 +203,7 @@ impl Plan {
             };
             bytes += sample.len();
             let origin = Origin::Record {
-                file: Arc::from(samples.path()),
+                file: Arc::clone(&file),
                 record: i,
                 offset,
             };
