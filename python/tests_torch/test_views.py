@@ -158,6 +158,33 @@ def test_persistent_workers_read_a_sparse_view_positionally_in_every_epoch(tmp_p
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")
 @pytest.mark.parametrize("transform", [None, bytes])
+def test_workers_read_a_dense_view_as_a_dataset_positionally_unless_told_otherwise(tmp_path, transform):
+    # A view of half the records (dense: no read-ahead) follows the workers'
+    # rule for a whole dataset: positional reads by default, with or without a
+    # transform, and through the mappings with positional=False.
+    rng = np.random.default_rng(5)
+    values = [rng.integers(0, 256, size=int(rng.integers(1, 20_000)), dtype=np.uint8).tobytes() for _ in range(400)]
+    bcd.Dataset.create(tmp_path / "d", compression="lz4", max_shard_size=2 << 20).extend(values)
+    view = bcd.Dataset(tmp_path / "d").create_view("half", indices=list(range(0, 400, 2)))
+    assert not view._read_ahead
+    for positional, expect_mapped in ((None, False), (False, True)):
+        dataset = bcd.torch.MapDataset(tmp_path / "d", view="half", transform=transform, positional=positional)
+        sampler = bcd.torch.Sampler(dataset, seed=2)
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=16, sampler=sampler, num_workers=2, persistent_workers=True,
+            multiprocessing_context="fork", collate_fn=lambda samples: samples,
+        )
+        seen = []
+        for batch in loader:
+            seen.extend(bytes(sample) for sample in batch)
+        assert sorted(seen) == sorted(values[i] for i in range(0, 400, 2))
+        mapped = [_mapped_kib(worker.pid, tmp_path / "d") for worker in loader._iterator._workers]
+        assert all((kib > 0) == expect_mapped for kib in mapped), (positional, mapped)
+        del loader
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")
+@pytest.mark.parametrize("transform", [None, bytes])
 def test_workers_read_batches_positionally_unless_told_otherwise(tmp_path, transform):
     # A whole dataset's epoch in DataLoader workers: by default each batch is
     # read with positional reads (a worker maps none of the shards' pages,
