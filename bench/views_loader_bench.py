@@ -281,6 +281,13 @@ def passes(path: Path, rounds: int):
     ways = ("positional", "mapped after the first pass", "mapped")
 
     def child(way, seed, pipe):
+        # A forked child never returns into the parent's code, whatever fails.
+        try:
+            measure(way, seed, pipe)
+        finally:
+            os._exit(0)
+
+    def measure(way, seed, pipe):
         dataset = bcd.Dataset(path)
         dataset.threads = 1
         view = dataset.view("one_pct")
@@ -296,7 +303,6 @@ def passes(path: Path, rounds: int):
             cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             out.append(f"{seconds} {cpu} {after.ru_minflt - before.ru_minflt}")
         os.write(pipe, ",".join(out).encode())
-        os._exit(0)
 
     results = {way: [] for way in ways}
     for round_ in range(rounds):
@@ -309,6 +315,8 @@ def passes(path: Path, rounds: int):
             text = os.read(read_end, 1000).decode()
             os.close(read_end)
             os.waitpid(pid, 0)
+            if not text:
+                raise SystemExit(f"the child reading {way!r} failed (its traceback is above)")
             results[way].append([tuple(float(x) for x in p.split()) for p in text.split(",")])
     print(f"\n{half} values a pass, medians of {rounds}; ms wall / ms CPU / page faults\n")
     print("| way | pass 1 | pass 2 | pass 3 |")
