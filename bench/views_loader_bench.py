@@ -27,6 +27,10 @@ scheduler's pause on a shared machine moves it a hundred times more:
 ``--epochs K`` repeats the last kind of epoch (warm, or warm again) K times
 for every contender but the whole dataset, its rate all their samples over
 all their seconds.
+Before each epoch (not timed) the bench reports the share of the records the
+epoch will read whose pages are in the page cache (``resident``): this
+machine's DAMON reclaims memory idle for about a minute, up to 128 MB a
+second, so "warm" is measured, not assumed.
 Medians over --runs, contenders rotating within a run. A third contender reads
 the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW``
 set past any view's size), what a view read before it: the change it makes in
@@ -117,6 +121,46 @@ def evict(path: Path):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
+
+
+def resident(path: Path, records) -> float:
+    """The share of `records` (record indices of the keyless, uncompressed
+    dataset at `path`) whose value's first page is in the page cache (`mincore`
+    on a mapping of each shard's data file; as root, or the files' owner, it
+    reports the page cache, not this process's mappings). What says whether a
+    "warm" epoch was warm: a machine that reclaims cold memory on its own
+    (this one's DAMON pages out up to 128 MB a second of memory idle for a
+    minute, at the granularity of large physical regions) drops pages of a
+    sparse view between or even within epochs, with gigabytes free."""
+    import ctypes
+    import mmap
+
+    import bcd
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    page = mmap.PAGESIZE
+    records = np.sort(np.asarray(records, dtype=np.int64))
+    found = 0
+    for shard, (first, end, _) in enumerate(bcd.Dataset(path).shard_ranges()):
+        mine = records[(records >= first) & (records < end)] - first
+        if not len(mine):
+            continue
+        sizes = np.fromfile(path / f"{shard:06}.idx", dtype="<u4").astype(np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[mine]
+        with open(path / f"{shard:06}.bin", "rb") as file:
+            length = os.fstat(file.fileno()).st_size
+            mapped = mmap.mmap(file.fileno(), length, prot=mmap.PROT_READ)
+            view = np.frombuffer(mapped, dtype=np.uint8)
+            try:
+                vector = np.zeros((length + page - 1) // page, dtype=np.uint8)
+                if libc.mincore(view.ctypes.data, length, vector.ctypes.data) != 0:
+                    raise OSError(ctypes.get_errno(), "mincore")
+                found += int((vector[starts // page] & 1).sum())
+            finally:
+                del view
+                mapped.close()
+    return found / max(len(records), 1)
 
 
 def loader(path: Path, view, persistent: bool = False):
@@ -365,6 +409,11 @@ def main():
     caches = ("cold", "warm", "warm again") if args.persistent else ("cold", "warm")
     kinds = caches + tuple(f"{cache}, start-up included" for cache in caches)
     rates = {(kind, view): [] for kind in kinds for view in names}
+    # Before each epoch (not timed): the share of the records it will read
+    # that are in the page cache (the whole dataset's: of 20,000 drawn).
+    view_records = bcd.Dataset(path).view("one_pct").indices
+    drawn = np.random.default_rng(0).choice(args.records, size=min(20_000, args.records), replace=False)
+    cached = {(cache, name): [] for cache in caches for name in names}
     for run in range(args.runs):
         order = names[run % len(names):] + names[:run % len(names)]
         for name in order:
@@ -386,6 +435,9 @@ def main():
                 repeats = args.epochs if cache == caches[-1] and name != "whole" else 1
                 totals = [0, 0.0, 0, 0.0]
                 for _ in range(repeats):
+                    if name != "in-memory":
+                        records = {"whole": drawn, "small": np.arange(view_samples)}.get(name, view_records)
+                        cached[(cache, name)].append(resident(small if name == "small" else path, records))
                     (samples, seconds), (after, after_seconds) = epoch(sampler, load, number)
                     number += 1
                     totals = [a + b for a, b in zip(totals, (samples, seconds, after, after_seconds))]
@@ -393,6 +445,13 @@ def main():
                 rates[(cache, name)].append(totals[2] / totals[3])
             del load
             log(f"run {run} {name}: {samples} samples/epoch")
+    print("\nthe share of each epoch's records in the page cache as it started: median (least)\n")
+    shown = [name for name in names if name != "in-memory"]
+    print("| cache | " + " | ".join(shown) + " |")
+    print("|---|" + "---|" * len(shown))
+    for cache in caches:
+        cells = (cached[(cache, name)] for name in shown)
+        print(f"| {cache} | " + " | ".join(f"{statistics.median(c):.3f} ({min(c):.3f})" for c in cells) + " |")
     workers = "persistent workers" if args.persistent else "workers started each epoch"
     print(f"\n{workers}, medians of {args.runs}; samples/s\n")
     print(
