@@ -31,7 +31,11 @@ Before each epoch (not timed) the bench reports the share of the records the
 epoch will read whose pages are in the page cache (``resident``): this
 machine's DAMON reclaims memory idle for about a minute, up to 128 MB a
 second, so "warm" is measured, not assumed.
-Medians over --runs, contenders rotating within a run. A third contender reads
+Medians over --runs; each run reads the whole dataset first, then the
+contenders of the view's length in an order rotating from run to run (so
+each follows the whole dataset in as many runs: until session 40 the view
+always did, in two runs of three; a multiple of their number of runs is
+fairest). A third contender reads
 the view without the read-ahead a sparse view asks for (``bcd.views.SPARSE_VIEW``
 set past any view's size), what a view read before it: the change it makes in
 the same run. A fourth is the DataLoader's own floor for an epoch of the
@@ -415,7 +419,11 @@ def main():
     drawn = np.random.default_rng(0).choice(args.records, size=min(20_000, args.records), replace=False)
     cached = {(cache, name): [] for cache in caches for name in names}
     for run in range(args.runs):
-        order = names[run % len(names):] + names[:run % len(names)]
+        # The whole dataset first, then the contenders of the view's length
+        # rotating: each follows the whole dataset's epochs (which leave the
+        # most for the machine to clean up) in as many runs as the others.
+        short = names[1:]
+        order = ("whole",) + short[run % len(short):] + short[:run % len(short)]
         for name in order:
             view = None if name in ("whole", "small") else "one_pct"
             # The fork workers inherit the setting.
@@ -444,7 +452,8 @@ def main():
                 rates[(f"{cache}, start-up included", name)].append(totals[0] / totals[1])
                 rates[(cache, name)].append(totals[2] / totals[3])
             del load
-            log(f"run {run} {name}: {samples} samples/epoch")
+            log(f"run {run} {name}: {samples} samples/epoch; "
+                + ", ".join(f"{cache} {rates[(cache, name)][-1]:.0f}/s" for cache in caches))
     print("\nthe share of each epoch's records in the page cache as it started: median (least)\n")
     shown = [name for name in names if name != "in-memory"]
     print("| cache | " + " | ".join(shown) + " |")
