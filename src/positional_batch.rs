@@ -76,6 +76,8 @@ pub struct PositionalBatch {
     head: Vec<u8>,
     /// How many runs the plan read.
     runs: usize,
+    /// Whether the plan asked for the batch's pages ahead of its reads.
+    read_ahead: bool,
     /// (shard, offset, position, stored length) of each value, sorted.
     order: Vec<(u64, u64, u32, u64)>,
 }
@@ -96,6 +98,7 @@ impl PositionalBatch {
     pub fn counts(&self) -> PlanCounts {
         let mut counts = PlanCounts {
             runs: self.runs,
+            read_ahead: self.read_ahead,
             ..PlanCounts::default()
         };
         for plan in &self.plans {
@@ -132,6 +135,9 @@ pub struct PlanCounts {
     pub deferred: usize,
     /// System calls that read the buffered values: one per run of neighbours.
     pub runs: usize,
+    /// Whether the batch's pages were asked for ahead of its reads
+    /// ([`Dataset::plan_positional_ahead`], when they were not found cached).
+    pub read_ahead: bool,
 }
 
 impl Dataset {
@@ -140,6 +146,29 @@ impl Dataset {
     /// headers; [`PositionalBatch::lens`] then gives each value's length, and
     /// [`Dataset::read_planned`] writes each one.
     pub fn plan_positional(&self, indices: &[usize], batch: &mut PositionalBatch) -> Result<()> {
+        self.plan_positional_with(indices, batch, false)
+    }
+
+    /// [`Dataset::plan_positional`] of values that may not be in the page
+    /// cache (a sparse view's), reading ahead as [`Dataset::prefetch`] does:
+    /// unless a look at a few of them finds them cached, the pages of all
+    /// of them are asked for at once before the first is read, so the disk
+    /// sees the batch rather than one read at a time. The values are located
+    /// once for both (a prefetch before the plan located each value again).
+    pub fn plan_positional_ahead(
+        &self,
+        indices: &[usize],
+        batch: &mut PositionalBatch,
+    ) -> Result<()> {
+        self.plan_positional_with(indices, batch, true)
+    }
+
+    fn plan_positional_with(
+        &self,
+        indices: &[usize],
+        batch: &mut PositionalBatch,
+        read_ahead: bool,
+    ) -> Result<()> {
         let count = indices.len();
         if u32::try_from(count).is_err() {
             return Err(Error::InvalidOption(format!(
@@ -152,6 +181,9 @@ impl Dataset {
         batch.lens.resize(count, 0);
         batch.order.clear();
         batch.runs = 0;
+        batch.read_ahead = false;
+        // Each value located once, for the order, the read-ahead and the reads.
+        let mut locations = Vec::with_capacity(count);
         for (position, &index) in indices.iter().enumerate() {
             self.check_index(index)?;
             let location = self.index.locate(index)?;
@@ -161,22 +193,27 @@ impl Dataset {
                 position as u32,
                 location.stored.len() as u64,
             ));
+            locations.push(location);
         }
         batch.order.sort_unstable();
+        if read_ahead && !crate::read_ahead::all_cached(&locations) {
+            crate::read_ahead::will_need(&locations);
+            batch.read_ahead = true;
+        }
         let mut used = 0usize;
         let mut next = 0;
         while next < count {
             let (shard, _, position, _) = batch.order[next];
             let index = indices[position as usize];
-            let location = self.index.locate(index)?;
-            let Some(file) = self.unmapped_file(&location) else {
+            let location = &locations[position as usize];
+            let Some(file) = self.unmapped_file(location) else {
                 batch.lens[position as usize] = self.value_len(index)?;
                 next += 1;
                 continue;
             };
             let stored = location.stored.len();
             if stored >= DIRECT_MIN {
-                let (plan, len) = self.plan_large(index, &location, &file, &mut batch.head)?;
+                let (plan, len) = self.plan_large(index, location, &file, &mut batch.head)?;
                 batch.plans[position as usize] = plan;
                 batch.lens[position as usize] = len;
                 next += 1;
@@ -222,13 +259,8 @@ impl Dataset {
                 let bytes = &batch.buffer[from..from + stored];
                 batch.lens[position as usize] = match self.compression() {
                     Compression::None => stored,
-                    Compression::Lz4 => lz4_block::declared_len(bytes).map_err(|e| {
-                        // Located again only for the error's coordinates.
-                        match self.index.locate(index) {
-                            Ok(location) => Self::corrupt(index, &location, e),
-                            Err(error) => error,
-                        }
-                    })?,
+                    Compression::Lz4 => lz4_block::declared_len(bytes)
+                        .map_err(|e| Self::corrupt(index, &locations[position as usize], e))?,
                 };
                 batch.plans[position as usize] = Plan::Buffered { at: from, stored };
             }
