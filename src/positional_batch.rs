@@ -54,8 +54,13 @@ enum Plan {
     /// Through the shard's mapping ([`Dataset::read_into`]): its file cannot be
     /// read positionally.
     Mapped,
-    /// Its stored bytes are in the run buffer at `at`.
-    Buffered { at: usize, stored: usize },
+    /// Its stored bytes are in the run buffer at `at`; `index` is the record
+    /// planned (a read of another at its position is refused).
+    Buffered {
+        at: usize,
+        stored: usize,
+        index: usize,
+    },
     /// Its bytes lie verbatim at `skip` bytes into its stored bytes: read
     /// straight into the caller's buffer.
     Direct { skip: usize },
@@ -262,7 +267,11 @@ impl Dataset {
                     Compression::Lz4 => lz4_block::declared_len(bytes)
                         .map_err(|e| Self::corrupt(index, &locations[position as usize], e))?,
                 };
-                batch.plans[position as usize] = Plan::Buffered { at: from, stored };
+                batch.plans[position as usize] = Plan::Buffered {
+                    at: from,
+                    stored,
+                    index,
+                };
             }
             next = last;
         }
@@ -332,16 +341,28 @@ impl Dataset {
             )));
         }
         self.check_index(index)?;
+        if let Plan::Buffered {
+            at,
+            stored,
+            index: planned,
+        } = plan
+        {
+            // Not located again: the plan holds its bytes, and the record
+            // is located only to name it in an error.
+            let bytes = batch.buffer.get(at..at + stored);
+            let Some(bytes) = bytes.filter(|_| planned == index) else {
+                return Err(not_planned(index, position));
+            };
+            self.decode_stored_with(bytes, out, |e| match self.index.locate(index) {
+                Ok(location) => Self::corrupt(index, &location, e),
+                Err(error) => error,
+            })?;
+            return self.check_content(index, out);
+        }
         let location = self.index.locate(index)?;
         match plan {
             Plan::Mapped => return self.read_into(index, out),
-            Plan::Buffered { at, stored } => {
-                let bytes = batch.buffer.get(at..at + stored);
-                let Some(bytes) = bytes.filter(|_| stored == location.stored.len()) else {
-                    return Err(not_planned(index, position));
-                };
-                self.decode_stored(index, &location, bytes, out)?;
-            }
+            Plan::Buffered { .. } => unreachable!("read above"),
             Plan::Direct { .. } | Plan::Deferred => {
                 // A file closed since the plan whose path now holds another is
                 // not read: the mapping holds the same bytes.

@@ -629,6 +629,25 @@ fn read_planned_refuses_a_buffer_or_position_not_planned() {
         ));
     }
     assert!(dataset.plan_positional(&[values.len()], &mut plan).is_err());
+    // Another record at a planned position is refused, even one stored in as
+    // many bytes (the plan holds the bytes of the one it planned).
+    // (Large enough a file to be read positionally, not read into memory.)
+    let same: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("value {i:02} ").repeat(500).into_bytes())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = create_values(dir.path(), Compression::None, false, 64 << 20, &same);
+    dataset.plan_positional(&[0, 1], &mut plan).unwrap();
+    assert_eq!(plan.counts().buffered, 2);
+    let mut out = vec![0; same[2].len()];
+    assert!(matches!(
+        dataset.read_planned(&plan, &[2, 1], 0, &mut out, &mut scratch),
+        Err(Error::InvalidOption(_))
+    ));
+    dataset
+        .read_planned(&plan, &[0, 1], 0, &mut out, &mut scratch)
+        .unwrap();
+    assert_eq!(out, same[0]);
 }
 
 /// Drops `path`'s pages from the page cache (written back first); returns
