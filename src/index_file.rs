@@ -17,7 +17,9 @@ use std::time::UNIX_EPOCH;
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
-use crate::format::{index_fields, INDEX_FIELD_SIZE, INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX};
+use crate::format::{
+    index_fields, record_sizes, INDEX_FIELD_SIZE, INDEX_FILE_NAME, INDEX_FILE_TMP_PREFIX,
+};
 use crate::mapping::Mapping;
 use crate::storage::Storage;
 
@@ -85,6 +87,62 @@ fn u64_at(bytes: &[u8], offset: usize) -> u64 {
         Some(b) => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
         None => 0,
     }
+}
+
+/// Whether `starts` (little-endian u64, one per record) are where `sizes` (the
+/// records' `.idx` entries, as many) put the records, the last ending at
+/// `data_len`: the first at 0, and each start minus the one before it the size
+/// of the record between them. The differences are taken wrapping, so equal
+/// differences make each start the sum of the sizes before it (which cannot
+/// wrap: at most 2^32 records of at most 2^33 bytes), as a walk adding the
+/// sizes up would find; unlike that walk, each record's test depends on no
+/// other's, so the loop is vectorised.
+fn starts_agree(starts: &[u8], sizes: &[u8], keyed: bool, data_len: u64) -> bool {
+    let (starts, []) = starts.as_chunks::<8>() else {
+        return false;
+    };
+    let (Some(first), Some(last)) = (starts.first(), starts.last()) else {
+        return sizes.is_empty() && data_len == 0;
+    };
+    // The differences of neighbouring starts, xor-ed with the sizes between
+    // them: all zero when every pair agrees.
+    let nexts = starts[1..].iter().map(|s| u64::from_le_bytes(*s));
+    let starts_before = starts.iter().map(|s| u64::from_le_bytes(*s));
+    let (differ, last_len) = if keyed {
+        let (sizes, []) = sizes.as_chunks::<8>() else {
+            return false;
+        };
+        let len = |s: &[u8; 8]| {
+            u64::from(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+                + u64::from(u32::from_le_bytes([s[4], s[5], s[6], s[7]]))
+        };
+        if sizes.len() != starts.len() {
+            return false;
+        }
+        let differ = (nexts.zip(starts_before).zip(sizes))
+            .fold(0u64, |differ, ((next, start), size)| {
+                differ | (next.wrapping_sub(start) ^ len(size))
+            });
+        (differ, len(&sizes[sizes.len() - 1]))
+    } else {
+        let (sizes, []) = sizes.as_chunks::<4>() else {
+            return false;
+        };
+        if sizes.len() != starts.len() {
+            return false;
+        }
+        let differ =
+            (nexts.zip(starts_before).zip(sizes)).fold(0u64, |differ, ((next, start), size)| {
+                differ | (next.wrapping_sub(start) ^ u64::from(u32::from_le_bytes(*size)))
+            });
+        (
+            differ,
+            u64::from(u32::from_le_bytes(sizes[sizes.len() - 1])),
+        )
+    };
+    u64::from_le_bytes(*first) == 0
+        && differ == 0
+        && u64::from_le_bytes(*last).checked_add(last_len) == Some(data_len)
 }
 
 impl IndexFile {
@@ -234,15 +292,46 @@ impl IndexFile {
 
     /// Checks that covered shard `id`'s recorded starts are the ones its sizes
     /// imply: its first record starts at byte 0, each next one where the one before
-    /// ends, and the last ends at `data_len`. `record_len(local)` is record
-    /// `local`'s key plus value size from the shard's `.idx`. A file that passes
-    /// locates every record of the shard exactly where a reader without it would;
-    /// the whole-file checksum cannot promise that, since a hostile writer can
+    /// ends, and the last ends at `data_len`. `sizes` is the shard's `.idx` (of a
+    /// keyed dataset or not: [`record_sizes`]). A file that passes locates every
+    /// record of the shard exactly where a reader without it would; the
+    /// whole-file checksum cannot promise that, since a hostile writer can
     /// recompute it.
+    ///
+    /// Every reader process checks each shard it reads once, so a DataLoader
+    /// worker started for an epoch checks every shard its batches reach: the
+    /// check is one pass over the starts and sizes that the compiler vectorises
+    /// (each start minus the one before it against the size between them), and
+    /// only a shard that fails it is walked record by record to name the
+    /// first record out of place.
     pub(crate) fn check_starts(
         &self,
         id: u64,
-        record_len: impl Fn(u64) -> u64,
+        sizes: &[u8],
+        keyed: bool,
+        data_len: u64,
+    ) -> Result<(), String> {
+        let (first, next) = (self.first(id), self.first(id + 1));
+        let records = (next - first) as usize;
+        let entry = index_fields(keyed) * INDEX_FIELD_SIZE;
+        let at = self.starts_at + first as usize * 8;
+        let starts = self.map.get(at..at + records * 8);
+        let sizes_of_records = sizes.get(..records * entry);
+        if let (Some(starts), Some(sizes)) = (starts, sizes_of_records) {
+            if starts_agree(starts, sizes, keyed, data_len) {
+                return Ok(());
+            }
+        }
+        self.first_disagreement(id, sizes, keyed, data_len)
+    }
+
+    /// [`IndexFile::check_starts`] record by record: the error naming the first
+    /// record out of place (or the end), or `Ok` if there is none.
+    fn first_disagreement(
+        &self,
+        id: u64,
+        sizes: &[u8],
+        keyed: bool,
         data_len: u64,
     ) -> Result<(), String> {
         let (first, next) = (self.first(id), self.first(id + 1));
@@ -256,7 +345,8 @@ impl IndexFile {
                 ));
             }
             // Cannot overflow: at most 2^32 records of at most 2^33 bytes.
-            expected += record_len(record - first);
+            let (key, value) = record_sizes(sizes, keyed, (record - first) as usize);
+            expected += key + value;
         }
         if expected != data_len {
             return Err(format!(
@@ -524,6 +614,80 @@ mod tests {
     use super::*;
     use crate::storage::FileSystem;
     use std::fs;
+
+    /// What [`starts_agree`] must answer: the walk adding the sizes up.
+    fn walk_agrees(starts: &[u64], lens: &[(u64, u64)], data_len: u64) -> bool {
+        let mut expected = 0u64;
+        for (&start, &(key, value)) in starts.iter().zip(lens) {
+            if start != expected {
+                return false;
+            }
+            expected += key + value;
+        }
+        expected == data_len
+    }
+
+    #[test]
+    fn the_vectorised_starts_check_answers_as_the_walk_does() {
+        // Random shards (keyed or not, 0-40 records, sizes up to 2^32 - 1),
+        // their true starts, then one kind of damage or none: a start moved
+        // by a small or a wrapping amount, two starts swapped, a size changed,
+        // the data length off by one.
+        let noise = crate::test_bytes::noise(2000 * 64, 0x5eed_57a2);
+        let mut agreed = 0;
+        for (case, draw) in noise.chunks_exact(64).enumerate() {
+            let keyed = draw[0] % 2 == 0;
+            let records = usize::from(draw[1] % 41);
+            let word = |i: usize| {
+                let at = 2 + (i * 4) % 56;
+                u64::from(u32::from_le_bytes(draw[at..at + 4].try_into().unwrap()))
+            };
+            let mut lens: Vec<(u64, u64)> = (0..records)
+                .map(|i| match draw[2 + i % 60] % 4 {
+                    0 => (0, 0),
+                    1 => (if keyed { word(i) } else { 0 }, u64::from(u32::MAX)),
+                    _ => (if keyed { word(i) % 50 } else { 0 }, word(i + 7) % 5000),
+                })
+                .collect();
+            let mut starts = Vec::with_capacity(records);
+            let mut at = 0u64;
+            for &(key, value) in &lens {
+                starts.push(at);
+                at += key + value;
+            }
+            let mut data_len = at;
+            let pick = usize::from(draw[60]) % records.max(1);
+            match (draw[61] % 6, records) {
+                (_, 0) | (0, _) => {}
+                (1, _) => starts[pick] = starts[pick].wrapping_add(1),
+                (2, _) => starts[pick] = starts[pick].wrapping_sub(u64::MAX / 2),
+                (3, _) => starts.swap(pick, (pick + 1) % records),
+                (4, _) => lens[pick].1 ^= 1 << (draw[62] % 32),
+                _ => data_len += 1,
+            }
+            let start_bytes: Vec<u8> = starts.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let size_bytes: Vec<u8> = lens
+                .iter()
+                .flat_map(|&(key, value)| {
+                    let key = (key as u32).to_le_bytes();
+                    let value = (value as u32).to_le_bytes();
+                    match keyed {
+                        true => [key, value].concat(),
+                        false => value.to_vec(),
+                    }
+                })
+                .collect();
+            let want = walk_agrees(&starts, &lens, data_len);
+            agreed += usize::from(want);
+            assert_eq!(
+                starts_agree(&start_bytes, &size_bytes, keyed, data_len),
+                want,
+                "case {case}: keyed {keyed}, starts {starts:?}, lens {lens:?}, data length {data_len}"
+            );
+        }
+        // Both answers are exercised.
+        assert!(agreed > 200 && agreed < 1800, "{agreed} of 2000 agreed");
+    }
 
     #[test]
     fn bucket_bits_grow_with_the_record_count() {

@@ -54,8 +54,13 @@ enum Plan {
     /// Through the shard's mapping ([`Dataset::read_into`]): its file cannot be
     /// read positionally.
     Mapped,
-    /// Its stored bytes are in the run buffer at `at`.
-    Buffered { at: usize, stored: usize },
+    /// Its stored bytes are in the run buffer at `at`; `index` is the record
+    /// planned (a read of another at its position is refused).
+    Buffered {
+        at: usize,
+        stored: usize,
+        index: usize,
+    },
     /// Its bytes lie verbatim at `skip` bytes into its stored bytes: read
     /// straight into the caller's buffer.
     Direct { skip: usize },
@@ -76,6 +81,8 @@ pub struct PositionalBatch {
     head: Vec<u8>,
     /// How many runs the plan read.
     runs: usize,
+    /// Whether the plan asked for the batch's pages ahead of its reads.
+    read_ahead: bool,
     /// (shard, offset, position, stored length) of each value, sorted.
     order: Vec<(u64, u64, u32, u64)>,
 }
@@ -96,6 +103,7 @@ impl PositionalBatch {
     pub fn counts(&self) -> PlanCounts {
         let mut counts = PlanCounts {
             runs: self.runs,
+            read_ahead: self.read_ahead,
             ..PlanCounts::default()
         };
         for plan in &self.plans {
@@ -132,6 +140,9 @@ pub struct PlanCounts {
     pub deferred: usize,
     /// System calls that read the buffered values: one per run of neighbours.
     pub runs: usize,
+    /// Whether the batch's pages were asked for ahead of its reads
+    /// ([`Dataset::plan_positional_ahead`], when they were not found cached).
+    pub read_ahead: bool,
 }
 
 impl Dataset {
@@ -140,6 +151,29 @@ impl Dataset {
     /// headers; [`PositionalBatch::lens`] then gives each value's length, and
     /// [`Dataset::read_planned`] writes each one.
     pub fn plan_positional(&self, indices: &[usize], batch: &mut PositionalBatch) -> Result<()> {
+        self.plan_positional_with(indices, batch, false)
+    }
+
+    /// [`Dataset::plan_positional`] of values that may not be in the page
+    /// cache (a sparse view's), reading ahead as [`Dataset::prefetch`] does:
+    /// unless a look at a few of them finds them cached, the pages of all
+    /// of them are asked for at once before the first is read, so the disk
+    /// sees the batch rather than one read at a time. The values are located
+    /// once for both (a prefetch before the plan located each value again).
+    pub fn plan_positional_ahead(
+        &self,
+        indices: &[usize],
+        batch: &mut PositionalBatch,
+    ) -> Result<()> {
+        self.plan_positional_with(indices, batch, true)
+    }
+
+    fn plan_positional_with(
+        &self,
+        indices: &[usize],
+        batch: &mut PositionalBatch,
+        read_ahead: bool,
+    ) -> Result<()> {
         let count = indices.len();
         if u32::try_from(count).is_err() {
             return Err(Error::InvalidOption(format!(
@@ -152,6 +186,9 @@ impl Dataset {
         batch.lens.resize(count, 0);
         batch.order.clear();
         batch.runs = 0;
+        batch.read_ahead = false;
+        // Each value located once, for the order, the read-ahead and the reads.
+        let mut locations = Vec::with_capacity(count);
         for (position, &index) in indices.iter().enumerate() {
             self.check_index(index)?;
             let location = self.index.locate(index)?;
@@ -161,22 +198,27 @@ impl Dataset {
                 position as u32,
                 location.stored.len() as u64,
             ));
+            locations.push(location);
         }
         batch.order.sort_unstable();
+        if read_ahead && !crate::read_ahead::all_cached(&locations) {
+            crate::read_ahead::will_need(&locations);
+            batch.read_ahead = true;
+        }
         let mut used = 0usize;
         let mut next = 0;
         while next < count {
             let (shard, _, position, _) = batch.order[next];
             let index = indices[position as usize];
-            let location = self.index.locate(index)?;
-            let Some(file) = self.unmapped_file(&location) else {
+            let location = &locations[position as usize];
+            let Some(file) = self.unmapped_file(location) else {
                 batch.lens[position as usize] = self.value_len(index)?;
                 next += 1;
                 continue;
             };
             let stored = location.stored.len();
             if stored >= DIRECT_MIN {
-                let (plan, len) = self.plan_large(index, &location, &file, &mut batch.head)?;
+                let (plan, len) = self.plan_large(index, location, &file, &mut batch.head)?;
                 batch.plans[position as usize] = plan;
                 batch.lens[position as usize] = len;
                 next += 1;
@@ -222,15 +264,14 @@ impl Dataset {
                 let bytes = &batch.buffer[from..from + stored];
                 batch.lens[position as usize] = match self.compression() {
                     Compression::None => stored,
-                    Compression::Lz4 => lz4_block::declared_len(bytes).map_err(|e| {
-                        // Located again only for the error's coordinates.
-                        match self.index.locate(index) {
-                            Ok(location) => Self::corrupt(index, &location, e),
-                            Err(error) => error,
-                        }
-                    })?,
+                    Compression::Lz4 => lz4_block::declared_len(bytes)
+                        .map_err(|e| Self::corrupt(index, &locations[position as usize], e))?,
                 };
-                batch.plans[position as usize] = Plan::Buffered { at: from, stored };
+                batch.plans[position as usize] = Plan::Buffered {
+                    at: from,
+                    stored,
+                    index,
+                };
             }
             next = last;
         }
@@ -300,16 +341,28 @@ impl Dataset {
             )));
         }
         self.check_index(index)?;
+        if let Plan::Buffered {
+            at,
+            stored,
+            index: planned,
+        } = plan
+        {
+            // Not located again: the plan holds its bytes, and the record
+            // is located only to name it in an error.
+            let bytes = batch.buffer.get(at..at + stored);
+            let Some(bytes) = bytes.filter(|_| planned == index) else {
+                return Err(not_planned(index, position));
+            };
+            self.decode_stored_with(bytes, out, |e| match self.index.locate(index) {
+                Ok(location) => Self::corrupt(index, &location, e),
+                Err(error) => error,
+            })?;
+            return self.check_content(index, out);
+        }
         let location = self.index.locate(index)?;
         match plan {
             Plan::Mapped => return self.read_into(index, out),
-            Plan::Buffered { at, stored } => {
-                let bytes = batch.buffer.get(at..at + stored);
-                let Some(bytes) = bytes.filter(|_| stored == location.stored.len()) else {
-                    return Err(not_planned(index, position));
-                };
-                self.decode_stored(index, &location, bytes, out)?;
-            }
+            Plan::Buffered { .. } => unreachable!("read above"),
             Plan::Direct { .. } | Plan::Deferred => {
                 // A file closed since the plan whose path now holds another is
                 // not read: the mapping holds the same bytes.

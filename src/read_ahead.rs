@@ -6,6 +6,7 @@
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::mapping::Mapping;
+use crate::reader::Location;
 
 /// The granularity values are merged into runs at: the smallest page size
 /// (memmap2 aligns each call to the system's own).
@@ -39,24 +40,8 @@ impl Dataset {
             .filter(|&index| index < self.len())
             .filter_map(|index| self.index.locate(index).ok())
             .collect();
-        // A warm batch asks for nothing: when the first page of each of up to
-        // PROBES values spread over the batch is cached, its pages are taken to
-        // be (a batch of a partly cached dataset is then read as it would be
-        // without the read-ahead). A probe costs about half a request.
-        let step = locations.len().div_ceil(PROBES).max(1);
-        let cached = (locations.iter().step_by(step))
-            .filter(|location| !location.stored.is_empty())
-            .all(|location| location.data.cached(location.value_offset as usize));
-        if cached {
-            return;
-        }
-        let runs = locations.iter().map(|location| {
-            let offset = location.value_offset as usize;
-            let end = offset + location.stored.len();
-            Run::of_bytes(location.shard_id, offset, end, location.data)
-        });
-        for run in merge(runs.collect()) {
-            run.file.will_need(run.start, run.end - run.start);
+        if !all_cached(&locations) {
+            will_need(&locations);
         }
     }
 
@@ -111,6 +96,31 @@ impl Dataset {
         files
             .prefetch(shards, wait)
             .map_err(|e| Error::io("prefetch shards of", &self.dir, e))
+    }
+}
+
+/// Whether a batch of values at `locations` is taken to be in the page cache:
+/// the first page of each of up to [`PROBES`] values spread over it is (a
+/// batch of a partly cached dataset is then read as it would be without the
+/// read-ahead). A probe (`mincore`) costs about half a request.
+pub(crate) fn all_cached(locations: &[Location<'_>]) -> bool {
+    let step = locations.len().div_ceil(PROBES).max(1);
+    (locations.iter().step_by(step))
+        .filter(|location| !location.stored.is_empty())
+        .all(|location| location.data.cached(location.value_offset as usize))
+}
+
+/// Asks for the pages of the stored values at `locations` at once, in runs
+/// (per shard, sorted, touching or overlapping runs joined), one request a
+/// run.
+pub(crate) fn will_need(locations: &[Location<'_>]) {
+    let runs = locations.iter().map(|location| {
+        let offset = location.value_offset as usize;
+        let end = offset + location.stored.len();
+        Run::of_bytes(location.shard_id, offset, end, location.data)
+    });
+    for run in merge(runs.collect()) {
+        run.file.will_need(run.start, run.end - run.start);
     }
 }
 

@@ -124,14 +124,7 @@ impl Layout {
             None => {
                 let sizes = shard.sizes()?;
                 shard.starts_checked.get_or_init(|| {
-                    file.check_starts(
-                        id as u64,
-                        |local| {
-                            let (key, value) = record_sizes(sizes, self.keyed, local as usize);
-                            key + value
-                        },
-                        shard.data_len(),
-                    )
+                    file.check_starts(id as u64, sizes, self.keyed, shard.data_len())
                 })
             }
         };

@@ -288,6 +288,17 @@ impl Dataset {
         stored: &[u8],
         out: &mut [u8],
     ) -> Result<()> {
+        self.decode_stored_with(stored, out, |e| Self::corrupt(index, location, e))
+    }
+
+    /// [`Dataset::decode_stored`], with `corrupt` making the error for stored
+    /// bytes that are not a valid block.
+    pub(crate) fn decode_stored_with(
+        &self,
+        stored: &[u8],
+        out: &mut [u8],
+        corrupt: impl Fn(lz4_block::BlockError) -> Error,
+    ) -> Result<()> {
         match self.compression() {
             Compression::None => {
                 if out.len() != stored.len() {
@@ -296,15 +307,13 @@ impl Dataset {
                 out.copy_from_slice(stored);
             }
             Compression::Lz4 => {
-                let len = lz4_block::declared_len(stored)
-                    .map_err(|e| Self::corrupt(index, location, e))?;
+                let len = lz4_block::declared_len(stored).map_err(&corrupt)?;
                 if out.len() != len {
                     return Err(wrong_buffer(out.len(), len));
                 }
                 match lz4_block::literal_range(stored) {
                     Some(range) => out.copy_from_slice(&stored[range]),
-                    None => lz4_block::decompress_to_slice(stored, out)
-                        .map_err(|e| Self::corrupt(index, location, e))?,
+                    None => lz4_block::decompress_to_slice(stored, out).map_err(&corrupt)?,
                 }
             }
         }

@@ -263,13 +263,33 @@ fn positional_reads_check_content_hashes() {
 }
 
 /// The values at `indices` read as one positional batch, into one buffer as
-/// the Python batches are, then split.
+/// the Python batches are, then split; planned both ways (reading ahead or
+/// not), which must give the same values or the same error.
 fn batch(
     dataset: &Dataset,
     plan: &mut PositionalBatch,
     indices: &[usize],
 ) -> bcd::Result<Vec<Vec<u8>>> {
-    dataset.plan_positional(indices, plan)?;
+    let plain = batch_planned(dataset, plan, indices, false);
+    let ahead = batch_planned(dataset, plan, indices, true);
+    match (&plain, &ahead) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "{indices:?}"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{indices:?}"),
+        _ => panic!("{indices:?}: {plain:?} planned plainly, {ahead:?} reading ahead"),
+    }
+    plain
+}
+
+fn batch_planned(
+    dataset: &Dataset,
+    plan: &mut PositionalBatch,
+    indices: &[usize],
+    ahead: bool,
+) -> bcd::Result<Vec<Vec<u8>>> {
+    match ahead {
+        true => dataset.plan_positional_ahead(indices, plan)?,
+        false => dataset.plan_positional(indices, plan)?,
+    }
     let lens = plan.lens().to_vec();
     assert_eq!(lens.len(), indices.len());
     let mut out = vec![0xA5u8; lens.iter().sum()];
@@ -609,4 +629,86 @@ fn read_planned_refuses_a_buffer_or_position_not_planned() {
         ));
     }
     assert!(dataset.plan_positional(&[values.len()], &mut plan).is_err());
+    // Another record at a planned position is refused, even one stored in as
+    // many bytes (the plan holds the bytes of the one it planned).
+    // (Large enough a file to be read positionally, not read into memory.)
+    let same: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("value {i:02} ").repeat(500).into_bytes())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = create_values(dir.path(), Compression::None, false, 64 << 20, &same);
+    dataset.plan_positional(&[0, 1], &mut plan).unwrap();
+    assert_eq!(plan.counts().buffered, 2);
+    let mut out = vec![0; same[2].len()];
+    assert!(matches!(
+        dataset.read_planned(&plan, &[2, 1], 0, &mut out, &mut scratch),
+        Err(Error::InvalidOption(_))
+    ));
+    dataset
+        .read_planned(&plan, &[0, 1], 0, &mut out, &mut scratch)
+        .unwrap();
+    assert_eq!(out, same[0]);
+}
+
+/// Drops `path`'s pages from the page cache (written back first); returns
+/// whether its first page is out of it after (a file system that keeps every
+/// page, as tmpfs does, cannot drop them).
+#[cfg(target_os = "linux")]
+fn evict(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: plain calls on an open descriptor; mincore writes one byte for
+    // the one page of the mapping it is asked about, which lies within it.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        let len = file.metadata().unwrap().len() as usize;
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        let mut state = 0u8;
+        let status = libc::mincore(map, 1, &mut state);
+        libc::munmap(map, len);
+        status == 0 && state & 1 == 0
+    }
+}
+
+/// A batch planned reading ahead asks for its pages when they are not cached,
+/// and not when they are; planned plainly it never asks. (Where the shard's
+/// pages cannot be dropped, only the second half can be checked.)
+#[cfg(target_os = "linux")]
+#[test]
+fn a_batch_read_ahead_asks_for_its_pages_only_when_they_are_not_cached() {
+    let values: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| format!("{i:05}").repeat(600).into_bytes())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = create_values(dir.path(), Compression::None, false, 64 << 20, &values);
+    let path = dataset.shard_data_path(0);
+    // Scattered over the shard, as a sparse view's batch is.
+    let indices: Vec<usize> = (0..64).map(|i| (i * 37) % 300).collect();
+    let mut plan = PositionalBatch::new();
+    let dropped = evict(&path);
+    let read = batch_planned(&dataset, &mut plan, &indices, false).unwrap();
+    assert!(!plan.counts().read_ahead, "planned plainly");
+    for (value, &index) in read.iter().zip(&indices) {
+        assert_eq!(value, &values[index]);
+    }
+    if dropped {
+        assert!(evict(&path), "dropped again");
+        let read = batch_planned(&dataset, &mut plan, &indices, true).unwrap();
+        assert!(plan.counts().read_ahead, "its pages were not cached");
+        for (value, &index) in read.iter().zip(&indices) {
+            assert_eq!(value, &values[index]);
+        }
+    }
+    // Read, so cached now.
+    batch_planned(&dataset, &mut plan, &indices, true).unwrap();
+    assert!(!plan.counts().read_ahead, "its pages are cached");
 }

@@ -6,6 +6,7 @@
 //!     core-bench make-keyed DATASET N VALUE_SIZE # keys `{i:012}`, uncompressed values
 //!     core-bench open DATASET                   # prints open seconds, anonymous RSS added (KiB)
 //!     core-bench read-pread DATASET ORDER_FILE  # as read, but values read with pread, not the mapping
+//!     core-bench first-touch DATASET [ROUNDS]   # what reading a shard first costs a process
 //!
 //! RECORDS_FILE holds records as `u32 key_len, key, u32 value_len, value` (LE).
 //! ORDER_FILE holds `u32` record indexes (LE) in the order to read them.
@@ -42,6 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             println!("{:.6}", start.elapsed().as_secs_f64());
         }
+        Some("first-touch") => first_touch(&args[2], args.get(3).map_or(Ok(1), |r| r.parse())?)?,
         Some("read") => {
             let order = std::fs::read(&args[3])?;
             let start = Instant::now();
@@ -165,4 +167,48 @@ fn rss_anon_kib() -> i64 {
                 .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// What a new reader process (a DataLoader worker started for an epoch) pays
+/// the first time it reads from each shard: the dataset opened, then one
+/// positional read of a record in every shard (the first touch: its `.idx`
+/// loaded, the persisted index's starts checked against it, its data file
+/// opened), then one of another record of each (what any later read costs).
+/// Prints the open, the first touches' and the later reads' milliseconds in
+/// all, medians over `rounds` openings (each new, as in a new process: the
+/// shards' state lives in the `Dataset`).
+fn first_touch(path: &str, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let mut open_ms = Vec::new();
+    let mut first_ms = Vec::new();
+    let mut later_ms = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let start = Instant::now();
+        let ds = Dataset::open(path)?;
+        open_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        let ranges: Vec<(u64, u64)> = (0..ds.shards())
+            .map(|shard| (ds.shard_first_record(shard), ds.shard_records(shard)))
+            .filter(|&(_, records)| records > 0)
+            .collect();
+        let mut plan = bcd::PositionalBatch::new();
+        for (offset, times) in [(0u64, &mut first_ms), (1, &mut later_ms)] {
+            let start = Instant::now();
+            for &(first, records) in &ranges {
+                let index = first + offset.min(records - 1);
+                ds.plan_positional(&[index as usize], &mut plan)?;
+            }
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "shards {} open_ms {:.3} first_touch_ms {:.3} later_ms {:.3}",
+        Dataset::open(path)?.shards(),
+        median(&mut open_ms),
+        median(&mut first_ms),
+        median(&mut later_ms)
+    );
+    Ok(())
 }

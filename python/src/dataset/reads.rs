@@ -276,15 +276,17 @@ impl PyDataset {
             let handle = self.handle(py)?;
             let dataset = handle.read(py);
             let resolved = resolve_all(&dataset, &wanted)?;
-            if read_ahead == Some(true) && unmapped {
-                dataset.prefetch(resolved.iter().copied());
-            }
             let lens = match &mut plan {
                 Some(plan) => {
                     // Positional reads may wait for the disk: without the GIL.
+                    // Read ahead, the batch's pages are asked for at once
+                    // unless they are found cached.
                     let dataset: &Dataset = &dataset;
-                    py.detach(|| dataset.plan_positional(&resolved, plan))
-                        .map_err(to_py)?;
+                    py.detach(|| match read_ahead {
+                        Some(true) => dataset.plan_positional_ahead(&resolved, plan),
+                        _ => dataset.plan_positional(&resolved, plan),
+                    })
+                    .map_err(to_py)?;
                     plan.lens().to_vec()
                 }
                 None => resolved
