@@ -9,6 +9,7 @@ warm.
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 3
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 5 --worker-exit
     .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 7 --passes
+    .venv/bin/python bench/views_loader_bench.py --data /work/bench-views-loader --runs 9 --read-ahead 0,0.3,1
 
 The dataset (made once in --data): --records keyless records of --value-bytes
 random bytes (uncompressed), with a field `label` (0..99, uniform), and the view
@@ -377,6 +378,77 @@ def passes(path: Path, rounds: int):
         print(f"| {way} | " + " | ".join(cells) + " |")
 
 
+def read_ahead_cost(path: Path, rounds: int, fractions):
+    """What the read-ahead of a sparse view's batches costs or saves a new
+    process (a DataLoader worker started for an epoch): a forked child opens
+    the dataset and reads half the view (9,935 values of the default data)
+    three times in shuffled batches of 64 with ``get_batch_into(...,
+    positional=True)``, with ``read_ahead=True`` (what a sparse view asks
+    for) or ``False``. Before each child the view's values are read (warm),
+    then the shard files of a share ``fraction`` of the shards, drawn per
+    round, are dropped from the page cache. Milliseconds a pass, medians over
+    ``rounds``, the two ways alternating."""
+    import bcd
+
+    bins = sorted(path.glob("*.bin"))
+    records = bcd.Dataset(path).view("one_pct").indices
+    half = len(records) // 2
+    buffer = np.empty(64 * 4096, dtype=np.uint8)
+
+    def warm():
+        dataset = bcd.Dataset(path)
+        for start in range(0, len(records), 64):
+            dataset.get_batch_into(records[start:start + 64], lambda size: buffer, read_ahead=True, positional=True)
+
+    def drop(files):
+        for file in files:
+            fd = os.open(file, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    def child(read_ahead, seed, pipe):
+        try:
+            dataset = bcd.Dataset(path)
+            dataset.threads = 1
+            out = []
+            for number in range(3):
+                order = records[np.random.default_rng(seed * 10 + number).permutation(len(records))[:half]]
+                started = time.perf_counter()
+                for start in range(0, half, 64):
+                    dataset.get_batch_into(order[start:start + 64], lambda size: buffer, read_ahead=read_ahead, positional=True)
+                out.append(str(time.perf_counter() - started))
+            os.write(pipe, ",".join(out).encode())
+        finally:
+            os._exit(0)
+
+    print(f"\n{half} values a pass, medians of {rounds}; ms a pass (pass 1 includes the new process's first reads of every shard)\n")
+    print("| shards dropped from the page cache | way | pass 1 | pass 2 | pass 3 |")
+    print("|---|---|---|---|---|")
+    for fraction in fractions:
+        results = {True: [], False: []}
+        for round_ in range(rounds):
+            for read_ahead in ((True, False) if round_ % 2 == 0 else (False, True)):
+                warm()
+                dropped = np.random.default_rng(round_).permutation(len(bins))[: int(fraction * len(bins))]
+                drop([bins[i] for i in dropped])
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    child(read_ahead, round_, write_end)
+                os.close(write_end)
+                text = os.read(read_end, 1000).decode()
+                os.close(read_end)
+                os.waitpid(pid, 0)
+                if not text:
+                    raise SystemExit(f"the child reading with read_ahead={read_ahead} failed (its traceback is above)")
+                results[read_ahead].append([float(x) for x in text.split(",")])
+        for read_ahead in (True, False):
+            cells = [f"{statistics.median(r[i] for r in results[read_ahead]) * 1000:.1f}" for i in range(3)]
+            print(f"| {fraction:.0%} | read_ahead={read_ahead} | " + " | ".join(cells) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, required=True)
@@ -388,6 +460,9 @@ def main():
                         help="epochs of the last kind (warm, or warm again) for the contenders of the view's length")
     parser.add_argument("--worker-exit", action="store_true", help="only what reading a view leaves in a process (see worker_exit)")
     parser.add_argument("--passes", action="store_true", help="only what each pass of a persistent worker's reading costs (see passes)")
+    parser.add_argument("--read-ahead", default=None, metavar="FRACTIONS",
+                        help="only what the read-ahead costs or saves a new process, with these shares of the shards "
+                             "dropped from the page cache, say 0,0.3,1 (see read_ahead_cost)")
     args = parser.parse_args()
     path = args.data / "ds"
     args.data.mkdir(parents=True, exist_ok=True)
@@ -397,6 +472,9 @@ def main():
         return
     if args.passes:
         passes(path, args.runs)
+        return
+    if args.read_ahead is not None:
+        read_ahead_cost(path, args.runs, [float(x) for x in args.read_ahead.split(",")])
         return
     import bcd.views
 
