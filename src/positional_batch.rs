@@ -201,7 +201,7 @@ impl Dataset {
             locations.push(location);
         }
         batch.order.sort_unstable();
-        if read_ahead && !crate::read_ahead::all_cached(&locations) {
+        if read_ahead && !self.all_cached(&locations) {
             crate::read_ahead::will_need(&locations);
             batch.read_ahead = true;
         }

@@ -16,6 +16,41 @@ const PAGE: usize = 4096;
 const PROBES: usize = 8;
 
 impl Dataset {
+    /// Whether a batch of values at `locations` is taken to be in the page
+    /// cache: the first page of each of up to [`PROBES`] values spread over it
+    /// is (a batch of a partly cached dataset is then read as it would be
+    /// without the read-ahead). A probe costs about half a request.
+    pub(crate) fn all_cached(&self, locations: &[Location<'_>]) -> bool {
+        let step = locations.len().div_ceil(PROBES).max(1);
+        (locations.iter().step_by(step))
+            .filter(|location| !location.stored.is_empty())
+            .all(|location| self.cached(location))
+    }
+
+    /// Whether the first page of the value at `location` is in the page
+    /// cache: `mincore` where it tells this process the truth
+    /// ([`crate::shard::Shard::page_cache_visible`]); elsewhere (a dataset the
+    /// process neither owns nor may write, where `mincore` says every page is
+    /// cached) a one-byte read that must not wait for the disk
+    /// (`RWF_NOWAIT`), which finds the page missing or reads it. Where neither
+    /// can tell, the page is taken to be missing: reading ahead a cached batch
+    /// costs requests, not reading ahead a cold one costs a disk wait a value.
+    fn cached(&self, location: &Location<'_>) -> bool {
+        let offset = location.value_offset as usize;
+        if location.shard.page_cache_visible() {
+            return location.data.cached(offset);
+        }
+        match self.unmapped_file(location) {
+            Some(file) => {
+                let mut byte = [0u8; 1];
+                let tried = crate::unmapped::read_at_nowait(&file, &mut byte, offset as u64);
+                tried == crate::unmapped::NoWait::Read
+            }
+            // Not read positionally (a file read into memory says so itself).
+            None => location.data.cached(offset),
+        }
+    }
+
     /// Starts reading the stored values at `indices` from disk in the background,
     /// all at once, and returns without waiting; out-of-range indexes are ignored.
     ///
@@ -40,7 +75,7 @@ impl Dataset {
             .filter(|&index| index < self.len())
             .filter_map(|index| self.index.locate(index).ok())
             .collect();
-        if !all_cached(&locations) {
+        if !self.all_cached(&locations) {
             will_need(&locations);
         }
     }
@@ -97,17 +132,6 @@ impl Dataset {
             .prefetch(shards, wait)
             .map_err(|e| Error::io("prefetch shards of", &self.dir, e))
     }
-}
-
-/// Whether a batch of values at `locations` is taken to be in the page cache:
-/// the first page of each of up to [`PROBES`] values spread over it is (a
-/// batch of a partly cached dataset is then read as it would be without the
-/// read-ahead). A probe (`mincore`) costs about half a request.
-pub(crate) fn all_cached(locations: &[Location<'_>]) -> bool {
-    let step = locations.len().div_ceil(PROBES).max(1);
-    (locations.iter().step_by(step))
-        .filter(|location| !location.stored.is_empty())
-        .all(|location| location.data.cached(location.value_offset as usize))
 }
 
 /// Asks for the pages of the stored values at `locations` at once, in runs
@@ -280,6 +304,68 @@ mod tests {
             matches!(error, Error::IndexOutOfRange { index: 9, len: 4 }),
             "{error}"
         );
+    }
+
+    /// Drops `path`'s pages from the page cache (written back first).
+    #[cfg(target_os = "linux")]
+    fn drop_pages(path: &std::path::Path) {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: a plain call on an open descriptor.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+
+    /// Where `mincore` would not tell the truth (a dataset the process neither
+    /// owns nor may write), the probe reads a byte without waiting instead:
+    /// it finds the pages of a dropped shard missing, and those of a read
+    /// one cached, as `mincore` does for the owner.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_probe_reads_without_waiting_where_mincore_would_not_tell() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = CreateOptions {
+            keyed: false,
+            compression: Compression::None,
+            max_shard_size: 1 << 30,
+        };
+        let values: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 4096]).collect();
+        let mut dataset = Dataset::create(dir.path(), options).unwrap();
+        dataset
+            .extend_values(values.iter().map(|v| &v[..]))
+            .unwrap();
+        drop(dataset);
+        let owner = Dataset::open(dir.path()).unwrap();
+        let hidden = Dataset::open(dir.path()).unwrap();
+        hidden.index.shards()[0]
+            .page_cache_visible
+            .set(false)
+            .unwrap();
+        assert!(
+            owner.index.shards()[0].page_cache_visible(),
+            "the test owns its files"
+        );
+        let indices: Vec<usize> = (0..40).step_by(3).collect();
+        let cached = |dataset: &Dataset| -> bool {
+            let locations: Vec<_> = (indices.iter())
+                .map(|&i| dataset.index.locate(i).unwrap())
+                .collect();
+            dataset.all_cached(&locations)
+        };
+        drop_pages(&owner.shard_data_path(0));
+        // mincore tells the owner the truth; where the pages could not be
+        // dropped (tmpfs keeps them), both must say cached.
+        let cold = !cached(&owner);
+        assert_eq!(
+            cached(&hidden),
+            !cold,
+            "dropped: the probe by read agrees with mincore"
+        );
+        for &index in &indices {
+            assert_eq!(&*owner.at(index).unwrap(), &values[index][..]);
+        }
+        assert!(cached(&owner));
+        assert!(cached(&hidden), "read: the probe by read finds them");
     }
 
     /// What a source of data files was asked to prefetch.

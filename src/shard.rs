@@ -67,6 +67,9 @@ pub(crate) struct Shard {
     /// Its content hashes (`NNNNNN.xxh128`), loaded on the first read that
     /// checks a value against them.
     pub(crate) content_hashes: OnceLock<crate::ShardData>,
+    /// Whether `mincore` tells this process which of the data file's pages
+    /// are cached ([`Shard::page_cache_visible`]).
+    pub(crate) page_cache_visible: OnceLock<bool>,
 }
 
 impl Shard {
@@ -88,7 +91,21 @@ impl Shard {
             stamp,
             starts_checked: OnceLock::new(),
             content_hashes: OnceLock::new(),
+            page_cache_visible: OnceLock::new(),
         }
+    }
+
+    /// Whether `mincore` on the data file's mapping tells this process which
+    /// pages are in the page cache. Linux answers truly only to a process that
+    /// owns the file or may write it (or is privileged); to any other it says
+    /// every page is cached, so that page-cache contents do not leak between
+    /// users (a shared, read-only dataset). Decided once, from the data file's
+    /// owner and permission bits; a file it cannot stat (one fetched from
+    /// object storage into a cache) is taken to be visible.
+    pub(crate) fn page_cache_visible(&self) -> bool {
+        *self.page_cache_visible.get_or_init(|| {
+            std::fs::metadata(&self.path).map_or(true, |metadata| visible_to(&metadata))
+        })
     }
 
     /// The data file, loaded on first use.
@@ -242,5 +259,57 @@ pub(crate) fn open_error(path: &Path, shards: u64, error: io::Error) -> Error {
             shards,
         },
         _ => Error::io("open", path, error),
+    }
+}
+
+/// Whether this process may write a file of `metadata` or owns it (or is
+/// root): what Linux's `mincore` asks before telling it the truth about the
+/// file's cached pages. Access control lists are not read: a file writable
+/// only through one is taken not to be visible, which costs a probe by read
+/// instead of by `mincore`, never a wrong answer.
+#[cfg(unix)]
+fn visible_to(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: plain calls that read the process's credentials.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let in_group = |gid: u32| {
+        if gid == egid {
+            return true;
+        }
+        let mut groups = vec![0 as libc::gid_t; 256];
+        // SAFETY: getgroups writes at most `groups.len()` ids into `groups`.
+        let count = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+        usize::try_from(count).is_ok_and(|count| groups[..count.min(groups.len())].contains(&gid))
+    };
+    may_see_page_cache(euid, metadata.uid(), metadata.mode(), || {
+        in_group(metadata.gid())
+    })
+}
+
+#[cfg(not(unix))]
+fn visible_to(_: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// [`visible_to`]'s rule: root, the owner, or a process the permission bits
+/// let write (others' bit, or the group's for a member of the file's group).
+fn may_see_page_cache(euid: u32, owner: u32, mode: u32, in_group: impl FnOnce() -> bool) -> bool {
+    euid == 0 || euid == owner || mode & 0o002 != 0 || (mode & 0o020 != 0 && in_group())
+}
+
+#[cfg(test)]
+mod visibility_tests {
+    use super::may_see_page_cache;
+
+    #[test]
+    fn only_root_the_owner_and_writers_see_the_page_cache() {
+        let never = || panic!("group membership asked needlessly");
+        assert!(may_see_page_cache(0, 1000, 0o444, never));
+        assert!(may_see_page_cache(1000, 1000, 0o444, never));
+        assert!(may_see_page_cache(1001, 1000, 0o646, never));
+        assert!(may_see_page_cache(1001, 1000, 0o664, || true));
+        assert!(!may_see_page_cache(1001, 1000, 0o664, || false));
+        assert!(!may_see_page_cache(1001, 1000, 0o644, never));
+        assert!(!may_see_page_cache(1001, 1000, 0o444, never));
     }
 }

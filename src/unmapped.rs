@@ -199,6 +199,49 @@ fn read_exact_at(_: &File, _: &mut [u8], _: u64) -> std::io::Result<()> {
     Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
+/// What a read that must not wait for the disk did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoWait {
+    /// Every byte was read: they were all in the page cache.
+    Read,
+    /// Some byte was not in the page cache (or the read failed): nothing can be
+    /// assumed of `out`.
+    Missing,
+    /// The system cannot read without waiting.
+    Unsupported,
+}
+
+/// Reads exactly `out.len()` bytes at `offset` of `file` if they are all in the
+/// page cache, without waiting for the disk (`preadv2` with `RWF_NOWAIT`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn read_at_nowait(file: &File, out: &mut [u8], offset: u64) -> NoWait {
+    use std::os::fd::AsRawFd;
+    let Ok(at) = libc::off_t::try_from(offset) else {
+        return NoWait::Missing;
+    };
+    let iov = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    // SAFETY: the iovec describes `out`, which is valid for writes of its
+    // length for the call; the descriptor is `file`'s, open for the call.
+    let read = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+    match usize::try_from(read) {
+        Ok(n) if n == out.len() => NoWait::Read,
+        Ok(_) => NoWait::Missing,
+        Err(_) => match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => NoWait::Missing,
+            Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) => NoWait::Unsupported,
+            _ => NoWait::Missing,
+        },
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn read_at_nowait(_: &File, _: &mut [u8], _: u64) -> NoWait {
+    NoWait::Unsupported
+}
+
 impl Dataset {
     /// Writes the value at `index` into `out` exactly as [`Dataset::read_into`]
     /// does, reading its stored bytes with a positional read of the shard's data
@@ -361,6 +404,25 @@ mod tests {
 
     fn file() -> Arc<File> {
         Arc::new(tempfile::tempfile().unwrap())
+    }
+
+    #[test]
+    fn a_read_that_must_not_wait_reads_cached_bytes_and_nothing_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        // Just written, so in the page cache (where the system reads so at all).
+        let mut out = vec![0u8; 5000];
+        match read_at_nowait(&file, &mut out, 9000) {
+            NoWait::Read => assert_eq!(out, bytes[9000..14_000]),
+            NoWait::Unsupported => {}
+            NoWait::Missing => panic!("cached bytes reported missing"),
+        }
+        // Bytes past the end are never all read.
+        let mut past = vec![0u8; 100];
+        assert_ne!(read_at_nowait(&file, &mut past, 19_950), NoWait::Read);
     }
 
     /// The bound is the process's: past it, a dataset closes its least
