@@ -93,7 +93,9 @@ struct OpenFile {
 /// Streams rows of one or more Parquet files, in the order given, rows in order.
 pub struct ParquetSource {
     pending: VecDeque<(PathBuf, Option<ParquetInput>)>,
-    current: Option<OpenFile>,
+    /// Boxed: it is taken out and put back for every row, and is large (a
+    /// Parquet reader and its state), a copy each way when it was not.
+    current: Option<Box<OpenFile>>,
     options: TableOptions,
     skipped: Skipped,
     field_types: FieldTypes,
@@ -291,7 +293,7 @@ impl ParquetSource {
                         Err(corrupt_file(&path, "file metadata".into(), panic))
                     });
                 match opened {
-                    Ok(file) => self.current = Some(file),
+                    Ok(file) => self.current = Some(Box::new(file)),
                     Err(e) => return Some(Err(e)),
                 }
             }
