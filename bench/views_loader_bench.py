@@ -119,13 +119,38 @@ class MappedAfterFirstPass:
 
 
 def evict(path: Path):
-    for file in path.iterdir():
-        if file.is_file():
-            fd = os.open(file, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+    drop_pages(file for file in path.iterdir() if file.is_file())
+
+
+def drop_pages(files):
+    """Drops `files` from the page cache (`posix_fadvise(DONTNEED)`)."""
+    for file in files:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def in_child(measure, name, *args) -> str:
+    """What `measure(*args, pipe)` writes to `pipe` in a forked child (a new
+    reader, as a DataLoader worker is); the child never returns into the
+    parent's code, whatever fails, and a child that wrote nothing is an error
+    naming `name`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            measure(*args, write_end)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    text = os.read(read_end, 1000).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    if not text:
+        raise SystemExit(f"the child reading {name} failed (its traceback is above)")
+    return text
 
 
 def resident(path: Path, records) -> float:
@@ -329,13 +354,6 @@ def passes(path: Path, rounds: int):
     half = len(bcd.Dataset(path).view("one_pct")) // 2
     ways = ("positional", "mapped after the first pass", "mapped")
 
-    def child(way, seed, pipe):
-        # A forked child never returns into the parent's code, whatever fails.
-        try:
-            measure(way, seed, pipe)
-        finally:
-            os._exit(0)
-
     def measure(way, seed, pipe):
         dataset = bcd.Dataset(path)
         dataset.threads = 1
@@ -356,16 +374,7 @@ def passes(path: Path, rounds: int):
     results = {way: [] for way in ways}
     for round_ in range(rounds):
         for way in ways[round_ % 3:] + ways[:round_ % 3]:
-            read_end, write_end = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                child(way, round_, write_end)
-            os.close(write_end)
-            text = os.read(read_end, 1000).decode()
-            os.close(read_end)
-            os.waitpid(pid, 0)
-            if not text:
-                raise SystemExit(f"the child reading {way!r} failed (its traceback is above)")
+            text = in_child(measure, repr(way), way, round_)
             results[way].append([tuple(float(x) for x in p.split()) for p in text.split(",")])
     print(f"\n{half} values a pass, medians of {rounds}; ms wall / ms CPU / page faults\n")
     print("| way | pass 1 | pass 2 | pass 3 |")
@@ -400,28 +409,17 @@ def read_ahead_cost(path: Path, rounds: int, fractions):
         for start in range(0, len(records), 64):
             dataset.get_batch_into(records[start:start + 64], lambda size: buffer, read_ahead=True, positional=True)
 
-    def drop(files):
-        for file in files:
-            fd = os.open(file, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-    def child(read_ahead, seed, pipe):
-        try:
-            dataset = bcd.Dataset(path)
-            dataset.threads = 1
-            out = []
-            for number in range(3):
-                order = records[np.random.default_rng(seed * 10 + number).permutation(len(records))[:half]]
-                started = time.perf_counter()
-                for start in range(0, half, 64):
-                    dataset.get_batch_into(order[start:start + 64], lambda size: buffer, read_ahead=read_ahead, positional=True)
-                out.append(str(time.perf_counter() - started))
-            os.write(pipe, ",".join(out).encode())
-        finally:
-            os._exit(0)
+    def measure(read_ahead, seed, pipe):
+        dataset = bcd.Dataset(path)
+        dataset.threads = 1
+        out = []
+        for number in range(3):
+            order = records[np.random.default_rng(seed * 10 + number).permutation(len(records))[:half]]
+            started = time.perf_counter()
+            for start in range(0, half, 64):
+                dataset.get_batch_into(order[start:start + 64], lambda size: buffer, read_ahead=read_ahead, positional=True)
+            out.append(str(time.perf_counter() - started))
+        os.write(pipe, ",".join(out).encode())
 
     print(f"\n{half} values a pass, medians of {rounds}; ms a pass (pass 1 includes the new process's first reads of every shard)\n")
     print("| shards dropped from the page cache | way | pass 1 | pass 2 | pass 3 |")
@@ -432,17 +430,8 @@ def read_ahead_cost(path: Path, rounds: int, fractions):
             for read_ahead in ((True, False) if round_ % 2 == 0 else (False, True)):
                 warm()
                 dropped = np.random.default_rng(round_).permutation(len(bins))[: int(fraction * len(bins))]
-                drop([bins[i] for i in dropped])
-                read_end, write_end = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    child(read_ahead, round_, write_end)
-                os.close(write_end)
-                text = os.read(read_end, 1000).decode()
-                os.close(read_end)
-                os.waitpid(pid, 0)
-                if not text:
-                    raise SystemExit(f"the child reading with read_ahead={read_ahead} failed (its traceback is above)")
+                drop_pages(bins[i] for i in dropped)
+                text = in_child(measure, f"with read_ahead={read_ahead}", read_ahead, round_)
                 results[read_ahead].append([float(x) for x in text.split(",")])
         for read_ahead in (True, False):
             cells = [f"{statistics.median(r[i] for r in results[read_ahead]) * 1000:.1f}" for i in range(3)]
