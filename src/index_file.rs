@@ -104,45 +104,42 @@ fn starts_agree(starts: &[u8], sizes: &[u8], keyed: bool, data_len: u64) -> bool
     let (Some(first), Some(last)) = (starts.first(), starts.last()) else {
         return sizes.is_empty() && data_len == 0;
     };
-    // The differences of neighbouring starts, xor-ed with the sizes between
-    // them: all zero when every pair agrees.
-    let nexts = starts[1..].iter().map(|s| u64::from_le_bytes(*s));
-    let starts_before = starts.iter().map(|s| u64::from_le_bytes(*s));
-    let (differ, last_len) = if keyed {
-        let (sizes, []) = sizes.as_chunks::<8>() else {
-            return false;
-        };
-        let len = |s: &[u8; 8]| {
-            u64::from(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-                + u64::from(u32::from_le_bytes([s[4], s[5], s[6], s[7]]))
-        };
-        if sizes.len() != starts.len() {
-            return false;
-        }
-        let differ = (nexts.zip(starts_before).zip(sizes))
-            .fold(0u64, |differ, ((next, start), size)| {
-                differ | (next.wrapping_sub(start) ^ len(size))
-            });
-        (differ, len(&sizes[sizes.len() - 1]))
-    } else {
-        let (sizes, []) = sizes.as_chunks::<4>() else {
-            return false;
-        };
-        if sizes.len() != starts.len() {
-            return false;
-        }
-        let differ =
-            (nexts.zip(starts_before).zip(sizes)).fold(0u64, |differ, ((next, start), size)| {
-                differ | (next.wrapping_sub(start) ^ u64::from(u32::from_le_bytes(*size)))
-            });
-        (
-            differ,
-            u64::from(u32::from_le_bytes(sizes[sizes.len() - 1])),
-        )
+    let u32_le = |b: &[u8]| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let found = match keyed {
+        true => differences(starts, sizes, |s: &[u8; 8]| {
+            u32_le(&s[..4]) + u32_le(&s[4..])
+        }),
+        false => differences(starts, sizes, |s: &[u8; 4]| u32_le(s)),
+    };
+    let Some((differ, last_len)) = found else {
+        return false;
     };
     u64::from_le_bytes(*first) == 0
         && differ == 0
         && u64::from_le_bytes(*last).checked_add(last_len) == Some(data_len)
+}
+
+/// For [`starts_agree`]: the differences of neighbouring `starts`, xor-ed
+/// with the lengths (`len`) of the `.idx` entries between them, or-ed
+/// together (all zero when every pair agrees), and the last entry's length;
+/// `None` unless `sizes` holds one whole entry per start.
+fn differences<const N: usize>(
+    starts: &[[u8; 8]],
+    sizes: &[u8],
+    len: impl Fn(&[u8; N]) -> u64,
+) -> Option<(u64, u64)> {
+    let (sizes, []) = sizes.as_chunks::<N>() else {
+        return None;
+    };
+    if sizes.len() != starts.len() {
+        return None;
+    }
+    let nexts = starts[1..].iter().map(|s| u64::from_le_bytes(*s));
+    let before = starts.iter().map(|s| u64::from_le_bytes(*s));
+    let differ = (nexts.zip(before).zip(sizes)).fold(0u64, |differ, ((next, start), size)| {
+        differ | (next.wrapping_sub(start) ^ len(size))
+    });
+    Some((differ, len(sizes.last()?)))
 }
 
 impl IndexFile {
