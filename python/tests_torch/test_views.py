@@ -106,6 +106,23 @@ def test_an_iterable_dataset_over_a_view_splits_its_records_over_workers(stored,
     assert sorted(got) == records
 
 
+def _an_epoch_in_persistent_workers(dataset, seed: int, directory):
+    """The samples of one epoch of `dataset` (a shuffled Sampler, 2 persistent
+    fork workers, batches of 16 as lists), and each worker's resident KiB of
+    the shard files in `directory` after it."""
+    sampler = bcd.torch.Sampler(dataset, seed=seed)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=16, sampler=sampler, num_workers=2, persistent_workers=True,
+        multiprocessing_context="fork", collate_fn=lambda samples: samples,
+    )
+    seen = []
+    for batch in loader:
+        seen.extend(bytes(sample) for sample in batch)
+    mapped = [_mapped_kib(worker.pid, directory) for worker in loader._iterator._workers]
+    del loader
+    return seen, mapped
+
+
 def _mapped_kib(pid: int, directory) -> int:
     """The resident KiB of process `pid`'s mappings of the shard data files in
     `directory`."""
@@ -169,18 +186,9 @@ def test_workers_read_a_dense_view_as_a_dataset_positionally_unless_told_otherwi
     assert not view._read_ahead
     for positional, expect_mapped in ((None, False), (False, True)):
         dataset = bcd.torch.MapDataset(tmp_path / "d", view="half", transform=transform, positional=positional)
-        sampler = bcd.torch.Sampler(dataset, seed=2)
-        loader = torch.utils.data.DataLoader(
-            dataset, batch_size=16, sampler=sampler, num_workers=2, persistent_workers=True,
-            multiprocessing_context="fork", collate_fn=lambda samples: samples,
-        )
-        seen = []
-        for batch in loader:
-            seen.extend(bytes(sample) for sample in batch)
+        seen, mapped = _an_epoch_in_persistent_workers(dataset, seed=2, directory=tmp_path / "d")
         assert sorted(seen) == sorted(values[i] for i in range(0, 400, 2))
-        mapped = [_mapped_kib(worker.pid, tmp_path / "d") for worker in loader._iterator._workers]
         assert all((kib > 0) == expect_mapped for kib in mapped), (positional, mapped)
-        del loader
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs /proc")
@@ -198,15 +206,6 @@ def test_workers_read_batches_positionally_unless_told_otherwise(tmp_path, trans
     bcd.Dataset.create(tmp_path / "d", compression="lz4", max_shard_size=2 << 20).extend(values)
     for positional, expect_mapped in ((None, False), (True, False), (False, True)):
         dataset = bcd.torch.MapDataset(tmp_path / "d", transform=transform, positional=positional)
-        sampler = bcd.torch.Sampler(dataset, seed=6)
-        loader = torch.utils.data.DataLoader(
-            dataset, batch_size=16, sampler=sampler, num_workers=2, persistent_workers=True,
-            multiprocessing_context="fork", collate_fn=lambda samples: samples,
-        )
-        seen = []
-        for batch in loader:
-            seen.extend(bytes(sample) for sample in batch)
+        seen, mapped = _an_epoch_in_persistent_workers(dataset, seed=6, directory=tmp_path / "d")
         assert sorted(seen) == sorted(values)
-        mapped = [_mapped_kib(worker.pid, tmp_path / "d") for worker in loader._iterator._workers]
         assert all((kib > 0) == expect_mapped for kib in mapped), (positional, mapped)
-        del loader
