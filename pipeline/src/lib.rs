@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod batch_queue;
 mod categories;
 mod dedup_report;
 mod destination;
