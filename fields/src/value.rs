@@ -35,6 +35,23 @@ pub enum FieldValue {
     Arrow(ArrayRef, usize),
 }
 
+impl FieldValue {
+    /// About the memory this value holds: its bytes (a string's, a binary's,
+    /// a list's or struct's values'), a fixed 8 for a number, and for a row of
+    /// an Arrow array that row's share of the array's memory.
+    pub fn memory(&self) -> usize {
+        use FieldValue::*;
+        match self {
+            Null | Bool(_) | Int64(_) | Float32(_) | Float64(_) => 8,
+            String(s) => s.len(),
+            Binary(b) => b.len(),
+            List(values) => values.iter().map(FieldValue::memory).sum(),
+            Struct(children) => children.iter().map(|(_, v)| v.memory()).sum(),
+            Arrow(array, _) => array.get_array_memory_size().div_ceil(array.len().max(1)),
+        }
+    }
+}
+
 impl PartialEq for FieldValue {
     fn eq(&self, other: &Self) -> bool {
         use FieldValue::*;
@@ -85,6 +102,8 @@ pub struct SourceColumns {
     names: Vec<Arc<str>>,
     arrays: Vec<ArrayRef>,
     rows: usize,
+    /// The arrays' memory over their rows, rounded up: a row's share.
+    row_bytes: usize,
 }
 
 impl SourceColumns {
@@ -92,10 +111,12 @@ impl SourceColumns {
     /// names and arrays differ in number or an array has another length.
     pub fn new(names: Vec<Arc<str>>, arrays: Vec<ArrayRef>, rows: usize) -> Option<SourceColumns> {
         let fits = names.len() == arrays.len() && arrays.iter().all(|a| a.len() == rows);
+        let memory: usize = arrays.iter().map(|a| a.get_array_memory_size()).sum();
         fits.then_some(SourceColumns {
             names,
             arrays,
             rows,
+            row_bytes: memory.div_ceil(rows.max(1)),
         })
     }
 
@@ -112,6 +133,12 @@ impl SourceColumns {
     /// Rows of each column.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// A row's share of the memory the arrays hold (all of it over the rows,
+    /// rounded up): what a record made of one row keeps alive.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
     }
 }
 
@@ -172,6 +199,16 @@ impl Fields {
         }
     }
 
+    /// About the memory these fields hold: a source row's share of its batch's
+    /// arrays ([`SourceColumns::row_bytes`]), or the values' bytes. For bounds on
+    /// what records in flight hold, not an exact count.
+    pub fn memory(&self) -> usize {
+        match &self.row {
+            Some(r) => r.columns.row_bytes,
+            None => self.list.iter().map(|(_, value)| value.memory()).sum(),
+        }
+    }
+
     /// The fields in order, as names and values.
     pub fn as_slice(&self) -> &[(Arc<str>, FieldValue)] {
         match &self.row {
@@ -205,5 +242,41 @@ impl Fields {
     /// The value named `name`, if present.
     pub fn get(&self, name: &str) -> Option<&FieldValue> {
         self.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int64Array, StringArray};
+
+    #[test]
+    fn a_source_row_holds_its_share_of_the_batch_and_a_list_its_values_bytes() {
+        let rows = 1000;
+        let captions: Vec<String> = (0..rows).map(|i| format!("{i:0>1000}")).collect();
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(captions)),
+            Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+        ];
+        let memory: usize = arrays.iter().map(|a| a.get_array_memory_size()).sum();
+        let columns =
+            Arc::new(SourceColumns::new(vec!["caption".into(), "n".into()], arrays, rows).unwrap());
+        let row = Fields::row(Arc::clone(&columns), 7).unwrap();
+        // A thousand-byte caption, its offset and a number: over 1,012 bytes.
+        assert!(row.memory() >= 1012, "{}", row.memory());
+        assert_eq!(row.memory(), memory.div_ceil(rows));
+        // Read as values (a row of each array), the same share per column.
+        let as_values = Fields::from(row.as_slice().to_vec());
+        assert!(as_values.memory() >= 1012);
+
+        let mut list = Fields::new();
+        list.push("caption", FieldValue::String("x".repeat(5000)));
+        list.push(
+            "tags",
+            FieldValue::List(vec![FieldValue::Binary(vec![0; 300]); 2]),
+        );
+        list.push("n", FieldValue::Int64(1));
+        assert_eq!(list.memory(), 5000 + 600 + 8);
+        assert_eq!(Fields::new().memory(), 0);
     }
 }

@@ -380,10 +380,13 @@ fn interrupted(options: &IngestOptions) -> bool {
 /// in their bytes) to a few thousand rows.
 const QUEUED_BATCHES: usize = 16;
 
-/// What a batch holds, as the queue counts it: its keys and values, and each
-/// record's own size (a short record's struct is larger than its bytes).
+/// What a batch holds, as the queue counts it: `bytes` of keys and values,
+/// each record's own size (a short record's struct is larger than its bytes)
+/// and its fields' memory (a caption column can be most of a record).
 fn queued_bytes(batch: &Batch, bytes: usize) -> usize {
-    bytes.saturating_add(batch.len().saturating_mul(std::mem::size_of::<Record>()))
+    batch.iter().fold(bytes, |sum, record| {
+        sum.saturating_add(std::mem::size_of::<Record>() + record.fields.memory())
+    })
 }
 
 /// Reads `source` in batches and sends them, until the source ends (then the
@@ -585,4 +588,37 @@ fn run(
         created: false,
         shards: committed.shards,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bcd_fields::{FieldValue, Fields};
+
+    fn record(value: &[u8], caption: Option<usize>) -> Record {
+        let mut fields = Fields::new();
+        if let Some(len) = caption {
+            fields.push("caption", FieldValue::String("c".repeat(len)));
+        }
+        Record {
+            key: b"k".to_vec(),
+            value: value.to_vec(),
+            origin: Origin::File(PathBuf::from("f")),
+            fields,
+        }
+    }
+
+    /// A queue of 16 batches of short records with long captions must not
+    /// hold 16 batches of captions: the queue counts the fields.
+    #[test]
+    fn a_queued_batch_counts_its_records_and_their_fields() {
+        let overhead = std::mem::size_of::<Record>();
+        let plain: Batch = (0..512).map(|_| record(b"v", None)).collect();
+        assert_eq!(queued_bytes(&plain, 1024), 1024 + 512 * overhead);
+        let captioned: Batch = (0..512).map(|_| record(b"v", Some(100_000))).collect();
+        assert_eq!(
+            queued_bytes(&captioned, 1024),
+            1024 + 512 * (overhead + 100_000)
+        );
+    }
 }
