@@ -374,10 +374,9 @@ fn interrupted(options: &IngestOptions) -> bool {
 }
 
 /// Batches the queue between the reader and the writer holds at most, and at
-/// most one full batch's bytes of them ([`batch_queue`]): many batches of small
-/// records, one of large ones. More than 8 gained nothing measurable on 46-byte
-/// records; the bound keeps what the queued records' fields hold (not counted
-/// in their bytes) to a few thousand rows.
+/// most one full batch's bytes of them ([`batch_queue`], counted by
+/// [`queued_bytes`]): many batches of small records, one of large ones. More
+/// than 8 gained nothing measurable on 46-byte records.
 const QUEUED_BATCHES: usize = 16;
 
 /// What a batch holds, as the queue counts it: `bytes` of keys and values,
