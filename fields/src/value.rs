@@ -111,12 +111,14 @@ impl SourceColumns {
     /// names and arrays differ in number or an array has another length.
     pub fn new(names: Vec<Arc<str>>, arrays: Vec<ArrayRef>, rows: usize) -> Option<SourceColumns> {
         let fits = names.len() == arrays.len() && arrays.iter().all(|a| a.len() == rows);
-        let memory: usize = arrays.iter().map(|a| a.get_array_memory_size()).sum();
-        fits.then_some(SourceColumns {
-            names,
-            arrays,
-            rows,
-            row_bytes: memory.div_ceil(rows.max(1)),
+        fits.then(|| {
+            let memory: usize = arrays.iter().map(|a| a.get_array_memory_size()).sum();
+            SourceColumns {
+                names,
+                arrays,
+                rows,
+                row_bytes: memory.div_ceil(rows.max(1)),
+            }
         })
     }
 
@@ -133,12 +135,6 @@ impl SourceColumns {
     /// Rows of each column.
     pub fn rows(&self) -> usize {
         self.rows
-    }
-
-    /// A row's share of the memory the arrays hold (all of it over the rows,
-    /// rounded up): what a record made of one row keeps alive.
-    pub fn row_bytes(&self) -> usize {
-        self.row_bytes
     }
 }
 
@@ -200,7 +196,8 @@ impl Fields {
     }
 
     /// About the memory these fields hold: a source row's share of its batch's
-    /// arrays ([`SourceColumns::row_bytes`]), or the values' bytes. For bounds on
+    /// arrays (all of their memory over their rows, rounded up), or the values'
+    /// bytes. For bounds on
     /// what records in flight hold, not an exact count.
     pub fn memory(&self) -> usize {
         match &self.row {
