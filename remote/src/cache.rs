@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
+use futures::FutureExt;
 
 use crate::cache_files::{data_name, lock, ShardFiles};
 pub use crate::cache_prefetch::PrefetchStatus;
@@ -128,6 +129,14 @@ struct ShardSynced {
     /// Its files are another write than the copies' (the shard was replaced).
     replaced: bool,
     stamp: DataStamp,
+}
+
+/// One transfer of a sync (see `RemoteCache::sync_async`).
+enum Synced {
+    /// A shard's files checked.
+    Shard(ShardSynced),
+    /// A file fetched into the mirror, with its record.
+    File(String, Recorded),
 }
 
 /// The record of the data files' stamps in the mirror.
@@ -275,28 +284,6 @@ impl RemoteCache {
                 .get(&object.name)
                 .is_some_and(|r| r.0 == version_of(object))
         };
-        // Each shard's files checked (and the new ones fetched) concurrently,
-        // as a pull does: a cold sync of a large dataset is thousands of requests.
-        let synced_shards = {
-            let (objects, versions, recorded) = (&objects, &versions, &recorded);
-            ctx.run_all((0..shards).map(|id| {
-                self.sync_shard(&ctx, id, shards, objects, versions, recorded, with_index)
-            }))
-            .await?
-        };
-        let mut shard_replaced = false;
-        for shard in synced_shards {
-            let (data, index) = shard_names(shard.id);
-            shard_replaced |= shard.replaced;
-            if let Some(record) = shard.index {
-                versions.insert(index, record);
-            }
-            if let Some(record) = shard.data {
-                versions.insert(data, record);
-            }
-            recorded.insert(shard.id, shard.stamp);
-        }
-        write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
         // The files beside the shards (fields, statistics), the commit files
         // of the state (FORMAT.md section 9) and the views: small, fetched
         // whole, so that the mirror reads fields and views as a local dataset
@@ -318,24 +305,64 @@ impl RemoteCache {
             ) && kind.committed(shards)
                 && (!unchanged(&versions, object) || !self.mirror.join(name).is_file())
         });
-        let context = &ctx;
-        let mirrored = ctx
-            .run_all(wanted.map(|(name, object)| async move {
-                let xxh3 = self.mirror_object(context, object).await?;
-                Ok((name.clone(), record_of(object, xxh3)))
-            }))
-            .await?;
-        versions.extend(mirrored);
-        // The persisted index: a stale one (of replaced shards) goes, whether the
-        // remote's or one a reader here built; the remote's is fetched when the
-        // mirror has none.
+        // The persisted index: the remote's is fetched when the mirror's is not
+        // the copy of it (a stale one, of replaced shards, then goes with it:
+        // below, once the shards are checked).
         let index_path = self.mirror.join(INDEX_FILE_NAME);
         let remote_index = objects.get(INDEX_FILE_NAME);
-        if shard_replaced || remote_index.is_some_and(|o| !unchanged(&versions, o)) {
-            remove_if_present(&index_path)?;
+        let index_fetched =
+            remote_index.filter(|object| !unchanged(&versions, object) || !index_path.exists());
+        // Each shard's files checked (and the new ones fetched), the files
+        // beside them and the persisted index, all concurrently and within one
+        // bound, as a pull does: a cold sync of a large dataset is thousands of
+        // requests, and on a store far away every round of them waited for
+        // apart is a round trip.
+        let transfers = {
+            let (objects, versions, recorded, context) = (&objects, &versions, &recorded, &ctx);
+            let shard_syncs = (0..shards).map(move |id| {
+                async move {
+                    let synced = self
+                        .sync_shard(context, id, shards, objects, versions, recorded, with_index)
+                        .await?;
+                    Ok(Synced::Shard(synced))
+                }
+                .boxed_local()
+            });
+            let files = wanted.chain(index_fetched.map(|object| (&object.name, object)));
+            let mirrored = files.map(move |(name, object)| {
+                async move {
+                    let xxh3 = self.mirror_object(context, object).await?;
+                    Ok(Synced::File(name.clone(), record_of(object, xxh3)))
+                }
+                .boxed_local()
+            });
+            ctx.run_all(shard_syncs.chain(mirrored)).await?
+        };
+        let mut shard_replaced = false;
+        for transfer in transfers {
+            match transfer {
+                Synced::Shard(shard) => {
+                    let (data, index) = shard_names(shard.id);
+                    shard_replaced |= shard.replaced;
+                    if let Some(record) = shard.index {
+                        versions.insert(index, record);
+                    }
+                    if let Some(record) = shard.data {
+                        versions.insert(data, record);
+                    }
+                    recorded.insert(shard.id, shard.stamp);
+                }
+                Synced::File(name, record) => {
+                    versions.insert(name, record);
+                }
+            }
         }
-        if let Some(object) = remote_index {
-            if !index_path.exists() {
+        write_stamps(&self.mirror.join(STAMPS_NAME), &recorded)?;
+        // An index kept from before goes when a shard was replaced (it was
+        // built from the old one), and the remote's is fetched in its place.
+        if shard_replaced && index_fetched.is_none() {
+            remove_if_present(&index_path)?;
+            if let Some(object) = remote_index {
                 let xxh3 = self.mirror_object(&ctx, object).await?;
                 versions.insert(INDEX_FILE_NAME.to_owned(), record_of(object, xxh3));
             }
@@ -386,61 +413,74 @@ impl RemoteCache {
                 .get(&object.name)
                 .is_some_and(|r| r.0 == version_of(object))
         };
-        let mut synced = ShardSynced {
-            id,
-            index: None,
-            data: None,
-            replaced: false,
-            stamp: DataStamp::default(),
-        };
-        if !unchanged(index_object) || !self.mirror.join(&index).is_file() {
+        // The `.idx` fetched and the data object checked at once: on a cold
+        // sync each is one request, and neither waits for the other.
+        let fetch_index = async {
+            if unchanged(index_object) && self.mirror.join(&index).is_file() {
+                return Ok((None, false));
+            }
             let before = versions.get(&index).and_then(|r| r.1);
             let after = self.mirror_object(ctx, index_object).await?;
-            synced.replaced = before.is_none() && versions.contains_key(&index)
+            let replaced = before.is_none() && versions.contains_key(&index)
                 || before.is_some() && before != after;
-            synced.index = Some(record_of(index_object, after));
-        }
-        let mut kept = recorded.get(&id).cloned();
-        if !unchanged(data_object) {
-            let known = versions.contains_key(&data);
-            let _lock = lock(&self.files.lock_path(id))?;
-            let cached = self.files.path(id);
-            let copy = read_checksum(&checksum_path(&cached))
-                .filter(|_| cached.is_file())
-                .or(versions.get(&data).and_then(|r| r.1));
-            let stamp = match copy.is_some() || known {
-                true => Some(remote.stamp(&data).await?),
-                false => None,
-            };
-            let same = match (stamp, copy) {
-                (Some(stamp), Some(copy)) => same_content(stamp, copy),
-                _ => false,
-            };
-            if !same {
-                synced.replaced |= known;
-                kept = None;
-                remove_if_present(&cached)?;
-                remove_if_present(&checksum_path(&cached))?;
-            }
-            let xxh3 = stamp.and_then(|s| s.xxh3);
-            synced.data = Some(record_of(data_object, xxh3));
-        }
-        synced.stamp = match kept {
-            Some(stamp) if stamp.len == data_object.size => DataStamp {
-                e_tag: data_object.e_tag.clone(),
-                ..stamp
-            },
-            _ => DataStamp {
-                len: data_object.size,
-                // The time the persisted index records, when there is one to use.
-                mtime_ns: match with_index {
-                    true => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
-                    false => 0,
-                },
-                e_tag: data_object.e_tag.clone(),
-            },
+            Ok::<_, RemoteError>((Some(record_of(index_object, after)), replaced))
         };
-        Ok(synced)
+        let check_data = async {
+            let mut kept = recorded.get(&id).cloned();
+            let mut replaced = false;
+            let mut record = None;
+            // The object's stored attributes, when read (one request a shard).
+            let mut stamp = None;
+            if !unchanged(data_object) {
+                let known = versions.contains_key(&data);
+                let _lock = lock(&self.files.lock_path(id))?;
+                let cached = self.files.path(id);
+                let copy = read_checksum(&checksum_path(&cached))
+                    .filter(|_| cached.is_file())
+                    .or(versions.get(&data).and_then(|r| r.1));
+                if copy.is_some() || known {
+                    stamp = Some(remote.stamp(&data).await?);
+                }
+                let same = match (stamp, copy) {
+                    (Some(stamp), Some(copy)) => same_content(stamp, copy),
+                    _ => false,
+                };
+                if !same {
+                    replaced = known;
+                    kept = None;
+                    remove_if_present(&cached)?;
+                    remove_if_present(&checksum_path(&cached))?;
+                }
+                record = Some(record_of(data_object, stamp.and_then(|s| s.xxh3)));
+            }
+            let stamp = match kept {
+                Some(stamp) if stamp.len == data_object.size => DataStamp {
+                    e_tag: data_object.e_tag.clone(),
+                    ..stamp
+                },
+                _ => DataStamp {
+                    len: data_object.size,
+                    // The time the persisted index records, when there is one
+                    // to use.
+                    mtime_ns: match (with_index, stamp) {
+                        (false, _) => 0,
+                        (true, Some(stamp)) => stamp.mtime_ns.unwrap_or(0),
+                        (true, None) => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
+                    },
+                    e_tag: data_object.e_tag.clone(),
+                },
+            };
+            Ok::<_, RemoteError>((record, replaced, stamp))
+        };
+        let ((index, index_replaced), (data, data_replaced, stamp)) =
+            futures::try_join!(fetch_index, check_data)?;
+        Ok(ShardSynced {
+            id,
+            index,
+            data,
+            replaced: index_replaced || data_replaced,
+            stamp,
+        })
     }
 
     /// Downloads `object` into the mirror under its name (through a temporary

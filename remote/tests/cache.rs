@@ -224,23 +224,7 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
     drop(cached);
 
     // The prefix is emptied and the other dataset pushed in its place.
-    let names: Vec<object_store::path::Path> = {
-        use futures::TryStreamExt;
-        use object_store::ObjectStore;
-        let list = memory.list(Some(&"p".into()));
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(list.map_ok(|m| m.location).try_collect())
-            .unwrap()
-    };
-    for name in names {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(object_store::ObjectStoreExt::delete(memory.as_ref(), &name))
-            .unwrap();
-    }
+    empty_prefix(&memory);
     push(
         second.path(),
         &memory_remote(memory.clone(), "p"),
@@ -254,6 +238,115 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
         std::fs::read(cache.mirror().join("000000.stats.json")).unwrap(),
         b"{\"SHARD\": 0}"
     );
+}
+
+/// A keyed dataset of `n` records whose keys and values depend on `upper` but
+/// whose sizes (and so every file's size) do not.
+fn keyed_lookalike(dir: &std::path::Path, n: usize, upper: bool) {
+    let options = bcd::CreateOptions {
+        keyed: true,
+        compression: Compression::None,
+        max_shard_size: 700,
+    };
+    let text = |s: String| match upper {
+        true => s.to_uppercase().into_bytes(),
+        false => s.into_bytes(),
+    };
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+        .map(|i| (text(format!("key {i:04}")), text(format!("value {i:04}"))))
+        .collect();
+    let mut dataset = Dataset::create(dir, options).unwrap();
+    dataset
+        .extend(records.iter().map(|(k, v)| (&k[..], &v[..])))
+        .unwrap();
+}
+
+/// Opens the dataset at `dir`, writing its persisted index when `indexed`
+/// (which a push then carries).
+fn open_indexed(dir: &std::path::Path, indexed: bool) -> Dataset {
+    let options = bcd::OpenOptions {
+        index_file_min_records: Some(if indexed { 0 } else { u64::MAX }),
+        ..bcd::OpenOptions::default()
+    };
+    let dataset = Dataset::open_with(dir, options, Arc::new(bcd::storage::FileSystem)).unwrap();
+    assert_eq!(dataset.uses_index_file(), indexed);
+    dataset
+}
+
+/// A persisted index is a table from keys to records: one of shards since
+/// replaced (by a dataset of the same sizes, so neither sizes nor the times
+/// the files' times can tell: the second dataset's are set to the first's)
+/// must never answer for the new ones, whether the index came with the remote
+/// or a reader built it here.
+#[test]
+fn a_persisted_index_of_replaced_shards_never_answers_for_the_new_ones() {
+    for remote_index in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        keyed_lookalike(&first, 120, false);
+        keyed_lookalike(&second, 120, true);
+        for name in std::fs::read_dir(&first).unwrap() {
+            let name = name.unwrap().file_name();
+            let time = std::fs::metadata(first.join(&name))
+                .unwrap()
+                .modified()
+                .unwrap();
+            let file = std::fs::File::options()
+                .write(true)
+                .open(second.join(&name))
+                .unwrap();
+            file.set_modified(time).unwrap();
+        }
+        let first = open_indexed(&first, remote_index);
+        let second = open_indexed(&second, remote_index);
+        assert!(first.shards() > 1);
+        let memory = Arc::new(InMemory::new());
+        let options = CacheOptions::new(dir.path().join("cache"));
+        let open = || {
+            let cache = Arc::new(
+                RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
+            );
+            open_cache(cache).unwrap()
+        };
+        let check = |cached: &Dataset, expected: &Dataset, other: &Dataset| {
+            assert!(cached.uses_index_file(), "remote index: {remote_index}");
+            assert_eq!(records(cached), records(expected));
+            for i in 0..expected.len() {
+                let key = expected.key_at(i).unwrap();
+                assert_eq!(
+                    cached.position(key).unwrap(),
+                    Some(i),
+                    "remote index: {remote_index}"
+                );
+                let gone = other.key_at(i).unwrap();
+                assert_eq!(
+                    cached.position(gone).unwrap(),
+                    None,
+                    "remote index: {remote_index}"
+                );
+            }
+        };
+        push(
+            first.path(),
+            &memory_remote(memory.clone(), "p"),
+            &TransferOptions::default(),
+        )
+        .unwrap();
+        let (cached, cache) = open();
+        assert!(cache.mirror().join(".bcd-index").is_file());
+        check(&cached, &first, &second);
+        drop((cached, cache));
+
+        empty_prefix(&memory);
+        push(
+            second.path(),
+            &memory_remote(memory.clone(), "p"),
+            &TransferOptions::default(),
+        )
+        .unwrap();
+        let (cached, _) = open();
+        check(&cached, &second, &first);
+    }
 }
 
 #[test]
