@@ -52,10 +52,10 @@ use crate::cache_records::{
     checksum_path, read_checksum, read_stamps, read_versions, record_of, remove_if_present,
     replace_file, version_of, write_stamps, write_versions, DataStamp, Recorded,
 };
-use crate::download::{download, Expected};
+use crate::download::{download_claimed, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
-use crate::objects::{same_content, RemoteManifest, RemoteObject};
+use crate::objects::{same_content, DataClaim, RemoteManifest, RemoteObject};
 use crate::store::{block_on, Remote};
 use crate::transfer::{Context, TransferOptions};
 use crate::uri::RemoteUri;
@@ -417,13 +417,13 @@ impl RemoteCache {
         // sync each is one request, and neither waits for the other.
         let fetch_index = async {
             if unchanged(index_object) && self.mirror.join(&index).is_file() {
-                return Ok((None, false));
+                return Ok((None, false, None));
             }
             let before = versions.get(&index).and_then(|r| r.1);
-            let after = self.mirror_object(ctx, index_object).await?;
+            let (after, claim) = self.mirror_claimed(ctx, index_object).await?;
             let replaced = before.is_none() && versions.contains_key(&index)
                 || before.is_some() && before != after;
-            Ok::<_, RemoteError>((Some(record_of(index_object, after)), replaced))
+            Ok::<_, RemoteError>((Some(record_of(index_object, after)), replaced, claim))
         };
         let check_data = async {
             let mut kept = recorded.get(&id).cloned();
@@ -453,31 +453,35 @@ impl RemoteCache {
                 }
                 record = Some(record_of(data_object, stamp.and_then(|s| s.xxh3)));
             }
-            let stamp = match kept {
-                Some(stamp) if stamp.len == data_object.size => DataStamp {
-                    e_tag: data_object.e_tag.clone(),
-                    ..stamp
-                },
-                _ => DataStamp {
-                    len: data_object.size,
-                    // The time the persisted index records, when there is one
-                    // to use.
-                    mtime_ns: match (with_index, stamp) {
-                        (false, _) => 0,
-                        (true, Some(stamp)) => stamp.mtime_ns.unwrap_or(0),
-                        (true, None) => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
-                    },
-                    e_tag: data_object.e_tag.clone(),
-                },
-            };
-            Ok::<_, RemoteError>((record, replaced, stamp))
+            Ok::<_, RemoteError>((record, replaced, kept, stamp))
         };
-        let ((index, index_replaced), (data, data_replaced, stamp)) =
+        let ((index, index_replaced, claim), (data_record, data_replaced, kept, stamp)) =
             futures::try_join!(fetch_index, check_data)?;
+        let stamp = match kept {
+            Some(stamp) if stamp.len == data_object.size => DataStamp {
+                e_tag: data_object.e_tag.clone(),
+                ..stamp
+            },
+            _ => DataStamp {
+                len: data_object.size,
+                // The time the persisted index records, when there is one to
+                // use: from the `.idx` when it speaks for this very write of
+                // the data object, else from the data object's own metadata.
+                mtime_ns: match (with_index, stamp) {
+                    (false, _) => 0,
+                    (true, Some(stamp)) => stamp.mtime_ns.unwrap_or(0),
+                    (true, None) => match claim.and_then(|c| c.mtime_of(data_object)) {
+                        Some(mtime_ns) => mtime_ns,
+                        None => remote.stamp(&data).await?.mtime_ns.unwrap_or(0),
+                    },
+                },
+                e_tag: data_object.e_tag.clone(),
+            },
+        };
         Ok(ShardSynced {
             id,
             index,
-            data,
+            data: data_record,
             replaced: index_replaced || data_replaced,
             stamp,
         })
@@ -487,6 +491,16 @@ impl RemoteCache {
     /// name, checked against its size and stored checksum); returns the checksum
     /// of its bytes.
     async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<Option<u64>> {
+        Ok(self.mirror_claimed(ctx, object).await?.0)
+    }
+
+    /// [`RemoteCache::mirror_object`], with what the object (a shard's `.idx`)
+    /// says of its shard's data object.
+    async fn mirror_claimed(
+        &self,
+        ctx: &Context<'_>,
+        object: &RemoteObject,
+    ) -> Result<(Option<u64>, Option<DataClaim>)> {
         let name = &object.name;
         let tmp = self
             .mirror
@@ -495,10 +509,10 @@ impl RemoteCache {
             times: true,
             e_tag: None,
         };
-        let xxh3 = download(ctx, name, object.size, expected, &tmp).await?;
+        let fetched = download_claimed(ctx, name, object.size, expected, &tmp).await?;
         let local = self.mirror.join(name);
         fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
-        Ok(xxh3)
+        Ok(fetched)
     }
 
     /// Whether the mirror is complete for `manifest`: its marker names this very

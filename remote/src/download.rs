@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::GetOptions;
 
 use crate::error::{RemoteError, Result};
-use crate::objects::{same_content, time_of, Stamp};
+use crate::objects::{same_content, time_of, DataClaim, Stamp};
 use crate::transfer::Context;
 
 /// What a download checks the bytes against and what time it gives the file.
@@ -52,6 +52,18 @@ pub(crate) async fn download(
     expected: Expected<'_>,
     dest: &Path,
 ) -> Result<Option<u64>> {
+    Ok(download_claimed(ctx, name, size, expected, dest).await?.0)
+}
+
+/// [`download`], with what the object (a shard's `.idx`) says of its shard's
+/// data object, when the read answered with it (a read in one request).
+pub(crate) async fn download_claimed(
+    ctx: &Context<'_>,
+    name: &str,
+    size: u64,
+    expected: Expected<'_>,
+    dest: &Path,
+) -> Result<(Option<u64>, Option<DataClaim>)> {
     ctx.check_interrupt()?;
     let result = download_into(ctx, name, size, expected, dest).await;
     if result.is_err() {
@@ -68,7 +80,7 @@ async fn download_into(
     size: u64,
     expected: Expected<'_>,
     dest: &Path,
-) -> Result<Option<u64>> {
+) -> Result<(Option<u64>, Option<DataClaim>)> {
     let uri = ctx.remote.object_uri(name);
     let location = ctx.remote.path(name);
     // A file already at `dest` is a leftover (of an interrupted pull, or a hard
@@ -95,6 +107,7 @@ async fn download_into(
     };
     let stamp;
     let checksum;
+    let mut claim = None;
     if size > ctx.options.multipart_threshold {
         // Read in ranges, which answer without the stamp: one request for it.
         stamp = match expected {
@@ -151,6 +164,7 @@ async fn download_into(
             Expected::Stamp(stamp) => stamp,
             Expected::FromRead { .. } => Stamp::from_attributes(&result.attributes),
         };
+        claim = DataClaim::from_attributes(&result.attributes);
         let mut stream = result.into_stream();
         let mut written = 0u64;
         let mut out = &*file;
@@ -182,7 +196,7 @@ async fn download_into(
     })
     .await
     .expect("the fsync task does not panic")?;
-    Ok(checksum)
+    Ok((checksum, claim))
 }
 
 /// A failed read of `uri`: [`RemoteError::Changed`] when the object is no

@@ -15,6 +15,18 @@
 //!   pull gives the file back, so a pulled persisted index (`.bcd-index`, which
 //!   records its shards' times) stays usable.
 //!
+//! A push also writes, on each shard's `.idx`, what the cache needs of its
+//! `.bin` to check a persisted index, so that a cold open asks nothing of the
+//! data objects ([`DataClaim`]):
+//!
+//! - `bcd-data-etag`: the ETag of the shard's data object as the push left it;
+//! - `bcd-data-mtime-ns`: the modification time of the data file the pushed
+//!   persisted index was built from.
+//!
+//! The claim holds only while the data object has that ETag (every write of an
+//! object gives it another); a reader that finds another reads the data
+//! object's own metadata instead.
+//!
 //! A push also writes `bcd-commit` on `manifest.json`: an id of that write of
 //! the manifest, new at every commit. A commit that changes only files beside
 //! the shards (a view, a sidecar) writes the same manifest bytes again, maybe
@@ -43,6 +55,10 @@ use crate::store::Remote;
 pub const CHECKSUM_KEY: &str = "bcd-xxh3";
 /// User-metadata key of the modification time.
 pub const MTIME_KEY: &str = "bcd-mtime-ns";
+/// User-metadata key, on a shard's `.idx`, of its data object's ETag.
+pub const DATA_ETAG_KEY: &str = "bcd-data-etag";
+/// User-metadata key, on a shard's `.idx`, of its data file's modification time.
+pub const DATA_MTIME_KEY: &str = "bcd-data-mtime-ns";
 /// User-metadata key of the id of a write of the manifest.
 pub const COMMIT_KEY: &str = "bcd-commit";
 
@@ -127,6 +143,44 @@ impl Stamp {
             xxh3: field(CHECKSUM_KEY).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()),
             mtime_ns: field(MTIME_KEY).and_then(|v| v.trim().parse().ok()),
         }
+    }
+}
+
+/// What a shard's `.idx` object says of the shard's data object: the ETag it had
+/// when the `.idx` was pushed, and the time of the data file it was pushed
+/// from (what the persisted index records). Good for the data object only
+/// while it has that ETag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataClaim {
+    pub e_tag: String,
+    pub mtime_ns: u64,
+}
+
+impl DataClaim {
+    /// Adds the claim to the attributes of an upload.
+    pub(crate) fn insert_into(&self, attributes: &mut Attributes) {
+        attributes.insert(
+            Attribute::Metadata(DATA_ETAG_KEY.into()),
+            AttributeValue::from(self.e_tag.clone()),
+        );
+        attributes.insert(
+            Attribute::Metadata(DATA_MTIME_KEY.into()),
+            AttributeValue::from(self.mtime_ns.to_string()),
+        );
+    }
+
+    /// The claim `attributes` (of a read) carry, if whole.
+    pub(crate) fn from_attributes(attributes: &Attributes) -> Option<DataClaim> {
+        let field = |key: &'static str| attributes.get(&Attribute::Metadata(key.into()));
+        Some(DataClaim {
+            e_tag: field(DATA_ETAG_KEY)?.as_ref().to_owned(),
+            mtime_ns: field(DATA_MTIME_KEY)?.as_ref().trim().parse().ok()?,
+        })
+    }
+
+    /// The time it claims for `data`, if `data` is the write it was made for.
+    pub(crate) fn mtime_of(&self, data: &RemoteObject) -> Option<u64> {
+        (data.e_tag.as_deref() == Some(self.e_tag.as_str())).then_some(self.mtime_ns)
     }
 }
 

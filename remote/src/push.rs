@@ -39,7 +39,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use crate::error::{RemoteError, Result};
 use crate::names::{committed_files, required_shard_files, FileKind};
 use crate::objects::{
-    file_checksum, is_conflict, mtime_ns, same_content, Base, RemoteManifest, RemoteObject,
+    file_checksum, is_conflict, mtime_ns, same_content, Base, DataClaim, RemoteManifest,
+    RemoteObject,
 };
 use crate::store::{block_on, Remote};
 use crate::transfer::{
@@ -463,6 +464,7 @@ async fn push_async(
                 true => PutMode::Create,
                 false => PutMode::Overwrite,
             },
+            data: None,
         });
     }
     let expected_version = remote_manifest.as_ref().map(|m| m.version.clone());
@@ -480,14 +482,42 @@ async fn push_async(
             }),
         }
     };
-    let uploaded: BTreeMap<String, Uploaded> = ctx
-        .run_all(uploads.iter().map(|file| async move {
-            let done = upload(ctx, file, unchanged).await?;
+    // Each shard's `.idx` goes after the rest, saying which write of its data
+    // object it goes with (the ETag the data upload got, or the one listed for
+    // a data object kept) and the data file's time: what a cache needs of the
+    // data object to check the persisted index, without asking it.
+    let (indexes, others): (Vec<&Upload>, Vec<&Upload>) =
+        uploads.iter().partition(|file| file.name.ends_with(".idx"));
+    let run = |files: Vec<Upload>| async move {
+        ctx.run_all(files.into_iter().map(|file| async move {
+            let done = upload(ctx, &file, unchanged).await?;
             Ok((file.name.clone(), done))
         }))
+        .await
+    };
+    let mut uploaded: BTreeMap<String, Uploaded> = run(others.into_iter().cloned().collect())
         .await?
         .into_iter()
         .collect();
+    let local_times: BTreeMap<&str, Option<u64>> = files
+        .iter()
+        .map(|f| (f.name.as_str(), f.mtime_ns))
+        .collect();
+    let indexes = indexes.into_iter().map(|file| {
+        let data = format!("{}.bin", file.name.trim_end_matches(".idx"));
+        let e_tag = match uploaded.get(&data) {
+            Some(done) => done.e_tag.clone(),
+            None => objects.get(&data).and_then(|o| o.e_tag.clone()),
+        };
+        let mtime_ns = local_times.get(data.as_str()).copied().flatten();
+        Upload {
+            data: e_tag
+                .zip(mtime_ns)
+                .map(|(e_tag, mtime_ns)| DataClaim { e_tag, mtime_ns }),
+            ..file.clone()
+        }
+    });
+    uploaded.extend(run(indexes.collect()).await?);
     if replace {
         // The other dataset's files the new state would name.
         ctx.run_all(strays.iter().map(|stray| remove(ctx, &stray.name)))

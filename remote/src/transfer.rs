@@ -16,7 +16,7 @@ use object_store::{
 use tokio::sync::Semaphore;
 
 use crate::error::{RemoteError, Result};
-use crate::objects::{is_conflict, same_content, Stamp};
+use crate::objects::{is_conflict, same_content, DataClaim, Stamp};
 use crate::store::{Clients, Remote};
 
 /// Where the journal of multipart uploads in progress lives, below the prefix.
@@ -184,6 +184,7 @@ impl<'a> Context<'a> {
 }
 
 /// A local file to upload as object `name`.
+#[derive(Clone)]
 pub(crate) struct Upload {
     pub(crate) name: String,
     pub(crate) path: PathBuf,
@@ -191,6 +192,20 @@ pub(crate) struct Upload {
     pub(crate) mtime_ns: Option<u64>,
     /// `Create` for a new immutable file, `Overwrite` for the persisted index.
     pub(crate) mode: PutMode,
+    /// For a shard's `.idx`: what it says of the shard's data object.
+    pub(crate) data: Option<DataClaim>,
+}
+
+impl Upload {
+    /// The user metadata of the object: its checksum and time, and the claim
+    /// of a shard's `.idx` on its data object.
+    fn attributes(&self, xxh3: u64) -> object_store::Attributes {
+        let mut attributes = Stamp::attributes(xxh3, self.mtime_ns);
+        if let Some(claim) = &self.data {
+            claim.insert_into(&mut attributes);
+        }
+        attributes
+    }
 }
 
 /// Maps `path` on a blocking thread, checking it is `size` bytes; returns its
@@ -272,7 +287,7 @@ where
         Some(multipart) if upload.size > ctx.options.multipart_threshold => {
             let (bytes, xxh3) = map_file(upload.path.clone(), upload.size).await?;
             let options = PutMultipartOptions {
-                attributes: Stamp::attributes(xxh3, upload.mtime_ns),
+                attributes: upload.attributes(xxh3),
                 ..PutMultipartOptions::default()
             };
             let id = {
@@ -357,7 +372,7 @@ where
             let (bytes, xxh3) = map_file(upload.path.clone(), upload.size).await?;
             let options = PutOptions {
                 mode: upload.mode.clone(),
-                attributes: Stamp::attributes(xxh3, upload.mtime_ns),
+                attributes: upload.attributes(xxh3),
                 ..PutOptions::default()
             };
             let _permit = ctx.permit().await;

@@ -349,6 +349,69 @@ fn a_persisted_index_of_replaced_shards_never_answers_for_the_new_ones() {
     }
 }
 
+/// A cold open takes the time the persisted index checks of each shard's
+/// data file from the shard's `.idx` (which the push wrote after the data,
+/// naming the data object's ETag): it asks nothing of the data objects. Once a
+/// data object is written again (another ETag, even with the same bytes), the
+/// `.idx` no longer speaks for it and the object's own metadata is read.
+#[test]
+fn a_cold_open_asks_nothing_of_the_data_objects_the_idx_speaks_for() {
+    use object_store::{ObjectStore, ObjectStoreExt, PutOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    keyed_lookalike(&source, 120, false);
+    let local = open_indexed(&source, true);
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    push(
+        &source,
+        &remote_on(store.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+    let open = |name: &str| {
+        let options = CacheOptions::new(dir.path().join(name));
+        let cache =
+            Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());
+        let heads = store.heads.load(Ordering::SeqCst);
+        let reads = store.data_reads().len();
+        let (cached, _) = open_cache(cache).unwrap();
+        let heads = store.heads.load(Ordering::SeqCst) - heads;
+        let data_read = store.data_reads()[reads..]
+            .iter()
+            .any(|n| n.ends_with(".bin"));
+        // The remote's index was used: building one reads every shard's keys.
+        assert!(cached.uses_index_file() && !data_read, "{name}");
+        assert_eq!(records(&cached), records(&local));
+        for i in [0, 57, 119] {
+            assert_eq!(cached.position(local.key_at(i).unwrap()).unwrap(), Some(i));
+        }
+        heads
+    };
+    assert_eq!(open("cold"), 0, "no data object asked at a cold open");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for shard in 0..local.shards() {
+        let path = object_store::path::Path::from(format!("p/{shard:06}.bin"));
+        let got = runtime.block_on(store.inner.get(&path)).unwrap();
+        let attributes = got.attributes.clone();
+        let bytes = runtime.block_on(got.bytes()).unwrap();
+        let options = PutOptions {
+            attributes,
+            ..PutOptions::default()
+        };
+        runtime
+            .block_on(store.inner.put_opts(&path, bytes.into(), options))
+            .unwrap();
+    }
+    assert_eq!(
+        open("rewritten") as u64,
+        local.shards(),
+        "one request a data object the .idx no longer speaks for"
+    );
+}
+
 #[test]
 fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
     let dir = tempfile::tempdir().unwrap();

@@ -317,8 +317,9 @@ fn a_push_that_fails_aborts_its_multipart_uploads_in_flight() {
     append(&mut dataset, 40..55);
     assert_eq!(dataset.shards(), shards + 1);
     // While the new shard's data file goes in parts, another writer's object
-    // takes the name of its index.
-    let index = format!("{shards:06}.idx");
+    // takes the name of a file beside it (the shard's `.idx` goes after its
+    // data, so the sidecar uploaded with it).
+    let index = format!("{shards:06}.stats.json");
     store.replan(Plan {
         before_put: Some((
             index.clone(),
@@ -350,9 +351,10 @@ fn a_push_killed_mid_way_is_completed_by_its_rerun_leaving_no_upload_open() {
     append(&mut dataset, 40..100);
     assert!(dataset.shards() >= shards + 2);
 
-    // The files the push uploads, in its order, and the writes each takes: a
-    // journal entry, the parts and the completion for a file in parts, else one.
-    let new_files: Vec<(String, u64)> = files(&source)
+    // The files the push uploads, in its order (by name, each shard's `.idx`
+    // after every other file), and the writes each takes: a journal entry, the
+    // parts and the completion for a file in parts, else one.
+    let mut new_files: Vec<(String, u64)> = files(&source)
         .into_iter()
         .filter(|(name, _)| {
             name != "manifest.json"
@@ -360,6 +362,7 @@ fn a_push_killed_mid_way_is_completed_by_its_rerun_leaving_no_upload_open() {
         })
         .map(|(name, bytes)| (name, bytes.len() as u64))
         .collect();
+    new_files.sort_by_key(|(name, _)| name.ends_with(".idx"));
     let options = in_parts(1);
     let in_parts_ = |size: u64| size > options.multipart_threshold;
     let writes = |size: u64| match in_parts_(size) {
