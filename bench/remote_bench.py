@@ -6,7 +6,7 @@ local copy; all on a loopback moto S3 server.
     make python-env && .venv/bin/python -m pip install -r bench/requirements.txt
     cargo build --release -p bcd-cli
     (cd python && ../.venv/bin/maturin develop --release)
-    .venv/bin/python bench/remote_bench.py [--repeats 3] [--scale 1.0] [--concurrency 8] [--only epoch]
+    .venv/bin/python bench/remote_bench.py [--repeats 3] [--scale 1.0] [--concurrency 8] [--only epoch|open]
 
 The dataset is the ImageFolder corpus of bench/ingest_bench.py (distinct JPEGs of
 ~100 KB made with Pillow), ingested with `bcd ingest` (lz4, the default level) in
@@ -34,6 +34,13 @@ Methods, each repeated in a rotating order:
   the same epoch from the local dataset; and from `s3://` with a cold cache (the
   sampler hands the epoch's order to the cache) against `bcd pull` then the
   local DataLoader epoch.
+
+- open (`--only open`): `bcd.Dataset("s3://bench/ds", cache_dir=)` into an
+  empty cache (cold: the sync fetches the manifest, the listing, every `.idx`,
+  the files beside the shards and the persisted index) and again (warm: one
+  request), through the test proxy with each request delayed by each of
+  `--delays` milliseconds (a store far away, where rounds of requests waited
+  for one after another cost a round trip each); with the requests by method.
 
 Each epoch opens its dataset, as a training job's workers do. The machine is
 shared and noisy: besides the medians of each method, the script prints the
@@ -67,14 +74,60 @@ BCD = ROOT / "target" / "release" / "bcd"
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def start_moto():
+def start_server():
+    """The test S3 server: moto and the proxy in front of it (their ports)."""
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "python" / "s3_server.py"), "bench"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
-    ports = json.loads(server.stdout.readline())
+    return server, json.loads(server.stdout.readline())
+
+
+def start_moto():
+    server, ports = start_server()
     return server, ports["moto"]
+
+
+def proxy(port, action, **query):
+    """Asks the test proxy on `port` to do `action` (see s3_server.py); its answer."""
+    import urllib.request
+    url = f"http://127.0.0.1:{port}/__proxy__/{action}?" + "&".join(f"{k}={v}" for k, v in query.items())
+    method = "GET" if action == "log" else "POST"
+    with urllib.request.urlopen(urllib.request.Request(url, method=method)) as answer:
+        return json.loads(answer.read())
+
+
+def open_times(bcd, workdir, proxy_port, delays, repeats):
+    """Cold and warm opens of s3://bench/ds through the test proxy, with each
+    request delayed by each of `delays` ms (a store far away): the medians of
+    the seconds a `bcd.Dataset(..., cache_dir=)` takes, and the requests of the
+    last open of each kind by method."""
+    import collections
+    moto_endpoint = os.environ["AWS_ENDPOINT_URL"]
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy_port}"
+    rows = []
+    try:
+        for delay in delays:
+            proxy(proxy_port, "reset")
+            proxy(proxy_port, "delay", ms=delay)
+            times = {"cold": [], "warm": []}
+            requests = {}
+            for repeat in range(repeats):
+                cache = workdir / f"open-{delay}-{repeat}"
+                for kind in ("cold", "warm"):
+                    proxy(proxy_port, "reset")
+                    proxy(proxy_port, "delay", ms=delay)
+                    times[kind].append(timed(lambda: bcd.Dataset("s3://bench/ds", cache_dir=cache)))
+                    log = proxy(proxy_port, "log")
+                    requests[kind] = dict(collections.Counter(method for method, _, _ in log))
+                shutil.rmtree(cache, ignore_errors=True)
+            for kind in ("cold", "warm"):
+                rows.append((delay, kind, statistics.median(times[kind]), requests[kind]))
+    finally:
+        proxy(proxy_port, "reset")
+        os.environ["AWS_ENDPOINT_URL"] = moto_endpoint
+    return rows
 
 
 def environment(port):
@@ -206,8 +259,11 @@ def main():
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--workers", type=int, default=2,
                         help="DataLoader workers of the loader epochs (run when torch is installed)")
-    parser.add_argument("--only", choices=["epoch"],
-                        help="only the epochs (no push and pull against boto3)")
+    parser.add_argument("--only", choices=["epoch", "open"],
+                        help="only the epochs (no push and pull against boto3), or only "
+                             "the opens through the proxy (--delays)")
+    parser.add_argument("--delays", default="0,30",
+                        help="with --only open: the milliseconds each request waits, per run")
     parser.add_argument("--server-cpus", type=lambda text: {int(c) for c in text.split(",")},
                         help="CPUs the S3 server runs on (comma-separated); the clients run on the others")
     args = parser.parse_args()
@@ -223,7 +279,8 @@ def main():
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bcd-remote-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    server, port = start_moto()
+    server, ports = start_server()
+    port = ports["moto"]
     if args.server_cpus:
         for thread in os.listdir(f"/proc/{server.pid}/task"):
             os.sched_setaffinity(int(thread), args.server_cpus)
@@ -237,6 +294,15 @@ def main():
         c = str(args.concurrency)
         subprocess.run([str(BCD), "push", str(dataset), "s3://bench/ds", "-j", c],
                        check=True, env=env, capture_output=True)
+        if args.only == "open":
+            delays = [int(d) for d in args.delays.split(",")]
+            rows = open_times(bcd, workdir, ports["proxy"], delays, args.repeats)
+            print(f"dataset: {files} files, {size / 1e6:.1f} MB; {args.repeats} repeats (median)")
+            print("| ms a request | open | seconds | requests |")
+            print("| ---: | --- | ---: | --- |")
+            for delay, kind, seconds, requests in rows:
+                print(f"| {delay} | {kind} | {seconds:.3f} | {requests} |")
+            return
         cold = ["epoch s3 cold, prefetch=0", "epoch s3 cold", "epoch s3 cold, prefetch(order)"]
         transfers = [] if args.only == "epoch" else ["bcd push", "boto3 upload", "bcd pull", "boto3 download"]
         results = {name: [] for name in

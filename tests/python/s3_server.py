@@ -22,6 +22,9 @@ control it (plain HTTP, answered with JSON):
   waits before it is forwarded, until ``POST /__proxy__/release``; ``GET
   /__proxy__/held`` answers ``true`` once it has arrived and waits (a request
   in flight at a moment the test chooses, without a timer);
+- ``POST /__proxy__/delay?ms=N``: every request forwarded from now on waits N
+  milliseconds first, each on its own (a store far away, for the benchmarks;
+  ``ms=0`` ends it, as does a reset);
 - ``GET /__proxy__/log``: every request since the last ``POST /__proxy__/reset``
   as ``[method, path, status]`` (status 0 for a dropped connection);
 - ``GET /__proxy__/object?bucket=B&key=K`` (the object's bytes, or 404),
@@ -41,6 +44,7 @@ import logging
 import socketserver
 import sys
 import threading
+import time
 import urllib.parse
 
 from moto.server import ThreadedMotoServer
@@ -69,6 +73,7 @@ class State:
         self.hold = None  # [method, path] of the request to hold
         self.holding = False  # the held request arrived and waits
         self.released = threading.Event()
+        self.delay = 0.0  # seconds each forwarded request waits first
 
     def decide(self, method, path):
         """What to do with a request: ("forward",), ("fail", status) or ("drop",)."""
@@ -181,12 +186,15 @@ def make_handler(state):
                     state.released.clear()
                 elif action == "release":
                     state.released.set()
+                elif action == "delay":
+                    state.delay = float(query.get("ms", 0)) / 1000
                 elif action == "reset":
                     state.log = []
                     state.failures = []
                     state.races = []
                     state.hold = None
                     state.released.set()
+                    state.delay = 0.0
                 elif action in ("log", "held"):
                     pass
                 else:
@@ -199,6 +207,8 @@ def make_handler(state):
             if self.path.startswith("/__proxy__/"):
                 return self._control(self._body())
             body = self._body()
+            if state.delay:
+                time.sleep(state.delay)
             decision = state.decide(self.command, self.path)
             if decision[0] == "drop":
                 state.record(self.command, self.path, 0)
