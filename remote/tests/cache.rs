@@ -19,6 +19,22 @@ fn records(dataset: &Dataset) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Pushes the dataset at `dir` to `p/` of `memory`.
+fn push_to(memory: &Arc<InMemory>, dir: &std::path::Path) {
+    push(
+        dir,
+        &memory_remote(memory.clone(), "p"),
+        &TransferOptions::default(),
+    )
+    .unwrap();
+}
+
+/// Opens `p/` of `memory` through the cache of `options`.
+fn open_from(memory: &Arc<InMemory>, options: &CacheOptions) -> (Dataset, Arc<RemoteCache>) {
+    let remote = memory_remote(memory.clone(), "p");
+    open_cache(Arc::new(RemoteCache::with_remote(remote, options).unwrap())).unwrap()
+}
+
 #[test]
 fn shards_are_fetched_once_on_first_read_and_shared() {
     let dir = tempfile::tempdir().unwrap();
@@ -206,33 +222,17 @@ fn a_prefix_pushed_again_with_other_data_is_not_read_from_the_cache() {
         "the two manifests are the same bytes"
     );
     let memory = Arc::new(InMemory::new());
-    push(
-        first.path(),
-        &memory_remote(memory.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    push_to(&memory, first.path());
     let options = CacheOptions::new(dir.path().join("cache"));
-    let open = || {
-        let cache = Arc::new(
-            RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
-        );
-        open_cache(cache).unwrap()
-    };
-    let (cached, _) = open();
+    let (cached, _) = open_from(&memory, &options);
     assert_eq!(records(&cached), records(&first));
     drop(cached);
 
     // The prefix is emptied and the other dataset pushed in its place.
     empty_prefix(&memory);
-    push(
-        second.path(),
-        &memory_remote(memory.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    push_to(&memory, second.path());
 
-    let (reopened, cache) = open();
+    let (reopened, cache) = open_from(&memory, &options);
     assert_eq!(records(&reopened), records(&second));
     assert_eq!(
         std::fs::read(cache.mirror().join("000000.stats.json")).unwrap(),
@@ -302,12 +302,6 @@ fn a_persisted_index_of_replaced_shards_never_answers_for_the_new_ones() {
         assert!(first.shards() > 1);
         let memory = Arc::new(InMemory::new());
         let options = CacheOptions::new(dir.path().join("cache"));
-        let open = || {
-            let cache = Arc::new(
-                RemoteCache::with_remote(memory_remote(memory.clone(), "p"), &options).unwrap(),
-            );
-            open_cache(cache).unwrap()
-        };
         let check = |cached: &Dataset, expected: &Dataset, other: &Dataset| {
             assert!(cached.uses_index_file(), "remote index: {remote_index}");
             assert_eq!(records(cached), records(expected));
@@ -326,25 +320,15 @@ fn a_persisted_index_of_replaced_shards_never_answers_for_the_new_ones() {
                 );
             }
         };
-        push(
-            first.path(),
-            &memory_remote(memory.clone(), "p"),
-            &TransferOptions::default(),
-        )
-        .unwrap();
-        let (cached, cache) = open();
+        push_to(&memory, first.path());
+        let (cached, cache) = open_from(&memory, &options);
         assert!(cache.mirror().join(".bcd-index").is_file());
         check(&cached, &first, &second);
         drop((cached, cache));
 
         empty_prefix(&memory);
-        push(
-            second.path(),
-            &memory_remote(memory.clone(), "p"),
-            &TransferOptions::default(),
-        )
-        .unwrap();
-        let (cached, _) = open();
+        push_to(&memory, second.path());
+        let (cached, _) = open_from(&memory, &options);
         check(&cached, &second, &first);
     }
 }
