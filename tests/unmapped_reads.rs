@@ -651,18 +651,20 @@ fn read_planned_refuses_a_buffer_or_position_not_planned() {
 }
 
 /// Drops `path`'s pages from the page cache (written back first); returns
-/// whether its first page is out of it after (a file system that keeps every
-/// page, as tmpfs does, cannot drop them).
+/// whether every page is out of it after (a file system that keeps every page,
+/// as tmpfs does, cannot drop them). A page being read (a read-ahead the
+/// kernel started for an earlier read) is dropped only once read: the drop is
+/// tried again until none is left, a bounded number of times.
 #[cfg(target_os = "linux")]
 fn evict(path: &Path) -> bool {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(path).unwrap();
     file.sync_all().unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    let pages = len.div_ceil(4096);
     // SAFETY: plain calls on an open descriptor; mincore writes one byte for
-    // the one page of the mapping it is asked about, which lies within it.
+    // each page of the mapping, which `state` holds (pages of at least 4 KiB).
     unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-        let len = file.metadata().unwrap().len() as usize;
         let map = libc::mmap(
             std::ptr::null_mut(),
             len,
@@ -672,10 +674,13 @@ fn evict(path: &Path) -> bool {
             0,
         );
         assert_ne!(map, libc::MAP_FAILED);
-        let mut state = 0u8;
-        let status = libc::mincore(map, 1, &mut state);
+        let mut state = vec![0u8; pages];
+        let dropped = (0..100).any(|_| {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+            libc::mincore(map, len, state.as_mut_ptr()) == 0 && state.iter().all(|s| s & 1 == 0)
+        });
         libc::munmap(map, len);
-        status == 0 && state & 1 == 0
+        dropped
     }
 }
 
