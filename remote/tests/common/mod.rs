@@ -170,6 +170,36 @@ pub struct Plan {
     pub hold_multipart: bool,
 }
 
+/// Turns a wait of the test store that never ends (a plan whose request never
+/// comes, say after the order of a push's requests changed) into a failure
+/// naming what it waited for, instead of a test spinning forever. Not a race:
+/// what the tests wait for arrives within milliseconds, and the bound is
+/// minutes.
+struct HangGuard {
+    what: &'static str,
+    started: std::time::Instant,
+}
+
+impl HangGuard {
+    const BOUND: std::time::Duration = std::time::Duration::from_secs(300);
+
+    fn new(what: &'static str) -> HangGuard {
+        HangGuard {
+            what,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn check(&self) {
+        assert!(
+            self.started.elapsed() < Self::BOUND,
+            "the test store waited {:?} for {}: it never came",
+            Self::BOUND,
+            self.what
+        );
+    }
+}
+
 /// An in-memory store that follows a [`Plan`].
 pub struct FaultStore {
     pub inner: Arc<InMemory>,
@@ -256,9 +286,11 @@ impl FaultStore {
         *self.held.lock().unwrap() = Some(name.to_owned());
     }
 
-    /// Waits (yielding, no timer) until the held read has arrived.
+    /// Waits (yielding) until the held read has arrived.
     pub fn wait_until_holding(&self) {
+        let hang = HangGuard::new("the held read");
         while !self.holding.load(Ordering::SeqCst) {
+            hang.check();
             std::thread::yield_now();
         }
     }
@@ -282,9 +314,11 @@ impl FaultStore {
         self.permits.fetch_add(n, Ordering::SeqCst);
     }
 
-    /// Waits (yielding, no timer) until `n` data reads have come to the gate.
+    /// Waits (yielding) until `n` data reads have come to the gate.
     pub fn wait_for_arrivals(&self, n: usize) {
+        let hang = HangGuard::new("the reads at the gate");
         while self.arrived.load(Ordering::SeqCst) < n {
+            hang.check();
             std::thread::yield_now();
         }
     }
@@ -299,7 +333,9 @@ impl FaultStore {
         let at = self.at_gate.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_at_gate.fetch_max(at, Ordering::SeqCst);
         self.arrived.fetch_add(1, Ordering::SeqCst);
+        let hang = HangGuard::new("a permit at the gate");
         loop {
+            hang.check();
             let permits = self.permits.load(Ordering::SeqCst);
             if permits > 0
                 && self
@@ -335,9 +371,11 @@ impl FaultStore {
         self.plan.lock().unwrap().hold_multipart
     }
 
-    /// Waits (yielding, no timer) until `flag` is set.
+    /// Waits (yielding) until `flag` is set.
     async fn wait_for(flag: &AtomicBool) {
+        let hang = HangGuard::new("a request the plan holds another for");
         while !flag.load(Ordering::SeqCst) {
+            hang.check();
             tokio::task::yield_now().await;
         }
     }
