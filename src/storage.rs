@@ -66,8 +66,29 @@ struct OsFile {
 
 /// Start writing dirty pages to disk every this many bytes, so the fsync at commit
 /// finds little left to do instead of the whole shard.
-#[cfg(target_os = "linux")]
-const WRITEBACK_EVERY: u64 = 8 << 20;
+pub const WRITEBACK_EVERY: u64 = 8 << 20;
+
+/// Asks the kernel to start (not wait for) writing bytes `start..end` of
+/// `file` to disk: a large file's fsync then finds little left to do. Only a
+/// hint: errors surface at the fsync. Nothing where the system has no such call.
+pub fn start_writeback(file: &File, start: u64, end: u64) {
+    #[cfg(target_os = "linux")]
+    if end > start {
+        use std::os::fd::AsRawFd;
+        // SAFETY: sync_file_range only reads its integer arguments; the fd is
+        // `file`'s, open for the duration of the call.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                start as libc::off64_t,
+                (end - start) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, start, end);
+}
 
 impl OsFile {
     fn new(file: File) -> OsFile {
@@ -78,28 +99,14 @@ impl OsFile {
         }
     }
 
-    /// Asks the kernel to start (not wait for) writeback of what was written since
-    /// the last call. Only a hint: errors surface at the fsync.
-    #[cfg(target_os = "linux")]
+    /// Starts writeback of what was written since the last call, every
+    /// [`WRITEBACK_EVERY`] bytes.
     fn start_writeback(&mut self) {
-        use std::os::fd::AsRawFd;
         if self.written - self.kicked >= WRITEBACK_EVERY {
-            // SAFETY: sync_file_range only reads its integer arguments; the fd is
-            // owned by self.file and open for the duration of the call.
-            unsafe {
-                libc::sync_file_range(
-                    self.file.as_raw_fd(),
-                    self.kicked as libc::off64_t,
-                    (self.written - self.kicked) as libc::off64_t,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                );
-            }
+            start_writeback(&self.file, self.kicked, self.written);
             self.kicked = self.written;
         }
     }
-
-    #[cfg(not(target_os = "linux"))]
-    fn start_writeback(&mut self) {}
 }
 
 impl Write for OsFile {

@@ -141,6 +141,8 @@ async fn download_into(
                     }
                     file.write_all_at(&bytes, start)
                         .map_err(|e| RemoteError::io(dest, "write", e))?;
+                    // The fsync at the end then waits for the last range only.
+                    bcd::storage::start_writeback(&file, start, end);
                     ctx.moved(end - start);
                     Ok(())
                 }
@@ -167,6 +169,10 @@ async fn download_into(
         claim = DataClaim::from_attributes(&result.attributes);
         let mut stream = result.into_stream();
         let mut written = 0u64;
+        // Writeback is started as the bytes arrive: the fsync at the end then
+        // waits for the last few MiB, not the whole file (which is what the
+        // first read of a cold shard waits for).
+        let mut kicked = 0u64;
         let mut out = &*file;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| RemoteError::store(&uri, "read", e))?;
@@ -177,6 +183,10 @@ async fn download_into(
             hasher.update(&chunk);
             out.write_all(&chunk)
                 .map_err(|e| RemoteError::io(dest, "write", e))?;
+            if written - kicked >= bcd::storage::WRITEBACK_EVERY {
+                bcd::storage::start_writeback(&file, kicked, written);
+                kicked = written;
+            }
         }
         if written != size {
             return Err(short(&uri, 0, size, written as usize));
