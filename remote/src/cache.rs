@@ -52,10 +52,10 @@ use crate::cache_records::{
     checksum_path, read_checksum, read_stamps, read_versions, record_of, remove_if_present,
     replace_file, version_of, write_stamps, write_versions, DataStamp, Recorded,
 };
-use crate::download::{download_claimed, Expected};
+use crate::download::{download, Downloaded, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
-use crate::objects::{same_content, DataClaim, RemoteManifest, RemoteObject};
+use crate::objects::{same_content, RemoteManifest, RemoteObject};
 use crate::store::{block_on, Remote};
 use crate::transfer::{Context, TransferOptions};
 use crate::uri::RemoteUri;
@@ -331,7 +331,7 @@ impl RemoteCache {
             let files = wanted.chain(index_fetched.map(|object| (&object.name, object)));
             let mirrored = files.map(move |(name, object)| {
                 async move {
-                    let xxh3 = self.mirror_object(context, object).await?;
+                    let xxh3 = self.mirror_object(context, object).await?.xxh3;
                     Ok(Synced::File(name.clone(), record_of(object, xxh3)))
                 }
                 .boxed_local()
@@ -363,7 +363,7 @@ impl RemoteCache {
         if shard_replaced && index_fetched.is_none() {
             remove_if_present(&index_path)?;
             if let Some(object) = remote_index {
-                let xxh3 = self.mirror_object(&ctx, object).await?;
+                let xxh3 = self.mirror_object(&ctx, object).await?.xxh3;
                 versions.insert(INDEX_FILE_NAME.to_owned(), record_of(object, xxh3));
             }
         }
@@ -420,7 +420,7 @@ impl RemoteCache {
                 return Ok((None, false, None));
             }
             let before = versions.get(&index).and_then(|r| r.1);
-            let (after, claim) = self.mirror_claimed(ctx, index_object).await?;
+            let Downloaded { xxh3: after, claim } = self.mirror_object(ctx, index_object).await?;
             let replaced = before.is_none() && versions.contains_key(&index)
                 || before.is_some() && before != after;
             Ok::<_, RemoteError>((Some(record_of(index_object, after)), replaced, claim))
@@ -488,19 +488,8 @@ impl RemoteCache {
     }
 
     /// Downloads `object` into the mirror under its name (through a temporary
-    /// name, checked against its size and stored checksum); returns the checksum
-    /// of its bytes.
-    async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<Option<u64>> {
-        Ok(self.mirror_claimed(ctx, object).await?.0)
-    }
-
-    /// [`RemoteCache::mirror_object`], with what the object (a shard's `.idx`)
-    /// says of its shard's data object.
-    async fn mirror_claimed(
-        &self,
-        ctx: &Context<'_>,
-        object: &RemoteObject,
-    ) -> Result<(Option<u64>, Option<DataClaim>)> {
+    /// name, checked against its size and stored checksum).
+    async fn mirror_object(&self, ctx: &Context<'_>, object: &RemoteObject) -> Result<Downloaded> {
         let name = &object.name;
         let tmp = self
             .mirror
@@ -509,7 +498,7 @@ impl RemoteCache {
             times: true,
             e_tag: None,
         };
-        let fetched = download_claimed(ctx, name, object.size, expected, &tmp).await?;
+        let fetched = download(ctx, name, object.size, expected, &tmp).await?;
         let local = self.mirror.join(name);
         fs::rename(&tmp, &local).map_err(|e| RemoteError::io(&tmp, "rename", e))?;
         Ok(fetched)

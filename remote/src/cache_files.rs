@@ -152,7 +152,7 @@ impl ShardFiles {
             times: false,
             e_tag: stamp.e_tag.as_deref(),
         };
-        let xxh3 = download(ctx, &name, stamp.len, expected, &tmp).await?;
+        let xxh3 = download(ctx, &name, stamp.len, expected, &tmp).await?.xxh3;
         let finish = || -> Result<()> {
             // What a later sync compares the object with (`same_content`) when it
             // has been written again.

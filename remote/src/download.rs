@@ -40,30 +40,26 @@ impl Expected<'_> {
     }
 }
 
+/// What a download got: the checksum of the bytes written, when known (always
+/// for objects that carry one), and what the object (a shard's `.idx`) says of
+/// its shard's data object, when the read answered with it (a read in one
+/// request).
+pub(crate) struct Downloaded {
+    pub(crate) xxh3: Option<u64>,
+    pub(crate) claim: Option<DataClaim>,
+}
+
 /// Downloads object `name` (`size` bytes) into `dest`, creating or truncating it,
 /// and fsyncs it; checks the size and, when the object has one, its checksum
-/// (see [`Expected`]); gives the file the recorded modification time. Returns
-/// the checksum of the bytes written, when known (always for objects that carry
-/// one). On failure `dest` is removed.
+/// (see [`Expected`]); gives the file the recorded modification time. On
+/// failure `dest` is removed.
 pub(crate) async fn download(
     ctx: &Context<'_>,
     name: &str,
     size: u64,
     expected: Expected<'_>,
     dest: &Path,
-) -> Result<Option<u64>> {
-    Ok(download_claimed(ctx, name, size, expected, dest).await?.0)
-}
-
-/// [`download`], with what the object (a shard's `.idx`) says of its shard's
-/// data object, when the read answered with it (a read in one request).
-pub(crate) async fn download_claimed(
-    ctx: &Context<'_>,
-    name: &str,
-    size: u64,
-    expected: Expected<'_>,
-    dest: &Path,
-) -> Result<(Option<u64>, Option<DataClaim>)> {
+) -> Result<Downloaded> {
     ctx.check_interrupt()?;
     let result = download_into(ctx, name, size, expected, dest).await;
     if result.is_err() {
@@ -80,7 +76,7 @@ async fn download_into(
     size: u64,
     expected: Expected<'_>,
     dest: &Path,
-) -> Result<(Option<u64>, Option<DataClaim>)> {
+) -> Result<Downloaded> {
     let uri = ctx.remote.object_uri(name);
     let location = ctx.remote.path(name);
     // A file already at `dest` is a leftover (of an interrupted pull, or a hard
@@ -206,7 +202,10 @@ async fn download_into(
     })
     .await
     .expect("the fsync task does not panic")?;
-    Ok((checksum, claim))
+    Ok(Downloaded {
+        xxh3: checksum,
+        claim,
+    })
 }
 
 /// A failed read of `uri`: [`RemoteError::Changed`] when the object is no
