@@ -135,9 +135,31 @@ pub fn required_shard_files(num_shards: u64) -> impl Iterator<Item = String> {
     })
 }
 
+/// The data file of the shard whose index file is `name` (`000042.idx` gives
+/// `000042.bin`); `None` for any other name.
+pub fn data_of_index(name: &str) -> Option<String> {
+    let stem = name.strip_suffix(INDEX_EXTENSION)?.strip_suffix('.')?;
+    parse_shard_name(name).map(|_| format!("{stem}.{DATA_EXTENSION}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_index_file_names_its_shards_data_file() {
+        assert_eq!(data_of_index("000042.idx").as_deref(), Some("000042.bin"));
+        assert_eq!(data_of_index("1000000.idx").as_deref(), Some("1000000.bin"));
+        for other in [
+            "000042.bin",
+            "000042.stats.json",
+            "42.idx",
+            "x00042.idx",
+            ".bcd-index",
+        ] {
+            assert_eq!(data_of_index(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn names_are_classified_by_pattern() {

@@ -37,7 +37,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{RemoteError, Result};
-use crate::names::{committed_files, required_shard_files, FileKind};
+use crate::names::{committed_files, data_of_index, required_shard_files, FileKind};
 use crate::objects::{
     file_checksum, is_conflict, mtime_ns, same_content, Base, DataClaim, RemoteManifest,
     RemoteObject,
@@ -486,8 +486,9 @@ async fn push_async(
     // object it goes with (the ETag the data upload got, or the one listed for
     // a data object kept) and the data file's time: what a cache needs of the
     // data object to check the persisted index, without asking it.
-    let (indexes, others): (Vec<&Upload>, Vec<&Upload>) =
-        uploads.iter().partition(|file| file.name.ends_with(".idx"));
+    let (indexes, others): (Vec<&Upload>, Vec<&Upload>) = uploads
+        .iter()
+        .partition(|file| data_of_index(&file.name).is_some());
     let run = |files: Vec<Upload>| async move {
         ctx.run_all(files.into_iter().map(|file| async move {
             let done = upload(ctx, &file, unchanged).await?;
@@ -495,29 +496,29 @@ async fn push_async(
         }))
         .await
     };
-    let mut uploaded: BTreeMap<String, Uploaded> = run(others.into_iter().cloned().collect())
-        .await?
-        .into_iter()
-        .collect();
+    let others = others.into_iter().cloned().collect();
+    let mut uploaded: BTreeMap<String, Uploaded> = run(others).await?.into_iter().collect();
     let local_times: BTreeMap<&str, Option<u64>> = files
         .iter()
         .map(|f| (f.name.as_str(), f.mtime_ns))
         .collect();
-    let indexes = indexes.into_iter().map(|file| {
-        let data = format!("{}.bin", file.name.trim_end_matches(".idx"));
-        let e_tag = match uploaded.get(&data) {
-            Some(done) => done.e_tag.clone(),
-            None => objects.get(&data).and_then(|o| o.e_tag.clone()),
-        };
-        let mtime_ns = local_times.get(data.as_str()).copied().flatten();
-        Upload {
-            data: e_tag
-                .zip(mtime_ns)
-                .map(|(e_tag, mtime_ns)| DataClaim { e_tag, mtime_ns }),
-            ..file.clone()
-        }
-    });
-    uploaded.extend(run(indexes.collect()).await?);
+    let indexes: Vec<Upload> = (indexes.into_iter())
+        .map(|file| {
+            let data = data_of_index(&file.name).expect("partitioned by it");
+            let e_tag = match uploaded.get(&data) {
+                Some(done) => done.e_tag.clone(),
+                None => objects.get(&data).and_then(|o| o.e_tag.clone()),
+            };
+            let mtime_ns = local_times.get(data.as_str()).copied().flatten();
+            Upload {
+                data: e_tag
+                    .zip(mtime_ns)
+                    .map(|(e_tag, mtime_ns)| DataClaim { e_tag, mtime_ns }),
+                ..file.clone()
+            }
+        })
+        .collect();
+    uploaded.extend(run(indexes).await?);
     if replace {
         // The other dataset's files the new state would name.
         ctx.run_all(strays.iter().map(|stray| remove(ctx, &stray.name)))
