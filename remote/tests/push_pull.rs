@@ -554,3 +554,47 @@ fn a_pull_replaces_a_leftover_link_to_another_datasets_shard_instead_of_writing_
     );
     drop(other_dataset);
 }
+
+/// A shard larger than the writeback step (8 MiB: downloads start writing to
+/// disk as the bytes arrive) pulls byte for byte, read in one stream and read
+/// in ranges written at their offsets.
+#[test]
+fn a_shard_past_the_writeback_step_pulls_byte_for_byte_streamed_and_in_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let options = bcd::CreateOptions {
+        keyed: false,
+        compression: Compression::None,
+        max_shard_size: 1 << 30,
+    };
+    let mut dataset = Dataset::create(&source, options).unwrap();
+    let mut state = 7u64;
+    let values: Vec<Vec<u8>> = (0..20)
+        .map(|_| {
+            (0..1 << 20)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        })
+        .collect();
+    dataset
+        .extend_values(values.iter().map(|v| &v[..]))
+        .unwrap();
+    assert!(std::fs::metadata(dataset.shard_data_path(0)).unwrap().len() > 16 << 20);
+    let remote = memory_remote(Arc::new(InMemory::new()), "p");
+    push(&source, &remote, &TransferOptions::default()).unwrap();
+    let ranges = TransferOptions {
+        multipart_threshold: 5 << 20,
+        part_size: 5 << 20,
+        ..TransferOptions::default()
+    };
+    for (name, options) in [("streamed", TransferOptions::default()), ("ranges", ranges)] {
+        let copy = dir.path().join(name);
+        pull(&remote, &copy, &options).unwrap();
+        assert!(files(&copy) == files(&source), "{name}");
+    }
+}
