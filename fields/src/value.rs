@@ -197,8 +197,7 @@ impl Fields {
 
     /// About the memory these fields hold: a source row's share of its batch's
     /// arrays (all of their memory over their rows, rounded up), or the values'
-    /// bytes. For bounds on
-    /// what records in flight hold, not an exact count.
+    /// bytes. For bounds on what records in flight hold, not an exact count.
     pub fn memory(&self) -> usize {
         match &self.row {
             Some(r) => r.columns.row_bytes,
