@@ -27,14 +27,21 @@
 //! is dropped. A line that is not one JSON object, is longer than
 //! [`MAX_LINE_BYTES`], nests more than [`MAX_DEPTH`] levels, has no value (or a
 //! null one), a value that is not a string, bad base64, or a key that is missing,
-//! null or neither string nor integer fails naming its file and line. Memory
-//! holds one batch: at most [`BATCH_ROWS`] lines, or the line that passes
-//! [`BATCH_BYTES`].
+//! null or neither string nor integer fails naming its file and line.
+//!
+//! Lines are read in order on the thread that takes the records, in chunks of
+//! at most [`BATCH_ROWS`] lines or the line that passes [`BATCH_BYTES`], and
+//! decoded on [`JsonlOptions::threads`] threads of their own, each chunk into
+//! one Arrow batch; the records come back in the lines' order, and an error
+//! after the records of the lines before it, whichever thread decodes what.
+//! Memory holds at most two chunks a decode thread (one without them).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -76,6 +83,9 @@ pub struct JsonlOptions {
     /// The fields and their types. Default: inferred (see the module
     /// documentation).
     pub schema: Option<SchemaRef>,
+    /// Threads decoding lines into records, beside the one reading them
+    /// (`0`: that one decodes them too). Default: one per core.
+    pub threads: usize,
 }
 
 impl Default for JsonlOptions {
@@ -85,6 +95,7 @@ impl Default for JsonlOptions {
             value_base64: false,
             key_field: None,
             schema: None,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -109,13 +120,40 @@ struct Batch {
     /// Its field columns, which each record holds a row of (`None`: no field).
     fields: Option<Arc<SourceColumns>>,
     lines: Vec<(usize, u64)>,
-    next: usize,
+}
+
+/// The records of a chunk of lines, in order, and the error that ended them
+/// (the chunk's later lines give no record).
+struct Decoded {
+    records: Vec<Record>,
+    error: Option<SourceError>,
+}
+
+/// Decodes chunks of lines into records: the schema's decoder and what a
+/// record is made of. The source's own (without decode threads) or a decode
+/// thread's; each decodes a chunk alone, so chunks decode in any order.
+struct LineDecoder {
+    /// Shared with their records' origins.
+    files: Arc<[Arc<Path>]>,
+    builder: ReaderBuilder,
+    decoder: Decoder,
+    schema: SchemaRef,
+    value_at: usize,
+    key_at: Option<usize>,
+    /// Field names of the columns, `None` for the value and key columns.
+    field_names: Arc<[Option<Arc<str>>]>,
+    value_base64: bool,
 }
 
 /// Streams the objects of JSON Lines files as records with fields.
+///
+/// The lines are read on the thread that calls `next` and decoded in chunks
+/// (at most [`BATCH_ROWS`] lines or [`BATCH_BYTES`]) on [`JsonlOptions::threads`]
+/// threads of their own, each chunk alone, and given back in order: at most
+/// two chunks per thread are in flight.
 pub struct JsonlSource {
     /// Shared with their records' origins.
-    files: Vec<Arc<Path>>,
+    files: Arc<[Arc<Path>]>,
     /// For each file, how to open it when it is not a local path (an object in a
     /// store, streamed).
     inputs: Vec<Option<LazyInput>>,
@@ -124,16 +162,114 @@ pub struct JsonlSource {
     reader: Option<LineReader>,
     /// Lines read ahead to infer the schema, to decode first.
     pending: VecDeque<Line>,
-    builder: ReaderBuilder,
-    decoder: Decoder,
-    schema: SchemaRef,
-    value_at: usize,
-    key_at: Option<usize>,
-    /// Field names of the columns, `None` for the value and key columns.
-    field_names: Vec<Option<Arc<str>>>,
-    value_base64: bool,
-    batch: Option<Batch>,
+    /// Decodes the chunks without decode threads (and is what they copy).
+    decoder: LineDecoder,
+    /// Decode threads to start, and those started (at the first chunk).
+    threads: usize,
+    decoding: Option<DecodeThreads>,
+    /// Chunks handed out and not yet given back, in order.
+    queue: VecDeque<Chunk>,
+    /// Every line is in a chunk handed out (the end, or a read error, reached).
+    read_all: bool,
+    /// The records of the chunk being given back, and the error after them.
+    records: std::vec::IntoIter<Record>,
+    error: Option<SourceError>,
     skipped: Skipped,
+}
+
+/// A chunk handed out, to be given back in its turn.
+enum Chunk {
+    /// Being decoded by decode thread `n`.
+    Thread(usize),
+    /// To be decoded here (no decode threads).
+    Here(Vec<Line>),
+    /// A read error where the chunk would have begun.
+    Failed(SourceError),
+}
+
+/// The decode threads: each takes chunks from its own channel and gives their
+/// records back on its own, so chunk `i` goes to thread `i % n` and comes back
+/// from it in order.
+struct DecodeThreads {
+    lines: Vec<SyncSender<Vec<Line>>>,
+    decoded: Vec<Receiver<Decoded>>,
+    handles: Vec<JoinHandle<()>>,
+    /// Chunks handed out so far.
+    sent: usize,
+}
+
+impl DecodeThreads {
+    /// Starts `n` threads decoding with copies of `decoder`; `None` if not even
+    /// one could be started (the source then decodes on its own thread).
+    fn start(n: usize, decoder: &LineDecoder) -> Option<DecodeThreads> {
+        let mut threads = DecodeThreads {
+            lines: Vec::new(),
+            decoded: Vec::new(),
+            handles: Vec::new(),
+            sent: 0,
+        };
+        for i in 0..n {
+            let Ok(mut decoder) = decoder.copy() else {
+                break;
+            };
+            // Two chunks a thread at most (`fill`): one being decoded, one waiting;
+            // their records wait in `decoded` without blocking the thread.
+            let (to_thread, lines) = sync_channel::<Vec<Line>>(1);
+            let (done, decoded) = sync_channel::<Decoded>(2);
+            let spawned = std::thread::Builder::new()
+                .name(format!("jsonl-decode-{i}"))
+                .spawn(move || {
+                    for chunk in lines {
+                        if done.send(decoder.decode(chunk)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            match spawned {
+                Ok(handle) => {
+                    threads.lines.push(to_thread);
+                    threads.decoded.push(decoded);
+                    threads.handles.push(handle);
+                }
+                Err(_) => break,
+            }
+        }
+        (!threads.handles.is_empty()).then_some(threads)
+    }
+
+    fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Hands `chunk` to the next thread; which one, to take its records back.
+    fn send(&mut self, chunk: Vec<Line>) -> Result<usize, SourceError> {
+        let n = self.sent % self.len();
+        self.sent += 1;
+        self.lines[n].send(chunk).map_err(|_| stopped())?;
+        Ok(n)
+    }
+
+    /// The records of the oldest chunk thread `n` has.
+    fn receive(&mut self, n: usize) -> Result<Decoded, SourceError> {
+        self.decoded[n].recv().map_err(|_| stopped())
+    }
+}
+
+impl Drop for DecodeThreads {
+    /// Closes the channels and waits for the threads, which end after the chunk
+    /// each is decoding: no thread outlives the source.
+    fn drop(&mut self) {
+        self.decoded.clear();
+        self.lines.clear();
+        for handle in self.handles.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A decode thread's channel closed: it stopped, which only a bug can cause.
+fn stopped() -> SourceError {
+    SourceError::Usage("internal error: a JSON Lines decode thread stopped".into())
 }
 
 impl JsonlSource {
@@ -174,24 +310,21 @@ impl JsonlSource {
         options: JsonlOptions,
     ) -> Result<Fused<JsonlSource>, SourceError> {
         let (files, inputs): (Vec<PathBuf>, _) = files.into_iter().unzip();
-        let files = files.into_iter().map(Arc::from).collect();
+        let files: Arc<[Arc<Path>]> = files.into_iter().map(Arc::from).collect();
         let mut source = JsonlSource {
+            // Replaced below, once the schema is known.
+            decoder: LineDecoder::empty(Arc::clone(&files))?,
             files,
             inputs,
             current: 0,
             reader: None,
             pending: VecDeque::new(),
-            // Replaced below, once the schema is known.
-            builder: ReaderBuilder::new(Arc::new(Schema::empty())),
-            decoder: ReaderBuilder::new(Arc::new(Schema::empty()))
-                .build_decoder()
-                .map_err(internal)?,
-            schema: Arc::new(Schema::empty()),
-            value_at: 0,
-            key_at: None,
-            field_names: Vec::new(),
-            value_base64: options.value_base64,
-            batch: None,
+            threads: options.threads,
+            decoding: None,
+            queue: VecDeque::new(),
+            read_all: false,
+            records: Vec::new().into_iter(),
+            error: None,
             skipped: Skipped::default(),
         };
         let (schema, strict) = match &options.schema {
@@ -204,34 +337,14 @@ impl JsonlSource {
             options.key_field.as_deref(),
             options.schema.is_some(),
         )?);
-        source.value_at = schema.index_of(&options.value_field).map_err(internal)?;
-        source.key_at = match &options.key_field {
-            Some(key) => Some(schema.index_of(key).map_err(internal)?),
-            None => None,
-        };
-        source.field_names = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, field)| {
-                (i != source.value_at && Some(i) != source.key_at)
-                    .then(|| Arc::from(field.name().as_str()))
-            })
-            .collect();
-        source.builder = ReaderBuilder::new(Arc::clone(&schema))
-            // One more than a batch holds: a batch is flushed before it fills, so a
-            // line is always decoded whole.
-            .with_batch_size(BATCH_ROWS + 1)
-            .with_strict_mode(strict);
-        source.decoder = source.builder.clone().build_decoder().map_err(internal)?;
-        source.schema = schema;
+        source.decoder = LineDecoder::new(Arc::clone(&source.files), schema, &options, strict)?;
         Ok(Fused::new(source))
     }
 
     /// The schema the lines are decoded with (given or inferred, with the value
     /// and key columns).
     pub fn schema(&self) -> &SchemaRef {
-        &self.schema
+        &self.decoder.schema
     }
 
     fn path(&self, file: usize) -> &Path {
@@ -315,16 +428,200 @@ impl JsonlSource {
         }
     }
 
-    /// Decodes the next batch of lines; `None` at the end of the files.
-    fn next_batch(&mut self) -> Result<Option<Batch>, SourceError> {
+    /// Reads the next chunk of lines: at most [`BATCH_ROWS`], the last the one
+    /// that reaches [`BATCH_BYTES`]. The lines read before an error come first,
+    /// as a chunk of their own.
+    fn read_chunk(&mut self) -> (Vec<Line>, Option<SourceError>) {
         let mut lines = Vec::new();
-        let mut kept: Vec<Line> = Vec::new();
         let mut bytes = 0;
         while lines.len() < BATCH_ROWS && bytes < BATCH_BYTES {
-            let Some(line) = self.next_line()? else { break };
-            let path = self.files[line.file].display().to_string();
+            match self.next_line() {
+                Ok(Some(line)) => {
+                    bytes += line.bytes.len();
+                    lines.push(line);
+                }
+                Ok(None) => {
+                    self.read_all = true;
+                    break;
+                }
+                Err(error) => {
+                    self.read_all = true;
+                    return (lines, Some(error));
+                }
+            }
+        }
+        (lines, None)
+    }
+
+    /// Hands out chunks until two a decode thread are in flight (one without
+    /// threads) or every line is handed out.
+    fn fill(&mut self) {
+        if self.decoding.is_none() && self.threads > 0 {
+            self.decoding = DecodeThreads::start(self.threads, &self.decoder);
+            // Without them, decoding here.
+            self.threads = 0;
+        }
+        let most = self.decoding.as_ref().map_or(1, |t| 2 * t.len());
+        while !self.read_all && self.queue.len() < most {
+            let (lines, error) = self.read_chunk();
+            if !lines.is_empty() {
+                let chunk = match &mut self.decoding {
+                    Some(threads) => match threads.send(lines) {
+                        Ok(n) => Chunk::Thread(n),
+                        Err(error) => Chunk::Failed(error),
+                    },
+                    None => Chunk::Here(lines),
+                };
+                self.queue.push_back(chunk);
+            }
+            if let Some(error) = error {
+                self.queue.push_back(Chunk::Failed(error));
+            }
+        }
+    }
+
+    /// The records of the next chunk, in order; `None` after the last.
+    fn next_chunk(&mut self) -> Option<Decoded> {
+        self.fill();
+        let decoded = match self.queue.pop_front()? {
+            Chunk::Thread(n) => match &mut self.decoding {
+                Some(threads) => threads.receive(n).unwrap_or_else(|error| Decoded {
+                    records: Vec::new(),
+                    error: Some(error),
+                }),
+                None => Decoded {
+                    records: Vec::new(),
+                    error: Some(stopped()),
+                },
+            },
+            Chunk::Here(lines) => self.decoder.decode(lines),
+            Chunk::Failed(error) => Decoded {
+                records: Vec::new(),
+                error: Some(error),
+            },
+        };
+        Some(decoded)
+    }
+}
+
+impl LineDecoder {
+    fn new(
+        files: Arc<[Arc<Path>]>,
+        schema: SchemaRef,
+        options: &JsonlOptions,
+        strict: bool,
+    ) -> Result<LineDecoder, SourceError> {
+        let value_at = schema.index_of(&options.value_field).map_err(internal)?;
+        let key_at = match &options.key_field {
+            Some(key) => Some(schema.index_of(key).map_err(internal)?),
+            None => None,
+        };
+        let field_names = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                (i != value_at && Some(i) != key_at).then(|| Arc::from(field.name().as_str()))
+            })
+            .collect();
+        let builder = ReaderBuilder::new(Arc::clone(&schema))
+            // One more than a batch holds: a batch is flushed before it fills, so a
+            // line is always decoded whole.
+            .with_batch_size(BATCH_ROWS + 1)
+            .with_strict_mode(strict);
+        Ok(LineDecoder {
+            files,
+            decoder: builder.clone().build_decoder().map_err(internal)?,
+            builder,
+            value_at,
+            key_at,
+            field_names,
+            value_base64: options.value_base64,
+            schema,
+        })
+    }
+
+    /// A decoder of no column, for a source whose schema is being inferred.
+    fn empty(files: Arc<[Arc<Path>]>) -> Result<LineDecoder, SourceError> {
+        let schema = Arc::new(Schema::empty());
+        let builder = ReaderBuilder::new(Arc::clone(&schema));
+        Ok(LineDecoder {
+            files,
+            decoder: builder.clone().build_decoder().map_err(internal)?,
+            builder,
+            schema,
+            value_at: 0,
+            key_at: None,
+            field_names: Arc::from(Vec::new()),
+            value_base64: false,
+        })
+    }
+
+    /// Another decoder of the same lines (for a decode thread).
+    fn copy(&self) -> Result<LineDecoder, SourceError> {
+        Ok(LineDecoder {
+            files: Arc::clone(&self.files),
+            builder: self.builder.clone(),
+            decoder: self.builder.clone().build_decoder().map_err(internal)?,
+            schema: Arc::clone(&self.schema),
+            value_at: self.value_at,
+            key_at: self.key_at,
+            field_names: Arc::clone(&self.field_names),
+            value_base64: self.value_base64,
+        })
+    }
+
+    fn path(&self, file: usize) -> &Path {
+        &self.files[file]
+    }
+
+    fn error_at(&self, file: usize, line: u64, reason: impl Into<String>) -> SourceError {
+        SourceError::Invalid {
+            file: self.path(file).display().to_string(),
+            location: format!("line {line}"),
+            reason: reason.into(),
+        }
+    }
+
+    /// The records of `lines`, in order, up to the first line or record in error.
+    fn decode(&mut self, lines: Vec<Line>) -> Decoded {
+        let batch = match self.decode_batch(&lines) {
+            Ok(batch) => batch,
+            Err(error) => {
+                return Decoded {
+                    records: Vec::new(),
+                    error: Some(error),
+                }
+            }
+        };
+        let mut records = Vec::with_capacity(batch.batch.num_rows());
+        for row in 0..batch.batch.num_rows() {
+            match self.record(&batch, row) {
+                Ok(record) => records.push(record),
+                Err(error) => {
+                    return Decoded {
+                        records,
+                        error: Some(error),
+                    }
+                }
+            }
+        }
+        Decoded {
+            records,
+            error: None,
+        }
+    }
+
+    /// Decodes `lines` (at least one) into one batch.
+    fn decode_batch(&mut self, lines: &[Line]) -> Result<Batch, SourceError> {
+        // A failed chunk may leave rows behind; each chunk starts afresh.
+        if !self.decoder.is_empty() || self.decoder.has_partial_record() {
+            self.decoder = self.builder.clone().build_decoder().map_err(internal)?;
+        }
+        for line in lines {
+            let files = &self.files;
             let at = |reason: String| SourceError::Invalid {
-                file: path.clone(),
+                file: files[line.file].display().to_string(),
                 location: format!("line {}", line.number),
                 reason,
             };
@@ -352,24 +649,17 @@ impl JsonlSource {
             if consumed < line.bytes.len() || self.decoder.len() != before + 1 {
                 return Err(at("more than one JSON value on the line".into()));
             }
-            bytes += line.bytes.len();
-            lines.push((line.file, line.number));
-            kept.push(line);
-        }
-        if lines.is_empty() {
-            return Ok(None);
         }
         match self.decoder.flush() {
-            Ok(Some(batch)) => Ok(Some(Batch {
+            Ok(Some(batch)) => Ok(Batch {
                 fields: self.field_columns(&batch)?,
                 batch,
-                lines,
-                next: 0,
-            })),
+                lines: lines.iter().map(|line| (line.file, line.number)).collect(),
+            }),
             Ok(None) => Err(internal(ArrowError::JsonError(
                 "a batch of lines decoded to nothing".into(),
             ))),
-            Err(error) => Err(self.locate(&kept, error)),
+            Err(error) => Err(self.locate(lines, error)),
         }
     }
 
@@ -405,7 +695,7 @@ impl JsonlSource {
         let (names, arrays): (Vec<Arc<str>>, Vec<ArrayRef>) = batch
             .columns()
             .iter()
-            .zip(&self.field_names)
+            .zip(self.field_names.iter())
             .filter_map(|(column, name)| Some((Arc::clone(name.as_ref()?), Arc::clone(column))))
             .unzip();
         if names.is_empty() {
@@ -632,26 +922,22 @@ impl Iterator for JsonlSource {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(batch) = &self.batch {
-                if batch.next < batch.batch.num_rows() {
-                    let record = self.record(batch, batch.next);
-                    self.batch.as_mut().expect("checked above").next += 1;
-                    return Some(record);
-                }
-                self.batch = None;
+            if let Some(record) = self.records.next() {
+                return Some(Ok(record));
             }
-            match self.next_batch() {
-                Ok(Some(batch)) => self.batch = Some(batch),
-                Ok(None) => return None,
-                Err(error) => return Some(Err(error)),
+            if let Some(error) = self.error.take() {
+                return Some(Err(error));
             }
+            let Decoded { records, error } = self.next_chunk()?;
+            self.records = records.into_iter();
+            self.error = error;
         }
     }
 }
 
 impl Source for JsonlSource {
     fn keyed(&self) -> bool {
-        self.key_at.is_some()
+        self.decoder.key_at.is_some()
     }
 
     fn skipped(&self) -> &Skipped {

@@ -266,6 +266,7 @@ fn values_in_base64_string_keys_and_a_given_schema() {
         value_base64: true,
         key_field: Some("name".into()),
         schema: Some(schema),
+        ..JsonlOptions::default()
     };
     let records = read(std::slice::from_ref(&path), options).unwrap();
     let got: Vec<(Vec<u8>, Vec<u8>, String)> = records
@@ -517,4 +518,69 @@ fn the_source_ends_at_its_first_error() {
     let keys: Vec<bool> = source.by_ref().map(|r| r.is_ok()).collect();
     assert_eq!(keys, [true, true, false]);
     assert!(source.next().is_none());
+}
+
+/// Each record as JSON with its origin, or the error's text: what a source gives.
+fn given(source: impl Iterator<Item = Result<Record, SourceError>>) -> Vec<Value> {
+    source
+        .map(|item| match item {
+            Ok(record) => json!([
+                record_json(&record, "text", None),
+                format!("{:?}", record.origin),
+            ]),
+            Err(error) => json!(error.to_string()),
+        })
+        .collect()
+}
+
+#[test]
+fn decode_threads_give_what_the_reading_thread_alone_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    // Many chunks (BATCH_ROWS lines each) over three files, one compressed.
+    let line = |i: usize| {
+        json!({"text": format!("document {i}"), "n": i, "x": i as f64 / 7.0,
+               "tags": (0..i % 4).map(|t| format!("t{t}")).collect::<Vec<_>>()})
+        .to_string()
+    };
+    let first: Vec<String> = (0..2500).map(line).collect();
+    let second: Vec<String> = (2500..2600).map(line).collect();
+    let third: Vec<String> = (2600..6000).map(line).collect();
+    let a = write_lines(dir.path(), "a.jsonl", &first);
+    let b = write_lines(dir.path(), "b.jsonl", &second);
+    let c = dir.path().join("c.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all((third.join("\n") + "\n").as_bytes()).unwrap();
+    std::fs::write(&c, gz.finish().unwrap()).unwrap();
+    let paths = [a, b, c];
+    let with = |threads: usize| JsonlOptions {
+        threads,
+        ..JsonlOptions::default()
+    };
+    let alone = given(JsonlSource::new(&paths, with(0)).unwrap());
+    assert_eq!(alone.len(), 6000);
+    for threads in [1, 2, 3, 8] {
+        let got = given(JsonlSource::new(&paths, with(threads)).unwrap());
+        assert!(got == alone, "{threads} decode threads");
+    }
+
+    // An error ends the source after the records before it, whichever thread
+    // decodes it: a line that is not JSON, a record without a value, each deep
+    // in the stream (chunks after it are being decoded when it comes).
+    for (at, bad) in [(3100, "{\"text\": \"x\", }"), (4400, "{\"n\": 1}")] {
+        let mut lines: Vec<String> = (0..6000).map(line).collect();
+        lines[at - 1] = bad.to_owned();
+        let path = write_lines(dir.path(), "bad.jsonl", &lines);
+        let alone = given(JsonlSource::new(std::slice::from_ref(&path), with(0)).unwrap());
+        let last = alone.last().unwrap().as_str().unwrap();
+        assert!(last.contains(&format!("line {at}: ")), "{last}");
+        for threads in [1, 2, 3] {
+            let got = given(JsonlSource::new(std::slice::from_ref(&path), with(threads)).unwrap());
+            assert!(got == alone, "{threads} decode threads, bad line {at}");
+        }
+    }
+
+    // A source dropped part way stops its threads (the test would hang if not).
+    let mut source = JsonlSource::new(&paths, with(2)).unwrap();
+    assert_eq!(source.by_ref().take(10).count(), 10);
+    drop(source);
 }

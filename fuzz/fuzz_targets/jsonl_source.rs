@@ -4,7 +4,8 @@
 //!
 //! Input layout: one flag byte, then the file. Bit 0: key by the field `id`; bit 1:
 //! values in base64; bit 2: a given schema (`id` int64, `a` float64, `b` list of
-//! strings) instead of an inferred one; bit 3: zstd-compress the file.
+//! strings) instead of an inferred one; bit 3: zstd-compress the file; bit 4:
+//! decode on two threads of their own instead of the reading one.
 //!
 //! What holds: every record's origin is a line of the file, its fields are rows of
 //! Arrow columns, never the value or key field; an error names the file and, once
@@ -43,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
                 ),
             ]))
         }),
+        threads: usize::from(flags & 16 != 0) * 2,
         ..JsonlOptions::default()
     };
     let file = path.display().to_string();

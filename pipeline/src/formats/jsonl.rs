@@ -50,6 +50,7 @@ fn jsonl_options(options: &SourceOptions) -> JsonlOptions {
         value_base64: options.value_base64,
         key_field: options.key_field.clone(),
         schema: options.schema.clone(),
+        ..JsonlOptions::default()
     }
 }
 
