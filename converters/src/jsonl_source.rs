@@ -34,7 +34,8 @@
 //! decoded on [`JsonlOptions::threads`] threads of their own, each chunk into
 //! one Arrow batch; the records come back in the lines' order, and an error
 //! after the records of the lines before it, whichever thread decodes what.
-//! Memory holds at most two chunks a decode thread (one without them).
+//! Memory holds at most two chunks a decode thread (one without them), and no
+//! more than [`IN_FLIGHT_BYTES`] of lines past a chunk.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -68,6 +69,12 @@ pub const BATCH_ROWS: usize = 1024;
 /// Bytes of lines decoded into one batch at most (the line that passes it is
 /// the last one).
 pub const BATCH_BYTES: usize = 8 << 20;
+/// Bytes of lines handed to the decode threads and not yet given back as
+/// records, at most (and one chunk more): 32 MiB, whatever the threads.
+pub const IN_FLIGHT_BYTES: usize = 4 * BATCH_BYTES;
+/// Decode threads by default: one a core, at most this many (more decode
+/// faster than one writer takes the records).
+pub const DEFAULT_THREADS_MAX: usize = 8;
 
 /// How a [`JsonlSource`] reads its files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +91,8 @@ pub struct JsonlOptions {
     /// documentation).
     pub schema: Option<SchemaRef>,
     /// Threads decoding lines into records, beside the one reading them
-    /// (`0`: that one decodes them too). Default: one per core.
+    /// (`0`: that one decodes them too). Default: one a core, at most
+    /// [`DEFAULT_THREADS_MAX`].
     pub threads: usize,
 }
 
@@ -95,7 +103,9 @@ impl Default for JsonlOptions {
             value_base64: false,
             key_field: None,
             schema: None,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(DEFAULT_THREADS_MAX),
         }
     }
 }
@@ -167,8 +177,10 @@ pub struct JsonlSource {
     /// Decode threads to start, and those started (at the first chunk).
     threads: usize,
     decoding: Option<DecodeThreads>,
-    /// Chunks handed out and not yet given back, in order.
+    /// Chunks handed out and not yet given back, in order, and their lines'
+    /// bytes.
     queue: VecDeque<Chunk>,
+    queued_bytes: usize,
     /// Every line is in a chunk handed out (the end, or a read error, reached).
     read_all: bool,
     /// The records of the chunk being given back, and the error after them.
@@ -179,8 +191,8 @@ pub struct JsonlSource {
 
 /// A chunk handed out, to be given back in its turn.
 enum Chunk {
-    /// Being decoded by decode thread `n`.
-    Thread(usize),
+    /// Being decoded by decode thread `n`, of these bytes of lines.
+    Thread(usize, usize),
     /// To be decoded here (no decode threads).
     Here(Vec<Line>),
     /// A read error where the chunk would have begun.
@@ -322,6 +334,7 @@ impl JsonlSource {
             threads: options.threads,
             decoding: None,
             queue: VecDeque::new(),
+            queued_bytes: 0,
             read_all: false,
             records: Vec::new().into_iter(),
             error: None,
@@ -454,7 +467,7 @@ impl JsonlSource {
     }
 
     /// Hands out chunks until two a decode thread are in flight (one without
-    /// threads) or every line is handed out.
+    /// threads), or [`IN_FLIGHT_BYTES`] of lines, or every line is handed out.
     fn fill(&mut self) {
         if self.decoding.is_none() && self.threads > 0 {
             self.decoding = DecodeThreads::start(self.threads, &self.decoder);
@@ -462,12 +475,16 @@ impl JsonlSource {
             self.threads = 0;
         }
         let most = self.decoding.as_ref().map_or(1, |t| 2 * t.len());
-        while !self.read_all && self.queue.len() < most {
+        while !self.read_all && self.queue.len() < most && self.queued_bytes < IN_FLIGHT_BYTES {
             let (lines, error) = self.read_chunk();
             if !lines.is_empty() {
+                let bytes = lines.iter().map(|line| line.bytes.len()).sum();
                 let chunk = match &mut self.decoding {
                     Some(threads) => match threads.send(lines) {
-                        Ok(n) => Chunk::Thread(n),
+                        Ok(n) => {
+                            self.queued_bytes += bytes;
+                            Chunk::Thread(n, bytes)
+                        }
                         Err(error) => Chunk::Failed(error),
                     },
                     None => Chunk::Here(lines),
@@ -484,11 +501,14 @@ impl JsonlSource {
     fn next_chunk(&mut self) -> Option<Decoded> {
         self.fill();
         let decoded = match self.queue.pop_front()? {
-            Chunk::Thread(n) => match &mut self.decoding {
-                Some(threads) => threads.receive(n).unwrap_or_else(|error| Decoded {
-                    records: Vec::new(),
-                    error: Some(error),
-                }),
+            Chunk::Thread(n, bytes) => match &mut self.decoding {
+                Some(threads) => {
+                    self.queued_bytes -= bytes;
+                    threads.receive(n).unwrap_or_else(|error| Decoded {
+                        records: Vec::new(),
+                        error: Some(error),
+                    })
+                }
                 None => Decoded {
                     records: Vec::new(),
                     error: Some(stopped()),
@@ -955,6 +975,27 @@ mod tests {
         assert!(nesting_exceeds(br#"{"a": [[[1]]]}"#, 3));
         assert!(!nesting_exceeds(br#"{"a": "[[[[[\"[[["}"#, 1));
         assert!(!nesting_exceeds(br#"{"a": "\\", "b": []}"#, 2));
+    }
+
+    #[test]
+    fn lines_in_flight_are_bounded_by_bytes_whatever_the_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.jsonl");
+        // Lines of 3 MiB: a chunk is three of them (the one passing BATCH_BYTES).
+        let line = format!("{{\"text\": \"{}\"}}\n", "x".repeat(3 << 20));
+        std::fs::write(&path, line.repeat(40)).unwrap();
+        let options = JsonlOptions {
+            threads: 8,
+            ..JsonlOptions::default()
+        };
+        let mut source = JsonlSource::new(&[path], options).unwrap();
+        assert!(source.next().unwrap().is_ok());
+        let inner = source.get_ref();
+        let chunk = BATCH_BYTES + line.len();
+        // The bytes bound stopped the handing out, not the chunks' count.
+        assert!(inner.queued_bytes > 0 && inner.queued_bytes < IN_FLIGHT_BYTES + chunk);
+        assert!(inner.queue.len() < 2 * 8);
+        assert_eq!(source.count(), 39);
     }
 
     #[test]
