@@ -279,6 +279,20 @@ impl Drop for DecodeThreads {
     }
 }
 
+/// The error of line `line` of file `file` (of `files`).
+fn line_error(
+    files: &[Arc<Path>],
+    file: usize,
+    line: u64,
+    reason: impl Into<String>,
+) -> SourceError {
+    SourceError::Invalid {
+        file: files[file].display().to_string(),
+        location: format!("line {line}"),
+        reason: reason.into(),
+    }
+}
+
 /// A decode thread's channel closed: it stopped, which only a bug can cause.
 fn stopped() -> SourceError {
     SourceError::Usage("internal error: a JSON Lines decode thread stopped".into())
@@ -365,11 +379,7 @@ impl JsonlSource {
     }
 
     fn error_at(&self, file: usize, line: u64, reason: impl Into<String>) -> SourceError {
-        SourceError::Invalid {
-            file: self.path(file).display().to_string(),
-            location: format!("line {line}"),
-            reason: reason.into(),
-        }
+        line_error(&self.files, file, line, reason)
     }
 
     /// Reads the first lines into `pending` and infers the schema from them.
@@ -591,18 +601,6 @@ impl LineDecoder {
         })
     }
 
-    fn path(&self, file: usize) -> &Path {
-        &self.files[file]
-    }
-
-    fn error_at(&self, file: usize, line: u64, reason: impl Into<String>) -> SourceError {
-        SourceError::Invalid {
-            file: self.path(file).display().to_string(),
-            location: format!("line {line}"),
-            reason: reason.into(),
-        }
-    }
-
     /// The records of `lines`, in order, up to the first line or record in error.
     fn decode(&mut self, lines: Vec<Line>) -> Decoded {
         let batch = match self.decode_batch(&lines) {
@@ -640,11 +638,7 @@ impl LineDecoder {
         }
         for line in lines {
             let files = &self.files;
-            let at = |reason: String| SourceError::Invalid {
-                file: files[line.file].display().to_string(),
-                location: format!("line {}", line.number),
-                reason,
-            };
+            let at = |reason: String| line_error(files, line.file, line.number, reason);
             if nesting_exceeds(&line.bytes, MAX_DEPTH) {
                 return Err(at(format!(
                     "arrays and objects nested more than {MAX_DEPTH} levels deep"
@@ -693,12 +687,12 @@ impl LineDecoder {
             };
             let result = decoder.decode(&line.bytes).and_then(|_| decoder.flush());
             if let Err(error) = result {
-                return self.error_at(line.file, line.number, arrow_message(&error));
+                return line_error(&self.files, line.file, line.number, arrow_message(&error));
             }
         }
         let (first, last) = (&lines[0], &lines[lines.len() - 1]);
         SourceError::Invalid {
-            file: self.path(first.file).display().to_string(),
+            file: self.files[first.file].display().to_string(),
             location: format!(
                 "lines {} to {} (of this and the next files)",
                 first.number, last.number
@@ -729,7 +723,7 @@ impl LineDecoder {
     /// The record of row `row` of `batch`.
     fn record(&self, batch: &Batch, row: usize) -> Result<Record, SourceError> {
         let (file, line) = batch.lines[row];
-        let at = |reason: String| self.error_at(file, line, reason);
+        let at = |reason: String| line_error(&self.files, file, line, reason);
         let columns = batch.batch.columns();
         let value_column = columns[self.value_at].as_string::<i32>();
         let value_name = self.schema.field(self.value_at).name();
