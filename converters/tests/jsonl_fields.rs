@@ -584,3 +584,54 @@ fn decode_threads_give_what_the_reading_thread_alone_gives() {
     assert_eq!(source.by_ref().take(10).count(), 10);
     drop(source);
 }
+
+#[test]
+fn decode_threads_agree_with_one_thread_on_random_files() {
+    // xorshift64*: a fixed seed, so a failure repeats.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for case in 0..40 {
+        let files = 1 + next(3) as usize;
+        let mut paths = Vec::new();
+        for f in 0..files {
+            let lines: Vec<String> = (0..next(2500))
+                .map(|i| match next(1000) {
+                    // Rare bad lines: not JSON, no value, a value of another type.
+                    0 => "{\"text\": ".to_owned(),
+                    1 => json!({"n": i}).to_string(),
+                    2 => json!({"text": 5}).to_string(),
+                    3..=20 => String::new(),
+                    k => json!({"text": format!("v{k}"), "n": k, "x": (k as f64) / 3.0,
+                                "s": "é".repeat((k % 5) as usize)})
+                    .to_string(),
+                })
+                .collect();
+            paths.push(write_lines(
+                dir.path(),
+                &format!("r{case}-{f}.jsonl"),
+                &lines,
+            ));
+        }
+        let with = |threads: usize| JsonlOptions {
+            threads,
+            ..JsonlOptions::default()
+        };
+        let alone = JsonlSource::new(&paths, with(0)).map(given);
+        let threads = 1 + next(4) as usize;
+        let got = JsonlSource::new(&paths, with(threads)).map(given);
+        match (alone, got) {
+            (Ok(alone), Ok(got)) => {
+                assert!(got == alone, "case {case}, {threads} decode threads")
+            }
+            // Inference failed the same way, before any decoding.
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("case {case}: {:?} against {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+}
