@@ -40,13 +40,7 @@ fn shards_are_fetched_once_on_first_read_and_shared() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let local = dataset(&source, true, Compression::Lz4, 300, 3000);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let options = CacheOptions::new(dir.path().join("cache"));
     let data_bytes = local.stored_bytes();
 
@@ -89,13 +83,7 @@ fn a_cache_over_its_limit_evicts_and_still_returns_the_right_bytes() {
     let source = dir.path().join("source");
     let local = dataset(&source, false, Compression::None, 400, 2000);
     assert!(local.shards() > 5);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let options = CacheOptions {
         limit: Some(4500),
         ..CacheOptions::new(dir.path().join("cache"))
@@ -159,13 +147,7 @@ fn a_mirror_current_for_the_remote_manifest_opens_with_one_request() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let mut local = dataset(&source, true, Compression::Lz4, 200, 1500);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let options = CacheOptions::new(dir.path().join("cache"));
     let open = || {
         let cache =
@@ -345,13 +327,7 @@ fn a_cold_open_asks_nothing_of_the_data_objects_the_idx_speaks_for() {
     let source = dir.path().join("source");
     keyed_lookalike(&source, 120, false);
     let local = open_indexed(&source, true);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let open = |name: &str| {
         let options = CacheOptions::new(dir.path().join(name));
         let cache =
@@ -404,13 +380,7 @@ fn fingerprints_read_the_edges_of_uncached_shards_without_fetching_them() {
     // fingerprints are asked for.
     let local = dataset(&source, false, Compression::None, 3000, 20_000);
     assert!(local.shards() > 2);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let options = CacheOptions::new(dir.path().join("cache"));
     let cache =
         Arc::new(RemoteCache::with_remote(remote_on(store.clone(), "p"), &options).unwrap());

@@ -30,13 +30,7 @@ fn records(dataset: &Dataset) -> Vec<Vec<u8>> {
 fn pushed(dir: &Path) -> (Dataset, Arc<FaultStore>) {
     let local = dataset(&dir.join("source"), false, Compression::None, 240, 1000);
     assert!(local.shards() >= 10, "{} shards", local.shards());
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        local.path(),
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(local.path());
     (local, store)
 }
 

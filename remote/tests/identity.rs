@@ -145,13 +145,7 @@ fn a_replace_cut_off_midway_leaves_no_dataset_and_its_rerun_completes_it() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     spelled(&a, "value", FULL * 2);
     spelled(&b, "VALUE", FULL * 3);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &a,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&a);
     // The server goes away after the first upload of the replace (B's first
     // data file: the index files of A and B are the same bytes, and stay).
     store.replan(Plan {
@@ -306,13 +300,7 @@ fn a_push_that_fails_aborts_its_multipart_uploads_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let mut dataset = dataset(&source, true, Compression::None, 40, 1000);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let shards = dataset.shards();
     append(&mut dataset, 40..55);
     assert_eq!(dataset.shards(), shards + 1);
@@ -340,13 +328,7 @@ fn a_push_killed_mid_way_is_completed_by_its_rerun_leaving_no_upload_open() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let mut dataset = dataset(&source, true, Compression::None, 40, 1000);
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &source,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&source);
     let shards = dataset.shards();
     append(&mut dataset, 40..100);
     assert!(dataset.shards() >= shards + 2);

@@ -568,19 +568,8 @@ fn a_shard_past_the_writeback_step_pulls_byte_for_byte_streamed_and_in_ranges() 
         max_shard_size: 1 << 30,
     };
     let mut dataset = Dataset::create(&source, options).unwrap();
-    let mut state = 7u64;
-    let values: Vec<Vec<u8>> = (0..20)
-        .map(|_| {
-            (0..1 << 20)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect()
-        })
-        .collect();
+    let mut rng = bcd_test_support::Rng::new(7);
+    let values: Vec<Vec<u8>> = (0..20).map(|_| rng.bytes(1 << 20)).collect();
     dataset
         .extend_values(values.iter().map(|v| &v[..]))
         .unwrap();

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bcd::{Compression, CreateOptions, Dataset};
-use bcd_remote::{push, RemoteDataset, TransferOptions};
+use bcd_remote::RemoteDataset;
 use common::*;
 use object_store::memory::InMemory;
 
@@ -33,13 +33,7 @@ fn pushed(compression: Compression) -> (tempfile::TempDir, Dataset, Arc<FaultSto
     dataset
         .extend(records.iter().map(|(k, v)| (&k[..], &v[..])))
         .unwrap();
-    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
-    push(
-        &path,
-        &remote_on(store.clone(), "p"),
-        &TransferOptions::default(),
-    )
-    .unwrap();
+    let store = pushed_to_store(&path);
     (dir, dataset, store)
 }
 

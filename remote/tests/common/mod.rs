@@ -393,6 +393,19 @@ impl FaultStore {
 }
 
 /// A remote on `store`, with its multipart API.
+/// A store that fails nothing (until told to) holding the dataset at `source`
+/// pushed to `p/`.
+pub fn pushed_to_store(source: &Path) -> Arc<FaultStore> {
+    let store = FaultStore::new(Arc::new(InMemory::new()), Plan::default());
+    bcd_remote::push(
+        source,
+        &remote_on(store.clone(), "p"),
+        &bcd_remote::TransferOptions::default(),
+    )
+    .unwrap();
+    store
+}
+
 pub fn remote_on(store: Arc<FaultStore>, prefix: &str) -> Remote {
     Remote::with_store(uri(prefix), store.clone(), Some(store))
 }
