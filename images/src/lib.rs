@@ -1,4 +1,5 @@
-//! Image values decoded and cropped into training batches, without Python.
+//! Image and audio values decoded and cropped into training batches, without
+//! Python. Audio (WAV) clips: the [`audio`](decode_audio_into) functions.
 //!
 //! A value (a JPEG or PNG file's bytes) becomes one `H x W x 3` (or `3 x H x W`)
 //! uint8 image: a box is chosen from the image's size and the record's
@@ -26,6 +27,7 @@
 //! assert_eq!(out, [255, 0, 0, 0, 0, 255]);
 //! ```
 
+mod audio;
 mod crop_box;
 mod error;
 mod jpeg;
@@ -33,12 +35,14 @@ mod options;
 mod png_decode;
 mod region;
 mod resize;
+mod slots;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::thread;
 
+pub use audio::{
+    decode_audio_into, decode_audio_many, AudioCrop, AudioError, AudioFailure, AudioOptions, Clip,
+    MAX_CHANNELS, MAX_FRAMES,
+};
 pub use crop_box::{crop_box, CropBox, CropKey};
 pub use error::{ImageError, OptionsError};
 pub use options::{Crop, ImageOptions, MAX_SIDE};
@@ -104,9 +108,6 @@ pub enum Failure<E> {
     Image(ImageError),
 }
 
-/// Each image's outcome, by position, as one thread of [`decode_many`] made them.
-type Outcomes<E> = Vec<(usize, Result<(), Failure<E>>)>;
-
 /// Decodes `count` values into `out` (`count * image_bytes` bytes, image `i`
 /// at `i * image_bytes`), image `i` from `value(i)` with `keys[i]`, on up to
 /// `threads` scoped threads that each read and decode the next image; returns
@@ -122,63 +123,9 @@ pub fn decode_many<'v, E: Send>(
 ) -> Vec<Result<(), Failure<E>>> {
     let each = options.image_bytes();
     assert_eq!(count, keys.len(), "one key per value");
-    assert_eq!(out.len(), count * each, "one output slot per value");
     let one = |i: usize, slot: &mut [u8], scratch: &mut Vec<u8>| {
         let bytes = value(i).map_err(Failure::Read)?;
         decode_with_scratch(&bytes, options, keys[i], slot, scratch).map_err(Failure::Image)
     };
-    let threads = threads.clamp(1, count.max(1));
-    if threads == 1 {
-        let mut scratch = Vec::new();
-        return out
-            .chunks_exact_mut(each.max(1))
-            .take(count)
-            .enumerate()
-            .map(|(i, slot)| one(i, slot, &mut scratch))
-            .collect();
-    }
-    // Threads take the next image from a shared counter (images differ in
-    // cost); each slot is handed out once, through its own lock.
-    let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<&mut [u8]>>> = out
-        .chunks_exact_mut(each.max(1))
-        .take(count)
-        .map(|slot| Mutex::new(Some(slot)))
-        .collect();
-    let done: Vec<Outcomes<E>> = thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut scratch = Vec::new();
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= count {
-                            break;
-                        }
-                        let slot = slots[i].lock().unwrap_or_else(|p| p.into_inner()).take();
-                        let slot = slot.expect("each slot is taken once");
-                        mine.push((i, one(i, slot, &mut scratch)));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|worker| {
-                worker
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    let mut outcomes: Vec<Option<Result<(), Failure<E>>>> = (0..count).map(|_| None).collect();
-    for (i, outcome) in done.into_iter().flatten() {
-        outcomes[i] = Some(outcome);
-    }
-    outcomes
-        .into_iter()
-        .map(|outcome| outcome.expect("every image is decoded once"))
-        .collect()
+    slots::fill(count, each, out, threads, &one)
 }

@@ -69,6 +69,9 @@ pub enum Purpose {
     /// The crop box and flip of one record's image (its index is the record's):
     /// `bcd-images`' random crops.
     ImageCrop = 9,
+    /// The offset of one record's clip (its index is the record's):
+    /// `bcd-images`' random audio crops.
+    AudioCrop = 10,
 }
 
 /// The key of the stream for `(seed, epoch, purpose, index)`.
