@@ -29,7 +29,9 @@ files into a dataset in one all-or-nothing commit, for example
 crop, a centre crop or a resize to a fixed size, a random flip) and
 ``Dataset.get_images_into`` / ``bcd.decode_images`` decode JPEGs and PNGs that
 way into one uint8 buffer on all cores, without the GIL (``bcd.torch``'s
-``image=``).
+``image=``). ``bcd.AudioOptions`` and ``Dataset.get_audio_into`` /
+``bcd.decode_audio`` do the same for WAV clips, into one float32 buffer of
+fixed-length clips (``bcd.torch``'s ``audio=``).
 
 ``ds.create_view("cats", where="label = 'cat'")`` keeps a named subset of the
 records beside the shards (``bcd view create``); ``ds.view("cats")`` reads it as
@@ -45,17 +47,30 @@ Datasets written here open in the reference and datasets it writes open here;
 for the same records and settings the shard files are byte-identical.
 """
 
-from ._bcd import DEFAULT_MAX_SHARD_SIZE, Dataset, ImageOptions, __version__, decode_images, gc, ingest, merge
+from ._bcd import (
+    DEFAULT_MAX_SHARD_SIZE,
+    AudioOptions,
+    Dataset,
+    ImageOptions,
+    __version__,
+    decode_audio,
+    decode_images,
+    gc,
+    ingest,
+    merge,
+)
 from .mixture import partition_mix
 from .sampling import partition
 from .views import View
 
 __all__ = [
     "DEFAULT_MAX_SHARD_SIZE",
+    "AudioOptions",
     "Dataset",
     "ImageOptions",
     "View",
     "__version__",
+    "decode_audio",
     "decode_images",
     "gc",
     "ingest",

@@ -445,6 +445,26 @@ class Dataset:
         Indices are checked as by ``get_batch``. Nothing else may use ``out``
         during the call."""
 
+    def get_audio_into(
+        self,
+        indices: Iterable[SupportsIndex],
+        out: Buffer,
+        options: "AudioOptions",
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+    ) -> tuple[list[int], list[tuple[int, str]]]:
+        """Decodes the audio clips (WAV values) at ``indices`` into ``out`` as
+        ``options`` says, one after another (``len(indices) *
+        options.clip_floats`` float32s: ``out`` is typically a float32 array or
+        tensor of shape ``(len(indices), *options.shape)``), on all cores
+        without the GIL. Record ``i``'s random crop comes from ``(seed, epoch,
+        i)`` alone. Returns ``(frames, failures)``: the frames each clip kept
+        (the rest of its row is zeros; 0 for a failure) and the clips that
+        failed as ``(position in indices, message naming the record)``, their
+        slots left as they were. Indices are checked as by ``get_batch``.
+        Nothing else may use ``out`` during the call."""
+
     def refresh(self) -> int:
         """Picks up records committed since the open (or the last refresh) by
         this or another process (a nightly ``bcd ingest``, the reference's
@@ -816,3 +836,68 @@ def decode_images(
     ``Dataset.get_images_into`` does, value ``i`` drawing its crop from
     ``(seed, epoch, records[i])`` (``records`` defaults to ``0..len(values)``);
     returns the failures as ``(i, message)``."""
+
+
+class AudioOptions:
+    """What to make of each audio value, checked when made (``ValueError``
+    naming the keyword):
+
+    - ``frames``: the frames of each output clip; a longer clip is cut, a
+      shorter one zero-padded after its end.
+    - ``channels``: the output's channels (default 1). A clip with as many is
+      kept as it is; with 1, a clip of several channels is mixed down to their
+      mean; any other difference is an error.
+    - ``crop``: which frames of a longer clip are kept: ``"random"`` (default:
+      an offset drawn uniformly from ``(seed, epoch, record)``), ``"start"`` or
+      ``"center"``.
+    - ``sample_rate``: the rate every clip must have (default: any). Clips are
+      not resampled; one at another rate is an error.
+
+    Values are WAV files (RIFF/WAVE): PCM of 8 to 32 bits (``WAVE_FORMAT_PCM``,
+    or ``WAVE_FORMAT_EXTENSIBLE`` of PCM) and IEEE floats of 32 or 64 bits.
+    Samples are scaled to [-1, 1) as libsndfile (``soundfile``) and torchaudio
+    scale them: 8-bit ``(x - 128) / 128``, 16-bit ``x / 32768``, 24-bit ``x /
+    2**23``, 32-bit ``x / 2**31``; floats as stored. Clips are laid out
+    channels first, ``(channels, frames)``. A data chunk shorter than it
+    declares is an error, except the length ``0xFFFFFFFF`` that streaming
+    writers leave (the data then runs to the end); a partial last frame is
+    left out.
+    """
+
+    def __init__(
+        self,
+        frames: int,
+        *,
+        channels: int = 1,
+        crop: str = "random",
+        sample_rate: int | None = None,
+    ) -> None: ...
+    @property
+    def shape(self) -> tuple[int, int]:
+        """One clip's shape: ``(channels, frames)``."""
+    @property
+    def clip_floats(self) -> int:
+        """Float32 samples of one clip: ``channels * frames``."""
+    @property
+    def frames(self) -> int: ...
+    @property
+    def channels(self) -> int: ...
+    @property
+    def crop(self) -> str: ...
+    @property
+    def sample_rate(self) -> int | None: ...
+
+def decode_audio(
+    values: Sequence[Buffer],
+    out: Buffer,
+    options: AudioOptions,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    records: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> tuple[list[int], list[tuple[int, str]]]:
+    """Decodes audio values (WAV bytes) into ``out`` (a float32 buffer) as
+    ``Dataset.get_audio_into`` does, value ``i`` drawing its crop from
+    ``(seed, epoch, records[i])`` (``records`` defaults to
+    ``0..len(values)``); returns ``(frames, failures)``."""

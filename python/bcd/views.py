@@ -190,6 +190,13 @@ class View:
         through any view; failures are reported by position in ``indices``."""
         return self._dataset.get_images_into(self._records(indices), out, options, seed=seed, epoch=epoch)
 
+    def get_audio_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
+        """As ``Dataset.get_audio_into``, for the view's records at
+        ``indices``: each random crop is drawn for the dataset record, so a
+        record gets the same crop through any view; failures are reported by
+        position in ``indices``."""
+        return self._dataset.get_audio_into(self._records(indices), out, options, seed=seed, epoch=epoch)
+
     def fields(self, columns: Optional[Sequence[str]] = None):
         """The fields of the view's records, in order, as a ``pyarrow.Table``."""
         import pyarrow as pa

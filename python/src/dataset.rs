@@ -528,6 +528,28 @@ impl PyDataset {
         self.read_images_into(py, indices, out, &options.get().options, seed, epoch)
     }
 
+    /// Decodes the audio clips (WAV values) at `indices` into `out` as
+    /// `options` (a `bcd.AudioOptions`) says, one after another
+    /// (`len(indices) * options.clip_floats` float32s), on all cores without
+    /// the GIL; record `i`'s random crop comes from `(seed, epoch, i)`.
+    /// Returns `(frames, failures)`: the frames each clip kept (the rest of
+    /// its slot is zeros; 0 for a failure) and the clips that failed as
+    /// `(position in indices, message naming the record)`, their slots left as
+    /// they were. Indices are checked as by `get_batch`. Nothing else may use
+    /// `out` during the call.
+    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0))]
+    fn get_audio_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &Bound<'py, crate::audio::PyAudioOptions>,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<crate::audio::Decoded> {
+        self.read_audio_into(py, indices, out, &options.get().options, seed, epoch)
+    }
+
     /// The view `name` (`bcd view create`, `create_view`): a read-only
     /// ``bcd.View`` of its records. Raises KeyError if there is none,
     /// ValueError if it was evaluated over another state of this dataset (fewer

@@ -338,30 +338,10 @@ pub fn decode_images(
     records: Option<Vec<u64>>,
     threads: Option<usize>,
 ) -> PyResult<Vec<(usize, String)>> {
-    let records = records.unwrap_or_else(|| (0..values.len() as u64).collect());
-    if records.len() != values.len() {
-        return Err(PyValueError::new_err(format!(
-            "records: {} for {} values: expected one per value",
-            records.len(),
-            values.len()
-        )));
-    }
-    let mut slices = Vec::with_capacity(values.len());
-    for (i, value) in values.iter().enumerate() {
-        if !value.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!(
-                "values[{i}]: expected a C-contiguous buffer"
-            )));
-        }
-        // SAFETY: each buffer is held (in `values`) until this function
-        // returns, contiguous, and only read.
-        slices.push(unsafe {
-            std::slice::from_raw_parts(value.buf_ptr().cast::<u8>(), value.len_bytes())
-        });
-    }
+    let records = checked_records(records, values.len())?;
+    let slices = value_slices(&values)?;
     let value = |i: usize| Ok::<_, std::convert::Infallible>(Cow::Borrowed(slices[i]));
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads_or_cores(threads);
     let options = &options.get().options;
     let buffer = output(out, values.len() * options.image_bytes())?;
     decode_into_buffer(
@@ -409,19 +389,57 @@ pub fn dataset_images_into(
         epoch,
         buffer,
         threads,
-        &|i| {
-            let index = indices[i];
-            match dataset
-                .keyed()
-                .then(|| dataset.key_at(index).ok())
-                .flatten()
-            {
-                Some(key) => format!(
-                    "{path}: record {index} (key {:?})",
-                    String::from_utf8_lossy(key)
-                ),
-                None => format!("{path}: record {index}"),
-            }
-        },
+        &|i| record_name(dataset, &path, indices[i]),
     )
+}
+
+/// `PATH: record N (key K)`, how a failure names a dataset's record.
+pub fn record_name(dataset: &Dataset, path: &str, index: usize) -> String {
+    match dataset
+        .keyed()
+        .then(|| dataset.key_at(index).ok())
+        .flatten()
+    {
+        Some(key) => format!(
+            "{path}: record {index} (key {:?})",
+            String::from_utf8_lossy(key)
+        ),
+        None => format!("{path}: record {index}"),
+    }
+}
+
+/// The records values are keyed by: `records`, one per value, or `0..count`.
+pub fn checked_records(records: Option<Vec<u64>>, count: usize) -> PyResult<Vec<u64>> {
+    let records = records.unwrap_or_else(|| (0..count as u64).collect());
+    if records.len() != count {
+        return Err(PyValueError::new_err(format!(
+            "records: {} for {count} values: expected one per value",
+            records.len()
+        )));
+    }
+    Ok(records)
+}
+
+/// The bytes of each buffer of `values` (held by the caller while the slices
+/// are used), each checked to be contiguous.
+pub fn value_slices(values: &[PyBuffer<u8>]) -> PyResult<Vec<&[u8]>> {
+    let mut slices = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        if !value.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!(
+                "values[{i}]: expected a C-contiguous buffer"
+            )));
+        }
+        // SAFETY: each buffer is held by the caller (in `values`, borrowed for
+        // the slices' lifetime), contiguous, and only read.
+        slices.push(unsafe {
+            std::slice::from_raw_parts(value.buf_ptr().cast::<u8>(), value.len_bytes())
+        });
+    }
+    Ok(slices)
+}
+
+/// `threads`, or every core.
+pub fn threads_or_cores(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

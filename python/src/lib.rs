@@ -6,6 +6,7 @@
 
 mod args;
 mod arrow_extend;
+mod audio;
 mod batch_read;
 mod buffers;
 mod dataset;
@@ -30,6 +31,8 @@ fn _bcd(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<dataset::PyDataset>()?;
     module.add_class::<images::PyImageOptions>()?;
     module.add_function(wrap_pyfunction!(images::decode_images, module)?)?;
+    module.add_class::<audio::PyAudioOptions>()?;
+    module.add_function(wrap_pyfunction!(audio::decode_audio, module)?)?;
     module.add_function(wrap_pyfunction!(ingest::ingest, module)?)?;
     module.add_function(wrap_pyfunction!(merge::merge, module)?)?;
     module.add_function(wrap_pyfunction!(merge::gc, module)?)?;

@@ -42,10 +42,12 @@ def test_the_package_is_typed_and_exports_its_api():
     assert (PACKAGE / "py.typed").exists()
     assert set(bcd.__all__) == {
         "DEFAULT_MAX_SHARD_SIZE",
+        "AudioOptions",
         "Dataset",
         "ImageOptions",
         "View",
         "__version__",
+        "decode_audio",
         "decode_images",
         "gc",
         "ingest",
@@ -62,9 +64,10 @@ def test_everything_public_has_a_docstring():
     assert bcd.merge.__doc__ and bcd.gc.__doc__ and bcd.Dataset.extend_arrow.__doc__
     assert bcd.partition.__doc__ and bcd.sampling.__doc__ and bcd.sampling.EpochSampler.__doc__
     assert bcd.partition_mix.__doc__ and bcd.mixture.__doc__ and bcd.mixture.MixEpochSampler.__doc__
-    for name in ("create", "extend", "at", "key_at", "get_batch", "get_batch_into", "get_images_into", "refresh", "path", "keyed", "compression", "max_shard_size"):
+    for name in ("create", "extend", "at", "key_at", "get_batch", "get_batch_into", "get_images_into", "get_audio_into", "refresh", "path", "keyed", "compression", "max_shard_size"):
         assert getattr(bcd.Dataset, name).__doc__, name
     assert bcd.decode_images.__doc__ and bcd.ImageOptions.__doc__ and bcd.ImageOptions.crop_box.__doc__
+    assert bcd.decode_audio.__doc__ and bcd.AudioOptions.__doc__
 
 
 def test_the_module_docstring_example_runs(tmp_path, monkeypatch):

@@ -395,6 +395,37 @@ impl PyDataset {
     }
 }
 
+impl PyDataset {
+    /// `get_audio_into`.
+    pub(super) fn read_audio_into<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+        options: &bcd_images::AudioOptions,
+        seed: u64,
+        epoch: u64,
+    ) -> PyResult<crate::audio::Decoded> {
+        let wanted = self.collect_indices(py, indices)?;
+        // The caller's buffer is taken before the lock (its exporter is code).
+        let buffer = crate::audio::output(out, wanted.len() * options.clip_floats())?;
+        let handle = self.handle(py)?;
+        let dataset = handle.read(py);
+        let resolved = resolve_all(&dataset, &wanted)?;
+        dataset.prefetch(resolved.iter().copied());
+        crate::audio::dataset_audio_into(
+            py,
+            &dataset,
+            &resolved,
+            buffer,
+            options,
+            seed,
+            epoch,
+            self.threads.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// The records at `indices` (negative ones counting from the end as it is now),
 /// every one checked to be in range.
 pub(super) fn resolve_all(dataset: &Dataset, indices: &[i64]) -> PyResult<Vec<usize>> {
