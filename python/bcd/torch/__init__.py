@@ -24,6 +24,10 @@ Replacing a dataset class and ``DistributedSampler`` takes two lines::
   image=bcd.torch.Image(224))`` decodes, crops and resizes JPEG and PNG values
   in Rust, a batch at a time, into one uint8 tensor per batch (an
   :class:`ImageBatch`); crops drawn from the sampler's seed and epoch.
+- :class:`Audio` (``bcd.AudioOptions``): ``MapDataset(path, fields=["label"],
+  audio=bcd.torch.Audio(16000))`` decodes WAV values in Rust into one float32
+  tensor ``(N, channels, frames)`` per batch (an :class:`AudioBatch`, with each
+  clip's frames), cut at random offsets drawn as the image crops are.
 - :class:`Sampler`: the epochs of ``bcd.partition`` (shuffle, ``block_size``,
   ``balance_by``, ``weights``/``num_samples``) split exactly over ranks, with
   ``set_epoch`` and ``state_dict``/``load_state_dict`` (torchdata's
@@ -45,12 +49,26 @@ initialised, else the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1.
 
 import bcd
 
-from .batch import Batch, ImageBatch, MixSample, Sample, collate
+from .batch import AudioBatch, Batch, ImageBatch, MixSample, Sample, collate
 from .iterable import IterableDataset
 from .map_dataset import MapDataset
 from .mix import Mix
 from .sampler import Sampler
 
 Image = bcd.ImageOptions
+Audio = bcd.AudioOptions
 
-__all__ = ["Batch", "Image", "ImageBatch", "IterableDataset", "MapDataset", "Mix", "MixSample", "Sample", "Sampler", "collate"]
+__all__ = [
+    "Audio",
+    "AudioBatch",
+    "Batch",
+    "Image",
+    "ImageBatch",
+    "IterableDataset",
+    "MapDataset",
+    "Mix",
+    "MixSample",
+    "Sample",
+    "Sampler",
+    "collate",
+]

@@ -50,9 +50,10 @@ class MixSample(tuple):
 
 
 class _Samples:
-    """What :class:`Batch` and :class:`ImageBatch` share: ``batch[i]`` is
-    ``dataset[i]``'s sample, the value alone or ``(value, *fields)``, and for
-    a :class:`Mix`'s batch ``(source, that sample)``."""
+    """What :class:`Batch`, :class:`ImageBatch` and :class:`AudioBatch` share:
+    ``batch[i]`` is ``dataset[i]``'s sample, the value alone or ``(value,
+    *fields)`` (a clip: ``(clip, frames, *fields)``), and for a :class:`Mix`'s
+    batch ``(source, that sample)``."""
 
     __slots__ = ()
 
@@ -63,10 +64,11 @@ class _Samples:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} of a batch of {len(self)}")
-        if not self.fields:
-            sample = self._value(i)
+        lead = self._lead(i)
+        if len(lead) == 1 and not self.fields:
+            sample = lead[0]
         else:
-            sample = Sample((self._value(i), *(_item(column, i) for column in self.fields.values())))
+            sample = Sample((*lead, *(_item(column, i) for column in self.fields.values())))
         if self.sources is None:
             return sample
         return MixSample((int(self.sources[i]), sample))
@@ -74,6 +76,10 @@ class _Samples:
     def __iter__(self) -> Iterator:
         for i in range(len(self)):
             yield self[i]
+
+    def _lead(self, i: int) -> tuple:
+        """What sample ``i`` holds before its fields."""
+        return (self._value(i),)
 
 
 class Batch(_Samples):
@@ -277,6 +283,83 @@ class ImageBatch(_Samples):
         )
 
 
+class AudioBatch(_Samples):
+    """A batch of decoded audio clips (a :class:`MapDataset` with ``audio=``):
+    one float32 tensor ``audio`` of shape ``(N, channels, frames)``, the frames
+    each clip kept (``lengths``, int64: the rest of its row is zeros), the
+    requested ``fields`` and the record ``indices``, in shared memory when
+    built in a DataLoader worker. ``batch[i]`` is ``dataset[i]``'s sample,
+    ``(clip, frames, *fields)``; torch's default collate makes ``[audio,
+    lengths, *fields]`` of it without copying the clips. ``skipped``: the
+    records whose clips did not decode, left out (``bad_audio="skip"``).
+
+    A batch of a :class:`Mix` carries ``sources`` as a :class:`Batch` does,
+    and ``batch[i]`` is ``(source, sample)``.
+    """
+
+    __slots__ = ("audio", "lengths", "fields", "indices", "skipped", "sources")
+
+    def __init__(
+        self,
+        audio: torch.Tensor,
+        lengths: torch.Tensor,
+        fields: dict,
+        indices: torch.Tensor,
+        skipped: torch.Tensor,
+        sources: Optional[torch.Tensor] = None,
+    ):
+        self.audio = audio
+        self.lengths = lengths
+        self.fields = fields
+        self.indices = indices
+        self.skipped = skipped
+        self.sources = sources
+
+    def __reduce__(self):
+        return (
+            _rebuild_audio_batch,
+            (
+                _send_values(self.audio),
+                _send(self.lengths),
+                _send_fields(self.fields),
+                _send(self.indices),
+                _send(self.skipped),
+                _send(self.sources),
+            ),
+        )
+
+    def __len__(self) -> int:
+        return len(self.audio)
+
+    def _lead(self, i: int) -> tuple:
+        return (self.audio[i], int(self.lengths[i]))
+
+    def _collated(self, collate_fn_map) -> list:
+        fields = (_collate_field(column, collate_fn_map) for column in self.fields.values())
+        return Collated([self.audio, self.lengths, *fields])
+
+    def _unmixed(self) -> "AudioBatch":
+        return AudioBatch(self.audio, self.lengths, self.fields, self.indices, self.skipped)
+
+    def pin_memory(self) -> "AudioBatch":
+        """Called by a DataLoader with ``pin_memory=True``."""
+        return AudioBatch(
+            self.audio.pin_memory(),
+            self.lengths.pin_memory(),
+            _pinned(self.fields),
+            self.indices.pin_memory(),
+            self.skipped,
+            None if self.sources is None else self.sources.pin_memory(),
+        )
+
+    def __repr__(self) -> str:
+        mixed = "" if self.sources is None else ", from a mix"
+        return (
+            f"bcd.torch.AudioBatch({tuple(self.audio.shape)} clips, fields {list(self.fields)}, "
+            f"{len(self.skipped)} skipped{mixed})"
+        )
+
+
 # Tensors of at most this many bytes travel from a DataLoader worker inside the
 # pickled batch, as NumPy arrays, rather than as handles to shared memory: the
 # main process fetches each handle's file descriptor from the worker in a round
@@ -331,6 +414,12 @@ def _rebuild_image_batch(images, fields, indices, skipped, sources) -> "ImageBat
     return ImageBatch(_received_values(images), _received_fields(fields), _received(indices), _received(skipped), _received(sources))
 
 
+def _rebuild_audio_batch(audio, lengths, fields, indices, skipped, sources) -> "AudioBatch":
+    return AudioBatch(
+        _received_values(audio), _received(lengths), _received_fields(fields), _received(indices), _received(skipped), _received(sources)
+    )
+
+
 def _pinned(fields: dict) -> dict:
     return {name: column.pin_memory() if isinstance(column, torch.Tensor) else column for name, column in fields.items()}
 
@@ -368,7 +457,7 @@ def collate_samples(batch, *, collate_fn_map=None):
     is collated from its tensors without touching its samples; samples gathered
     any other way are packed into one new batch of values."""
     collated = getattr(type(batch), "_collated", None)
-    if collated is not None:  # a Batch or an ImageBatch
+    if collated is not None:  # a Batch, an ImageBatch or an AudioBatch
         return collated(batch, collate_fn_map)
     samples = list(batch)
     width = len(samples[0])
@@ -427,12 +516,12 @@ default_collate_fn_map[MixSample] = collate_mixed
 
 
 def collate(batch):
-    """A ``collate_fn`` that keeps a :class:`Batch` of ``output="tensor"`` and an
-    :class:`ImageBatch` as they are (a :class:`Mix`'s too, with their
-    ``sources``) and collates anything else with torch's ``default_collate``
-    (which collates a :class:`Batch` of bytes from its tensors, see
-    :func:`collate_samples` and :func:`collate_mixed`)."""
-    if (isinstance(batch, Batch) and batch.output == "tensor") or isinstance(batch, ImageBatch):
+    """A ``collate_fn`` that keeps a :class:`Batch` of ``output="tensor"``, an
+    :class:`ImageBatch` and an :class:`AudioBatch` as they are (a :class:`Mix`'s
+    too, with their ``sources``) and collates anything else with torch's
+    ``default_collate`` (which collates a :class:`Batch` of bytes from its
+    tensors, see :func:`collate_samples` and :func:`collate_mixed`)."""
+    if (isinstance(batch, Batch) and batch.output == "tensor") or isinstance(batch, (ImageBatch, AudioBatch)):
         return batch
     return torch.utils.data.default_collate(batch)
 
@@ -578,9 +667,10 @@ class _Pool:
 _POOL = _Pool()
 
 
-def _leased_view(tensor: torch.Tensor, *shape) -> torch.Tensor:
-    """``tensor.view(*shape)`` that is still sent as a part of its slot."""
-    viewed = tensor.view(*shape)
+def _leased_view(tensor: torch.Tensor, *shape, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """``tensor.view(*shape)`` (of its bytes as ``dtype`` when given) that is
+    still sent as a part of its slot."""
+    viewed = (tensor if dtype is None else tensor.view(dtype)).view(*shape)
     lease = getattr(tensor, "_bcd_lease", None)
     if lease is not None:
         viewed._bcd_lease = lease
@@ -592,25 +682,25 @@ class _SlotPart:
     and shape, the segment the first times, and the slots the worker replaced
     since its last batch."""
 
-    __slots__ = ("token", "pid", "number", "size", "shape", "segment", "retired")
+    __slots__ = ("token", "pid", "number", "size", "shape", "segment", "retired", "dtype")
 
-    def __init__(self, token, pid, number, size, shape, segment, retired):
+    def __init__(self, token, pid, number, size, shape, segment, retired, dtype=torch.uint8):
         self.token, self.pid, self.number, self.size = token, pid, number, size
-        self.shape, self.segment, self.retired = shape, segment, retired
+        self.shape, self.segment, self.retired, self.dtype = shape, segment, retired, dtype
 
     def __reduce__(self):
-        return (_SlotPart, (self.token, self.pid, self.number, self.size, self.shape, self.segment, self.retired))
+        return (_SlotPart, (self.token, self.pid, self.number, self.size, self.shape, self.segment, self.retired, self.dtype))
 
 
 def _send_values(tensor):
-    """A batch's values or images: a tensor in a slot as a :class:`_SlotPart`
+    """A batch's values, images or clips: a tensor in a slot as a :class:`_SlotPart`
     (once: a second pickle of the same batch sends a copy in a new segment),
     anything else as it is."""
     lease = getattr(tensor, "_bcd_lease", None) if isinstance(tensor, torch.Tensor) else None
     if lease is None:
         return tensor
     if lease.sent:
-        copy = _new_shared(tensor.numel()).view(tensor.shape)
+        copy = _new_shared(tensor.numel() * tensor.element_size()).view(tensor.dtype).view(tensor.shape)
         copy.copy_(tensor)
         return copy
     lease.sent = True
@@ -625,7 +715,7 @@ def _send_values(tensor):
     retired = []
     while _POOL.retired:  # pickled on the queue's feeder thread: pop, not swap
         retired.append(_POOL.retired.pop())
-    return _SlotPart(_POOL.token, os.getpid(), slot.number, lease.size, tuple(tensor.shape), segment, tuple(retired))
+    return _SlotPart(_POOL.token, os.getpid(), slot.number, lease.size, tuple(tensor.shape), segment, tuple(retired), tensor.dtype)
 
 
 class _SlotSegment:
@@ -704,7 +794,10 @@ def _received_values(value):
         )
     part = memory[_HEADER : _HEADER + value.size]
     weakref.finalize(part, _give_back, memory, os.getpid())
-    tensor = torch.from_numpy(part).view(value.shape)
+    tensor = torch.from_numpy(part)
+    if value.dtype != torch.uint8:
+        tensor = tensor.view(value.dtype)
+    tensor = tensor.view(value.shape)
     tensor._bcd_slot = (value.pid, value.number)  # where it came from (tests, debugging)
     return tensor
 

@@ -15,7 +15,7 @@ import bcd
 from .._states import is_state, rank_state
 from ..sampling import EpochSampler
 from .announcement import Announcement as _Announcement
-from .batch import Batch, ImageBatch
+from .batch import AudioBatch, Batch, ImageBatch
 from .map_dataset import MapDataset, ReadsDataset
 from .mix import Mix, prefetch_order
 from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
@@ -262,7 +262,7 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         for at in range(0, len(mine), _SAMPLE_READ):
             chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
             samples = self._map.__getitems__(chunk)
-            if isinstance(samples, (Batch, ImageBatch)):
+            if isinstance(samples, (Batch, ImageBatch, AudioBatch)):
                 samples = list(samples)
             for sample in samples:
                 self._taken += 1

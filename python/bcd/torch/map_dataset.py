@@ -12,7 +12,7 @@ import torch.utils.data
 import bcd
 
 from .announcement import Announcement, Counter
-from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
+from .batch import AudioBatch, Batch, ImageBatch, _leased_view, _uint8_buffer
 
 _OUTPUTS = ("bytes", "tensor")
 # With a transform, values read positionally are read in pieces of about this
@@ -20,7 +20,7 @@ _OUTPUTS = ("bytes", "tensor")
 # of its heap after a trim, so a piece's values freed there are what the next
 # piece's reuse, without new pages.
 _PIECE_BYTES = 64 << 10
-_BAD_IMAGES = ("raise", "skip")
+_BAD_VALUES = ("raise", "skip")
 
 
 class ReadsDataset:
@@ -81,6 +81,20 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     naming the record; with ``bad_images="skip"`` it is left out of its batch
     and counted in :attr:`skipped`.
 
+    ``audio=bcd.torch.Audio(frames, channels=1, crop="random")`` (a
+    :class:`bcd.AudioOptions`) makes each value a decoded clip: WAV values
+    (PCM of 8 to 32 bits, 32- or 64-bit float) are decoded in Rust, a batch at
+    a time on all cores without the GIL, into one float32 tensor ``(N,
+    channels, frames)``, samples scaled to [-1, 1) as ``soundfile`` and
+    torchaudio scale them; a longer clip is cut to ``frames`` (from a random
+    offset drawn as the image crops are, ``crop="start"`` or ``"center"``), a
+    shorter one zero-padded, and several channels mixed down for
+    ``channels=1``. ``dataset[i]`` is ``(clip, frames, *fields)`` with the
+    frames the clip kept, and torch's default collate gives ``[audio,
+    lengths, *fields]`` (an :class:`AudioBatch`'s tensors). A clip that does
+    not decode raises ``ValueError`` naming the record; with
+    ``bad_audio="skip"`` it is left out and counted in :attr:`skipped`.
+
     Pickles as its path and settings: fork and spawn workers reopen the dataset
     through its persisted index. ``refresh=True`` picks up records committed
     since the open at every ``set_epoch`` (and in a worker, when asked for an
@@ -129,6 +143,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         output: str = "bytes",
         image: Optional["bcd.ImageOptions"] = None,
         bad_images: str = "raise",
+        audio: Optional["bcd.AudioOptions"] = None,
+        bad_audio: str = "raise",
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
         cache_limit: Union[None, int, str] = None,
@@ -141,12 +157,21 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         self.positional = None if positional is None else bool(positional)
         if image is not None and not isinstance(image, bcd.ImageOptions):
             raise TypeError(f"image={image!r}: expected bcd.torch.Image(size, ...) (a bcd.ImageOptions)")
-        if bad_images not in _BAD_IMAGES:
+        if bad_images not in _BAD_VALUES:
             raise ValueError(f'bad_images={bad_images!r}: expected "raise" or "skip"')
+        if audio is not None and not isinstance(audio, bcd.AudioOptions):
+            raise TypeError(f"audio={audio!r}: expected bcd.torch.Audio(frames, ...) (a bcd.AudioOptions)")
+        if bad_audio not in _BAD_VALUES:
+            raise ValueError(f'bad_audio={bad_audio!r}: expected "raise" or "skip"')
+        if image is not None and audio is not None:
+            raise ValueError("image= and audio=: a value is decoded as one or the other, not both")
         self.image = image
         self.bad_images = bad_images
+        self.audio = audio
+        self.bad_audio = bad_audio
         # The seed and epoch of the random crops, announced by the sampler (or
-        # set_epoch) in the main process; the images skipped, over all workers.
+        # set_epoch) in the main process; the images or clips skipped, over all
+        # workers.
         self._crops = Announcement()
         self._crop_seed = 0
         self._skipped = Counter()
@@ -226,9 +251,15 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             self._columns = self._read_columns() if self._field_names else None
         return added
 
+    @property
+    def draws_crops(self) -> bool:
+        """Whether samples are cropped at random (``image=`` or ``audio=``),
+        from the seed and epoch :meth:`use_crops` announces."""
+        return self.image is not None or self.audio is not None
+
     def set_epoch(self, epoch: int) -> None:
         """Refreshes, if the dataset was made with ``refresh=True``; with
-        ``image=``, makes the random crops those of epoch ``epoch`` (a
+        ``image=`` or ``audio=``, makes the random crops those of epoch ``epoch`` (a
         :class:`Sampler` over this dataset calls it from its own ``set_epoch``,
         with its seed), also in persistent DataLoader workers."""
         if self.refresh_each_epoch:
@@ -236,7 +267,7 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         self.use_crops(self._crop_seed, epoch)
 
     def use_crops(self, seed: int, epoch: int) -> None:
-        """Draws the random crops of ``image=`` from ``(seed, epoch, record)``
+        """Draws the random crops of ``image=`` and ``audio=`` from ``(seed, epoch, record)``
         from now on, in this process and in its DataLoader workers (call it in
         the main process)."""
         self._crop_seed = int(seed)
@@ -250,8 +281,9 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
 
     @property
     def skipped(self) -> int:
-        """Images left out because they did not decode (``bad_images="skip"``),
-        counted over this process and its DataLoader workers."""
+        """Images or clips left out because they did not decode
+        (``bad_images="skip"``, ``bad_audio="skip"``), counted over this
+        process and its DataLoader workers."""
         return self._skipped.value
 
     def column(self, name: str):
@@ -310,6 +342,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         if self.image is not None:
             batch = self._read(self.read_images, [index], "raise")
             sample = batch[0] if not self._field_names else tuple(batch[0])
+        elif self.audio is not None:
+            sample = tuple(self._read(self.read_audio, [index], "raise")[0])
         else:
             view = self._read(self._source.at, index)
             if not self._field_names:
@@ -327,6 +361,11 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
                 # Bare tensors: torch's collate stacks them (one copy); with a
                 # field, the ImageBatch's tensor is the batch as it is.
                 return list(batch.images)
+            return batch
+        if self.audio is not None:
+            batch = self._read(self.read_audio, indices)
+            if self.transform is not None:
+                return [self.transform(tuple(s)) for s in batch]
             return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
@@ -443,30 +482,69 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         images = _leased_view(_uint8_buffer(count * options.image_bytes, shared), count, *options.shape)
         seed, epoch = self._crop_key()
         failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
-        skipped = torch.empty(0, dtype=torch.int64)
-        keep = None
-        if failures:
-            if (bad_images or self.bad_images) == "raise":
-                more = f" (and {len(failures) - 1} more images of this batch)" if len(failures) > 1 else ""
-                raise ValueError(failures[0][1] + more)
-            keep = np.ones(count, dtype=bool)
-            keep[[position for position, _ in failures]] = False
-            skipped = torch.from_numpy(index_array[~keep])
+        keep, skipped = self._failed(failures, index_array, bad_images or self.bad_images, "images")
+        if keep is not None:
             index_array = index_array[keep]
             images = images[torch.from_numpy(keep)]
-            info = torch.utils.data.get_worker_info()
-            self._skipped.add(len(failures), None if info is None else info.id)
         return ImageBatch(images, self._batch_fields(index_array), torch.from_numpy(index_array), skipped), keep
+
+    def _failed(self, failures: list, index_array: np.ndarray, bad: str, what: str) -> tuple:
+        """Which records of a decoded batch are kept (None: all) and the
+        skipped ones' indices; raises ``ValueError`` for the first failure
+        when ``bad`` is ``"raise"``, else counts them in :attr:`skipped`."""
+        if not failures:
+            return None, torch.empty(0, dtype=torch.int64)
+        if bad == "raise":
+            more = f" (and {len(failures) - 1} more {what} of this batch)" if len(failures) > 1 else ""
+            raise ValueError(failures[0][1] + more)
+        keep = np.ones(len(index_array), dtype=bool)
+        keep[[position for position, _ in failures]] = False
+        info = torch.utils.data.get_worker_info()
+        self._skipped.add(len(failures), None if info is None else info.id)
+        return keep, torch.from_numpy(index_array[~keep])
+
+    def read_audio(self, indices: Sequence[int], bad_audio: Optional[str] = None) -> AudioBatch:
+        """The clips at ``indices``, decoded and cut as ``audio=`` says, as an
+        :class:`AudioBatch` (one parallel decode; in a DataLoader worker, in
+        shared memory). A clip that does not decode raises ``ValueError``
+        naming the record, or with ``bad_audio="skip"`` is left out and
+        counted in :attr:`skipped`. With ``view=``, ``indices`` are the view's
+        positions and each random crop is that of the dataset record."""
+        batch, _ = self._read_audio(indices, bad_audio, torch.utils.data.get_worker_info() is not None)
+        return batch
+
+    def _read_audio(self, indices: Sequence[int], bad_audio: Optional[str], shared: bool) -> tuple:
+        """The :class:`AudioBatch` of ``indices``, and which of them it kept (a
+        boolean array, or None when it kept all)."""
+        options = self.audio
+        if options is None:
+            raise TypeError("read_audio needs a MapDataset made with audio=bcd.torch.Audio(...)")
+        index_array = np.asarray(indices, dtype=np.int64)
+        count = len(index_array)
+        memory = _uint8_buffer(count * options.clip_floats * 4, shared)
+        audio = _leased_view(memory, count, *options.shape, dtype=torch.float32)
+        seed, epoch = self._crop_key()
+        frames, failures = self._source.get_audio_into(index_array, audio.numpy(), options, seed=seed, epoch=epoch)
+        lengths = torch.tensor(frames, dtype=torch.int64)
+        keep, skipped = self._failed(failures, index_array, bad_audio or self.bad_audio, "clips")
+        if keep is not None:
+            index_array = index_array[keep]
+            kept = torch.from_numpy(keep)
+            audio, lengths = audio[kept], lengths[kept]
+        batch = AudioBatch(audio, lengths, self._batch_fields(index_array), torch.from_numpy(index_array), skipped)
+        return batch, keep
 
     def _whole_batch(self, indices: Sequence[int]) -> Optional[tuple]:
         """What a :class:`Mix` joins: the records at ``indices`` as one
-        :class:`Batch` or :class:`ImageBatch` outside shared memory (the mix
+        :class:`Batch`, :class:`ImageBatch` or :class:`AudioBatch` outside shared memory (the mix
         copies them into its own batch) with the indices kept (None: all), or
         None when a ``transform`` makes the samples."""
         if self.transform is not None:
             return None
         if self.image is not None:
             return self._read(self._read_images, indices, None, False)
+        if self.audio is not None:
+            return self._read(self._read_audio, indices, None, False)
         return self._read(self._read_batch, indices, False), None
 
     def _batch_fields(self, index_array: np.ndarray) -> dict:
@@ -482,7 +560,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     def __repr__(self) -> str:
         view = "" if self.view is None else f", view={self.view!r}"
         image = "" if self.image is None else f", image={self.image!r}"
-        return f"bcd.torch.MapDataset({self.path!r}{view}, fields={self._field_names}, output={self.output!r}{image})"
+        audio = "" if self.audio is None else f", audio={self.audio!r}"
+        return f"bcd.torch.MapDataset({self.path!r}{view}, fields={self._field_names}, output={self.output!r}{image}{audio})"
 
 
 def stored_fields(dataset: "bcd.Dataset", names: Sequence[str]):

@@ -12,7 +12,7 @@ import bcd
 
 from .._bcd import _mix_source_seed
 from ..mixture import MixEpochSampler, mix_offsets, split_indices
-from .batch import Batch, ImageBatch, _leased_view, _uint8_buffer
+from .batch import AudioBatch, Batch, ImageBatch, _leased_view, _uint8_buffer
 from .map_dataset import ReadsDataset
 
 
@@ -131,11 +131,11 @@ class Mix(torch.utils.data.Dataset):
         return int(self._offsets[-1])
 
     def use_crops(self, epoch: int) -> None:
-        """Makes the random crops of the sources with ``image=`` those of epoch
+        """Makes the random crops of the sources with ``image=`` or ``audio=`` those of epoch
         ``epoch`` (:class:`Sampler` and :class:`IterableDataset` over the mix
         call it from their ``set_epoch``), in their DataLoader workers too."""
         for k, source in enumerate(self.sources):
-            if getattr(source, "image", None) is not None and hasattr(source, "use_crops"):
+            if getattr(source, "draws_crops", False) and hasattr(source, "use_crops"):
                 source.use_crops(_mix_source_seed(self.seed, k), epoch)
 
     def locate(self, index: int) -> tuple:
@@ -173,6 +173,8 @@ class Mix(torch.utils.data.Dataset):
         if len(kinds) == 1 and None not in kinds:
             if isinstance(batches[0], ImageBatch):
                 return _joined_images(reads)
+            if isinstance(batches[0], AudioBatch):
+                return _joined_audio(reads)
             return _joined(reads)
         out: list = [None] * len(indices)
         for source, positions, got in reads:
@@ -191,6 +193,8 @@ def _joinable(got):
         return (Batch, tuple(got.fields), got.output)
     if isinstance(got, ImageBatch):
         return (ImageBatch, tuple(got.fields), tuple(got.images.shape[1:]))
+    if isinstance(got, AudioBatch):
+        return (AudioBatch, tuple(got.fields), tuple(got.audio.shape[1:]))
     return None
 
 
@@ -269,3 +273,23 @@ def _joined_images(reads: list) -> ImageBatch:
     fields, records, sources = _joined_columns(reads, places, count)
     skipped = torch.cat([batch.skipped for _, _, batch in reads])
     return ImageBatch(images, fields, records, skipped, sources)
+
+
+def _joined_audio(reads: list) -> AudioBatch:
+    """One AudioBatch of the sources' AudioBatches, in the order of the
+    indices asked for (one copy of the clips, by index, into shared memory
+    inside a DataLoader worker)."""
+    places, count = _places(reads)
+    shape = tuple(reads[0][2].audio.shape[1:])
+    size = int(np.prod(shape))
+    memory = _uint8_buffer(count * size * 4, torch.utils.data.get_worker_info() is not None)
+    audio = _leased_view(memory, count, *shape, dtype=torch.float32)
+    out = audio.numpy()
+    lengths = np.zeros(count, dtype=np.int64)
+    for place, (_, _, batch) in zip(places, reads):
+        if len(place):
+            out[place] = batch.audio.numpy()
+            lengths[place] = batch.lengths.numpy()
+    fields, records, sources = _joined_columns(reads, places, count)
+    skipped = torch.cat([batch.skipped for _, _, batch in reads])
+    return AudioBatch(audio, torch.from_numpy(lengths), fields, records, skipped, sources)

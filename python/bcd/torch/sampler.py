@@ -142,10 +142,11 @@ class Sampler(torch.utils.data.Sampler):
         self._announce_crops()
 
     def _announce_crops(self) -> None:
-        """Random crops of a MapDataset with ``image=`` follow this sampler's
-        seed and epoch (a Mix's sources, the mix's seed and this epoch)."""
+        """Random crops of a MapDataset with ``image=`` or ``audio=`` follow
+        this sampler's seed and epoch (a Mix's sources, the mix's seed and
+        this epoch)."""
         source = self._source
-        if isinstance(source, MapDataset) and source.image is not None:
+        if isinstance(source, MapDataset) and source.draws_crops:
             source.use_crops(self._epochs.seed, self._epochs.epoch)
         elif isinstance(source, Mix):
             source.use_crops(self._epochs.epoch)
