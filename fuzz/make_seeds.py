@@ -200,6 +200,24 @@ png = bytes.fromhex(
 )
 write("image_decode", "png", bytes([0x02, 7, 0]) + png)
 
+# audio_decode: flag byte, frames, record, then WAV files: 8-, 16- and 24-bit PCM
+# written by Python's wave, and 32-bit floats with a fmt chunk made here.
+import wave  # noqa: E402
+
+for width, channels in ((1, 1), (2, 2), (3, 1)):
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(width)
+        w.setframerate(16_000)
+        w.writeframes(bytes(range(256))[: 60 * width * channels])
+    for flags in (0x00, 0x05, 0x1A):
+        write("audio_decode", f"pcm{8 * width}x{channels}-{flags:02x}", bytes([flags, 40, width]) + out.getvalue())
+floats = struct.pack("<8f", 0.0, 0.5, -0.5, 1.0, -1.0, 0.25, -0.25, 0.125)
+fmt = struct.pack("<HHIIHH", 3, 1, 16_000, 64_000, 4, 32)
+body = b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(floats)) + floats
+write("audio_decode", "float32", bytes([0x02, 5, 0]) + b"RIFF" + struct.pack("<I", len(body)) + body)
+
 # lmdb_source: a mode byte (0 raw, 1 pickle, 2 caffe-datum), then a data file py-lmdb wrote.
 lmdb = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "lmdb"
 for mode, name in [(0, "raw/data.mdb"), (1, "pickle-tuple.lmdb"), (1, "pickle-dict/data.mdb"),
