@@ -16,6 +16,7 @@
 //! only when it is the very file the shard's data was loaded from (same device
 //! and inode), otherwise the value is read through the mapping as usual.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -275,6 +276,40 @@ impl Dataset {
             }
         }
         self.check_content(index, out)
+    }
+
+    /// The value at `index` as [`Dataset::at`] gives it, its stored bytes read
+    /// with a positional read of the shard's data file into `stored` (scratch,
+    /// reused from value to value) rather than through the mapping: a value
+    /// stored verbatim (uncompressed, or a literal-only LZ4 block) is a slice
+    /// of `stored`, another is decoded into a vector of its own. For a reader
+    /// of many values that should not map them (a DataLoader worker decoding
+    /// images). Values of shards whose file cannot be read this way are read
+    /// through the mapping.
+    pub fn at_unmapped<'a>(
+        &'a self,
+        index: usize,
+        stored: &'a mut Vec<u8>,
+    ) -> Result<Cow<'a, [u8]>> {
+        self.check_index(index)?;
+        let location = self.index.locate(index)?;
+        let Some(file) = self.unmapped_file(&location) else {
+            return self.at(index);
+        };
+        stored.clear();
+        stored.resize(location.stored.len(), 0);
+        read_at(&file, &location, stored)?;
+        let value = match self.compression() {
+            Compression::None => Cow::Borrowed(&stored[..]),
+            Compression::Lz4 => match lz4_block::literal_range(stored) {
+                Some(range) => Cow::Borrowed(&stored[range]),
+                None => lz4_block::decompress(stored)
+                    .map(Cow::Owned)
+                    .map_err(|e| Self::corrupt(index, &location, e))?,
+            },
+        };
+        self.check_content(index, &value)?;
+        Ok(value)
     }
 
     /// The length of the value at `index`, reading (for a compressed dataset) its

@@ -1,5 +1,6 @@
 //! Positional reads of values ([`Dataset::read_into_unmapped`],
-//! [`Dataset::read_stored_unmapped`] + [`Dataset::decode_stored_into`]): the same
+//! [`Dataset::read_stored_unmapped`] + [`Dataset::decode_stored_into`],
+//! [`Dataset::at_unmapped`]): the same
 //! bytes as reads through the mapping for every record of uncompressed and LZ4
 //! datasets (compressible values, incompressible ones stored as literal-only
 //! blocks, empty ones) over many shards (which files stay open, and which are
@@ -102,7 +103,14 @@ fn positional_reads_equal_the_mapped_ones_over_many_shards() {
                 expected,
                 "{compression:?} {index}"
             );
+            let mut stored = vec![7; 3];
+            assert_eq!(
+                &dataset.at_unmapped(index, &mut stored).unwrap()[..],
+                &expected[..],
+                "{compression:?} {index}"
+            );
         }
+        assert!(dataset.at_unmapped(records.len(), &mut Vec::new()).is_err());
         // A buffer of the wrong size is refused, not filled in part.
         let index = 1;
         let mut short = vec![0; records[index].1.len() - 1];
@@ -155,6 +163,10 @@ fn positional_reads_map_no_page_of_the_shard() {
         for (index, (_, value)) in records.iter().enumerate().take(in_first).skip(1) {
             assert_eq!(&unmapped(&dataset, index).unwrap(), value);
             assert_eq!(&stored_then_decoded(&dataset, index), value);
+            assert_eq!(
+                &dataset.at_unmapped(index, &mut Vec::new()).unwrap()[..],
+                &value[..]
+            );
         }
         assert_eq!(mapped_kib(&path), before, "{compression:?}");
         // Reads through the mapping do map the pages: the check above can fail.
@@ -216,6 +228,7 @@ fn a_shard_cut_short_under_the_reader_is_an_error_naming_it() {
             dataset
                 .read_stored_unmapped(index, &mut Vec::new())
                 .unwrap_err(),
+            dataset.at_unmapped(index, &mut Vec::new()).unwrap_err(),
         ] {
             let message = error.to_string();
             assert!(matches!(error, Error::CorruptShard { .. }), "{message}");
@@ -256,6 +269,10 @@ fn positional_reads_check_content_hashes() {
             .unwrap();
         assert!(matches!(
             dataset.decode_stored_into(index, &stored, &mut vec![0; len]),
+            Err(Error::ContentMismatch { .. })
+        ));
+        assert!(matches!(
+            dataset.at_unmapped(index, &mut stored),
             Err(Error::ContentMismatch { .. })
         ));
         assert_eq!(unmapped(&dataset, index + 1).unwrap(), records[index + 1].1);

@@ -25,19 +25,21 @@
 //! at a time through `io::Read`, where the data chunk is a slice of the value to
 //! convert in place.
 
-use std::borrow::Cow;
-
 use bcd_sampling::rng::{Purpose, Xoshiro256};
 
 use crate::crop_box::CropKey;
 use crate::error::OptionsError;
 use crate::slots;
+use crate::ValueFn;
 
-/// The most frames a clip of the output may have (about 3 hours at 48 kHz),
+/// The most frames a clip of the output may have (about 1.5 hours at 48 kHz),
 /// so a batch's buffer stays addressable.
-pub const MAX_FRAMES: u32 = 1 << 29;
+pub const MAX_FRAMES: u32 = 1 << 28;
 /// The most channels of the output.
 pub const MAX_CHANNELS: u16 = 64;
+/// The most samples of one output clip (1 GiB of float32), whatever its
+/// frames and channels.
+pub const MAX_CLIP_FLOATS: usize = 1 << 28;
 
 /// Which `frames` of a longer clip are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +98,15 @@ impl AudioOptions {
             return Err(OptionsError {
                 option: "channels",
                 reason: format!("{}: expected 1 to {MAX_CHANNELS}", self.channels),
+            });
+        }
+        if self.clip_floats() > MAX_CLIP_FLOATS {
+            return Err(OptionsError {
+                option: "frames",
+                reason: format!(
+                    "{} frames of {} channels: more than {MAX_CLIP_FLOATS} samples (1 GiB) a clip",
+                    self.frames, self.channels
+                ),
             });
         }
         if self.sample_rate == Some(0) {
@@ -458,21 +469,28 @@ pub enum AudioFailure<E> {
 }
 
 /// Decodes `count` values into `out` (`count * clip_floats` floats, clip `i`
-/// at `i * clip_floats`), clip `i` from `value(i)` with `keys[i]`, on up to
-/// `threads` scoped threads that each read and decode the next clip; returns
-/// each clip's outcome in order. A clip that fails leaves its slot as it was.
-pub fn decode_audio_many<'v, E: Send>(
+/// at `i * clip_floats`), clip `i` from `value(i, ..)` with `keys[i]`, on up
+/// to `threads` scoped threads that each read and decode the next clip;
+/// returns each clip's outcome in order. A clip that fails leaves its slot as
+/// it was.
+pub fn decode_audio_many<E: Send>(
     count: usize,
-    value: &(dyn Fn(usize) -> Result<Cow<'v, [u8]>, E> + Sync),
+    value: &ValueFn<'_, E>,
     keys: &[CropKey],
     options: &AudioOptions,
     out: &mut [f32],
     threads: usize,
 ) -> Vec<Result<Clip, AudioFailure<E>>> {
     assert_eq!(count, keys.len(), "one key per value");
-    let one = |i: usize, slot: &mut [f32], _: &mut ()| {
-        let bytes = value(i).map_err(AudioFailure::Read)?;
-        decode_audio_into(&bytes, options, keys[i], slot).map_err(AudioFailure::Audio)
+    let one = |i: usize, slot: &mut [f32], stored: &mut Vec<u8>| {
+        let mut decoded = None;
+        value(i, stored, &mut |bytes| {
+            decoded = Some(decode_audio_into(bytes, options, keys[i], slot));
+        })
+        .map_err(AudioFailure::Read)?;
+        decoded
+            .expect("the value is given to its decoder")
+            .map_err(AudioFailure::Audio)
     };
     slots::fill(count, options.clip_floats(), out, threads, &one)
 }
@@ -763,6 +781,11 @@ mod tests {
             ..AudioOptions::new(1)
         };
         assert_eq!(rate.validate().unwrap_err().option, "sample_rate");
+        let huge = AudioOptions {
+            channels: 2,
+            ..AudioOptions::new(MAX_FRAMES)
+        };
+        assert!(huge.validate().unwrap_err().reason.contains("1 GiB"));
     }
 
     #[test]
@@ -781,7 +804,10 @@ mod tests {
             .collect();
         let options = AudioOptions::new(20);
         let keys: Vec<CropKey> = (0..values.len() as u64).map(key).collect();
-        let value = |i: usize| Ok::<_, ()>(Cow::Borrowed(&values[i][..]));
+        let value = |i: usize, _: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
+            with(&values[i]);
+            Ok::<_, ()>(())
+        };
         let mut one_thread = vec![0.0; values.len() * 20];
         let mut three = vec![0.0; values.len() * 20];
         let a = decode_audio_many(values.len(), &value, &keys, &options, &mut one_thread, 1);

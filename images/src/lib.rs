@@ -37,11 +37,9 @@ mod region;
 mod resize;
 mod slots;
 
-use std::borrow::Cow;
-
 pub use audio::{
     decode_audio_into, decode_audio_many, AudioCrop, AudioError, AudioFailure, AudioOptions, Clip,
-    MAX_CHANNELS, MAX_FRAMES,
+    MAX_CHANNELS, MAX_CLIP_FLOATS, MAX_FRAMES,
 };
 pub use crop_box::{crop_box, CropBox, CropKey};
 pub use error::{ImageError, OptionsError};
@@ -108,14 +106,22 @@ pub enum Failure<E> {
     Image(ImageError),
 }
 
+/// Where a batch decoder ([`decode_many`], [`decode_audio_many`]) gets value
+/// `i`: `value(i, stored, with)` calls `with` on the value's bytes, which it
+/// may read into `stored` (scratch space of the thread that decodes it, reused
+/// from value to value: a positional read) or borrow from elsewhere (a
+/// mapping), or fails.
+pub type ValueFn<'f, E> =
+    dyn Fn(usize, &mut Vec<u8>, &mut dyn FnMut(&[u8])) -> Result<(), E> + Sync + 'f;
+
 /// Decodes `count` values into `out` (`count * image_bytes` bytes, image `i`
-/// at `i * image_bytes`), image `i` from `value(i)` with `keys[i]`, on up to
-/// `threads` scoped threads that each read and decode the next image; returns
-/// each image's outcome in order. An image that fails leaves its slot as it
-/// was.
-pub fn decode_many<'v, E: Send>(
+/// at `i * image_bytes`), image `i` from `value(i, ..)` with `keys[i]`, on up
+/// to `threads` scoped threads that each read and decode the next image;
+/// returns each image's outcome in order. An image that fails leaves its slot
+/// as it was.
+pub fn decode_many<E: Send>(
     count: usize,
-    value: &(dyn Fn(usize) -> Result<Cow<'v, [u8]>, E> + Sync),
+    value: &ValueFn<'_, E>,
     keys: &[CropKey],
     options: &ImageOptions,
     out: &mut [u8],
@@ -123,9 +129,16 @@ pub fn decode_many<'v, E: Send>(
 ) -> Vec<Result<(), Failure<E>>> {
     let each = options.image_bytes();
     assert_eq!(count, keys.len(), "one key per value");
-    let one = |i: usize, slot: &mut [u8], scratch: &mut Vec<u8>| {
-        let bytes = value(i).map_err(Failure::Read)?;
-        decode_with_scratch(&bytes, options, keys[i], slot, scratch).map_err(Failure::Image)
+    let one = |i: usize, slot: &mut [u8], scratch: &mut (Vec<u8>, Vec<u8>)| {
+        let (resized, stored) = scratch;
+        let mut decoded = None;
+        value(i, stored, &mut |bytes| {
+            decoded = Some(decode_with_scratch(bytes, options, keys[i], slot, resized));
+        })
+        .map_err(Failure::Read)?;
+        decoded
+            .expect("the value is given to its decoder")
+            .map_err(Failure::Image)
     };
     slots::fill(count, each, out, threads, &one)
 }

@@ -434,6 +434,7 @@ class Dataset:
         *,
         seed: int = 0,
         epoch: int = 0,
+        positional: bool = False,
     ) -> list[tuple[int, str]]:
         """Decodes the images (JPEG or PNG values) at ``indices`` into ``out``
         as ``options`` says, one after another (``len(indices) *
@@ -443,7 +444,11 @@ class Dataset:
         epoch, i)`` alone. Returns the images that failed as ``(position in
         indices, message naming the record)``, their slots left as they were.
         Indices are checked as by ``get_batch``. Nothing else may use ``out``
-        during the call."""
+        during the call. With ``positional=True`` each value is read with a
+        positional read of its shard's file into the decoding thread's scratch
+        space rather than through the mapping: nothing of the shards is mapped
+        into the process (``bcd.torch`` does so in DataLoader workers, whose
+        memory would otherwise grow with every shard page they read)."""
 
     def get_audio_into(
         self,
@@ -453,6 +458,7 @@ class Dataset:
         *,
         seed: int = 0,
         epoch: int = 0,
+        positional: bool = False,
     ) -> tuple[list[int], list[tuple[int, str]]]:
         """Decodes the audio clips (WAV values) at ``indices`` into ``out`` as
         ``options`` says, one after another (``len(indices) *
@@ -463,7 +469,8 @@ class Dataset:
         (the rest of its row is zeros; 0 for a failure) and the clips that
         failed as ``(position in indices, message naming the record)``, their
         slots left as they were. Indices are checked as by ``get_batch``.
-        Nothing else may use ``out`` during the call."""
+        Nothing else may use ``out`` during the call. ``positional`` as for
+        ``get_images_into``."""
 
     def refresh(self) -> int:
         """Picks up records committed since the open (or the last refresh) by
@@ -843,7 +850,8 @@ class AudioOptions:
     naming the keyword):
 
     - ``frames``: the frames of each output clip; a longer clip is cut, a
-      shorter one zero-padded after its end.
+      shorter one zero-padded after its end. A clip holds at most 2**28
+      samples (frames x channels, 1 GiB of float32).
     - ``channels``: the output's channels (default 1). A clip with as many is
       kept as it is; with 1, a clip of several channels is mixed down to their
       mean; any other difference is an error.

@@ -183,19 +183,19 @@ class View:
             positional = True
         return self._dataset.get_batch_into(self._records(indices), allocate, read_ahead=self._read_ahead, positional=positional)
 
-    def get_images_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
+    def get_images_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0, positional: bool = False):
         """As ``Dataset.get_images_into``, for the view's records at
         ``indices``: each random crop is drawn for the dataset record (the key
         is ``(seed, epoch, dataset index)``), so a record gets the same crop
         through any view; failures are reported by position in ``indices``."""
-        return self._dataset.get_images_into(self._records(indices), out, options, seed=seed, epoch=epoch)
+        return self._dataset.get_images_into(self._records(indices), out, options, seed=seed, epoch=epoch, positional=positional)
 
-    def get_audio_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0):
+    def get_audio_into(self, indices, out, options, *, seed: int = 0, epoch: int = 0, positional: bool = False):
         """As ``Dataset.get_audio_into``, for the view's records at
         ``indices``: each random crop is drawn for the dataset record, so a
         record gets the same crop through any view; failures are reported by
         position in ``indices``."""
-        return self._dataset.get_audio_into(self._records(indices), out, options, seed=seed, epoch=epoch)
+        return self._dataset.get_audio_into(self._records(indices), out, options, seed=seed, epoch=epoch, positional=positional)
 
     def fields(self, columns: Optional[Sequence[str]] = None):
         """The fields of the view's records, in order, as a ``pyarrow.Table``."""

@@ -514,8 +514,12 @@ impl PyDataset {
     /// GIL; record `i`'s random crop and flip come from `(seed, epoch, i)`.
     /// Returns the images that failed as `(position in indices, message naming
     /// the record)`; their slots are left as they were. Indices are checked as
-    /// by `get_batch`. Nothing else may use `out` during the call.
-    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0))]
+    /// by `get_batch`. Nothing else may use `out` during the call. With
+    /// `positional=True` each value is read with a positional read of its
+    /// shard's file rather than through the mapping (nothing of the shards is
+    /// mapped into the process: what a DataLoader worker wants).
+    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0, positional = false))]
+    #[allow(clippy::too_many_arguments)]
     fn get_images_into<'py>(
         &self,
         py: Python<'py>,
@@ -524,8 +528,17 @@ impl PyDataset {
         options: &Bound<'py, crate::images::PyImageOptions>,
         seed: u64,
         epoch: u64,
+        positional: bool,
     ) -> PyResult<Vec<(usize, String)>> {
-        self.read_images_into(py, indices, out, &options.get().options, seed, epoch)
+        self.read_images_into(
+            py,
+            indices,
+            out,
+            &options.get().options,
+            seed,
+            epoch,
+            positional,
+        )
     }
 
     /// Decodes the audio clips (WAV values) at `indices` into `out` as
@@ -536,8 +549,9 @@ impl PyDataset {
     /// its slot is zeros; 0 for a failure) and the clips that failed as
     /// `(position in indices, message naming the record)`, their slots left as
     /// they were. Indices are checked as by `get_batch`. Nothing else may use
-    /// `out` during the call.
-    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0))]
+    /// `out` during the call. `positional` as for `get_images_into`.
+    #[pyo3(signature = (indices, out, options, *, seed = 0, epoch = 0, positional = false))]
+    #[allow(clippy::too_many_arguments)]
     fn get_audio_into<'py>(
         &self,
         py: Python<'py>,
@@ -546,8 +560,17 @@ impl PyDataset {
         options: &Bound<'py, crate::audio::PyAudioOptions>,
         seed: u64,
         epoch: u64,
+        positional: bool,
     ) -> PyResult<crate::audio::Decoded> {
-        self.read_audio_into(py, indices, out, &options.get().options, seed, epoch)
+        self.read_audio_into(
+            py,
+            indices,
+            out,
+            &options.get().options,
+            seed,
+            epoch,
+            positional,
+        )
     }
 
     /// The view `name` (`bcd view create`, `create_view`): a read-only

@@ -3,15 +3,13 @@
 //! `bcd.decode_images` and `Dataset.get_images_into` (what `bcd.torch`'s
 //! `image=` calls in each DataLoader worker).
 
-use std::borrow::Cow;
-
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use bcd::Dataset;
-use bcd_images::{decode_many, Crop, CropKey, Failure, ImageOptions};
+use bcd_images::{decode_many, Crop, CropKey, Failure, ImageOptions, ValueFn};
 
 use crate::errors::message;
 
@@ -270,10 +268,10 @@ pub fn output(out: &Bound<'_, PyAny>, len: usize) -> PyResult<PyBuffer<u8>> {
 /// `i` with record `records[i]`'s key; returns the failures as `(i, message)`,
 /// each message naming the record through `name`.
 #[allow(clippy::too_many_arguments)]
-fn decode_into_buffer<'v, E: Send + std::fmt::Display>(
+fn decode_into_buffer<E: Send + std::fmt::Display>(
     py: Python<'_>,
     count: usize,
-    value: &(dyn Fn(usize) -> Result<Cow<'v, [u8]>, E> + Sync),
+    value: &ValueFn<'_, E>,
     records: &[u64],
     options: &ImageOptions,
     seed: u64,
@@ -340,7 +338,10 @@ pub fn decode_images(
 ) -> PyResult<Vec<(usize, String)>> {
     let records = checked_records(records, values.len())?;
     let slices = value_slices(&values)?;
-    let value = |i: usize| Ok::<_, std::convert::Infallible>(Cow::Borrowed(slices[i]));
+    let value = |i: usize, _: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
+        with(slices[i]);
+        Ok::<_, std::convert::Infallible>(())
+    };
     let threads = threads_or_cores(threads);
     let options = &options.get().options;
     let buffer = output(out, values.len() * options.image_bytes())?;
@@ -359,8 +360,11 @@ pub fn decode_images(
 }
 
 /// `Dataset.get_images_into`: the values at `indices` (in range) decoded into
-/// `out`, each read by the thread that decodes it (LZ4 values stored verbatim
-/// are not copied).
+/// `out`, each read by the thread that decodes it: through the mapping (LZ4
+/// values stored verbatim are not copied), or with `positional` by a
+/// positional read of the shard's file into the thread's scratch space
+/// (nothing mapped: a DataLoader worker's memory does not grow with the
+/// shards it reads).
 #[allow(clippy::too_many_arguments)]
 pub fn dataset_images_into(
     py: Python<'_>,
@@ -371,12 +375,17 @@ pub fn dataset_images_into(
     seed: u64,
     epoch: u64,
     threads: usize,
+    positional: bool,
 ) -> PyResult<Vec<(usize, String)>> {
     let records: Vec<u64> = indices.iter().map(|&i| i as u64).collect();
-    let value = |i: usize| {
-        dataset
-            .at(indices[i])
-            .map_err(|e| crate::errors::message(&e))
+    let value = |i: usize, stored: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
+        let read = if positional {
+            dataset.at_unmapped(indices[i], stored)
+        } else {
+            dataset.at(indices[i])
+        };
+        with(&read.map_err(|e| crate::errors::message(&e))?);
+        Ok::<_, String>(())
     };
     let path = dataset.path().display().to_string();
     decode_into_buffer(

@@ -181,6 +181,8 @@ def test_options_are_checked_and_pickle():
         bcd.AudioOptions(100, channels=1000)
     with pytest.raises(ValueError, match="sample_rate"):
         bcd.AudioOptions(100, sample_rate=0)
+    with pytest.raises(ValueError, match="1 GiB"):
+        bcd.AudioOptions(200_000_000, channels=2)
     options = bcd.AudioOptions(48_000, channels=2, crop="center", sample_rate=48_000)
     copy = pickle.loads(pickle.dumps(options))
     assert repr(copy) == repr(options) and copy.shape == (2, 48_000) and copy.clip_floats == 96_000
@@ -206,6 +208,13 @@ def test_a_dataset_decodes_its_records_and_names_them(tmp_path, compression):
     assert frames == [900, 1000, 0, 100]
     expected, _, _ = decode([values[0], values[1], values[3]], options, seed=3, epoch=1, records=[0, 1, 3])
     assert np.array_equal(out[[0, 1, 3]], expected)
+    # Read positionally (nothing mapped): the same clips and failures.
+    unmapped = np.zeros_like(out)
+    assert dataset.get_audio_into([0, 1, 2, -1], unmapped, options, seed=3, epoch=1, positional=True) == (
+        [900, 1000, 0, 100],
+        failures,
+    )
+    assert np.array_equal(unmapped, out)
     with pytest.raises(IndexError):
         dataset.get_audio_into([4], out, options)
     # A view keys the crops by the dataset record.

@@ -230,6 +230,10 @@ def test_a_dataset_decodes_its_records_and_names_them(tmp_path, compression):
     assert "record 2" in failures[0][1] and "img2" in failures[0][1] and str(path) in failures[0][1]
     expected, _ = decode([values[0], values[1], values[3]], options, seed=3, epoch=1, records=[0, 1, 3])
     assert np.array_equal(out[[0, 1, 3]], expected)
+    # Read positionally (nothing mapped): the same images and failures.
+    unmapped = np.zeros_like(out)
+    assert dataset.get_images_into([0, 1, 2, -1], unmapped, options, seed=3, epoch=1, positional=True) == failures
+    assert np.array_equal(unmapped, out)
     with pytest.raises(IndexError):
         dataset.get_images_into([4], out, options)
     with pytest.raises(ValueError, match="out"):

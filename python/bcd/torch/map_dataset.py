@@ -105,9 +105,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
     :class:`Sampler` of this dataset has it fetch each epoch's shards in the
     order the epoch needs them.
 
-    In a DataLoader worker, batches are read with positional reads of the
-    shard files (``Dataset.get_batch_into(..., positional=True)``) rather than
-    through the mappings: a worker that reads through a mapping counts every
+    In a DataLoader worker, batches (and the values ``image=`` and ``audio=``
+    decode) are read with positional reads of the shard files
+    (``Dataset.get_batch_into(..., positional=True)``) rather than through the
+    mappings: a worker that reads through a mapping counts every
     page it touched in its memory (its PSS), most of the dataset over an epoch,
     where a positional read maps nothing; the epoch runs as fast either way
     (BENCHMARKS.md, session 37). ``positional=False`` reads through the
@@ -481,7 +482,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         count = len(index_array)
         images = _leased_view(_uint8_buffer(count * options.image_bytes, shared), count, *options.shape)
         seed, epoch = self._crop_key()
-        failures = self._source.get_images_into(index_array, images.numpy(), options, seed=seed, epoch=epoch)
+        positional = bool(self._reads_positionally())
+        failures = self._source.get_images_into(
+            index_array, images.numpy(), options, seed=seed, epoch=epoch, positional=positional
+        )
         keep, skipped = self._failed(failures, index_array, bad_images or self.bad_images, "images")
         if keep is not None:
             index_array = index_array[keep]
@@ -524,7 +528,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         memory = _uint8_buffer(count * options.clip_floats * 4, shared)
         audio = _leased_view(memory, count, *options.shape, dtype=torch.float32)
         seed, epoch = self._crop_key()
-        frames, failures = self._source.get_audio_into(index_array, audio.numpy(), options, seed=seed, epoch=epoch)
+        positional = bool(self._reads_positionally())
+        frames, failures = self._source.get_audio_into(
+            index_array, audio.numpy(), options, seed=seed, epoch=epoch, positional=positional
+        )
         lengths = torch.tensor(frames, dtype=torch.int64)
         keep, skipped = self._failed(failures, index_array, bad_audio or self.bad_audio, "clips")
         if keep is not None:

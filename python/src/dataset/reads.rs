@@ -366,6 +366,7 @@ impl PyDataset {
 
 impl PyDataset {
     /// `get_images_into`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn read_images_into<'py>(
         &self,
         py: Python<'py>,
@@ -374,6 +375,7 @@ impl PyDataset {
         options: &bcd_images::ImageOptions,
         seed: u64,
         epoch: u64,
+        positional: bool,
     ) -> PyResult<Vec<(usize, String)>> {
         let wanted = self.collect_indices(py, indices)?;
         // The caller's buffer is taken before the lock (its exporter is code).
@@ -391,12 +393,14 @@ impl PyDataset {
             seed,
             epoch,
             self.threads.load(Ordering::Relaxed),
+            positional,
         )
     }
 }
 
 impl PyDataset {
     /// `get_audio_into`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn read_audio_into<'py>(
         &self,
         py: Python<'py>,
@@ -405,6 +409,7 @@ impl PyDataset {
         options: &bcd_images::AudioOptions,
         seed: u64,
         epoch: u64,
+        positional: bool,
     ) -> PyResult<crate::audio::Decoded> {
         let wanted = self.collect_indices(py, indices)?;
         // The caller's buffer is taken before the lock (its exporter is code).
@@ -422,6 +427,7 @@ impl PyDataset {
             seed,
             epoch,
             self.threads.load(Ordering::Relaxed),
+            positional,
         )
     }
 }
