@@ -296,11 +296,17 @@ impl Dataset {
         let Some(file) = self.unmapped_file(&location) else {
             return self.at(index);
         };
-        stored.clear();
-        stored.resize(location.stored.len(), 0);
+        // Grown, never shrunk nor cleared: zeroing a value's worth of scratch
+        // before every read would cost a third of the read.
+        let len = location.stored.len();
+        if stored.len() < len {
+            stored.resize(len, 0);
+        }
+        let stored = &mut stored[..len];
         read_at(&file, &location, stored)?;
+        let stored = &*stored;
         let value = match self.compression() {
-            Compression::None => Cow::Borrowed(&stored[..]),
+            Compression::None => Cow::Borrowed(stored),
             Compression::Lz4 => match lz4_block::literal_range(stored) {
                 Some(range) => Cow::Borrowed(&stored[range]),
                 None => lz4_block::decompress(stored)

@@ -376,17 +376,40 @@ fn convert(wav: &Wav<'_>, first: usize, frames: usize, channels_out: u16, out: &
     let stride = out.len() / usize::from(channels_out);
     if channels == 1 {
         let dst = &mut out[..frames];
+        let bytes = wav.encoding.bytes();
+        let src = &wav.data[bytes * first..bytes * (first + frames)];
+        // Each encoding in a loop over fixed-size arrays, which the compiler
+        // vectorises (the per-sample `sample` does not).
         match wav.encoding {
-            // The common case in a loop the compiler vectorises.
-            Encoding::Int(2) => {
-                let src = &wav.data[2 * first..2 * (first + frames)];
-                for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
-                    *d = f32::from(i16::from_le_bytes([s[0], s[1]])) * (1.0 / 32768.0);
+            Encoding::U8 => {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = (f32::from(s) - 128.0) * (1.0 / 128.0);
                 }
             }
-            encoding => {
-                for (t, d) in dst.iter_mut().enumerate() {
-                    *d = sample(wav.data, encoding, first + t);
+            Encoding::Int(2) => {
+                for (d, s) in dst.iter_mut().zip(src.as_chunks::<2>().0) {
+                    *d = f32::from(i16::from_le_bytes(*s)) * (1.0 / 32768.0);
+                }
+            }
+            Encoding::Int(3) => {
+                for (d, s) in dst.iter_mut().zip(src.as_chunks::<3>().0) {
+                    let v = i32::from_le_bytes([0, s[0], s[1], s[2]]) >> 8;
+                    *d = v as f32 * (1.0 / 8_388_608.0);
+                }
+            }
+            Encoding::Int(_) => {
+                for (d, s) in dst.iter_mut().zip(src.as_chunks::<4>().0) {
+                    *d = (f64::from(i32::from_le_bytes(*s)) / 2_147_483_648.0) as f32;
+                }
+            }
+            Encoding::F32 => {
+                for (d, s) in dst.iter_mut().zip(src.as_chunks::<4>().0) {
+                    *d = f32::from_le_bytes(*s);
+                }
+            }
+            Encoding::F64 => {
+                for (d, s) in dst.iter_mut().zip(src.as_chunks::<8>().0) {
+                    *d = f64::from_le_bytes(*s) as f32;
                 }
             }
         }
