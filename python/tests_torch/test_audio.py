@@ -83,37 +83,6 @@ def test_clips_are_the_crops_of_the_samplers_seed_and_epoch(clips, workers, cont
     assert label == 0 and kept == frames[at] and np.array_equal(sample.numpy(), expected[at])
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_transform_gets_each_sample_of_clips_decoded_in_pieces(clips, workers, monkeypatch):
-    import bcd.torch.map_dataset
-
-    path, values = clips
-    # Pieces of 3 clips, so a batch of 8 is decoded in three (fork workers
-    # inherit the patched size).
-    monkeypatch.setattr(bcd.torch.map_dataset, "_DECODED_PIECE_BYTES", 3 * FRAMES * 4)
-    options = bcd.torch.Audio(FRAMES)
-    kept = []
-
-    def transform(sample):
-        clip, frames, label = sample
-        if workers == 0:
-            kept.append(clip)  # a transform may keep what it is given
-        return clip.clone(), frames, label
-
-    dataset = bcd.torch.MapDataset(path, fields=["label"], audio=options, transform=transform)
-    sampler = bcd.torch.Sampler(dataset, seed=3)
-    sampler.set_epoch(2)
-    order = list(sampler)
-    expected, frames = expected_clips(values, order, options, seed=3, epoch=2)
-    got = list(loader(dataset, sampler, workers=workers, batch_size=8))
-    assert np.array_equal(torch.cat([batch[0] for batch in got]).numpy(), expected)
-    assert torch.cat([batch[1] for batch in got]).tolist() == frames
-    assert torch.cat([batch[2] for batch in got]).tolist() == [i % 5 for i in order]
-    if workers == 0:
-        # What the transform kept was not overwritten by later pieces.
-        assert np.array_equal(torch.stack(kept).numpy(), expected)
-
-
 def test_a_users_collate_and_transform_get_the_samples(clips):
     path, values = clips
     options = bcd.torch.Audio(FRAMES, crop="start")

@@ -21,9 +21,6 @@ _OUTPUTS = ("bytes", "tensor")
 # piece's reuse, without new pages.
 _PIECE_BYTES = 64 << 10
 _BAD_VALUES = ("raise", "skip")
-# With a transform, images and clips are decoded a few at a time, about this
-# many bytes of them (see MapDataset._decoded_transformed).
-_DECODED_PIECE_BYTES = 1 << 20
 
 
 class ReadsDataset:
@@ -358,40 +355,22 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
 
     def __getitems__(self, indices: Sequence[int]):
         if self.image is not None:
-            if self.transform is not None:
-                return self._decoded_transformed(self.read_images, indices, self.image.image_bytes)
             batch = self._read(self.read_images, indices)
+            if self.transform is not None:
+                return [self.transform(tuple(s) if self._field_names else s) for s in batch]
             if not self._field_names:
                 # Bare tensors: torch's collate stacks them (one copy); with a
                 # field, the ImageBatch's tensor is the batch as it is.
                 return list(batch.images)
             return batch
         if self.audio is not None:
+            batch = self._read(self.read_audio, indices)
             if self.transform is not None:
-                return self._decoded_transformed(self.read_audio, indices, self.audio.clip_floats * 4)
-            return self._read(self.read_audio, indices)
+                return [self.transform(tuple(s)) for s in batch]
+            return batch
         if self.transform is None:
             return self._read(self.read_batch, indices)
         return self._transformed(indices)
-
-    def _decoded_transformed(self, read: Callable, indices: Sequence[int], sample_bytes: int) -> list:
-        """The decoded samples (``read``: images or clips) at ``indices``
-        through ``transform``, decoded in pieces of about
-        :data:`_DECODED_PIECE_BYTES`, each piece's samples transformed and let
-        go before the next piece is decoded. Inside a worker a piece goes into
-        one of its slots, which the next piece reuses once its samples are
-        dropped (a slot still held by what a transform kept is not), so the
-        decoded bytes stay in the core's cache: a batch of 64 clips of 4 s
-        decoded at once is 16 MB, written at memory speed (about 20 us a clip
-        against 8 in pieces; BENCHMARKS.md, session 44)."""
-        count = max(1, _DECODED_PIECE_BYTES // max(sample_bytes, 1))
-        samples = []
-        for at in range(0, len(indices), count):
-            batch = self._read(read, indices[at : at + count])
-            for sample in batch:
-                samples.append(self.transform(sample if isinstance(sample, torch.Tensor) else tuple(sample)))
-            batch = sample = None  # the piece's slot is free before the next piece
-        return samples
 
     def _sample(self, value, index: int):
         """The sample of the value read for ``index``, before the transform."""
