@@ -20,7 +20,9 @@
   decode with Pillow, a byte-level split of the text, WAV decode to float32),
   1, 2 and 4 DataLoader workers, bcd against LMDB and TFRecord (the
   ``tfrecord`` package's torch dataset), with the peak of the summed PSS of the
-  main process and its workers.
+  main process and its workers. The WAV preprocess cells also run bcd's own
+  WAV decode (``MapDataset(audio=...)``, every clip whole into float32, in
+  Rust), in the same rotation.
 
     python3 -m venv /work/venvs/read
     /work/venvs/read/bin/pip install -r bench/requirements-train.txt tfrecord==1.14.6 protobuf==7.36.2 lz4==4.4.5 pyarrow==26.0.1
@@ -400,6 +402,10 @@ def make_text(root: Path, megabytes: int) -> list[bytes]:
     return documents
 
 
+# The longest clip of the WAV corpus: 4 s at 16 kHz.
+WAV_FRAMES = 64_000
+
+
 def make_wavs(root: Path, megabytes: int) -> list[bytes]:
     """WAV files (16-bit mono, 16 kHz, 1-4 s of tones and noise)."""
     import numpy as np
@@ -442,6 +448,12 @@ def preprocess(modality: str, value) -> int:
     with wave.open(io.BytesIO(value)) as w:
         frames = w.readframes(w.getnframes())
     return int(np.frombuffer(frames, dtype="<i2").astype(np.float32).__truediv__(32768.0).size)
+
+
+def _clip_frames(sample) -> int:
+    """What bcd's WAV decode gives back per sample in the protocol: the frames
+    decoded (a small number, as `preprocess` returns)."""
+    return sample[1]
 
 
 class Preprocessed:
@@ -541,7 +553,20 @@ def protocol_epoch(store: str, base: Path, modality: str, task: str, workers: in
 
     import bcd.torch
 
-    if store.startswith("bcd"):
+    if store.startswith("bcd-audio"):
+        # bcd's own WAV decode (MapDataset(audio=...)): every clip decoded
+        # whole (the corpus's clips are at most WAV_FRAMES long) into float32,
+        # zero-padded, a batch at a time in Rust. "bcd-audio": each sample
+        # then gives back its frame count, the few bytes the others' workers
+        # send; "bcd-audio-tensors": the batch crosses as one float32 tensor
+        # in shared memory (what training takes; 1.4 GB an epoch here).
+        assert modality == "wav" and task == "preprocess", (modality, task)
+        transform = _clip_frames if store == "bcd-audio" else None
+        audio = bcd.torch.Audio(WAV_FRAMES, crop="start")
+        dataset = bcd.torch.MapDataset(base / "bcd", audio=audio, transform=transform)
+        sampler = bcd.torch.Sampler(dataset, seed=seed)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers, collate_fn=_keep)
+    elif store.startswith("bcd"):
         # "bcd" as the README's code reads; "bcd-mapped" and "bcd-positional"
         # with each way of reading forced (`MapDataset(positional=...)`).
         transform = Preprocessed(modality) if task == "preprocess" else None
@@ -652,15 +677,15 @@ def run_protocol(data: Path, megabytes: int, runs: int, only: Optional[set] = No
         import bcd
 
         counts[modality] = len(bcd.Dataset(str(base / "bcd")))
-    stores = ("bcd", "lmdb", "tfrecord")
     cells = {}
     for modality, count in counts.items():
         for task in ("sequential", "shuffled", "preprocess"):
             for workers in (1, 2, 4):
                 if only is not None and (modality, task, workers) not in only:
                     continue
+                stores = _protocol_stores(modality, task)
                 for run in range(runs):
-                    order = stores[run % 3:] + stores[: run % 3]
+                    order = stores[run % len(stores):] + stores[: run % len(stores)]
                     for store in order:
                         outcome = protocol_epoch(store, root / modality, modality, task, workers, run, count)
                         cells.setdefault((modality, task, workers, store), []).append(outcome)
@@ -675,7 +700,7 @@ def run_protocol(data: Path, megabytes: int, runs: int, only: Optional[set] = No
                     continue
                 rate = {}
                 pss = {}
-                for store in stores:
+                for store in ("bcd", "lmdb", "tfrecord"):
                     outcomes = cells[(modality, task, workers, store)]
                     rate[store] = count / statistics.median(o["seconds"] for o in outcomes)
                     pss[store] = max(o["pss_mb"] for o in outcomes)
@@ -684,6 +709,32 @@ def run_protocol(data: Path, megabytes: int, runs: int, only: Optional[set] = No
                     f"{rate['bcd'] / rate['lmdb']:.2f}x | {rate['bcd'] / rate['tfrecord']:.2f}x | "
                     f"{pss['bcd']:.0f} / {pss['lmdb']:.0f} / {pss['tfrecord']:.0f} |"
                 )
+    audio = [key for key in cells if key[3].startswith("bcd-audio")]
+    if audio:
+        print("\nbcd's WAV decode in Rust (MapDataset(audio=bcd.torch.Audio(WAV_FRAMES, crop=\"start\"))) in the same runs\n")
+        print("| workers | bcd `audio=` | items/s | / LMDB | / TFRecord | PSS MB (LMDB, TFRecord) |")
+        print("|---|---|---|---|---|---|")
+        for modality, task, workers, kind in sorted(audio):
+            count = counts[modality]
+            rate = {}
+            pss = {}
+            for store in (kind, "lmdb", "tfrecord"):
+                outcomes = cells[(modality, task, workers, store)]
+                rate[store] = count / statistics.median(o["seconds"] for o in outcomes)
+                pss[store] = max(o["pss_mb"] for o in outcomes)
+            sent = "frames per sample" if kind == "bcd-audio" else "float32 batches"
+            print(
+                f"| {workers} | {sent} | {rate[kind]:,.0f} | {rate[kind] / rate['lmdb']:.2f}x | "
+                f"{rate[kind] / rate['tfrecord']:.2f}x | {pss[kind]:.0f} ({pss['lmdb']:.0f}, {pss['tfrecord']:.0f}) |"
+            )
+
+
+def _protocol_stores(modality: str, task: str) -> tuple:
+    """The stores of a protocol cell: bcd as the README reads, LMDB, TFRecord,
+    and for the WAV preprocess cells bcd's own WAV decode too."""
+    if modality == "wav" and task == "preprocess":
+        return ("bcd", "lmdb", "tfrecord", "bcd-audio", "bcd-audio-tensors")
+    return ("bcd", "lmdb", "tfrecord")
 
 
 def run_positional(data: Path, megabytes: int, runs: int) -> None:
