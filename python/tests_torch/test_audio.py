@@ -113,6 +113,18 @@ def test_bad_clips_raise_naming_the_record_or_are_skipped_and_counted(tmp_path, 
     labels = [label for _, _, batch_labels in loader(lenient, workers=2, batch_size=4) for label in batch_labels.tolist()]
     assert labels == [0, 1, 2, 3, 4, 5, 7]
     assert lenient.skipped == 1
+    # A batch whose every clip is skipped: a clear error from the default
+    # collate, naming the records; bcd.torch.collate passes the empty batch on.
+    all_bad = tmp_path / "all_bad"
+    bcd.Dataset.create(all_bad, keyed=True).extend({"key": b"b%d" % i, "value": b"junk", "label": i} for i in range(3))
+    skipping = bcd.torch.MapDataset(all_bad, fields=["label"], audio=bcd.torch.Audio(100), bad_audio="skip")
+    with pytest.raises(IndexError, match=r"every record of it failed to decode and was skipped \(records \[0, 1, 2\]\)"):
+        list(loader(skipping, batch_size=4))
+    (empty,) = list(loader(skipping, batch_size=4, collate_fn=bcd.torch.collate))
+    assert isinstance(empty, bcd.torch.AudioBatch) and len(empty) == 0 and empty.skipped.tolist() == [0, 1, 2]
+    images = bcd.torch.MapDataset(all_bad, image=bcd.torch.Image(8), bad_images="skip")
+    with pytest.raises(IndexError, match="every record of it failed to decode"):
+        list(loader(images, batch_size=4))
     with pytest.raises(ValueError, match="not both"):
         bcd.torch.MapDataset(path, audio=bcd.torch.Audio(100), image=bcd.torch.Image(16))
     with pytest.raises(TypeError, match="AudioOptions"):

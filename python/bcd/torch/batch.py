@@ -63,6 +63,15 @@ class _Samples:
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
+            skipped = getattr(self, "skipped", None)
+            if len(self) == 0 and skipped is not None and len(skipped):
+                # What torch's default collate asks of a batch whose every
+                # value was skipped (bad_images= / bad_audio="skip").
+                raise IndexError(
+                    f"an empty batch: every record of it failed to decode and was skipped "
+                    f"(records {skipped.tolist()}); torch's default collate cannot make a batch of none "
+                    "(collate_fn=bcd.torch.collate passes it on as it is)"
+                )
             raise IndexError(f"sample {i} of a batch of {len(self)}")
         lead = self._lead(i)
         if len(lead) == 1 and not self.fields:

@@ -358,9 +358,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
             batch = self._read(self.read_images, indices)
             if self.transform is not None:
                 return [self.transform(tuple(s) if self._field_names else s) for s in batch]
-            if not self._field_names:
+            if not self._field_names and len(batch):
                 # Bare tensors: torch's collate stacks them (one copy); with a
-                # field, the ImageBatch's tensor is the batch as it is.
+                # field, the ImageBatch's tensor is the batch as it is (and an
+                # empty one, whose every image was skipped, says so).
                 return list(batch.images)
             return batch
         if self.audio is not None:
