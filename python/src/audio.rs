@@ -4,15 +4,14 @@
 //! `audio=` calls in each DataLoader worker).
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use bcd::Dataset;
-use bcd_images::{decode_audio_many, AudioCrop, AudioFailure, AudioOptions, CropKey, ValueFn};
+use bcd_images::{decode_audio_many, AudioCrop, AudioFailure, AudioOptions};
 
+use crate::decode::{self, Values};
 use crate::errors::message;
-use crate::images::{checked_records, record_name, threads_or_cores, value_slices};
 
 /// What to make of each audio value: AudioOptions(frames, *, channels=1,
 /// crop="random", sample_rate=None). Each WAV clip becomes `channels x frames`
@@ -145,63 +144,28 @@ impl PyAudioOptions {
 /// The writable, C-contiguous float32 buffer `out`, of at least `len` floats
 /// (taken before any lock: an exporter is the caller's code).
 pub fn output(out: &Bound<'_, PyAny>, len: usize) -> PyResult<PyBuffer<f32>> {
-    let buffer = PyBuffer::<f32>::get(out).map_err(|_| {
-        PyTypeError::new_err(
-            "out: expected a writable, C-contiguous buffer of float32 (a float32 array or tensor)",
-        )
-    })?;
-    if buffer.readonly() || !buffer.is_c_contiguous() || buffer.item_count() < len {
-        return Err(PyValueError::new_err(format!(
-            "out: expected a writable, C-contiguous float32 buffer of at least {len} floats, got {}{}",
-            buffer.item_count(),
-            if buffer.readonly() { ", read-only" } else { "" }
-        )));
-    }
-    Ok(buffer)
+    decode::output(out, len, "float32 (a float32 array or tensor)")
 }
 
 /// The frames each clip kept, and the failures as `(i, message)`.
 pub type Decoded = (Vec<u32>, Vec<(usize, String)>);
 
-/// Decodes `count` values (`value(i)`) into `buffer` (from [`output`]), clip
-/// `i` with record `records[i]`'s key; returns each clip's frames (0 for a
-/// failure) and the failures, each message naming the record through `name`.
-#[allow(clippy::too_many_arguments)]
-fn decode_into_buffer<E: Send + std::fmt::Display>(
+/// Decodes `values` into `buffer` (from [`output`]), clip `i` with its
+/// record's crop key; returns each clip's frames (0 for a failure) and the
+/// failures, each message naming the value (its slot left as it was).
+pub fn decode_into(
     py: Python<'_>,
-    count: usize,
-    value: &ValueFn<'_, E>,
-    records: &[u64],
+    values: &Values<'_>,
     options: &AudioOptions,
     seed: u64,
     epoch: u64,
     buffer: PyBuffer<f32>,
-    threads: usize,
-    name: &dyn Fn(usize) -> String,
 ) -> PyResult<Decoded> {
-    let len = count * options.clip_floats();
-    if buffer.item_count() < len {
-        return Err(PyValueError::new_err(format!(
-            "out: {} floats for {len}",
-            buffer.item_count()
-        )));
-    }
-    let keys: Vec<CropKey> = records
-        .iter()
-        .map(|&record| CropKey {
-            seed,
-            epoch,
-            record,
-        })
-        .collect();
-    // SAFETY: the exporter keeps the memory alive and in place while `buffer`
-    // is held (to the end of this function); it is writable, C-contiguous and
-    // of float32 items (checked by `output` and `PyBuffer::<f32>::get`, which
-    // also checks the alignment), and the documented contract is that nothing
-    // else uses it during the call.
-    let data = unsafe { std::slice::from_raw_parts_mut(buffer.buf_ptr().cast::<f32>(), len) };
-    let outcomes = py.detach(|| decode_audio_many(count, value, &keys, options, data, threads));
-    drop(buffer);
+    let keys = values.keys(seed, epoch);
+    let (count, value, threads) = (values.count, values.value, values.threads);
+    let outcomes = decode::fill_detached(py, buffer, count * options.clip_floats(), |data| {
+        decode_audio_many(count, value, &keys, options, data, threads)
+    })?;
     let mut frames = Vec::with_capacity(count);
     let mut failures = Vec::new();
     for (i, outcome) in outcomes.into_iter().enumerate() {
@@ -209,11 +173,13 @@ fn decode_into_buffer<E: Send + std::fmt::Display>(
             Ok(clip) => frames.push(clip.frames),
             Err(failure) => {
                 frames.push(0);
-                let why = match failure {
-                    AudioFailure::Read(error) => error.to_string(),
-                    AudioFailure::Audio(error) => message(&error),
-                };
-                failures.push((i, format!("{}: {why}", name(i))));
+                failures.push(values.failure(
+                    i,
+                    match failure {
+                        AudioFailure::Read(error) => error,
+                        AudioFailure::Audio(error) => message(&error),
+                    },
+                ));
             }
         }
     }
@@ -240,67 +206,9 @@ pub fn decode_audio(
     records: Option<Vec<u64>>,
     threads: Option<usize>,
 ) -> PyResult<Decoded> {
-    let records = checked_records(records, values.len())?;
-    let slices = value_slices(&values)?;
-    let value = |i: usize, _: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
-        with(slices[i]);
-        Ok::<_, std::convert::Infallible>(())
-    };
     let options = &options.get().options;
     let buffer = output(out, values.len() * options.clip_floats())?;
-    decode_into_buffer(
-        py,
-        values.len(),
-        &value,
-        &records,
-        options,
-        seed,
-        epoch,
-        buffer,
-        threads_or_cores(threads),
-        &|i| format!("values[{i}] (record {})", records[i]),
-    )
-}
-
-/// `Dataset.get_audio_into`: the values at `indices` (in range) decoded into
-/// `out`, each read by the thread that decodes it: through the mapping (LZ4
-/// values stored verbatim are not copied), or with `positional` by a
-/// positional read of the shard's file into the thread's scratch space
-/// (nothing mapped: a DataLoader worker's memory does not grow with the
-/// shards it reads).
-#[allow(clippy::too_many_arguments)]
-pub fn dataset_audio_into(
-    py: Python<'_>,
-    dataset: &Dataset,
-    indices: &[usize],
-    buffer: PyBuffer<f32>,
-    options: &AudioOptions,
-    seed: u64,
-    epoch: u64,
-    threads: usize,
-    positional: bool,
-) -> PyResult<Decoded> {
-    let records: Vec<u64> = indices.iter().map(|&i| i as u64).collect();
-    let value = |i: usize, stored: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
-        let read = if positional {
-            dataset.at_unmapped(indices[i], stored)
-        } else {
-            dataset.at(indices[i])
-        };
-        with(&read.map_err(|e| crate::errors::message(&e))?);
-        Ok::<_, String>(())
-    };
-    let path = dataset.path().display().to_string();
-    decode_into_buffer(
-        py,
-        indices.len(),
-        &value,
-        &records,
-        options,
-        seed,
-        epoch,
-        buffer,
-        threads,
-        &|i| record_name(dataset, &path, indices[i]),
-    )
+    decode::from_python(&values, records, threads, |values| {
+        decode_into(py, values, options, seed, epoch, buffer)
+    })
 }

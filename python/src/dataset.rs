@@ -530,14 +530,13 @@ impl PyDataset {
         epoch: u64,
         positional: bool,
     ) -> PyResult<Vec<(usize, String)>> {
-        self.read_images_into(
+        let options = &options.get().options;
+        self.decode_records_into(
             py,
             indices,
-            out,
-            &options.get().options,
-            seed,
-            epoch,
             positional,
+            |count| crate::images::output(out, count * options.image_bytes()),
+            |values, buffer| crate::images::decode_into(py, values, options, seed, epoch, buffer),
         )
     }
 
@@ -562,14 +561,13 @@ impl PyDataset {
         epoch: u64,
         positional: bool,
     ) -> PyResult<crate::audio::Decoded> {
-        self.read_audio_into(
+        let options = &options.get().options;
+        self.decode_records_into(
             py,
             indices,
-            out,
-            &options.get().options,
-            seed,
-            epoch,
             positional,
+            |count| crate::audio::output(out, count * options.clip_floats()),
+            |values, buffer| crate::audio::decode_into(py, values, options, seed, epoch, buffer),
         )
     }
 

@@ -1,16 +1,17 @@
 //! Image values decoded and cropped in Rust (`bcd-images`) into one batch
 //! buffer, on scoped threads without the GIL: `bcd.ImageOptions`,
 //! `bcd.decode_images` and `Dataset.get_images_into` (what `bcd.torch`'s
-//! `image=` calls in each DataLoader worker).
+//! `image=` calls in each DataLoader worker). Where the values come from is
+//! `decode.rs`'s, shared with the audio clips.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use bcd::Dataset;
-use bcd_images::{decode_many, Crop, CropKey, Failure, ImageOptions, ValueFn};
+use bcd_images::{decode_many, Crop, CropKey, Failure, ImageOptions};
 
+use crate::decode::{self, Values};
 use crate::errors::message;
 
 /// What to make of each image value: ImageOptions(size, *, crop="random_resized",
@@ -249,69 +250,37 @@ impl PyImageOptions {
 /// The writable, C-contiguous buffer `out`, at least `len` bytes (taken before
 /// any lock: an exporter is the caller's code).
 pub fn output(out: &Bound<'_, PyAny>, len: usize) -> PyResult<PyBuffer<u8>> {
-    let buffer = PyBuffer::<u8>::get(out).map_err(|_| {
-        PyTypeError::new_err(
-            "out: expected a writable, C-contiguous buffer of bytes (a uint8 array or tensor)",
-        )
-    })?;
-    if buffer.readonly() || !buffer.is_c_contiguous() || buffer.len_bytes() < len {
-        return Err(PyValueError::new_err(format!(
-            "out: expected a writable, C-contiguous buffer of at least {len} bytes, got {} bytes{}",
-            buffer.len_bytes(),
-            if buffer.readonly() { ", read-only" } else { "" }
-        )));
-    }
-    Ok(buffer)
+    decode::output(out, len, "bytes (a uint8 array or tensor)")
 }
 
-/// Decodes `count` values (`value(i)`) into `buffer` (from [`output`]), image
-/// `i` with record `records[i]`'s key; returns the failures as `(i, message)`,
-/// each message naming the record through `name`.
-#[allow(clippy::too_many_arguments)]
-fn decode_into_buffer<E: Send + std::fmt::Display>(
+/// Decodes `values` into `buffer` (from [`output`]), value `i` with its
+/// record's crop key; returns the failures as `(i, message)`, each message
+/// naming the value (its slot left as it was).
+pub fn decode_into(
     py: Python<'_>,
-    count: usize,
-    value: &ValueFn<'_, E>,
-    records: &[u64],
+    values: &Values<'_>,
     options: &ImageOptions,
     seed: u64,
     epoch: u64,
     buffer: PyBuffer<u8>,
-    threads: usize,
-    name: &dyn Fn(usize) -> String,
 ) -> PyResult<Vec<(usize, String)>> {
-    let len = count * options.image_bytes();
-    if buffer.len_bytes() < len {
-        return Err(PyValueError::new_err(format!(
-            "out: {} bytes for {len}",
-            buffer.len_bytes()
-        )));
-    }
-    let keys: Vec<CropKey> = records
-        .iter()
-        .map(|&record| CropKey {
-            seed,
-            epoch,
-            record,
-        })
-        .collect();
-    // SAFETY: the exporter keeps the memory alive and in place while `buffer`
-    // is held (to the end of this function), it is writable and C-contiguous
-    // (checked above), and the documented contract is that nothing else uses it
-    // during the call.
-    let data = unsafe { std::slice::from_raw_parts_mut(buffer.buf_ptr().cast::<u8>(), len) };
-    let outcomes = py.detach(|| decode_many(count, value, &keys, options, data, threads));
-    drop(buffer);
+    let keys = values.keys(seed, epoch);
+    let (count, value, threads) = (values.count, values.value, values.threads);
+    let outcomes = decode::fill_detached(py, buffer, count * options.image_bytes(), |data| {
+        decode_many(count, value, &keys, options, data, threads)
+    })?;
     Ok(outcomes
         .into_iter()
         .enumerate()
         .filter_map(|(i, outcome)| {
             outcome.err().map(|failure| {
-                let why = match failure {
-                    Failure::Read(error) => error.to_string(),
-                    Failure::Image(error) => message(&error),
-                };
-                (i, format!("{}: {why}", name(i)))
+                values.failure(
+                    i,
+                    match failure {
+                        Failure::Read(error) => error,
+                        Failure::Image(error) => message(&error),
+                    },
+                )
             })
         })
         .collect())
@@ -336,119 +305,9 @@ pub fn decode_images(
     records: Option<Vec<u64>>,
     threads: Option<usize>,
 ) -> PyResult<Vec<(usize, String)>> {
-    let records = checked_records(records, values.len())?;
-    let slices = value_slices(&values)?;
-    let value = |i: usize, _: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
-        with(slices[i]);
-        Ok::<_, std::convert::Infallible>(())
-    };
-    let threads = threads_or_cores(threads);
     let options = &options.get().options;
     let buffer = output(out, values.len() * options.image_bytes())?;
-    decode_into_buffer(
-        py,
-        values.len(),
-        &value,
-        &records,
-        options,
-        seed,
-        epoch,
-        buffer,
-        threads,
-        &|i| format!("values[{i}] (record {})", records[i]),
-    )
-}
-
-/// `Dataset.get_images_into`: the values at `indices` (in range) decoded into
-/// `out`, each read by the thread that decodes it: through the mapping (LZ4
-/// values stored verbatim are not copied), or with `positional` by a
-/// positional read of the shard's file into the thread's scratch space
-/// (nothing mapped: a DataLoader worker's memory does not grow with the
-/// shards it reads).
-#[allow(clippy::too_many_arguments)]
-pub fn dataset_images_into(
-    py: Python<'_>,
-    dataset: &Dataset,
-    indices: &[usize],
-    buffer: PyBuffer<u8>,
-    options: &ImageOptions,
-    seed: u64,
-    epoch: u64,
-    threads: usize,
-    positional: bool,
-) -> PyResult<Vec<(usize, String)>> {
-    let records: Vec<u64> = indices.iter().map(|&i| i as u64).collect();
-    let value = |i: usize, stored: &mut Vec<u8>, with: &mut dyn FnMut(&[u8])| {
-        let read = if positional {
-            dataset.at_unmapped(indices[i], stored)
-        } else {
-            dataset.at(indices[i])
-        };
-        with(&read.map_err(|e| crate::errors::message(&e))?);
-        Ok::<_, String>(())
-    };
-    let path = dataset.path().display().to_string();
-    decode_into_buffer(
-        py,
-        indices.len(),
-        &value,
-        &records,
-        options,
-        seed,
-        epoch,
-        buffer,
-        threads,
-        &|i| record_name(dataset, &path, indices[i]),
-    )
-}
-
-/// `PATH: record N (key K)`, how a failure names a dataset's record.
-pub fn record_name(dataset: &Dataset, path: &str, index: usize) -> String {
-    match dataset
-        .keyed()
-        .then(|| dataset.key_at(index).ok())
-        .flatten()
-    {
-        Some(key) => format!(
-            "{path}: record {index} (key {:?})",
-            String::from_utf8_lossy(key)
-        ),
-        None => format!("{path}: record {index}"),
-    }
-}
-
-/// The records values are keyed by: `records`, one per value, or `0..count`.
-pub fn checked_records(records: Option<Vec<u64>>, count: usize) -> PyResult<Vec<u64>> {
-    let records = records.unwrap_or_else(|| (0..count as u64).collect());
-    if records.len() != count {
-        return Err(PyValueError::new_err(format!(
-            "records: {} for {count} values: expected one per value",
-            records.len()
-        )));
-    }
-    Ok(records)
-}
-
-/// The bytes of each buffer of `values` (held by the caller while the slices
-/// are used), each checked to be contiguous.
-pub fn value_slices(values: &[PyBuffer<u8>]) -> PyResult<Vec<&[u8]>> {
-    let mut slices = Vec::with_capacity(values.len());
-    for (i, value) in values.iter().enumerate() {
-        if !value.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!(
-                "values[{i}]: expected a C-contiguous buffer"
-            )));
-        }
-        // SAFETY: each buffer is held by the caller (in `values`, borrowed for
-        // the slices' lifetime), contiguous, and only read.
-        slices.push(unsafe {
-            std::slice::from_raw_parts(value.buf_ptr().cast::<u8>(), value.len_bytes())
-        });
-    }
-    Ok(slices)
-}
-
-/// `threads`, or every core.
-pub fn threads_or_cores(threads: Option<usize>) -> usize {
-    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    decode::from_python(&values, records, threads, |values| {
+        decode_into(py, values, options, seed, epoch, buffer)
+    })
 }

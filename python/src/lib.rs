@@ -10,6 +10,7 @@ mod audio;
 mod batch_read;
 mod buffers;
 mod dataset;
+mod decode;
 mod errors;
 mod field_values;
 mod fields_read;

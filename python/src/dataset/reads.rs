@@ -365,70 +365,29 @@ impl PyDataset {
 }
 
 impl PyDataset {
-    /// `get_images_into`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn read_images_into<'py>(
+    /// `get_images_into` and `get_audio_into`: the records at `indices`
+    /// decoded by `decode` into the caller's buffer, which `take` gets (for
+    /// that many records) before the lock, as `crate::decode::from_dataset`
+    /// reads them.
+    pub(super) fn decode_records_into<'py, B, R>(
         &self,
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
-        out: &Bound<'py, PyAny>,
-        options: &bcd_images::ImageOptions,
-        seed: u64,
-        epoch: u64,
         positional: bool,
-    ) -> PyResult<Vec<(usize, String)>> {
+        take: impl FnOnce(usize) -> PyResult<B>,
+        decode: impl FnOnce(&crate::decode::Values<'_>, B) -> PyResult<R>,
+    ) -> PyResult<R> {
         let wanted = self.collect_indices(py, indices)?;
         // The caller's buffer is taken before the lock (its exporter is code).
-        let buffer = crate::images::output(out, wanted.len() * options.image_bytes())?;
+        let buffer = take(wanted.len())?;
         let handle = self.handle(py)?;
         let dataset = handle.read(py);
         let resolved = resolve_all(&dataset, &wanted)?;
         dataset.prefetch(resolved.iter().copied());
-        crate::images::dataset_images_into(
-            py,
-            &dataset,
-            &resolved,
-            buffer,
-            options,
-            seed,
-            epoch,
-            self.threads.load(Ordering::Relaxed),
-            positional,
-        )
-    }
-}
-
-impl PyDataset {
-    /// `get_audio_into`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn read_audio_into<'py>(
-        &self,
-        py: Python<'py>,
-        indices: &Bound<'py, PyAny>,
-        out: &Bound<'py, PyAny>,
-        options: &bcd_images::AudioOptions,
-        seed: u64,
-        epoch: u64,
-        positional: bool,
-    ) -> PyResult<crate::audio::Decoded> {
-        let wanted = self.collect_indices(py, indices)?;
-        // The caller's buffer is taken before the lock (its exporter is code).
-        let buffer = crate::audio::output(out, wanted.len() * options.clip_floats())?;
-        let handle = self.handle(py)?;
-        let dataset = handle.read(py);
-        let resolved = resolve_all(&dataset, &wanted)?;
-        dataset.prefetch(resolved.iter().copied());
-        crate::audio::dataset_audio_into(
-            py,
-            &dataset,
-            &resolved,
-            buffer,
-            options,
-            seed,
-            epoch,
-            self.threads.load(Ordering::Relaxed),
-            positional,
-        )
+        let threads = self.threads.load(Ordering::Relaxed);
+        crate::decode::from_dataset(&dataset, &resolved, threads, positional, |values| {
+            decode(values, buffer)
+        })
     }
 }
 
