@@ -263,13 +263,7 @@ def _joined_images(reads: list) -> ImageBatch:
     indices asked for (one copy of the images, by index, into shared memory
     inside a DataLoader worker)."""
     places, count = _places(reads)
-    shape = tuple(reads[0][2].images.shape[1:])
-    size = int(np.prod(shape))
-    images = _leased_view(_uint8_buffer(count * size, torch.utils.data.get_worker_info() is not None), count, *shape)
-    out = images.numpy()
-    for place, (_, _, batch) in zip(places, reads):
-        if len(place):
-            out[place] = batch.images.numpy()  # NumPy's: torch's index_put is ~6x slower on uint8
+    images = _joined_rows([batch.images for _, _, batch in reads], places, count)
     fields, records, sources = _joined_columns(reads, places, count)
     skipped = torch.cat([batch.skipped for _, _, batch in reads])
     return ImageBatch(images, fields, records, skipped, sources)
@@ -280,16 +274,27 @@ def _joined_audio(reads: list) -> AudioBatch:
     indices asked for (one copy of the clips, by index, into shared memory
     inside a DataLoader worker)."""
     places, count = _places(reads)
-    shape = tuple(reads[0][2].audio.shape[1:])
-    size = int(np.prod(shape))
-    memory = _uint8_buffer(count * size * 4, torch.utils.data.get_worker_info() is not None)
-    audio = _leased_view(memory, count, *shape, dtype=torch.float32)
-    out = audio.numpy()
+    audio = _joined_rows([batch.audio for _, _, batch in reads], places, count)
     lengths = np.zeros(count, dtype=np.int64)
     for place, (_, _, batch) in zip(places, reads):
-        if len(place):
-            out[place] = batch.audio.numpy()
-            lengths[place] = batch.lengths.numpy()
+        lengths[place] = batch.lengths.numpy()
     fields, records, sources = _joined_columns(reads, places, count)
     skipped = torch.cat([batch.skipped for _, _, batch in reads])
     return AudioBatch(audio, torch.from_numpy(lengths), fields, records, skipped, sources)
+
+
+def _joined_rows(tensors: list, places: list, count: int) -> torch.Tensor:
+    """The sources' tensors of one row a sample (images, clips; one tensor a
+    source, all of one shape and dtype) as one tensor of ``count`` rows, each
+    source's rows at its places: one copy, by index, into shared memory inside
+    a DataLoader worker."""
+    first = tensors[0]
+    shape = tuple(first.shape[1:])
+    size = int(np.prod(shape)) * first.element_size()
+    memory = _uint8_buffer(count * size, torch.utils.data.get_worker_info() is not None)
+    joined = _leased_view(memory, count, *shape, dtype=None if first.dtype == torch.uint8 else first.dtype)
+    out = joined.numpy()
+    for place, tensor in zip(places, tensors):
+        if len(place):
+            out[place] = tensor.numpy()  # NumPy's: torch's index_put is ~6x slower on uint8
+    return joined
