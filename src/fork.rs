@@ -17,6 +17,13 @@
 //!
 //! [`FileLock`] is such a lock for other uses (the shard locks of the cache of a
 //! remote dataset, which DataLoader workers forked mid-download share).
+//!
+//! A child also inherits every mutex as it was at the fork, and has only the
+//! forking thread: a mutex another thread held then stays locked in the child
+//! forever, and the child's first use of it never returns (a DataLoader worker
+//! forked while the parent's prefetch task was starting a download hung so).
+//! [`excluding_forks`] runs a critical section that no fork lands inside: code
+//! whose locks a child uses takes them only there.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
@@ -38,6 +45,28 @@ pub fn generation() -> u64 {
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `f` so that no fork of this process lands inside it: a fork waits until
+/// every such section running in other threads has returned, and none starts
+/// while a fork is under way. So a lock taken and released within `f` is never
+/// found held in a child by a thread that does not exist there.
+///
+/// `f` must be short and must not wait for another process or thread that may
+/// be forking (it holds up every fork of the process meanwhile). Sections nest;
+/// a thread that forks from inside one forks at once (its own section is its
+/// own business).
+pub fn excluding_forks<R>(f: impl FnOnce() -> R) -> R {
+    handlers::register();
+    gate::within(f)
+}
+
+/// Whether a fork of this process is waiting for sections of
+/// [`excluding_forks`] running in other threads to end, and whether this thread
+/// is inside one: for tests of code that uses them.
+#[doc(hidden)]
+pub fn fork_waiting() -> (bool, bool) {
+    gate::waiting()
+}
 
 /// Runs `f` with the registry of lock descriptors held, so that no fork happens
 /// in between: a lock opened and registered in `f` is closed in every child, and
@@ -284,9 +313,113 @@ mod registry {
     }
 }
 
+/// The sections of `excluding_forks` and the forks waiting for them: one word,
+/// the forks under way in its high half, the sections running in its low half.
+mod gate {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static GATE: AtomicU64 = AtomicU64::new(0);
+    const FORK: u64 = 1 << 32;
+    const SECTIONS: u64 = FORK - 1;
+
+    thread_local! {
+        /// The sections this thread is inside.
+        static DEPTH: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(super) fn within<R>(f: impl FnOnce() -> R) -> R {
+        if DEPTH.get() == 0 {
+            enter();
+        }
+        DEPTH.set(DEPTH.get() + 1);
+        // Left on unwind too: a panicking section must not hold up every fork.
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                DEPTH.set(DEPTH.get() - 1);
+                if DEPTH.get() == 0 {
+                    GATE.fetch_sub(1, Ordering::Release);
+                }
+            }
+        }
+        let _leave = Leave;
+        f()
+    }
+
+    fn enter() {
+        loop {
+            let now = GATE.load(Ordering::Acquire);
+            if now < FORK {
+                if GATE
+                    .compare_exchange_weak(now, now + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Forks waiting for sections to end (tests only look).
+    static WAITING: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn waiting() -> (bool, bool) {
+        (WAITING.load(Ordering::Acquire) > 0, DEPTH.get() > 0)
+    }
+
+    /// No new section starts; returns once only the forking thread's own are
+    /// left.
+    pub(super) fn close() {
+        GATE.fetch_add(FORK, Ordering::AcqRel);
+        let own = DEPTH.get().min(1);
+        if GATE.load(Ordering::Acquire) & SECTIONS != own {
+            WAITING.fetch_add(1, Ordering::AcqRel);
+            while GATE.load(Ordering::Acquire) & SECTIONS != own {
+                std::thread::yield_now();
+            }
+            WAITING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    pub(super) fn open() {
+        GATE.fetch_sub(FORK, Ordering::AcqRel);
+    }
+
+    /// The child has one thread: its sections are the forking thread's, and the
+    /// forks other threads of the parent were preparing are not its own.
+    pub(super) fn reset_in_child() {
+        GATE.store(DEPTH.get().min(1), Ordering::Release);
+        WAITING.store(0, Ordering::Release);
+    }
+}
+
 #[cfg(unix)]
 mod handlers {
     use std::sync::Once;
+
+    /// Before a fork: no section of `excluding_forks` running in another
+    /// thread, then the lock registry held. In this order, since a section may
+    /// take a `FileLock` (the registry) and the registry is never held while
+    /// waiting for a section.
+    extern "C" fn prepare() {
+        super::gate::close();
+        super::registry::prepare();
+    }
+
+    /// After a fork, in the parent.
+    extern "C" fn parent() {
+        super::registry::parent();
+        super::gate::open();
+    }
+
+    /// After a fork, in the child (async-signal-safe: atomics and close(2)).
+    extern "C" fn child() {
+        super::registry::child();
+        super::gate::reset_in_child();
+    }
 
     pub(super) fn register() {
         static REGISTER: Once = Once::new();
@@ -294,13 +427,7 @@ mod handlers {
             // SAFETY: the handlers are plain functions of this crate, which is
             // never unloaded while the process runs (a Python extension module
             // stays loaded); see `registry` for what each does.
-            let status = unsafe {
-                libc::pthread_atfork(
-                    Some(super::registry::prepare),
-                    Some(super::registry::parent),
-                    Some(super::registry::child),
-                )
-            };
+            let status = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
             // ENOMEM is the only failure: children then keep inherited locks, as
             // before these handlers existed.
             let _ = status;
@@ -332,6 +459,72 @@ mod tests {
             .unwrap()
             .is_some());
         drop(copy);
+    }
+
+    /// The exit status of a child forked now that runs `child` alone.
+    #[cfg(unix)]
+    fn fork_running(child: impl FnOnce() -> bool) -> (libc::pid_t, impl FnOnce() -> i32) {
+        // SAFETY: the child calls only `child` (atomics, `excluding_forks`) and
+        // `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = child();
+            // SAFETY: ends the child without running the parent's exit code.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        (pid, move || {
+            let mut status = 0;
+            // SAFETY: `pid` is this process's child, waited for once.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert!(libc::WIFEXITED(status), "the child died: {status}");
+            libc::WEXITSTATUS(status)
+        })
+    }
+
+    /// A fork waits for another thread's section to end: the child never has
+    /// the section half done. Were the fork not to wait, the section would end
+    /// only after the fork returned, and the child would see it unfinished.
+    #[cfg(unix)]
+    #[test]
+    fn a_fork_waits_for_the_sections_of_other_threads() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        static ENDED: AtomicBool = AtomicBool::new(false);
+        static FORKED: AtomicBool = AtomicBool::new(false);
+        let (entered, inside) = std::sync::mpsc::channel();
+        let section = std::thread::spawn(move || {
+            excluding_forks(|| {
+                entered.send(()).unwrap();
+                while !fork_waiting().0 && !FORKED.load(SeqCst) {
+                    std::thread::yield_now();
+                }
+                ENDED.store(true, SeqCst);
+            })
+        });
+        inside.recv().unwrap();
+        let (_, status) = fork_running(|| ENDED.load(SeqCst));
+        FORKED.store(true, SeqCst);
+        section.join().unwrap();
+        assert_eq!(
+            status(),
+            0,
+            "the child was forked inside another thread's section"
+        );
+    }
+
+    /// Sections nest, and a thread may fork from inside its own: the fork does
+    /// not wait for it, and in the child the thread goes on (sections included).
+    #[cfg(unix)]
+    #[test]
+    fn a_thread_forks_from_inside_its_own_sections() {
+        let status = excluding_forks(|| {
+            excluding_forks(|| {
+                let (_, status) = fork_running(|| excluding_forks(|| true));
+                status
+            })
+        });
+        assert_eq!(status(), 0);
+        assert_eq!(excluding_forks(|| 7), 7);
     }
 
     #[test]

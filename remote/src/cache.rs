@@ -226,20 +226,23 @@ impl RemoteCache {
             return None;
         }
         let pid = std::process::id();
-        let mut slot = self
-            .prefetcher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &*slot {
-            Some((owner, prefetcher)) if *owner == pid => return Some(prefetcher.clone()),
-            _ if !make => return None,
-            _ => {}
-        }
-        let made = Arc::new(Prefetcher::new(self.files.clone(), self.prefetch));
-        if let Some(inherited) = slot.replace((pid, made.clone())) {
-            std::mem::forget(inherited);
-        }
-        Some(made)
+        // Where no fork lands, as every lock a forked reader takes here.
+        bcd::fork::excluding_forks(|| {
+            let mut slot = self
+                .prefetcher
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match &*slot {
+                Some((owner, prefetcher)) if *owner == pid => return Some(prefetcher.clone()),
+                _ if !make => return None,
+                _ => {}
+            }
+            let made = Arc::new(Prefetcher::new(self.files.clone(), self.prefetch));
+            if let Some(inherited) = slot.replace((pid, made.clone())) {
+                std::mem::forget(inherited);
+            }
+            Some(made)
+        })
     }
 
     /// Brings the mirror up to the remote's current manifest: fetches the `.idx`
@@ -534,6 +537,17 @@ impl Drop for RemoteCache {
         // Nothing more is fetched ahead for a cache no one reads.
         if let Some(prefetcher) = self.prefetcher(false) {
             prefetcher.stop();
+        }
+        // One inherited from the parent is leaked, as `prefetcher` leaves it:
+        // its state may be mid-change.
+        let slot = self
+            .prefetcher
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((owner, inherited)) = slot.take() {
+            if owner != std::process::id() {
+                std::mem::forget(inherited);
+            }
         }
     }
 }

@@ -60,26 +60,38 @@ impl ShardFiles {
         }
     }
 
+    /// The stamps, read or replaced by `f` where no fork lands: a forked reader
+    /// (a DataLoader worker) reads them while the parent's prefetch task may be
+    /// in here.
+    fn with_stamps<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, DataStamp>) -> R) -> R {
+        bcd::fork::excluding_forks(|| {
+            let mut stamps = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
+            #[cfg(test)]
+            crate::fork_tests::inside_section();
+            f(&mut stamps)
+        })
+    }
+
     /// Takes the stamps of a sync's manifest (its shards only).
     pub(crate) fn set_stamps(&self, stamps: BTreeMap<u64, DataStamp>) {
-        *self.stamps.lock().unwrap_or_else(PoisonError::into_inner) = stamps;
+        // The old ones are dropped after the section.
+        drop(self.with_stamps(|held| std::mem::replace(held, stamps)));
     }
 
     /// The stamp of shard `id`; `NotFound` for a shard the synced manifest lacks.
     pub(crate) fn stamp(&self, id: u64) -> io::Result<DataStamp> {
-        let stamps = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
-        stamps.get(&id).cloned().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("shard {id} is not in the synced manifest"),
-            )
-        })
+        self.with_stamps(|stamps| stamps.get(&id).cloned())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("shard {id} is not in the synced manifest"),
+                )
+            })
     }
 
     /// The shards of the synced manifest and their data files' total size.
     pub(crate) fn extent(&self) -> (u64, u64) {
-        let stamps = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
-        (stamps.len() as u64, stamps.values().map(|s| s.len).sum())
+        self.with_stamps(|stamps| (stamps.len() as u64, stamps.values().map(|s| s.len).sum()))
     }
 
     /// Where shard `id`'s data file is cached.

@@ -26,6 +26,8 @@ mod cache_prefetch;
 mod cache_records;
 mod download;
 mod error;
+#[cfg(test)]
+mod fork_tests;
 mod gc;
 mod names;
 mod objects;

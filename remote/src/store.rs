@@ -130,20 +130,66 @@ impl Remote {
         if let Some(given) = &self.given {
             return Ok(given.clone());
         }
+        // The lock is taken only where no fork lands (a DataLoader worker forked
+        // while a prefetch task of the parent was in here would wait for it
+        // forever), and the clients are built outside it.
         let pid = std::process::id();
-        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((owner, clients)) = &*built {
-            if *owner == pid {
-                return Ok(clients.clone());
-            }
+        let mine = |built: &Option<(u32, Clients)>| match built {
+            Some((owner, clients)) if *owner == pid => Some(clients.clone()),
+            _ => None,
+        };
+        if let Some(clients) = bcd::fork::excluding_forks(|| {
+            let built = self.built();
+            #[cfg(test)]
+            crate::fork_tests::inside_section();
+            mine(&built)
+        }) {
+            return Ok(clients);
         }
         let clients = build(&self.uri)?;
-        *built = Some((pid, clients.clone()));
-        Ok(clients)
+        Ok(bcd::fork::excluding_forks(|| {
+            let mut built = self.built();
+            if let Some(theirs) = mine(&built) {
+                // Another thread of this process built them meanwhile.
+                return theirs;
+            }
+            if let Some(inherited) = built.replace((pid, clients.clone())) {
+                forget_inherited(inherited);
+            }
+            clients
+        }))
+    }
+
+    fn built(&self) -> std::sync::MutexGuard<'_, Option<(u32, Clients)>> {
+        self.built.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn store(&self) -> Result<Arc<dyn ObjectStore>> {
         Ok(self.clients()?.store)
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let Some(built) = self
+            .built
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            forget_inherited(built);
+        }
+    }
+}
+
+/// Drops clients built in this process; leaks ones a forked child inherited.
+/// Their connections are registered with the parent's runtime, whose threads do
+/// not exist here: dropping them could wait for a lock one of those threads
+/// held, or take the parent's sockets out of the epoll instance both processes
+/// share.
+fn forget_inherited((owner, clients): (u32, Clients)) {
+    if owner != std::process::id() {
+        std::mem::forget(clients);
     }
 }
 
@@ -326,25 +372,44 @@ fn ini_section(text: &str, section: &str) -> Vec<(String, String)> {
 /// The runtime of this process (rebuilt in a forked child, whose copy of the
 /// parent's has no threads).
 fn runtime() -> Arc<tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<Mutex<(u32, Option<Arc<tokio::runtime::Runtime>>)>> = OnceLock::new();
+    type Slot = Mutex<(u32, Option<Arc<tokio::runtime::Runtime>>)>;
+    static RUNTIME: OnceLock<Slot> = OnceLock::new();
     let cell = RUNTIME.get_or_init(|| Mutex::new((0, None)));
-    let mut slot = cell.lock().unwrap_or_else(PoisonError::into_inner);
     let pid = std::process::id();
-    if slot.0 != pid || slot.1.is_none() {
+    // As for the clients: the lock only where no fork lands, the runtime built
+    // outside it.
+    let mine = |slot: &(u32, Option<Arc<tokio::runtime::Runtime>>)| match slot {
+        (owner, Some(runtime)) if *owner == pid => Some(runtime.clone()),
+        _ => None,
+    };
+    let lock = || cell.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(runtime) = bcd::fork::excluding_forks(|| mine(&lock())) {
+        return runtime;
+    }
+    let built = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .thread_name("bcd-remote")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built"),
+    );
+    let (runtime, unused) = bcd::fork::excluding_forks(|| {
+        let mut slot = lock();
+        if let Some(theirs) = mine(&slot) {
+            return (theirs, Some(built));
+        }
         if let Some(inherited) = slot.1.take() {
             // The parent's runtime: its threads do not exist here, so dropping it
             // could wait for them forever.
             std::mem::forget(inherited);
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .thread_name("bcd-remote")
-            .enable_all()
-            .build()
-            .expect("a tokio runtime can be built");
-        *slot = (pid, Some(Arc::new(runtime)));
-    }
-    slot.1.clone().expect("set above")
+        *slot = (pid, Some(built.clone()));
+        (built, None)
+    });
+    // Another thread's won: this one, never used, is dropped outside the lock.
+    drop(unused);
+    runtime
 }
 
 /// Runs `future` in the background on this process's runtime.
