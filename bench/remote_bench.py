@@ -35,6 +35,13 @@ Methods, each repeated in a rotating order:
   sampler hands the epoch's order to the cache) against `bcd pull` then the
   local DataLoader epoch.
 
+- cold loader (`--only cold-loader`): the cold DataLoader epoch as a training
+  job starts it, each epoch in a new Python process (torch imported before the
+  clock starts): from `s3://` into an empty cache, against `bcd pull` into an
+  empty directory then the same epoch in a new process over the copy; the two
+  back to back in a rotating order, --repeats times (the comparison of issue
+  24's target, 1.05x).
+
 - open (`--only open`): `bcd.Dataset("s3://bench/ds", cache_dir=)` into an
   empty cache (cold: the sync fetches the manifest, the listing, every `.idx`,
   the files beside the shards and the persisted index) and again (warm: one
@@ -232,6 +239,62 @@ def loader_epoch(path, workers, **open_args):
     return sum(int(batch.values.numel()) for batch in loader)
 
 
+# One DataLoader epoch in a new process: its seconds, torch imported first.
+_LOADER_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import remote_bench
+import torch.utils.data, bcd.torch
+started = time.perf_counter()
+remote_bench.loader_epoch(sys.argv[2], int(sys.argv[3]), **({"cache_dir": sys.argv[4]} if len(sys.argv) > 4 else {}))
+print(time.perf_counter() - started)
+"""
+
+
+def cold_loader(workdir, env, concurrency, workers, repeats):
+    """The cold DataLoader epoch from s3:// against `bcd pull` then the local
+    epoch, each epoch in a new process (see the module documentation)."""
+
+    def loader(*args):
+        out = subprocess.run([sys.executable, "-c", _LOADER_CHILD, str(ROOT / "bench"), *args],
+                             env=env, check=True, capture_output=True, text=True)
+        return float(out.stdout.split()[-1])
+
+    cache, copy = workdir / "cold-loader-cache", workdir / "cold-loader-copy"
+
+    def cold():
+        try:
+            return loader("s3://bench/ds", str(workers), str(cache))
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    def pull_then_local():
+        try:
+            pulled = timed(lambda: subprocess.run(
+                [str(BCD), "pull", "s3://bench/ds", str(copy), "-j", concurrency],
+                check=True, env=env, capture_output=True))
+            return pulled + loader(str(copy), str(workers))
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+    times = {"cold": [], "pull then local": []}
+    ratios = []
+    for repeat in range(repeats):
+        runs = [("cold", cold), ("pull then local", pull_then_local)]
+        for name, run in runs[repeat % 2:] + runs[:repeat % 2]:
+            times[name].append(run())
+        ratios.append(times["cold"][-1] / times["pull then local"][-1])
+        print(f"repeat {repeat}: cold {times['cold'][-1]:.3f} s, pull then local "
+              f"{times['pull then local'][-1]:.3f} s, load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"DataLoader epoch ({workers} fork workers), each in a new process, {repeats} repeats:")
+    print("| epoch | median s (min-max) |")
+    print("| --- | ---: |")
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f}) |")
+    print(f"cold / pull then local, median of the per-repeat ratios: {statistics.median(ratios):.3f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f}; target 1.05)")
+
+
 def timed(function):
     started = time.perf_counter()
     function()
@@ -259,9 +322,10 @@ def main():
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--workers", type=int, default=2,
                         help="DataLoader workers of the loader epochs (run when torch is installed)")
-    parser.add_argument("--only", choices=["epoch", "open"],
-                        help="only the epochs (no push and pull against boto3), or only "
-                             "the opens through the proxy (--delays)")
+    parser.add_argument("--only", choices=["epoch", "open", "cold-loader"],
+                        help="only the epochs (no push and pull against boto3), only "
+                             "the opens through the proxy (--delays), or only the cold "
+                             "DataLoader epochs, each in a new process")
     parser.add_argument("--delays", default="0,30",
                         help="with --only open: the milliseconds each request waits, per run")
     parser.add_argument("--server-cpus", type=lambda text: {int(c) for c in text.split(",")},
@@ -302,6 +366,9 @@ def main():
             print("| ---: | --- | ---: | --- |")
             for delay, kind, seconds, requests in rows:
                 print(f"| {delay} | {kind} | {seconds:.3f} | {requests} |")
+            return
+        if args.only == "cold-loader":
+            cold_loader(workdir, env, c, args.workers, args.repeats)
             return
         cold = ["epoch s3 cold, prefetch=0", "epoch s3 cold", "epoch s3 cold, prefetch(order)"]
         transfers = [] if args.only == "epoch" else ["bcd push", "boto3 upload", "bcd pull", "boto3 download"]
