@@ -24,12 +24,40 @@ from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 _SAMPLE_READ = 64
 
 
+def _kept_positions(source, chunk: np.ndarray, samples) -> Optional[list]:
+    """Where in ``chunk`` each of the decoded ``samples`` is, when records of
+    it did not decode and were skipped (None when every record is there). The
+    kept samples come in the chunk's order, and a record skipped once is skipped
+    wherever it comes again (its bytes do not decode)."""
+    skipped = getattr(samples, "skipped", None)
+    if skipped is None or len(skipped) == 0:
+        return None
+    kept = samples.indices.tolist()
+    if getattr(samples, "sources", None) is not None:
+        # A mix's batch: records within their sources.
+        kept = list(zip(samples.sources.tolist(), kept))
+        keys = [tuple(source.locate(int(index))) for index in chunk]
+    else:
+        keys = chunk.tolist()
+    positions = []
+    for position, key in enumerate(keys):
+        if len(positions) < len(kept) and key == kept[len(positions)]:
+            positions.append(position)
+    if len(positions) != len(kept):
+        raise AssertionError("the decoded samples are not records of the chunk in order")
+    return positions
+
+
 class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     """The records of the dataset at ``path`` as an iterable-style torch
     dataset: each epoch (as :class:`Sampler` orders it; same settings) split over
     rank x DataLoader worker, every record exactly once per epoch over all ranks
     and workers. Samples are as :class:`MapDataset`'s (``fields``, ``transform``,
-    ``output``).
+    ``output``, ``image=`` and ``audio=`` decoded in Rust a read at a time, with
+    ``bad_images`` and ``bad_audio``). The random crops of ``image=`` and
+    ``audio=`` come from ``(seed, epoch, record)`` with this dataset's seed and
+    the epoch of each pass, as a :class:`Sampler`'s over a :class:`MapDataset`
+    do, so the same records get the same crops from either.
 
     ``batch_size``: yield whole batches (use ``DataLoader(batch_size=None)``),
     each read with one parallel call (without a ``transform``, a :class:`Batch`
@@ -82,6 +110,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         fields: Union[None, Sequence[str], Mapping[str, Sequence]] = None,
         transform: Optional[Callable[[Any], Any]] = None,
         output: str = "bytes",
+        image: Optional["bcd.ImageOptions"] = None,
+        bad_images: str = "raise",
+        audio: Optional["bcd.AudioOptions"] = None,
+        bad_audio: str = "raise",
         batch_size: Optional[int] = None,
         refresh: bool = False,
         cache_dir: Union[None, str, os.PathLike] = None,
@@ -98,8 +130,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         rank, world_size = _defaults(rank, world_size)
         if isinstance(path, Mix):
             theirs = dict(fields=fields, transform=transform, cache_dir=cache_dir, cache_limit=cache_limit,
-                          view=view, prefetch=prefetch, positional=positional)
-            theirs.update(output=None if output == "bytes" else output, refresh=refresh or None)
+                          view=view, prefetch=prefetch, positional=positional, image=image, audio=audio)
+            theirs.update(output=None if output == "bytes" else output, refresh=refresh or None,
+                          bad_images=None if bad_images == "raise" else bad_images,
+                          bad_audio=None if bad_audio == "raise" else bad_audio)
             given = sorted(name for name, value in theirs.items() if value is not None)
             if given:
                 raise TypeError(f"{', '.join(f'{name}=' for name in given)} belong to the mix's sources, not to an IterableDataset over it")
@@ -114,6 +148,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
                 fields=fields,
                 transform=transform,
                 output=output,
+                image=image,
+                bad_images=bad_images,
+                audio=audio,
+                bad_audio=bad_audio,
                 refresh=refresh,
                 cache_dir=cache_dir,
                 cache_limit=cache_limit,
@@ -164,6 +202,15 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     @property
     def epoch(self) -> int:
         return self._epochs.epoch
+
+    @property
+    def skipped(self) -> int:
+        """Images or clips left out because they did not decode
+        (``bad_images="skip"``, ``bad_audio="skip"``), over this process and its
+        DataLoader workers."""
+        if isinstance(self._map, Mix):
+            raise TypeError("an IterableDataset over a Mix: see its sources' skipped")
+        return self._map.skipped
 
     def __len__(self) -> int:
         """Samples (or with ``batch_size``, batches) of this rank per epoch."""
@@ -251,6 +298,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         mine = mine[self._taken:]
         # In object storage: this worker's shards, fetched in the order it needs them.
         prefetch_order(self._map, mine)
+        if isinstance(self._map, MapDataset) and self._map.draws_crops:
+            # This pass's epoch is known here, in every worker (persistent ones
+            # included): the crops are drawn from it, not from an announcement.
+            self._map._crops_here = (self._epochs.seed, self._epochs.epoch)
         if self.batch_size is not None:
             # self._taken counts whole batches' samples (the last may be short).
             for at in range(0, len(mine), self.batch_size):
@@ -262,11 +313,16 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         for at in range(0, len(mine), _SAMPLE_READ):
             chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
             samples = self._map.__getitems__(chunk)
+            positions = _kept_positions(self._map, chunk, samples)
             if isinstance(samples, (Batch, ImageBatch, AudioBatch)):
                 samples = list(samples)
-            for sample in samples:
-                self._taken += 1
+            start = self._taken
+            for k, sample in enumerate(samples):
+                # The records taken: through this sample's, so that a state
+                # saved now resumes after it, past the records skipped before it.
+                self._taken = start + (k if positions is None else positions[k]) + 1
                 yield sample
+            self._taken = start + len(chunk)
 
     def state_dict(self, consumed: Optional[int] = None) -> dict:
         """The epoch and where this worker (or the main process's iteration)

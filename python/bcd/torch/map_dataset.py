@@ -175,6 +175,10 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         # workers.
         self._crops = Announcement()
         self._crop_seed = 0
+        # The (seed, epoch) of this process's crops when its reader knows them
+        # itself (an IterableDataset's worker computes its pass): over what
+        # was announced.
+        self._crops_here: Optional[tuple] = None
         self._skipped = Counter()
         opening = (("cache_dir", cache_dir), ("cache_limit", cache_limit), ("prefetch", prefetch))
         self._open = {name: value for name, value in opening if value is not None}
@@ -275,6 +279,8 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         self._crops.publish(int(seed), int(epoch))
 
     def _crop_key(self) -> tuple:
+        if self._crops_here is not None:
+            return self._crops_here
         heard = self._crops.read()
         if heard is None or heard[0] == 0:
             return self._crop_seed, 0

@@ -1,0 +1,179 @@
+"""bcd.torch.IterableDataset with image= and audio=: each worker's share of the
+epoch decoded in Rust, with the random crops of (the dataset's seed, the pass's
+epoch, record), the same crops bcd.decode_images / bcd.decode_audio make of the
+values (and a Sampler over a MapDataset draws); values that do not decode
+raised naming the record, or skipped, counted, and a state saved after a
+skipped record resuming exactly after what was taken."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import bcd
+import bcd.torch
+from loaders import in_shared_memory
+from test_audio import clip_dataset, expected_clips
+from test_batches import expected_crops, image_dataset
+
+SIZE = 24
+FRAMES = 900
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    path = tmp_path_factory.mktemp("images") / "d"
+    return path, image_dataset(path, 29, seed=7)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clips") / "d"
+    return path, clip_dataset(path, 31, seed=3)
+
+
+def loader(dataset, workers, context="fork", **options):
+    if workers:
+        options.update(num_workers=workers, multiprocessing_context=context)
+    return torch.utils.data.DataLoader(dataset, **options)
+
+
+@pytest.mark.parametrize("workers,context", [(0, "fork"), (2, "fork"), (2, "spawn")])
+def test_batches_of_images_are_the_crops_of_the_seed_and_each_passs_epoch(images, workers, context):
+    path, values = images
+    options = bcd.torch.Image(SIZE)
+    dataset = bcd.torch.IterableDataset(path, fields=["label"], image=options, seed=5, batch_size=6)
+    passes = []
+    for epoch in (0, 2):
+        dataset.set_epoch(epoch)
+        got = list(loader(dataset, workers, context, batch_size=None))
+        records = torch.cat([batch.indices for batch in got]).tolist()
+        assert sorted(records) == list(range(len(values)))
+        images_ = torch.cat([batch.images for batch in got])
+        assert images_.shape == (len(values), SIZE, SIZE, 3)
+        assert np.array_equal(images_.numpy(), expected_crops(values, records, options, seed=5, epoch=epoch))
+        assert [label for batch in got for label in batch.fields["label"].tolist()] == [r % 3 for r in records]
+        if workers:
+            assert all(in_shared_memory(batch.images) for batch in got)
+        passes.append(images_)
+    assert not torch.equal(passes[0], passes[1])
+
+
+def test_the_crops_are_those_a_sampler_over_a_map_dataset_draws(images):
+    path, _ = images
+    options = bcd.torch.Image(SIZE)
+    streamed = bcd.torch.IterableDataset(path, fields=["label"], image=options, seed=9, shuffle=False, batch_size=29)
+    streamed.set_epoch(4)
+    [batch] = list(streamed)
+    mapped = bcd.torch.MapDataset(path, fields=["label"], image=options)
+    sampler = bcd.torch.Sampler(mapped, seed=9, shuffle=False)
+    sampler.set_epoch(4)
+    assert torch.equal(batch.images, mapped.read_images(list(sampler)).images)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_samples_of_clips_collate_into_audio_and_lengths(clips, workers):
+    path, values = clips
+    options = bcd.torch.Audio(FRAMES)
+    dataset = bcd.torch.IterableDataset(path, fields=["label"], audio=options, seed=2)
+    dataset.set_epoch(1)
+    got = list(loader(dataset, workers, batch_size=4))
+    assert all(len(batch) == 3 for batch in got)  # [audio, lengths, labels]
+    labels = torch.cat([batch[2] for batch in got]).tolist()
+    audio = torch.cat([batch[0] for batch in got])
+    lengths = torch.cat([batch[1] for batch in got]).tolist()
+    assert audio.shape == (len(values), 1, FRAMES) and len(labels) == len(values)
+    # Every record exactly once: match each clip to the record whose expected crop it is.
+    expected, frames = expected_clips(values, list(range(len(values))), options, seed=2, epoch=1)
+    matched = []
+    for clip_, length in zip(audio.numpy(), lengths):
+        hits = [r for r in range(len(values)) if frames[r] == length and np.array_equal(expected[r], clip_)]
+        assert len(hits) == 1
+        matched.append(hits[0])
+    assert sorted(matched) == list(range(len(values)))
+    assert labels == [r % 5 for r in matched]
+    if not workers:
+        sampler = bcd.torch.Sampler(len(values), seed=2)
+        sampler.set_epoch(1)
+        assert matched == list(sampler)
+
+
+@pytest.mark.parametrize("kind", ["images", "clips"])
+def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_rest(tmp_path, images, clips, kind):
+    values = images[1] if kind == "images" else clips[1]
+    path = tmp_path / "d"
+    dataset = bcd.Dataset.create(path, keyed=True)
+    broken = list(values[:12])
+    broken[4] = broken[9] = b"RIFF garbage" if kind == "clips" else b"\xff\xd8\xff garbage"
+    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    decode = {"image": bcd.torch.Image(16)} if kind == "images" else {"audio": bcd.torch.Audio(FRAMES)}
+    bad = "bad_images" if kind == "images" else "bad_audio"
+    strict = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode)
+    with pytest.raises(ValueError, match=r'record 4 \(key "k4"\)'):
+        list(strict)
+    lenient = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode, **{bad: "skip"})
+    whole = [sample[-1] for sample in lenient]
+    assert whole == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11]
+    assert lenient.skipped == 2
+    # Taken through label 5 (record 5, past the skipped record 4): a resume
+    # yields exactly the rest.
+    lenient.set_epoch(0)
+    taken = []
+    for sample in lenient:
+        taken.append(sample[-1])
+        if sample[-1] == 5:
+            state = lenient.state_dict()
+            break
+    resumed = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode, **{bad: "skip"})
+    resumed.load_state_dict(state)
+    assert taken + [sample[-1] for sample in resumed] == whole
+    # And after the last record of a chunk, skipped, the state is at the chunk's end.
+    assert state["taken"] == 6
+
+
+def test_image_and_audio_belong_to_a_mixs_sources(images):
+    path, _ = images
+    mix = bcd.torch.Mix([bcd.torch.MapDataset(path, image=bcd.torch.Image(SIZE))], [1])
+    with pytest.raises(TypeError, match="image=.*belong to the mix's sources"):
+        bcd.torch.IterableDataset(mix, image=bcd.torch.Image(SIZE))
+    with pytest.raises(TypeError, match="bad_audio=.*belong to the mix's sources"):
+        bcd.torch.IterableDataset(mix, bad_audio="skip")
+
+
+def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, images):
+    _, values = images
+    path = tmp_path / "d"
+    dataset = bcd.Dataset.create(path, keyed=True)
+    broken = list(values[:10])
+    broken[3] = b"\xff\xd8\xff garbage"
+    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+
+    def stream():
+        source = bcd.torch.MapDataset(path, fields=["label"], image=bcd.torch.Image(16), bad_images="skip")
+        other = bcd.torch.MapDataset(images[0], fields=["label"], image=bcd.torch.Image(16))
+        return bcd.torch.IterableDataset(bcd.torch.Mix([source, other], [1, 1], seed=4))
+
+    def key(sample):
+        source, (_, label) = sample
+        return source, int(label)
+
+    whole = [key(sample) for sample in stream()]
+    # The mix draws its sources one for one: the broken source's records come
+    # again, record 3 never.
+    assert {k for k in whole if k[0] == 0} == {(0, i) for i in range(10) if i != 3}
+    assert sum(k[0] == 0 for k in whole) > 10
+    # Saved after every sample (the skipped record among them): each resume
+    # yields exactly the rest.
+    for count in range(1, len(whole)):
+        first = stream()
+        taken = []
+        for sample in first:
+            taken.append(key(sample))
+            if len(taken) == count:
+                state = first.state_dict()
+                break
+        resumed = stream()
+        resumed.load_state_dict(state)
+        assert taken + [key(sample) for sample in resumed] == whole, count
