@@ -100,8 +100,13 @@ def test_samples_of_clips_collate_into_audio_and_lengths(clips, workers):
         assert matched == list(sampler)
 
 
+def _label(sample):
+    return int(sample[-1])
+
+
+@pytest.mark.parametrize("transform", [None, _label], ids=["samples", "transform"])
 @pytest.mark.parametrize("kind", ["images", "clips"])
-def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_rest(tmp_path, images, clips, kind):
+def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_rest(tmp_path, images, clips, kind, transform):
     values = images[1] if kind == "images" else clips[1]
     path = tmp_path / "d"
     dataset = bcd.Dataset.create(path, keyed=True)
@@ -110,11 +115,19 @@ def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_r
     dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
     decode = {"image": bcd.torch.Image(16)} if kind == "images" else {"audio": bcd.torch.Audio(FRAMES)}
     bad = "bad_images" if kind == "images" else "bad_audio"
-    strict = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode)
+    strict = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, transform=transform, **decode)
     with pytest.raises(ValueError, match=r'record 4 \(key "k4"\)'):
         list(strict)
-    lenient = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode, **{bad: "skip"})
-    whole = [sample[-1] for sample in lenient]
+
+    def stream():
+        return bcd.torch.IterableDataset(
+            path, fields=["label"], shuffle=False, transform=transform, **decode, **{bad: "skip"})
+
+    def label(sample):
+        return sample if transform else int(sample[-1])
+
+    lenient = stream()
+    whole = [label(sample) for sample in lenient]
     assert whole == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11]
     assert lenient.skipped == 2
     # Taken through label 5 (record 5, past the skipped record 4): a resume
@@ -122,13 +135,13 @@ def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_r
     lenient.set_epoch(0)
     taken = []
     for sample in lenient:
-        taken.append(sample[-1])
-        if sample[-1] == 5:
+        taken.append(label(sample))
+        if taken[-1] == 5:
             state = lenient.state_dict()
             break
-    resumed = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, **decode, **{bad: "skip"})
+    resumed = stream()
     resumed.load_state_dict(state)
-    assert taken + [sample[-1] for sample in resumed] == whole
+    assert taken + [label(sample) for sample in resumed] == whole
     # And after the last record of a chunk, skipped, the state is at the chunk's end.
     assert state["taken"] == 6
 
@@ -142,7 +155,8 @@ def test_image_and_audio_belong_to_a_mixs_sources(images):
         bcd.torch.IterableDataset(mix, bad_audio="skip")
 
 
-def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, images):
+@pytest.mark.parametrize("transform", [None, _label], ids=["batches", "transform"])
+def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, images, transform):
     _, values = images
     path = tmp_path / "d"
     dataset = bcd.Dataset.create(path, keyed=True)
@@ -151,13 +165,14 @@ def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, image
     dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
 
     def stream():
-        source = bcd.torch.MapDataset(path, fields=["label"], image=bcd.torch.Image(16), bad_images="skip")
-        other = bcd.torch.MapDataset(images[0], fields=["label"], image=bcd.torch.Image(16))
+        source = bcd.torch.MapDataset(
+            path, fields=["label"], image=bcd.torch.Image(16), bad_images="skip", transform=transform)
+        other = bcd.torch.MapDataset(images[0], fields=["label"], image=bcd.torch.Image(16), transform=transform)
         return bcd.torch.IterableDataset(bcd.torch.Mix([source, other], [1, 1], seed=4))
 
     def key(sample):
-        source, (_, label) = sample
-        return source, int(label)
+        source, inner = sample
+        return source, inner if transform else int(inner[-1])
 
     whole = [key(sample) for sample in stream()]
     # The mix draws its sources one for one: the broken source's records come
@@ -177,3 +192,27 @@ def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, image
         resumed = stream()
         resumed.load_state_dict(state)
         assert taken + [key(sample) for sample in resumed] == whole, count
+
+
+def test_a_mixs_samples_from_a_transform_keep_their_places_past_a_skipped_image(tmp_path, images):
+    _, values = images
+    path = tmp_path / "d"
+    dataset = bcd.Dataset.create(path, keyed=True)
+    broken = list(values[:8])
+    broken[2] = b"\xff\xd8\xff garbage"
+    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    sources = [
+        bcd.torch.MapDataset(path, fields=["label"], image=bcd.torch.Image(16), bad_images="skip", transform=_label),
+        bcd.torch.MapDataset(images[0], fields=["label"], image=bcd.torch.Image(16), transform=_label),
+    ]
+    mix = bcd.torch.Mix(sources, [1, 1], seed=1)
+    # The sources' records interleaved (a mix's indices are source 0's, then 1's).
+    asked = [index for pair in zip(range(8, 16), range(8)) for index in pair]
+    expected = []
+    for index in asked:
+        try:
+            expected.append(mix[index])
+        except ValueError:
+            pass
+    assert len(expected) < len(asked)
+    assert mix.__getitems__(asked) == expected

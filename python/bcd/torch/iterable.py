@@ -24,30 +24,6 @@ from .sampler import _agreed_length, _categories, _defaults, _mix_epochs
 _SAMPLE_READ = 64
 
 
-def _kept_positions(source, chunk: np.ndarray, samples) -> Optional[list]:
-    """Where in ``chunk`` each of the decoded ``samples`` is, when records of
-    it did not decode and were skipped (None when every record is there). The
-    kept samples come in the chunk's order, and a record skipped once is skipped
-    wherever it comes again (its bytes do not decode)."""
-    skipped = getattr(samples, "skipped", None)
-    if skipped is None or len(skipped) == 0:
-        return None
-    kept = samples.indices.tolist()
-    if getattr(samples, "sources", None) is not None:
-        # A mix's batch: records within their sources.
-        kept = list(zip(samples.sources.tolist(), kept))
-        keys = [tuple(source.locate(int(index))) for index in chunk]
-    else:
-        keys = chunk.tolist()
-    positions = []
-    for position, key in enumerate(keys):
-        if len(positions) < len(kept) and key == kept[len(positions)]:
-            positions.append(position)
-    if len(positions) != len(kept):
-        raise AssertionError("the decoded samples are not records of the chunk in order")
-    return positions
-
-
 class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     """The records of the dataset at ``path`` as an iterable-style torch
     dataset: each epoch (as :class:`Sampler` orders it; same settings) split over
@@ -312,8 +288,10 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
             return
         for at in range(0, len(mine), _SAMPLE_READ):
             chunk = mine[at:at + _SAMPLE_READ].astype(np.int64)
-            samples = self._map.__getitems__(chunk)
-            positions = _kept_positions(self._map, chunk, samples)
+            samples, kept = self._map._samples_kept(chunk)
+            # Where in the chunk each sample's record is (records skipped
+            # because they did not decode give none).
+            positions = None if kept is None else np.flatnonzero(kept).tolist()
             if isinstance(samples, (Batch, ImageBatch, AudioBatch)):
                 samples = list(samples)
             start = self._taken

@@ -360,24 +360,31 @@ class MapDataset(torch.utils.data.Dataset, ReadsDataset):
         return self.transform(sample) if self.transform is not None else sample
 
     def __getitems__(self, indices: Sequence[int]):
+        return self._samples_kept(indices)[0]
+
+    def _samples_kept(self, indices: Sequence[int]) -> tuple:
+        """The samples ``__getitems__`` gives for ``indices``, and which of the
+        records they are (a boolean array over ``indices``; None: all of them):
+        an image or clip that did not decode, skipped, gives no sample."""
+        shared = torch.utils.data.get_worker_info() is not None
         if self.image is not None:
-            batch = self._read(self.read_images, indices)
+            batch, kept = self._read(self._read_images, indices, None, shared)
             if self.transform is not None:
-                return [self.transform(tuple(s) if self._field_names else s) for s in batch]
+                return [self.transform(tuple(s) if self._field_names else s) for s in batch], kept
             if not self._field_names and len(batch):
                 # Bare tensors: torch's collate stacks them (one copy); with a
                 # field, the ImageBatch's tensor is the batch as it is (and an
                 # empty one, whose every image was skipped, says so).
-                return list(batch.images)
-            return batch
+                return list(batch.images), kept
+            return batch, kept
         if self.audio is not None:
-            batch = self._read(self.read_audio, indices)
+            batch, kept = self._read(self._read_audio, indices, None, shared)
             if self.transform is not None:
-                return [self.transform(tuple(s)) for s in batch]
-            return batch
+                return [self.transform(tuple(s)) for s in batch], kept
+            return batch, kept
         if self.transform is None:
-            return self._read(self.read_batch, indices)
-        return self._transformed(indices)
+            return self._read(self.read_batch, indices), None
+        return self._transformed(indices), None
 
     def _sample(self, value, index: int):
         """The sample of the value read for ``index``, before the transform."""

@@ -26,6 +26,9 @@ def _read(source, records: list) -> tuple:
         got = whole(records)
         if got is not None:
             return got
+    samples_kept = getattr(source, "_samples_kept", None)
+    if samples_kept is not None:
+        return samples_kept(records)
     getitems = getattr(source, "__getitems__", None)
     if getitems is not None:
         return getitems(records), None
@@ -154,6 +157,13 @@ class Mix(torch.utils.data.Dataset):
         return (source, self.sources[source][record])
 
     def __getitems__(self, indices: Sequence[int]):
+        return self._samples_kept(indices)[0]
+
+    def _samples_kept(self, indices: Sequence[int]) -> tuple:
+        """The samples ``__getitems__`` gives for ``indices`` (in their order),
+        and which of the indices they are (a boolean array; None: all of
+        them): a source's image or clip that did not decode, skipped, gives
+        none."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         length = len(self)
         indices = np.where(indices < 0, indices + length, indices)
@@ -168,19 +178,23 @@ class Mix(torch.utils.data.Dataset):
             # The positions of the samples the source gave (an image that did
             # not decode, skipped, gives none).
             reads.append((source, positions if kept is None else positions[kept], got))
+        present = np.zeros(len(indices), dtype=bool)
+        for _, positions, _ in reads:
+            present[positions] = True
+        kept = None if present.all() else present
         batches = [got for _, _, got in reads]
         kinds = {_joinable(got) for got in batches}
         if len(kinds) == 1 and None not in kinds:
             if isinstance(batches[0], ImageBatch):
-                return _joined_images(reads)
+                return _joined_images(reads), kept
             if isinstance(batches[0], AudioBatch):
-                return _joined_audio(reads)
-            return _joined(reads)
+                return _joined_audio(reads), kept
+            return _joined(reads), kept
         out: list = [None] * len(indices)
         for source, positions, got in reads:
             for position, sample in zip(positions.tolist(), got):
                 out[position] = (source, sample)
-        return [pair for pair in out if pair is not None]
+        return [pair for pair in out if pair is not None], kept
 
     def __repr__(self) -> str:
         return f"bcd.torch.Mix({len(self.sources)} sources of {self.lengths} records, weights {self.weights})"
