@@ -100,6 +100,15 @@ def test_samples_of_clips_collate_into_audio_and_lengths(clips, workers):
         assert matched == list(sampler)
 
 
+def broken_dataset(path, values, count, bad_at, garbage=b"\xff\xd8\xff garbage"):
+    """A keyed dataset of the first ``count`` values (keys ``k<i>``, labels
+    ``i``), those at ``bad_at`` replaced by ``garbage``, which does not decode."""
+    dataset = bcd.Dataset.create(path, keyed=True)
+    broken = [garbage if i in bad_at else v for i, v in enumerate(values[:count])]
+    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    return path
+
+
 def _label(sample):
     return int(sample[-1])
 
@@ -108,11 +117,8 @@ def _label(sample):
 @pytest.mark.parametrize("kind", ["images", "clips"])
 def test_values_that_do_not_decode_raise_or_are_skipped_and_a_resume_takes_the_rest(tmp_path, images, clips, kind, transform):
     values = images[1] if kind == "images" else clips[1]
-    path = tmp_path / "d"
-    dataset = bcd.Dataset.create(path, keyed=True)
-    broken = list(values[:12])
-    broken[4] = broken[9] = b"RIFF garbage" if kind == "clips" else b"\xff\xd8\xff garbage"
-    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    garbage = b"RIFF garbage" if kind == "clips" else b"\xff\xd8\xff garbage"
+    path = broken_dataset(tmp_path / "d", values, 12, {4, 9}, garbage)
     decode = {"image": bcd.torch.Image(16)} if kind == "images" else {"audio": bcd.torch.Audio(FRAMES)}
     bad = "bad_images" if kind == "images" else "bad_audio"
     strict = bcd.torch.IterableDataset(path, fields=["label"], shuffle=False, transform=transform, **decode)
@@ -157,12 +163,7 @@ def test_image_and_audio_belong_to_a_mixs_sources(images):
 
 @pytest.mark.parametrize("transform", [None, _label], ids=["batches", "transform"])
 def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, images, transform):
-    _, values = images
-    path = tmp_path / "d"
-    dataset = bcd.Dataset.create(path, keyed=True)
-    broken = list(values[:10])
-    broken[3] = b"\xff\xd8\xff garbage"
-    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    path = broken_dataset(tmp_path / "d", images[1], 10, {3})
 
     def stream():
         source = bcd.torch.MapDataset(
@@ -195,12 +196,7 @@ def test_a_resume_over_a_mix_takes_the_rest_past_a_skipped_image(tmp_path, image
 
 
 def test_a_mixs_samples_from_a_transform_keep_their_places_past_a_skipped_image(tmp_path, images):
-    _, values = images
-    path = tmp_path / "d"
-    dataset = bcd.Dataset.create(path, keyed=True)
-    broken = list(values[:8])
-    broken[2] = b"\xff\xd8\xff garbage"
-    dataset.extend({"key": b"k%d" % i, "value": v, "label": i} for i, v in enumerate(broken))
+    path = broken_dataset(tmp_path / "d", images[1], 8, {2})
     sources = [
         bcd.torch.MapDataset(path, fields=["label"], image=bcd.torch.Image(16), bad_images="skip", transform=_label),
         bcd.torch.MapDataset(images[0], fields=["label"], image=bcd.torch.Image(16), transform=_label),
