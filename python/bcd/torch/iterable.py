@@ -59,7 +59,11 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
     StatefulDataLoader's whole state loaded into the dataset (not the loader):
     ``dataset.load_state_dict(loader.state_dict())`` joins its workers' states
     into the rank's position. The list of every rank's state (either kind)
-    resumes the epoch on any number of ranks.
+    resumes the epoch on any number of ranks. ``consumed`` counts records: with
+    ``bad_images`` or ``bad_audio="skip"`` a batch may hold fewer samples than
+    records, so pass the batches taken times ``batch_size`` (each of this
+    dataset's batches covers ``batch_size`` records, skipped ones included), or
+    use the workers' states, which know.
 
     ``view="NAME"``: only the records of that view, as :class:`MapDataset`'s.
 
@@ -304,7 +308,8 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
 
     def state_dict(self, consumed: Optional[int] = None) -> dict:
         """The epoch and where this worker (or the main process's iteration)
-        stands; with ``consumed`` (samples the loop took this pass), a state any
+        stands; with ``consumed`` (records the loop took this pass: samples,
+        and the skipped images or clips among them), a state any
         number of workers resume from."""
         state = self._epochs.state_dict()
         state["batch_size"] = self.batch_size
