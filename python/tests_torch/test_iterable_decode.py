@@ -212,3 +212,25 @@ def test_a_mixs_samples_from_a_transform_keep_their_places_past_a_skipped_image(
             pass
     assert len(expected) < len(asked)
     assert mix.__getitems__(asked) == expected
+
+
+def test_persistent_workers_over_a_mix_crop_each_pass_from_its_own_epoch(tmp_path, images):
+    path, _ = images
+    image_dataset(tmp_path / "second", 13, seed=50)
+    sources = [bcd.torch.MapDataset(p, fields=["label"], image=bcd.torch.Image(SIZE)) for p in (path, tmp_path / "second")]
+    mix = bcd.torch.Mix(sources, [1, 1], seed=8)
+    stream = bcd.torch.IterableDataset(mix, batch_size=5)
+    run = loader(stream, 2, batch_size=None, persistent_workers=True)
+    offsets = np.cumsum([0] + mix.lengths)
+    passes = []
+    # No set_epoch: each persistent worker takes the next epoch at each pass.
+    for epoch in (0, 1):
+        got = list(run)
+        indices = [int(offsets[s]) + int(r) for batch in got for s, r in zip(batch.sources, batch.indices)]
+        images_ = torch.cat([batch.images for batch in got])
+        # The crops of that epoch, as Mix.use_crops makes them here.
+        mix.use_crops(epoch)
+        expected = mix.__getitems__(indices)
+        assert torch.equal(images_, expected.images), epoch
+        passes.append(images_)
+    assert not torch.equal(passes[0], passes[1])

@@ -278,9 +278,11 @@ class IterableDataset(torch.utils.data.IterableDataset, ReadsDataset):
         mine = mine[self._taken:]
         # In object storage: this worker's shards, fetched in the order it needs them.
         prefetch_order(self._map, mine)
-        if isinstance(self._map, MapDataset) and self._map.draws_crops:
-            # This pass's epoch is known here, in every worker (persistent ones
-            # included): the crops are drawn from it, not from an announcement.
+        # This pass's epoch is known here, in every worker (persistent ones
+        # included): the crops are drawn from it, not from an announcement.
+        if isinstance(self._map, Mix):
+            self._map._use_crops_here(self._epochs.epoch)
+        elif self._map.draws_crops:
             self._map._crops_here = (self._epochs.seed, self._epochs.epoch)
         if self.batch_size is not None:
             # self._taken counts whole batches' samples (the last may be short).

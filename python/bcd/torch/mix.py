@@ -141,6 +141,14 @@ class Mix(torch.utils.data.Dataset):
             if getattr(source, "draws_crops", False) and hasattr(source, "use_crops"):
                 source.use_crops(_mix_source_seed(self.seed, k), epoch)
 
+    def _use_crops_here(self, epoch: int) -> None:
+        """The crops of epoch ``epoch`` for this process's reads only, over any
+        announcement (an :class:`IterableDataset`'s worker knows its pass's
+        epoch): the crops :meth:`use_crops` makes."""
+        for k, source in enumerate(self.sources):
+            if getattr(source, "draws_crops", False) and hasattr(source, "_crops_here"):
+                source._crops_here = (_mix_source_seed(self.seed, k), int(epoch))
+
     def locate(self, index: int) -> tuple:
         """``(source, record)`` of the mix's index ``index`` (negative counts
         from the end)."""
