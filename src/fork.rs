@@ -461,6 +461,16 @@ mod tests {
         drop(copy);
     }
 
+    /// Held by each test that forks: another test's fork waiting for sections
+    /// would let a test's thread out of its section early.
+    #[cfg(unix)]
+    fn one_fork_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The exit status of a child forked now that runs `child` alone.
     #[cfg(unix)]
     fn fork_running(child: impl FnOnce() -> bool) -> (libc::pid_t, impl FnOnce() -> i32) {
@@ -489,6 +499,7 @@ mod tests {
     #[test]
     fn a_fork_waits_for_the_sections_of_other_threads() {
         use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let _serial = one_fork_test_at_a_time();
         static ENDED: AtomicBool = AtomicBool::new(false);
         static FORKED: AtomicBool = AtomicBool::new(false);
         let (entered, inside) = std::sync::mpsc::channel();
@@ -517,6 +528,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_thread_forks_from_inside_its_own_sections() {
+        let _serial = one_fork_test_at_a_time();
         let status = excluding_forks(|| {
             excluding_forks(|| {
                 let (_, status) = fork_running(|| excluding_forks(|| true));

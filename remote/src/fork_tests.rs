@@ -32,6 +32,12 @@ pub(crate) fn inside_section() {
 /// the fork not to wait for it, has returned. Returns the child's exit status (a signal number
 /// plus 128 if it was killed).
 fn fork_while_inside(enter: impl FnOnce() + Send + 'static, child: impl FnOnce() -> bool) -> i32 {
+    // One at a time: the tests run on parallel threads, and another test's
+    // fork (or its FORKED) would let this thread out of its section early.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     static FORKED: AtomicBool = AtomicBool::new(false);
     FORKED.store(false, SeqCst);
     let (inside, entered) = mpsc::channel();
