@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bcd::format::{INDEX_FILE_NAME, MANIFEST_NAME};
 use futures::FutureExt;
@@ -56,6 +56,7 @@ use crate::download::{download, Downloaded, Expected};
 use crate::error::{RemoteError, Result};
 use crate::names::FileKind;
 use crate::objects::{same_content, RemoteManifest, RemoteObject};
+use crate::per_process::PerProcess;
 use crate::store::{block_on, Remote};
 use crate::transfer::{Context, TransferOptions};
 use crate::uri::RemoteUri;
@@ -115,8 +116,8 @@ pub struct RemoteCache {
     mirror: PathBuf,
     /// Shards fetched ahead at once (0: none).
     prefetch: usize,
-    /// This process's prefetching, by process id.
-    prefetcher: Mutex<Option<(u32, Arc<Prefetcher>)>>,
+    /// This process's prefetching.
+    prefetcher: PerProcess<Arc<Prefetcher>>,
 }
 
 /// What syncing one shard found (see `RemoteCache::sync_shard`).
@@ -181,7 +182,7 @@ impl RemoteCache {
             files: Arc::new(ShardFiles::new(remote, data, options.limit)),
             mirror,
             prefetch: options.prefetch,
-            prefetcher: Mutex::new(None),
+            prefetcher: PerProcess::new(),
         })
     }
 
@@ -225,24 +226,13 @@ impl RemoteCache {
         if self.prefetch == 0 {
             return None;
         }
-        let pid = std::process::id();
-        // Where no fork lands, as every lock a forked reader takes here.
-        bcd::fork::excluding_forks(|| {
-            let mut slot = self
-                .prefetcher
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match &*slot {
-                Some((owner, prefetcher)) if *owner == pid => return Some(prefetcher.clone()),
-                _ if !make => return None,
-                _ => {}
-            }
-            let made = Arc::new(Prefetcher::new(self.files.clone(), self.prefetch));
-            if let Some(inherited) = slot.replace((pid, made.clone())) {
-                std::mem::forget(inherited);
-            }
-            Some(made)
-        })
+        match make {
+            true => Some(
+                self.prefetcher
+                    .get_or_make(|| Arc::new(Prefetcher::new(self.files.clone(), self.prefetch))),
+            ),
+            false => self.prefetcher.get(),
+        }
     }
 
     /// Brings the mirror up to the remote's current manifest: fetches the `.idx`
@@ -537,17 +527,6 @@ impl Drop for RemoteCache {
         // Nothing more is fetched ahead for a cache no one reads.
         if let Some(prefetcher) = self.prefetcher(false) {
             prefetcher.stop();
-        }
-        // One inherited from the parent is leaked, as `prefetcher` leaves it:
-        // its state may be mid-change.
-        let slot = self
-            .prefetcher
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((owner, inherited)) = slot.take() {
-            if owner != std::process::id() {
-                std::mem::forget(inherited);
-            }
         }
     }
 }

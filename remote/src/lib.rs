@@ -31,6 +31,7 @@ mod fork_tests;
 mod gc;
 mod names;
 mod objects;
+mod per_process;
 mod pull;
 mod push;
 mod read;

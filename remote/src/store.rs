@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -33,6 +33,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
 use crate::error::{RemoteError, Result};
+use crate::per_process::PerProcess;
 use crate::uri::{RemoteUri, Scheme};
 
 /// The clients of one store.
@@ -58,7 +59,7 @@ impl std::fmt::Debug for Clients {
 pub struct Remote {
     uri: RemoteUri,
     /// Clients built from the environment, for the process that built them.
-    built: Mutex<Option<(u32, Clients)>>,
+    built: PerProcess<Clients>,
     /// Clients given by the caller (tests): used in every process.
     given: Option<Clients>,
 }
@@ -69,7 +70,7 @@ impl Remote {
     pub fn new(uri: RemoteUri) -> Result<Remote> {
         let remote = Remote {
             uri,
-            built: Mutex::new(None),
+            built: PerProcess::new(),
             given: None,
         };
         remote.clients()?;
@@ -86,7 +87,7 @@ impl Remote {
     ) -> Remote {
         Remote {
             uri,
-            built: Mutex::new(None),
+            built: PerProcess::new(),
             given: Some(Clients { store, multipart }),
         }
     }
@@ -130,66 +131,13 @@ impl Remote {
         if let Some(given) = &self.given {
             return Ok(given.clone());
         }
-        // The lock is taken only where no fork lands (a DataLoader worker forked
-        // while a prefetch task of the parent was in here would wait for it
-        // forever), and the clients are built outside it.
-        let pid = std::process::id();
-        let mine = |built: &Option<(u32, Clients)>| match built {
-            Some((owner, clients)) if *owner == pid => Some(clients.clone()),
-            _ => None,
-        };
-        if let Some(clients) = bcd::fork::excluding_forks(|| {
-            let built = self.built();
-            #[cfg(test)]
-            crate::fork_tests::inside_section();
-            mine(&built)
-        }) {
-            return Ok(clients);
-        }
-        let clients = build(&self.uri)?;
-        Ok(bcd::fork::excluding_forks(|| {
-            let mut built = self.built();
-            if let Some(theirs) = mine(&built) {
-                // Another thread of this process built them meanwhile.
-                return theirs;
-            }
-            if let Some(inherited) = built.replace((pid, clients.clone())) {
-                forget_inherited(inherited);
-            }
-            clients
-        }))
-    }
-
-    fn built(&self) -> std::sync::MutexGuard<'_, Option<(u32, Clients)>> {
-        self.built.lock().unwrap_or_else(PoisonError::into_inner)
+        // Each process's own (a DataLoader worker forked while a prefetch task
+        // of the parent was in here would otherwise wait for it forever).
+        self.built.get_or_try_make(|| build(&self.uri))
     }
 
     pub(crate) fn store(&self) -> Result<Arc<dyn ObjectStore>> {
         Ok(self.clients()?.store)
-    }
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        if let Some(built) = self
-            .built
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            forget_inherited(built);
-        }
-    }
-}
-
-/// Drops clients built in this process; leaks ones a forked child inherited.
-/// Their connections are registered with the parent's runtime, whose threads do
-/// not exist here: dropping them could wait for a lock one of those threads
-/// held, or take the parent's sockets out of the epoll instance both processes
-/// share.
-fn forget_inherited((owner, clients): (u32, Clients)) {
-    if owner != std::process::id() {
-        std::mem::forget(clients);
     }
 }
 
@@ -372,44 +320,16 @@ fn ini_section(text: &str, section: &str) -> Vec<(String, String)> {
 /// The runtime of this process (rebuilt in a forked child, whose copy of the
 /// parent's has no threads).
 fn runtime() -> Arc<tokio::runtime::Runtime> {
-    type Slot = Mutex<(u32, Option<Arc<tokio::runtime::Runtime>>)>;
-    static RUNTIME: OnceLock<Slot> = OnceLock::new();
-    let cell = RUNTIME.get_or_init(|| Mutex::new((0, None)));
-    let pid = std::process::id();
-    // As for the clients: the lock only where no fork lands, the runtime built
-    // outside it.
-    let mine = |slot: &(u32, Option<Arc<tokio::runtime::Runtime>>)| match slot {
-        (owner, Some(runtime)) if *owner == pid => Some(runtime.clone()),
-        _ => None,
-    };
-    let lock = || cell.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(runtime) = bcd::fork::excluding_forks(|| mine(&lock())) {
-        return runtime;
-    }
-    let built = Arc::new(
+    static RUNTIME: PerProcess<Arc<tokio::runtime::Runtime>> = PerProcess::new();
+    let built = RUNTIME.get_or_try_make(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(4)
             .thread_name("bcd-remote")
             .enable_all()
             .build()
-            .expect("a tokio runtime can be built"),
-    );
-    let (runtime, unused) = bcd::fork::excluding_forks(|| {
-        let mut slot = lock();
-        if let Some(theirs) = mine(&slot) {
-            return (theirs, Some(built));
-        }
-        if let Some(inherited) = slot.1.take() {
-            // The parent's runtime: its threads do not exist here, so dropping it
-            // could wait for them forever.
-            std::mem::forget(inherited);
-        }
-        *slot = (pid, Some(built.clone()));
-        (built, None)
+            .map(Arc::new)
     });
-    // Another thread's won: this one, never used, is dropped outside the lock.
-    drop(unused);
-    runtime
+    built.expect("a tokio runtime can be built")
 }
 
 /// Runs `future` in the background on this process's runtime.
